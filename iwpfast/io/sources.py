@@ -1,0 +1,604 @@
+"""Sources: every input the library accepts, seen as one ordered stream of Arrow record batches.
+
+``open_source(source, columns=None, *, batch_rows=...)`` accepts
+
+- a path to a Parquet (``.parquet``, ``.pq``), Arrow IPC / Feather (``.arrow``, ``.feather``,
+  ``.ipc``, file or stream format) or CSV (``.csv``, ``.csv.gz``...) file,
+- a directory or a glob of such files (read in sorted name order),
+- a ``pyarrow.dataset.Dataset``, a ``pyarrow.RecordBatchReader``, a ``pyarrow.Table``,
+- a pandas or polars DataFrame (those libraries are imported only when such an object is given),
+- NumPy arrays: a dict ``{name: 1-D array}`` or a tuple ``(X, y)`` with X of shape (n, p), whose
+  columns are named ``x0 .. x{p-1}`` and ``y``,
+
+and returns a ``Source`` with ``schema``, ``release_metadata``, ``num_rows`` and ``batches()``.
+
+Memory stays bounded whatever the input size: Parquet is read one file at a time with
+``ParquetFile(path, pre_buffer=False).iter_batches(...)`` (pyarrow's default ``pre_buffer=True``
+held a whole 4.4 GB file in memory and ``Dataset.to_batches`` grew memory by 4 GiB,
+apache/arrow#39808); Arrow IPC files are memory-mapped, so their batches are views of the page
+cache; CSV is parsed block by block.
+
+Every batch can be located (``Source.located_batches``): file index and path, Parquet row group
+(or IPC record batch), row offset inside it and global row.  The training reader uses that to name
+the exact place of bad values and to seek when a run resumes.
+"""
+from __future__ import annotations
+
+import glob as _glob
+import json
+import os
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from ..exceptions import InvalidInputError, ReleaseSpecError
+
+RELEASE_METADATA_KEY = b"iwpfast.release"
+DEFAULT_BATCH_ROWS = 1 << 16
+
+PARQUET_SUFFIXES = (".parquet", ".pq", ".parq")
+IPC_SUFFIXES = (".arrow", ".feather", ".ipc", ".arrows")
+CSV_SUFFIXES = (".csv", ".csv.gz", ".csv.bz2", ".csv.zst", ".tsv")
+
+
+@dataclass(frozen=True)
+class BatchOrigin:
+    """Where a record batch comes from.
+
+    file_index: position of the file in the source's file list (0 for in-memory sources).
+    file: path of the file, or a description such as "<pyarrow.Table>".
+    row_group: Parquet row group / IPC record batch index (-1 when the format has none, e.g. CSV).
+    group_row: row offset of the batch's first row inside that row group (inside the file for CSV).
+    global_row: row index of the batch's first row in the whole stream.
+    """
+
+    file_index: int
+    file: str
+    row_group: int
+    group_row: int
+    global_row: int
+
+    def describe(self, offset: int = 0) -> str:
+        """Human-readable place of row ``offset`` of this batch."""
+        where = f"file {self.file!r}"
+        if self.row_group >= 0:
+            where += f", row group {self.row_group}, row {self.group_row + offset} of that row group"
+        else:
+            where += f", row {self.group_row + offset} of that file"
+        return where + f" (row {self.global_row + offset} of the stream)"
+
+
+def parse_release_metadata(schema: pa.Schema, where: str) -> dict | None:
+    """The JSON dict stored under ``iwpfast.release`` in the schema metadata, or None."""
+    meta = schema.metadata or {}
+    raw = meta.get(RELEASE_METADATA_KEY)
+    if raw is None:
+        return None
+    try:
+        parsed = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ReleaseSpecError(
+            f"{where}: the release metadata under schema key 'iwpfast.release' is not valid JSON "
+            f"({exc}); the file was damaged or written by another tool. Re-create the release with "
+            f"iwpfast.release(...)") from exc
+    if not isinstance(parsed, dict):
+        raise ReleaseSpecError(
+            f"{where}: the release metadata under schema key 'iwpfast.release' is a "
+            f"{type(parsed).__name__}, expected a JSON object; re-create the release with "
+            f"iwpfast.release(...)")
+    return parsed
+
+
+def _check_columns(schema: pa.Schema, columns: Sequence[str] | None, where: str) -> list[str]:
+    if columns is None:
+        return list(schema.names)
+    columns = list(columns)
+    missing = [c for c in columns if c not in schema.names]
+    if missing:
+        raise InvalidInputError(
+            f"{where}: column(s) {missing} not found; the columns found are {list(schema.names)}. "
+            f"Pass feature/label names that exist in the data.")
+    return columns
+
+
+class Source:
+    """An ordered stream of record batches with its schema and release metadata.
+
+    Subclasses implement ``_located(columns, start_row)``.  ``batches()`` is the plain view.
+    """
+
+    description: str = "<source>"
+    #: whether batches() can be called more than once (False for a RecordBatchReader)
+    rereadable: bool = True
+
+    def __init__(self, schema: pa.Schema, columns: Sequence[str] | None, batch_rows: int,
+                 num_rows: int | None):
+        if int(batch_rows) < 1:
+            raise InvalidInputError(f"batch_rows={batch_rows} must be a positive number of rows")
+        self.full_schema = schema
+        self.columns = _check_columns(schema, columns, self.description)
+        self.batch_rows = int(batch_rows)
+        self.num_rows = num_rows
+        self.release_metadata = parse_release_metadata(schema, self.description)
+
+    @property
+    def schema(self) -> pa.Schema:
+        """Schema of the projected columns, with the original schema metadata."""
+        fields = [self.full_schema.field(c) for c in self.columns]
+        return pa.schema(fields, metadata=self.full_schema.metadata)
+
+    def batches(self, columns: Sequence[str] | None = None,
+                start_row: int = 0) -> Iterator[pa.RecordBatch]:
+        """Record batches in stream order (at most ``batch_rows`` rows each), from ``start_row``."""
+        for _, batch in self.located_batches(columns, start_row):
+            yield batch
+
+    def located_batches(self, columns: Sequence[str] | None = None,
+                        start_row: int = 0) -> Iterator[tuple[BatchOrigin, pa.RecordBatch]]:
+        """(origin, batch) pairs in stream order, starting at global row ``start_row``."""
+        cols = self.columns if columns is None else _check_columns(
+            self.full_schema, columns, self.description)
+        if start_row < 0:
+            raise InvalidInputError(f"start_row={start_row} must be >= 0")
+        return self._located(cols, int(start_row))
+
+    def _located(self, columns, start_row):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}({self.description}, columns={self.columns}, "
+                f"num_rows={self.num_rows})")
+
+
+def _skip(origin_batches, start_row):
+    """Drop the first ``start_row`` rows of a located-batch iterator (for unseekable inputs)."""
+    for origin, batch in origin_batches:
+        end = origin.global_row + batch.num_rows
+        if end <= start_row:
+            continue
+        if origin.global_row < start_row:
+            cut = start_row - origin.global_row
+            batch = batch.slice(cut)
+            origin = BatchOrigin(origin.file_index, origin.file, origin.row_group,
+                                 origin.group_row + cut, start_row)
+        yield origin, batch
+
+
+# --------------------------------------------------------------------------- in-memory
+class TableSource(Source):
+    """A ``pyarrow.Table`` (also what DataFrames and NumPy arrays become); zero-copy slices."""
+
+    def __init__(self, table: pa.Table, columns, batch_rows, description="<pyarrow.Table>"):
+        self.description = description
+        self.table = table
+        super().__init__(table.schema, columns, batch_rows, table.num_rows)
+
+    def _located(self, columns, start_row):
+        table = self.table.select(columns).slice(start_row)
+        row = start_row
+        for batch in table.to_batches(max_chunksize=self.batch_rows):
+            if batch.num_rows == 0:
+                continue
+            yield BatchOrigin(0, self.description, -1, row, row), batch
+            row += batch.num_rows
+
+
+class ReaderSource(Source):
+    """A ``pyarrow.RecordBatchReader``: read once, row count unknown."""
+
+    rereadable = False
+
+    def __init__(self, reader: pa.RecordBatchReader, columns, batch_rows,
+                 description="<pyarrow.RecordBatchReader>"):
+        self.description = description
+        self.reader = reader
+        self._used = False
+        super().__init__(reader.schema, columns, batch_rows, None)
+
+    def _located(self, columns, start_row):
+        if self._used:
+            raise InvalidInputError(
+                f"{self.description} was already read: a RecordBatchReader can be read only once. "
+                f"Pass a file path, a Table or a Dataset to read the data again (resume, epochs>1).")
+        self._used = True
+        return _skip(self._gen(columns), start_row)
+
+    def _gen(self, columns):
+        idx = [self.full_schema.get_field_index(c) for c in columns]
+        row = 0
+        for batch in self.reader:
+            batch = batch.select(idx) if idx != list(range(batch.num_columns)) else batch
+            for off in range(0, batch.num_rows, self.batch_rows):
+                part = batch.slice(off, self.batch_rows)
+                yield BatchOrigin(0, self.description, -1, row, row), part
+                row += part.num_rows
+
+
+class ScannerSource(Source):
+    """A generic ``pyarrow.dataset.Dataset`` (not file-backed by a format we read ourselves)."""
+
+    def __init__(self, dataset, columns, batch_rows, description="<pyarrow.dataset.Dataset>"):
+        self.description = description
+        self.dataset = dataset
+        super().__init__(dataset.schema, columns, batch_rows, None)
+
+    def _located(self, columns, start_row):
+        return _skip(self._gen(columns), start_row)
+
+    def _gen(self, columns):
+        # readahead 0: memory stays at one batch (the scanner's default prefetches whole fragments)
+        batches = self.dataset.to_batches(columns=list(columns), batch_size=self.batch_rows,
+                                          batch_readahead=0, fragment_readahead=0,
+                                          use_threads=False)
+        row = 0
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            yield BatchOrigin(0, self.description, -1, row, row), batch
+            row += batch.num_rows
+
+
+# --------------------------------------------------------------------------- files
+def _file_format(path: str) -> str:
+    low = path.lower()
+    if low.endswith(PARQUET_SUFFIXES):
+        return "parquet"
+    if low.endswith(IPC_SUFFIXES):
+        return "ipc"
+    if low.endswith(CSV_SUFFIXES):
+        return "csv"
+    raise InvalidInputError(
+        f"{path!r}: unknown file type; use one of {PARQUET_SUFFIXES + IPC_SUFFIXES + CSV_SUFFIXES} "
+        f"or open the data yourself and pass a pyarrow Table/Dataset")
+
+
+def _corrupt(path: str, fmt: str, exc: Exception, where: str = "") -> InvalidInputError:
+    return InvalidInputError(
+        f"{path!r}{where}: cannot be read as {fmt} ({type(exc).__name__}: {exc}); the file is "
+        f"truncated or corrupt (e.g. an interrupted copy or write). Re-create or re-copy it.")
+
+
+class _ParquetFile:
+    def __init__(self, path: str):
+        import pyarrow.parquet as pq
+        self.path = path
+        try:
+            # pre_buffer=False: pyarrow's default pre-buffers whole row groups/files (4 GiB seen)
+            self.pf = pq.ParquetFile(path, pre_buffer=False)
+            self.schema = self.pf.schema_arrow
+        except (pa.ArrowException, OSError) as exc:
+            raise _corrupt(path, "Parquet", exc) from exc
+        md = self.pf.metadata
+        self.group_rows = [md.row_group(i).num_rows for i in range(md.num_row_groups)]
+        self.num_rows = int(sum(self.group_rows))
+
+    def located(self, file_index, columns, batch_rows, global_row, start_in_file):
+        row = global_row
+        offset_rows = 0
+        for rg, nrg in enumerate(self.group_rows):
+            if offset_rows + nrg <= start_in_file:
+                offset_rows += nrg
+                row += nrg
+                continue
+            skip = max(0, start_in_file - offset_rows)
+            offset_rows += nrg
+            group_row = 0
+            try:
+                it = self.pf.iter_batches(batch_size=batch_rows, row_groups=[rg],
+                                          columns=list(columns), use_threads=True)
+                for batch in it:
+                    n = batch.num_rows
+                    if group_row + n <= skip:
+                        group_row += n
+                        row += n
+                        continue
+                    if group_row < skip:
+                        cut = skip - group_row
+                        batch = batch.slice(cut)
+                        group_row += cut
+                        row += cut
+                        n = batch.num_rows
+                    yield BatchOrigin(file_index, self.path, rg, group_row, row), batch
+                    group_row += n
+                    row += n
+            except (pa.ArrowException, OSError) as exc:
+                raise _corrupt(self.path, "Parquet", exc, f", row group {rg}") from exc
+            if group_row != nrg:
+                raise InvalidInputError(
+                    f"{self.path!r}, row group {rg}: read {group_row} rows but the footer says "
+                    f"{nrg}; the file is corrupt. Re-create or re-copy it.")
+
+
+class _IpcFile:
+    def __init__(self, path: str):
+        self.path = path
+        try:
+            self.mm = pa.memory_map(path, "r")
+        except (pa.ArrowException, OSError) as exc:
+            raise _corrupt(path, "Arrow IPC", exc) from exc
+        try:
+            self.reader = pa.ipc.open_file(self.mm)
+            self.stream = False
+            self.schema = self.reader.schema
+            self.group_rows = [self.reader.get_record_batch(i).num_rows
+                               for i in range(self.reader.num_record_batches)]
+            self.num_rows = int(sum(self.group_rows))
+        except (pa.ArrowException, OSError):
+            try:
+                self.mm.seek(0)
+                self.reader = pa.ipc.open_stream(self.mm)
+            except (pa.ArrowException, OSError) as exc:
+                raise _corrupt(path, "Arrow IPC (file or stream format)", exc) from exc
+            self.stream = True
+            self.schema = self.reader.schema
+            self.group_rows = None
+            self.num_rows = None
+
+    def _groups(self):
+        if not self.stream:
+            for i in range(len(self.group_rows)):
+                yield i, self.reader.get_record_batch(i)
+        else:
+            self.mm.seek(0)  # every pass re-opens the stream from its first message
+            for i, b in enumerate(pa.ipc.open_stream(self.mm)):
+                yield i, b
+
+    def located(self, file_index, columns, batch_rows, global_row, start_in_file):
+        idx = [self.schema.get_field_index(c) for c in columns]
+        row = global_row
+        file_row = 0
+        groups = self._groups()
+        rg = -1
+        try:
+            for rg, batch in groups:
+                n = batch.num_rows
+                if file_row + n <= start_in_file:
+                    file_row += n
+                    row += n
+                    continue
+                batch = batch.select(idx)
+                first = max(0, start_in_file - file_row)
+                row += first
+                for off in range(first, n, batch_rows):
+                    part = batch.slice(off, batch_rows)
+                    yield BatchOrigin(file_index, self.path, rg, off, row), part
+                    row += part.num_rows
+                file_row += n
+        except (pa.ArrowException, OSError) as exc:
+            raise _corrupt(self.path, "Arrow IPC", exc, f", record batch {rg + 1}") from exc
+
+
+class _CsvFile:
+    def __init__(self, path: str, batch_rows: int):
+        from pyarrow import csv
+        self.path = path
+        self.batch_rows = batch_rows
+        try:
+            with csv.open_csv(path) as reader:
+                self.schema = reader.schema
+        except (pa.ArrowException, OSError) as exc:
+            raise _corrupt(path, "CSV", exc) from exc
+        self.num_rows = None
+        self.group_rows = None
+
+    def located(self, file_index, columns, batch_rows, global_row, start_in_file):
+        from pyarrow import csv
+        convert = csv.ConvertOptions(include_columns=list(columns))
+        # column types are fixed from the first block; later blocks must agree
+        file_row = 0
+        row = global_row
+        try:
+            reader = csv.open_csv(self.path, convert_options=convert,
+                                  read_options=csv.ReadOptions(block_size=1 << 22))
+            with reader:
+                for batch in reader:
+                    n = batch.num_rows
+                    if file_row + n <= start_in_file:
+                        file_row += n
+                        row += n
+                        continue
+                    first = max(0, start_in_file - file_row)
+                    row += first
+                    for off in range(first, n, batch_rows):
+                        part = batch.slice(off, batch_rows)
+                        yield BatchOrigin(file_index, self.path, -1, file_row + off, row), part
+                        row += part.num_rows
+                    file_row += n
+        except (pa.ArrowException, OSError) as exc:
+            raise InvalidInputError(
+                f"{self.path!r}, near row {file_row} of that file: CSV parse error ({exc}). Fix the "
+                f"file (e.g. a non-numeric value in a numeric column, or a truncated last line) or "
+                f"convert it to Parquet.") from exc
+
+
+class FileSource(Source):
+    """One or more files of the same format, read one after the other in the given order."""
+
+    def __init__(self, paths: list[str], columns, batch_rows, description=None):
+        if not paths:
+            raise InvalidInputError(f"{description}: no data files found")
+        formats = {_file_format(p) for p in paths}
+        if len(formats) > 1:
+            raise InvalidInputError(
+                f"{description}: mixes file formats {sorted(formats)}; put one format per directory")
+        self.format = formats.pop()
+        self.paths = list(paths)
+        self.description = description or (paths[0] if len(paths) == 1 else
+                                           f"{len(paths)} {self.format} files from {paths[0]!r}")
+        batch_rows = int(batch_rows)
+        self.files = [self._open(p, batch_rows) for p in self.paths]
+        first = self.files[0]
+        schema = first.schema
+        meta0 = parse_release_metadata(schema, self.paths[0])
+        for f in self.files[1:]:
+            if parse_release_metadata(f.schema, f.path) != meta0:
+                raise ReleaseSpecError(
+                    f"{f.path!r} carries other release metadata than {self.paths[0]!r}: these files "
+                    f"are not parts of one release. Read them separately.")
+        cols = _check_columns(schema, columns, self.paths[0])
+        for f in self.files[1:]:
+            _check_columns(f.schema, cols, f.path)
+            for c in cols:
+                if not f.schema.field(c).type.equals(schema.field(c).type):
+                    raise InvalidInputError(
+                        f"{f.path!r}: column {c!r} has type {f.schema.field(c).type}, but "
+                        f"{schema.field(c).type} in {self.paths[0]!r}; write all files with one "
+                        f"schema")
+        counts = [f.num_rows for f in self.files]
+        num_rows = None if any(c is None for c in counts) else int(sum(counts))
+        self.file_rows = counts
+        super().__init__(schema, cols, batch_rows, num_rows)
+
+    def _open(self, path, batch_rows):
+        if self.format == "parquet":
+            return _ParquetFile(path)
+        if self.format == "ipc":
+            return _IpcFile(path)
+        return _CsvFile(path, batch_rows)
+
+    def _located(self, columns, start_row):
+        if any(c is None for c in self.file_rows):
+            # unknown file lengths (CSV, IPC stream): read and drop the rows before start_row
+            return _skip(self._gen(columns, 0), start_row)
+        return self._gen(columns, start_row)
+
+    def _gen(self, columns, start_row):
+        row = 0
+        for i, f in enumerate(self.files):
+            n = self.file_rows[i]
+            if n is not None and row + n <= start_row:
+                row += n
+                continue
+            start_in_file = max(0, start_row - row)
+            last = row
+            for origin, batch in f.located(i, columns, self.batch_rows, row, start_in_file):
+                yield origin, batch
+                last = origin.global_row + batch.num_rows
+            row = last if n is None else row + n
+
+
+# --------------------------------------------------------------------------- entry point
+def _expand_path(path: str) -> tuple[list[str], str]:
+    if any(ch in path for ch in "*?["):
+        found = sorted(p for p in _glob.glob(path) if os.path.isfile(p))
+        if not found:
+            raise InvalidInputError(f"glob {path!r} matches no file; check the pattern")
+        return found, path
+    if os.path.isdir(path):
+        found = sorted(os.path.join(path, n) for n in os.listdir(path)
+                       if not n.startswith((".", "_"))
+                       and n.lower().endswith(PARQUET_SUFFIXES + IPC_SUFFIXES + CSV_SUFFIXES))
+        if not found:
+            raise InvalidInputError(
+                f"directory {path!r} holds no Parquet/IPC/CSV file (by extension); found "
+                f"{sorted(os.listdir(path))[:20]}")
+        return found, path
+    if not os.path.exists(path):
+        raise InvalidInputError(f"{path!r} does not exist; check the path")
+    return [path], path
+
+
+def _numpy_table(arrays: dict) -> pa.Table:
+    cols = {}
+    n = None
+    for name, arr in arrays.items():
+        a = np.asarray(arr)
+        if a.ndim != 1:
+            raise InvalidInputError(f"array {name!r} has shape {a.shape}; pass 1-D arrays per column")
+        if n is not None and a.shape[0] != n:
+            raise InvalidInputError(
+                f"array {name!r} has {a.shape[0]} rows but the previous arrays have {n}; all "
+                f"columns must have the same length")
+        n = a.shape[0]
+        cols[str(name)] = pa.array(np.ascontiguousarray(a))
+    return pa.table(cols)
+
+
+def open_source(source, columns: Sequence[str] | None = None, *,
+                batch_rows: int = DEFAULT_BATCH_ROWS) -> Source:
+    """Open ``source`` as a ``Source`` (see the module docstring for the accepted inputs).
+
+    columns: project to these columns (missing ones -> InvalidInputError listing those found).
+    batch_rows: upper bound on the rows of each yielded record batch.
+    """
+    if isinstance(source, Source):
+        if columns is None:
+            return source
+        _check_columns(source.full_schema, columns, source.description)
+        source.columns = list(columns)
+        return source
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        paths, desc = _expand_path(path)
+        return FileSource(paths, columns, batch_rows, description=desc)
+    if isinstance(source, (list, tuple)) and source and all(
+            isinstance(s, (str, os.PathLike)) for s in source):
+        paths = [os.fspath(s) for s in source]
+        for p in paths:
+            if not os.path.isfile(p):
+                raise InvalidInputError(f"{p!r} does not exist or is not a file")
+        return FileSource(paths, columns, batch_rows,
+                          description=f"{len(paths)} files from {paths[0]!r}")
+    if isinstance(source, pa.Table):
+        return TableSource(source, columns, batch_rows)
+    if isinstance(source, pa.RecordBatch):
+        return TableSource(pa.Table.from_batches([source]), columns, batch_rows,
+                           description="<pyarrow.RecordBatch>")
+    if isinstance(source, pa.RecordBatchReader):
+        return ReaderSource(source, columns, batch_rows)
+    if isinstance(source, dict):
+        return TableSource(_numpy_table(source), columns, batch_rows,
+                           description="<dict of arrays>")
+    if isinstance(source, tuple) and len(source) == 2:
+        X, y = np.asarray(source[0]), np.asarray(source[1])
+        if X.ndim != 2:
+            raise InvalidInputError(f"(X, y): X has shape {X.shape}; expected (n_rows, n_features)")
+        if y.shape != (X.shape[0],):
+            raise InvalidInputError(
+                f"(X, y): y has shape {y.shape}; expected ({X.shape[0]},) to match X's rows")
+        arrays = {f"x{j}": X[:, j] for j in range(X.shape[1])}
+        arrays["y"] = y
+        return TableSource(_numpy_table(arrays), columns, batch_rows,
+                           description="<(X, y) arrays>")
+    mod = type(source).__module__ or ""
+    if mod.startswith("pyarrow") and hasattr(source, "to_batches") and hasattr(source, "schema"):
+        try:
+            import pyarrow.dataset as ds
+        except ImportError:  # pragma: no cover
+            ds = None
+        if ds is not None and isinstance(source, ds.FileSystemDataset):
+            fmt = source.format
+            if isinstance(fmt, (ds.ParquetFileFormat, ds.IpcFileFormat, ds.CsvFileFormat)) and \
+                    all(_is_known(f) for f in source.files) and _local_fs(source):
+                return FileSource(list(source.files), columns, batch_rows,
+                                  description=f"<Dataset of {len(source.files)} files>")
+        if ds is not None and isinstance(source, ds.Dataset):
+            return ScannerSource(source, columns, batch_rows)
+    if mod.startswith("pandas"):
+        import pandas as pd  # noqa: F401  (only when a pandas object is given)
+        if hasattr(source, "columns"):
+            table = pa.Table.from_pandas(source, preserve_index=False)
+            return TableSource(table, columns, batch_rows, description="<pandas.DataFrame>")
+    if mod.startswith("polars"):
+        if hasattr(source, "to_arrow"):
+            return TableSource(source.to_arrow(), columns, batch_rows,
+                               description="<polars.DataFrame>")
+    raise InvalidInputError(
+        f"cannot read a {type(source).__module__}.{type(source).__name__}: pass a Parquet/IPC/CSV "
+        f"path, a directory or glob, a pyarrow Table/Dataset/RecordBatchReader, a pandas or polars "
+        f"DataFrame, a dict of 1-D arrays or an (X, y) tuple")
+
+
+def _is_known(path: str) -> bool:
+    try:
+        _file_format(path)
+        return True
+    except InvalidInputError:
+        return False
+
+
+def _local_fs(dataset) -> bool:
+    fs = getattr(dataset, "filesystem", None)
+    return fs is None or type(fs).__name__ == "LocalFileSystem"
