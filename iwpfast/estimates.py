@@ -1,0 +1,235 @@
+"""Per-example IWP loss and gradient estimates (NumPy; the reference path, DESIGN.md section 2).
+
+For a released example (x~, y~) with per-feature Gaussian noise variances ``s`` and, optionally,
+labels flipped by randomized response with budget ``epsilon_y``, the IWP estimates are unbiased for
+the clean loss / gradient (``E[L~] = l(theta, x, y)``, ``E[grad L~] = grad l``):
+
+    u = theta^T x~ + b,   z = y~ u,   tau = 1/2 sum_j s_j theta_j^2,   S~ = 1 / (1 - exp(-epsilon_y))
+    L~      = S~ F_0(z) + (1 - S~) F_0(-z)
+    grad_th = a y~ x~ - c (s * theta),        grad_b = a y~
+    a = S~ F_1(z) - (1 - S~) F_1(-z),         c = S~ F_2(z) + (1 - S~) F_2(-z)
+
+with ``F_j`` the inverse-Weierstrass series of ``iwpfast.losses.series_F`` (S~ = 1 for public
+labels).  Regression (``squared_error``, target noise variance ``sigma_y^2``):
+
+    L~ = (u - y~)^2 / 2 - tau - sigma_y^2 / 2,     grad_th = (u - y~) x~ - s * theta,   grad_b = u - y~
+
+``correction="none"`` evaluates the same code with tau = 0, S~ = 1 and no sigma_y^2 term: the naive
+loss/gradient that treats the noisy data as clean (on clean data: the clean loss/gradient).
+
+Example::
+
+    >>> import numpy as np, iwpfast
+    >>> theta = np.array([0.5, -1.0]); X = np.array([[1.0, 2.0], [0.0, -1.0]]); y = np.array([1, -1])
+    >>> g = iwpfast.iwp_gradient(theta, X, y, loss="exponential", noise_var=0.25, epsilon_y=2.0)
+    >>> g.shape
+    (2, 2)
+    >>> L = iwpfast.iwp_loss(theta, X, y, loss="quadratic", noise_var=[0.25, 0.5])
+    >>> L.shape
+    (2,)
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from .exceptions import InvalidInputError
+from .losses import (CLASSIFICATION_LOSSES, LOSS_CODES, REGRESSION_LOSSES, check_loss,
+                     check_order, series_F)
+
+__all__ = ["iwp_loss", "iwp_gradient", "label_tilde", "glm_scalars", "glm_loss_values"]
+
+
+def label_tilde(epsilon_y: float | None) -> float:
+    """S~(epsilon_y) = 1 / (1 - exp(-epsilon_y)), the inverse-Bernoulli weight; 1 for public labels."""
+    if epsilon_y is None or math.isinf(epsilon_y):
+        return 1.0
+    return 1.0 / (-math.expm1(-float(epsilon_y)))
+
+
+# --------------------------------------------------------------------------------------------
+# Vectorized building blocks, shared with the reference twin (iwpfast.sgd.reference).
+# --------------------------------------------------------------------------------------------
+
+def glm_scalars(loss: str, z: np.ndarray, tau: float, label_weight: float,
+                truncation: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row scalars (a, c) of a classification loss at margins ``z = y~ u`` (no validation).
+
+    a = S~ F_1(z) - (1 - S~) F_1(-z),  c = S~ F_2(z) + (1 - S~) F_2(-z).
+    With S~ == 1 the (1 - S~) terms are exactly zero and are skipped (not multiplied: 0 * inf
+    would turn an overflow of F(-z) into NaN), so IWP with sigma = 0 and public labels is clean.
+    """
+    a = series_F(loss, 1, z, tau, truncation)
+    c = series_F(loss, 2, z, tau, truncation)
+    if label_weight != 1.0:
+        other = 1.0 - label_weight
+        a = label_weight * a - other * series_F(loss, 1, -z, tau, truncation)
+        c = label_weight * c + other * series_F(loss, 2, -z, tau, truncation)
+    return a, c
+
+
+def glm_loss_values(loss: str, z: np.ndarray, tau: float, label_weight: float,
+                    truncation: int) -> np.ndarray:
+    """Per-row IWP loss S~ F_0(z) + (1 - S~) F_0(-z) of a classification loss (no validation)."""
+    value = series_F(loss, 0, z, tau, truncation)
+    if label_weight != 1.0:
+        value = label_weight * value + (1.0 - label_weight) * series_F(loss, 0, -z, tau, truncation)
+    return value
+
+
+# --------------------------------------------------------------------------------------------
+# Validation (public wrapper only).
+# --------------------------------------------------------------------------------------------
+
+def _real_array(value, name: str, ndim: int) -> np.ndarray:
+    array = np.asarray(value)
+    if array.dtype.kind not in "biuf":
+        raise InvalidInputError(
+            f"{name} has dtype {array.dtype}; pass real numbers (float or int array)")
+    if array.ndim != ndim:
+        raise InvalidInputError(
+            f"{name} must be a {ndim}-D array, got shape {array.shape}"
+            + ("; for one example use X.reshape(1, -1)" if name == "X" and array.ndim == 1 else ""))
+    array = array.astype(np.float64, copy=False)
+    if not np.all(np.isfinite(array)):
+        bad = np.argwhere(~np.isfinite(array))[0]
+        raise InvalidInputError(f"{name} has a non-finite value at index {tuple(int(i) for i in bad)}; "
+                                "remove or impute it")
+    return array
+
+
+def _nonnegative_float(value, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) \
+            or value < 0:
+        raise InvalidInputError(f"{name}={value!r} must be a finite number >= 0")
+    return float(value)
+
+
+def _prepare(theta, X, y, loss, noise_var, epsilon_y, truncation, intercept, correction,
+             target_noise_var):
+    check_loss(loss)
+    truncation = check_order(truncation, "truncation")
+    if correction not in ("iwp", "none"):
+        raise InvalidInputError(f"correction={correction!r}; choose 'iwp' (unbiased) or 'none' (naive)")
+    theta = _real_array(theta, "theta", 1)
+    X = _real_array(X, "X", 2)
+    y = _real_array(y, "y", 1)
+    n, p = X.shape
+    if theta.shape[0] != p:
+        raise InvalidInputError(f"theta has {theta.shape[0]} coefficients but X has {p} columns "
+                                "(X is (n_rows, n_features)); pass one coefficient per column")
+    if y.shape[0] != n:
+        raise InvalidInputError(f"y has {y.shape[0]} labels but X has {n} rows; pass one label per row")
+    noise = np.asarray(noise_var)
+    if noise.dtype.kind not in "biuf" or noise.ndim > 1:
+        raise InvalidInputError(f"noise_var must be a number or a ({p},) vector of variances, "
+                                f"got {noise_var!r}")
+    noise = np.broadcast_to(noise.astype(np.float64), (p,)) if noise.ndim == 0 else \
+        noise.astype(np.float64)
+    if noise.shape != (p,):
+        raise InvalidInputError(f"noise_var has {noise.shape[0]} entries but X has {p} columns; "
+                                "pass a scalar or one variance (sigma_j^2, not sigma_j) per column")
+    if not np.all(np.isfinite(noise)) or np.any(noise < 0):
+        raise InvalidInputError("noise_var must hold finite variances >= 0 (sigma_j^2); "
+                                f"got {noise_var!r}")
+    if intercept is not None:
+        if isinstance(intercept, bool) or not isinstance(intercept, numbers.Real) \
+                or not math.isfinite(intercept):
+            raise InvalidInputError(f"intercept={intercept!r} must be a finite float or None (no intercept)")
+        intercept = float(intercept)
+    target_noise_var = _nonnegative_float(target_noise_var, "target_noise_var")
+    if loss in CLASSIFICATION_LOSSES:
+        if epsilon_y is not None:
+            if isinstance(epsilon_y, bool) or not isinstance(epsilon_y, numbers.Real) \
+                    or not epsilon_y > 0:
+                raise InvalidInputError(f"epsilon_y={epsilon_y!r} must be > 0 (the label budget), "
+                                        "or None for public labels")
+        bad = np.flatnonzero((y != 1.0) & (y != -1.0))
+        if bad.size:
+            raise InvalidInputError(
+                f"y[{bad[0]}] = {y[bad[0]]!r}: classification labels must be -1 or +1; "
+                "map classes with y = 2 * (labels == positive_class) - 1")
+        if target_noise_var != 0.0:
+            raise InvalidInputError("target_noise_var is for loss='squared_error'; "
+                                    "leave it at 0 for classification")
+    else:
+        if epsilon_y is not None:
+            raise InvalidInputError("epsilon_y is the label budget of classification; for "
+                                    "loss='squared_error' pass target_noise_var (sigma_y^2) instead")
+    iwp = correction == "iwp"
+    s = noise if iwp else np.zeros(p)
+    tau = 0.5 * float(np.dot(s, theta * theta))
+    weight = label_tilde(epsilon_y) if (iwp and loss in CLASSIFICATION_LOSSES) else 1.0
+    u = X @ theta
+    if intercept is not None:
+        u = u + intercept
+    return theta, X, y, s, tau, weight, u, truncation, intercept, (target_noise_var if iwp else 0.0)
+
+
+def iwp_loss(theta, X, y, *, loss: str, noise_var, epsilon_y: float | None = None,
+             truncation: int = 2, intercept: float | None = None, correction: str = "iwp",
+             target_noise_var: float = 0.0) -> np.ndarray:
+    """Per-row IWP loss estimates, shape (n,); their expectation over the release noise is the clean loss.
+
+    Parameters
+    ----------
+    theta : (p,) coefficients.   X : (n, p) released features x~.   y : (n,) released labels in
+        {-1, +1} (classification) or released targets (``squared_error``).
+    loss : "exponential" | "quadratic" | "logistic" | "squared_error".
+    noise_var : feature noise variance(s) sigma_j^2, a scalar or a (p,) vector.
+    epsilon_y : label budget of randomized response; None = public labels (classification only).
+    truncation : K for the logistic series (the loss is summed to k = K).
+    intercept : None, or a float b (noise-free) added to the score: u = theta^T x~ + b.
+    correction : "iwp" (unbiased) or "none" (naive: the loss of the noisy data as if clean).
+    target_noise_var : sigma_y^2 of the regression targets (IWP subtracts sigma_y^2 / 2).
+
+    Formulas: classification ``S~ F_0(z) + (1-S~) F_0(-z)`` with ``z = y u``; regression
+    ``(u - y)^2/2 - tau - sigma_y^2/2``; ``tau = sum_j s_j theta_j^2 / 2``.
+
+    >>> import numpy as np
+    >>> from iwpfast import iwp_loss
+    >>> iwp_loss(np.array([1.0]), np.array([[0.0]]), np.array([1.0]), loss="exponential", noise_var=2.0)
+    array([0.36787944])
+    """
+    theta, X, y, s, tau, weight, u, truncation, intercept, target_var = _prepare(
+        theta, X, y, loss, noise_var, epsilon_y, truncation, intercept, correction, target_noise_var)
+    if loss in REGRESSION_LOSSES:
+        residual = u - y
+        return 0.5 * residual * residual - tau - 0.5 * target_var
+    return glm_loss_values(loss, y * u, tau, weight, truncation)
+
+
+def iwp_gradient(theta, X, y, *, loss: str, noise_var, epsilon_y: float | None = None,
+                 truncation: int = 2, intercept: float | None = None, correction: str = "iwp",
+                 target_noise_var: float = 0.0) -> np.ndarray:
+    """Per-row IWP gradient estimates, shape (n, p), or (n, p+1) with an intercept (last column: d/db).
+
+    Each row is the exact gradient of the corresponding ``iwp_loss`` row, and its expectation over
+    the release noise is the clean gradient (exactly for exponential / quadratic / squared_error; up
+    to the truncation bias for logistic, see ``iwpfast.transforms.logistic_gradient_truncation_bias``):
+
+        classification:  a y~ x~ - c (s * theta)   and   a y~  for b
+        regression:      (u - y~) x~ - s * theta    and   u - y~ for b
+
+    Same arguments as ``iwp_loss``; the naive gradient is ``correction="none"``.
+
+    >>> import numpy as np
+    >>> from iwpfast import iwp_gradient
+    >>> iwp_gradient(np.array([1.0, 0.0]), np.array([[0.0, 1.0]]), np.array([-1.0]),
+    ...              loss="quadratic", noise_var=0.5, intercept=0.0)
+    array([[-0.5,  1. ,  1. ]])
+    """
+    theta, X, y, s, tau, weight, u, truncation, intercept, _ = _prepare(
+        theta, X, y, loss, noise_var, epsilon_y, truncation, intercept, correction, target_noise_var)
+    if loss in REGRESSION_LOSSES:
+        row_weight = u - y
+        c = np.ones_like(u) if correction == "iwp" else np.zeros_like(u)
+    else:
+        a, c = glm_scalars(loss, y * u, tau, weight, truncation)
+        row_weight = a * y
+    grad = row_weight[:, None] * X - c[:, None] * (s * theta)[None, :]
+    if intercept is not None:
+        grad = np.concatenate([grad, row_weight[:, None]], axis=1)
+    return grad

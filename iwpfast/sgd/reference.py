@@ -1,0 +1,291 @@
+"""NumPy twin of the fused SGD kernel: the executable spec of docs/internals.md "One SGD update".
+
+``reference_run_chunk(cfg, state, X, y)`` and ``reference_finish(cfg, state)`` have the signatures
+and semantics of ``iwpfast.sgd.engine.run_chunk`` / ``finish``: rows arrive in order, every
+``cfg.batch_size`` consecutive rows make one update, the incomplete batch at a chunk's end is carried
+(as float64) in ``state.carry_X`` / ``state.carry_y`` and completed by the next chunk, and ``finish``
+runs the last partial batch.  The per-row scalars come from ``iwpfast.estimates.glm_scalars`` (the
+formulas of DESIGN.md section 2), so this file only adds the minibatch loop.
+
+It loops over batches in Python (one update depends on the previous one) but is vectorized within
+a batch, so it doubles as the "vectorized NumPy" speed baseline of the kernels.  All arithmetic is
+float64 whatever the input dtype.
+
+Example::
+
+    >>> import numpy as np
+    >>> from iwpfast.sgd.state import HeadConfig, HeadState
+    >>> from iwpfast.sgd.reference import reference_run_chunk, reference_finish
+    >>> cfg = HeadConfig(loss="logistic", mode="clean", n_features=2, noise_var=np.zeros(2),
+    ...                  batch_size=4, learning_rate=0.1)
+    >>> state = HeadState.new(cfg)
+    >>> X = np.array([[1.0, -1.0, 0.5, 0.0, 2.0], [0.0, 1.0, 1.0, -1.0, 1.0]])   # (p, n)
+    >>> reference_run_chunk(cfg, state, X, np.array([1, -1, 1, -1, 1]))
+    >>> state.step, state.carry_n          # one full batch done, one row carried
+    (1, 1)
+    >>> reference_finish(cfg, state); state.step
+    2
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..estimates import glm_scalars
+from ..exceptions import DivergenceError, InvalidInputError
+from ..losses import CLASSIFICATION_LOSSES, LOSS_CODES, REGRESSION_LOSSES
+from .state import MODE_CODES, SCHEDULE_CODES, TELEMETRY_INDEX, HeadConfig, HeadState
+
+__all__ = ["reference_run_chunk", "reference_finish"]
+
+_ROWS = TELEMETRY_INDEX["rows_seen"]
+_BATCHES = TELEMETRY_INDEX["batches"]
+_PROJ = TELEMETRY_INDEX["projection_hits"]
+_GMEAN = TELEMETRY_INDEX["grad_norm_mean"]
+_GM2 = TELEMETRY_INDEX["grad_norm_m2"]
+_ENERGY = TELEMETRY_INDEX["max_noise_energy"]
+_CAP = TELEMETRY_INDEX["cap_hits"]
+_STEP, _NAVG, _CARRY, _TRACE = 0, 1, 2, 3
+
+
+# --------------------------------------------------------------------------------------------
+# Input checks (the wrapper's job: nothing is validated per batch)
+# --------------------------------------------------------------------------------------------
+
+def _check_config(cfg: HeadConfig) -> np.ndarray:
+    if cfg.loss not in LOSS_CODES:
+        raise InvalidInputError(f"HeadConfig.loss={cfg.loss!r}; choose one of {', '.join(LOSS_CODES)}")
+    if cfg.mode not in MODE_CODES:
+        raise InvalidInputError(f"HeadConfig.mode={cfg.mode!r}; choose one of {', '.join(MODE_CODES)}")
+    if cfg.schedule not in SCHEDULE_CODES:
+        raise InvalidInputError(f"HeadConfig.schedule={cfg.schedule!r}; the kernel runs "
+                                f"{', '.join(SCHEDULE_CODES)} (the driver resolves 'paper')")
+    if int(cfg.batch_size) < 1:
+        raise InvalidInputError(f"HeadConfig.batch_size={cfg.batch_size}; use an integer >= 1")
+    if int(cfg.truncation) < 0:
+        raise InvalidInputError(f"HeadConfig.truncation={cfg.truncation}; K must be an integer >= 0")
+    noise_var = np.asarray(cfg.noise_var, dtype=np.float64)
+    if noise_var.shape != (cfg.n_features,):
+        raise InvalidInputError(f"HeadConfig.noise_var has shape {noise_var.shape}; expected "
+                                f"({cfg.n_features},), one variance sigma_j^2 per feature")
+    if not np.all(np.isfinite(noise_var)) or np.any(noise_var < 0):
+        raise InvalidInputError("HeadConfig.noise_var must hold finite variances >= 0")
+    return noise_var
+
+
+def _feature_major(cfg: HeadConfig, X) -> np.ndarray:
+    """(p, n) float64 view/copy of a (p, n) array or a sequence of p 1-D arrays."""
+    p = cfg.n_features
+    if isinstance(X, np.ndarray):
+        if X.ndim != 2 or X.shape[0] != p:
+            raise InvalidInputError(
+                f"X has shape {X.shape}: features-major (p, n) with p={p} expected; "
+                "transpose a (n, p) matrix with X.T")
+        dtypes = {X.dtype}
+        columns = None
+    elif isinstance(X, Sequence) and not isinstance(X, (str, bytes)):
+        columns = [np.asarray(c) for c in X]
+        if len(columns) != p or any(c.ndim != 1 for c in columns):
+            raise InvalidInputError(
+                f"X must be {p} 1-D feature columns (or a ({p}, n) array); got "
+                f"{len(columns)} column(s) with shapes {[c.shape for c in columns][:3]}")
+        if len({c.shape[0] for c in columns}) > 1:
+            raise InvalidInputError("the feature columns of X have different lengths "
+                                    f"{sorted({c.shape[0] for c in columns})}; pass equal-length columns")
+        dtypes = {c.dtype for c in columns}
+    else:
+        raise InvalidInputError(f"X must be a (p, n) array or a sequence of p 1-D arrays, "
+                                f"got {type(X).__name__}")
+    bad = [d for d in dtypes if d not in (np.float32, np.float64)]
+    if bad:
+        raise InvalidInputError(f"X has dtype {bad[0]}; features must be float32 or float64 "
+                                "(convert with .astype(np.float64))")
+    if columns is None:
+        return X.astype(np.float64, copy=False)
+    if p == 0:
+        return np.zeros((0, 0))
+    return np.stack([c.astype(np.float64, copy=False) for c in columns])
+
+
+def _labels(cfg: HeadConfig, y, n: int) -> np.ndarray:
+    y = np.asarray(y)
+    if y.ndim != 1 or y.shape[0] != n:
+        raise InvalidInputError(f"y has shape {y.shape}; expected ({n},), one label per row of X")
+    if y.dtype.kind not in "biuf":
+        raise InvalidInputError(f"y has dtype {y.dtype}; pass real numbers")
+    y = y.astype(np.float64, copy=False)
+    if cfg.loss in CLASSIFICATION_LOSSES:
+        bad = np.flatnonzero((y != 1.0) & (y != -1.0))
+        if bad.size:
+            raise InvalidInputError(f"y[{bad[0]}] = {y[bad[0]]!r} (row {bad[0]} of this chunk): "
+                                    "classification labels must be -1 or +1")
+    return y
+
+
+def _check_trace_capacity(cfg: HeadConfig, state: HeadState, n_updates: int) -> None:
+    k = int(cfg.trace_every)
+    if k <= 0:
+        return
+    step = int(state.counters[_STEP])
+    needed = (step + n_updates) // k - step // k
+    free = state.trace.shape[0] - int(state.counters[_TRACE])
+    if needed > free:
+        raise InvalidInputError(
+            f"the trace buffer has room for {free} more rows but this call records {needed} "
+            f"(trace_every={k}); drain it (reset counters[3]) or allocate a larger trace_capacity")
+
+
+# --------------------------------------------------------------------------------------------
+# One SGD update (docs/internals.md, steps 1-10)
+# --------------------------------------------------------------------------------------------
+
+class _Head:
+    """Config-derived constants of one head, computed once per call."""
+
+    def __init__(self, cfg: HeadConfig, noise_var: np.ndarray):
+        iwp = cfg.mode == "iwp"
+        # Outside mode iwp nothing is corrected: s = 0 everywhere (gradient, cap, telemetry).
+        self.s = noise_var if iwp else np.zeros_like(noise_var)
+        self.iwp = iwp
+        self.loss = cfg.loss
+        self.regression = cfg.loss in REGRESSION_LOSSES
+        self.label_weight = cfg.label_tilde
+        self.truncation = int(cfg.truncation)
+        self.alpha = float(cfg.alpha)
+        self.gamma0 = float(cfg.learning_rate)
+        self.inverse = cfg.schedule == "inverse"
+        self.mu = float(cfg.mu)
+        self.radius = float(cfg.radius)
+        self.cap = float(cfg.variance_cap)
+        self.fit_intercept = bool(cfg.fit_intercept)
+        self.average_start = int(cfg.average_start)
+        self.trace_every = int(cfg.trace_every)
+
+
+def _update(h: _Head, state: HeadState, Xb: np.ndarray, yb: np.ndarray) -> None:
+    m = yb.shape[0]
+    theta = state.theta
+    b = state.intercept[0]
+    s = h.s
+    # 1. tau (0 outside mode iwp since s = 0 there)
+    tau = 0.5 * float(np.dot(s, theta * theta))
+    # 2. per-row scores and scalars
+    u = theta @ Xb
+    if h.fit_intercept:
+        u = u + b
+    if h.regression:
+        w = u - yb                      # per-row weight of x_i; c_i = 1 (times s = 0 unless iwp)
+        c_mean = 1.0
+    else:
+        a, c = glm_scalars(h.loss, yb * u, tau, h.label_weight, h.truncation)
+        w = a * yb
+        c_mean = float(np.sum(c)) / m
+    # 3. mean gradient
+    g_theta = (Xb @ w) / m - c_mean * (s * theta) + h.alpha * theta
+    g_b = float(np.sum(w)) / m if h.fit_intercept else 0.0
+    # 4. step size, t = updates done before this one
+    t = int(state.counters[_STEP])
+    gamma = h.gamma0 / (1.0 + h.mu * h.gamma0 * t) if h.inverse else h.gamma0
+    # 5. step
+    theta = theta - gamma * g_theta
+    b = b - gamma * g_b
+    # 6. projection on the L2 ball, then the variance cap
+    tel = state.telemetry
+    if h.radius < math.inf:
+        norm = math.sqrt(float(np.dot(theta, theta)))
+        if norm > h.radius:
+            theta = theta * (h.radius / norm)
+            tel[_PROJ] += 1.0
+    energy = float(np.dot(s, theta * theta))
+    if energy > h.cap:
+        theta = theta * math.sqrt(h.cap / energy)
+        tel[_CAP] += 1.0
+        energy = float(np.dot(s, theta * theta))
+    state.theta[:] = theta
+    state.intercept[0] = b
+    # 7. Polyak average
+    step = t + 1
+    state.counters[_STEP] = step
+    if h.average_start >= 0 and step > h.average_start:
+        n_avg = int(state.counters[_NAVG]) + 1
+        state.counters[_NAVG] = n_avg
+        state.theta_avg += (theta - state.theta_avg) / n_avg
+        state.intercept_avg[0] += (b - state.intercept_avg[0]) / n_avg
+    # 8. telemetry
+    rows_before = tel[_ROWS]
+    tel[_ROWS] = rows_before + m
+    tel[_BATCHES] += 1.0
+    gnorm = math.sqrt(float(np.dot(g_theta, g_theta)) + g_b * g_b)
+    delta = gnorm - tel[_GMEAN]
+    tel[_GMEAN] += delta / tel[_BATCHES]
+    tel[_GM2] += delta * (gnorm - tel[_GMEAN])
+    if energy > tel[_ENERGY]:
+        tel[_ENERGY] = energy
+    # 9. trace
+    if h.trace_every > 0 and step % h.trace_every == 0:
+        row = int(state.counters[_TRACE])
+        state.trace[row, :-1] = theta
+        state.trace[row, -1] = b
+        state.trace_steps[row] = step
+        state.counters[_TRACE] = row + 1
+    # 10. divergence
+    if not (np.all(np.isfinite(theta)) and math.isfinite(b)):
+        raise DivergenceError(
+            f"theta or the intercept became non-finite at row {int(rows_before) + m - 1} "
+            f"(update {step}, learning rate {gamma:.3g}); use a smaller learning_rate or radius "
+            "(or a variance_cap)")
+
+
+def reference_run_chunk(cfg: HeadConfig, state: HeadState, X, y) -> None:
+    """Run every complete batch of this chunk (carry included) and carry the incomplete rest.
+
+    X: (p, n) features-major array or a sequence of p 1-D arrays (float32/float64, read-only ok);
+    y: (n,) labels in {-1, +1} (classification) or targets (regression).  Updates ``state`` in place.
+    Raises ``InvalidInputError`` on bad input (before any update) and ``DivergenceError`` when an
+    iterate becomes non-finite (``state`` then holds the non-finite iterate).
+    """
+    noise_var = _check_config(cfg)
+    columns = _feature_major(cfg, X)
+    n = columns.shape[1] if columns.ndim == 2 else 0
+    y = _labels(cfg, y, n)
+    B = int(cfg.batch_size)
+    if state.carry_X.shape != (cfg.n_features, B) or state.carry_y.shape != (B,):
+        raise InvalidInputError(f"state.carry_X has shape {state.carry_X.shape}; this state was made "
+                                "for another batch_size or n_features: use HeadState.new(cfg)")
+    carry_n = int(state.counters[_CARRY])
+    _check_trace_capacity(cfg, state, (carry_n + n) // B)
+    h = _Head(cfg, noise_var)
+    start = 0
+    if carry_n > 0:
+        take = min(B - carry_n, n)
+        state.carry_X[:, carry_n:carry_n + take] = columns[:, :take]
+        state.carry_y[carry_n:carry_n + take] = y[:take]
+        carry_n += take
+        start = take
+        if carry_n == B:
+            state.counters[_CARRY] = 0
+            _update(h, state, state.carry_X, state.carry_y)
+        else:
+            state.counters[_CARRY] = carry_n
+            return
+    while start + B <= n:
+        _update(h, state, columns[:, start:start + B], y[start:start + B])
+        start += B
+    rest = n - start
+    if rest:
+        state.carry_X[:, :rest] = columns[:, start:]
+        state.carry_y[:rest] = y[start:]
+        state.counters[_CARRY] = rest
+
+
+def reference_finish(cfg: HeadConfig, state: HeadState) -> None:
+    """Run the carried partial batch (m < batch_size rows), if any, as the last update."""
+    noise_var = _check_config(cfg)
+    m = int(state.counters[_CARRY])
+    if m == 0:
+        return
+    _check_trace_capacity(cfg, state, 1)
+    state.counters[_CARRY] = 0
+    _update(_Head(cfg, noise_var), state, state.carry_X[:, :m], state.carry_y[:m])
