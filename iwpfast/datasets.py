@@ -71,6 +71,7 @@ def make_classification(
     shuffle: bool = True,
     scale: bool = True,
     random_state: int | np.random.Generator | None = None,
+    structure_random_state: int | np.random.Generator | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Binary classification data following scikit-learn's ``make_classification``.
 
@@ -87,6 +88,12 @@ def make_classification(
     With ``scale=True`` (the paper's preprocessing) each feature is then min-max scaled to [-1, 1]
     over the generated rows, which also removes the random shift and scale. (Min-max from the data is
     fine for a simulation; on private data use declared ranges, see :func:`scale_to_unit`.)
+
+    ``structure_random_state`` (not in scikit-learn) separates the *distribution* from the *sample*:
+    when given, the cluster centres, covariance factors, redundant mixing, shift, scale and feature
+    order are drawn from it, and only the rows, label flips and row order from ``random_state``. So
+    draws with one structure seed and several sample seeds are fresh samples of one distribution
+    (what repeated experiments need); with ``None`` everything comes from ``random_state``.
 
     Returns ``X`` (n_samples, n_features) float64 and ``y`` (n_samples,) float64 in {-1, +1}.
     """
@@ -111,6 +118,12 @@ def make_classification(
         raise InvalidInputError(f"flip_y={flip_y} must be a probability in [0, 1]")
     rng = random_state if isinstance(random_state, np.random.Generator) \
         else np.random.default_rng(random_state)
+    if structure_random_state is None:
+        srng = rng
+    elif isinstance(structure_random_state, np.random.Generator):
+        srng = structure_random_state
+    else:
+        srng = np.random.default_rng(structure_random_state)
 
     # Equal class weights: samples split evenly over clusters, the remainder to the first ones.
     per_cluster = [n_samples // n_clusters] * n_clusters
@@ -119,7 +132,7 @@ def make_classification(
 
     X = np.zeros((n_samples, n_features))
     y = np.zeros(n_samples, dtype=np.int64)
-    centroids = _hypercube_vertices(n_clusters, n_informative, rng)
+    centroids = _hypercube_vertices(n_clusters, n_informative, srng)
     centroids *= 2.0 * class_sep
     centroids -= class_sep
 
@@ -129,12 +142,12 @@ def make_classification(
         start, stop = stop, stop + per_cluster[k]
         y[start:stop] = k % n_classes
         block = X[start:stop, :n_informative]
-        covariance_factor = 2.0 * rng.uniform(size=(n_informative, n_informative)) - 1.0
+        covariance_factor = 2.0 * srng.uniform(size=(n_informative, n_informative)) - 1.0
         block[...] = block @ covariance_factor
         block += centroid
 
     if n_redundant > 0:
-        mixing = 2.0 * rng.uniform(size=(n_informative, n_redundant)) - 1.0
+        mixing = 2.0 * srng.uniform(size=(n_informative, n_redundant)) - 1.0
         X[:, n_informative:n_informative + n_redundant] = X[:, :n_informative] @ mixing
     n_useful = n_informative + n_redundant
     if n_features > n_useful:
@@ -144,13 +157,13 @@ def make_classification(
         flip = rng.uniform(size=n_samples) < flip_y
         y[flip] = rng.integers(n_classes, size=int(flip.sum()))
 
-    X += (2.0 * rng.uniform(size=n_features) - 1.0) * class_sep
-    X *= 1.0 + 100.0 * rng.uniform(size=n_features)
+    X += (2.0 * srng.uniform(size=n_features) - 1.0) * class_sep
+    X *= 1.0 + 100.0 * srng.uniform(size=n_features)
 
     if shuffle:
         order = rng.permutation(n_samples)
         X, y = X[order], y[order]
-        X = X[:, rng.permutation(n_features)]
+        X = X[:, srng.permutation(n_features)]
 
     if scale:
         lo, hi = X.min(axis=0), X.max(axis=0)

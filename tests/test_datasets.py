@@ -131,3 +131,20 @@ def test_scale_to_unit_clips_and_maps():
 def test_load_acs_unknown_task():
     with pytest.raises(InvalidInputError, match="income"):
         load_acs("adult")
+
+
+def test_structure_seed_fixes_the_distribution():
+    # Same structure seed, different sample seeds: each feature's correlation with the label agrees
+    # (affine-invariant, so the data-dependent min-max scaling does not matter; the sd of a sample
+    # correlation is < 1/sqrt(n) = 0.007, so 0.04 is > 4 sd of the difference); another structure
+    # seed moves them.
+    def corr(X, y):
+        return np.array([np.corrcoef(X[:, j], y)[0, 1] for j in range(X.shape[1])])
+
+    kw = dict(n_features=3, structure_random_state=11)
+    X1, y1 = make_classification(20000, random_state=1, **kw)
+    X2, y2 = make_classification(20000, random_state=2, **kw)
+    X3, y3 = make_classification(20000, n_features=3, random_state=1, structure_random_state=12)
+    assert np.abs(corr(X1, y1) - corr(X2, y2)).max() < 0.04
+    assert np.abs(corr(X1, y1) - corr(X3, y3)).max() > 0.1
+    assert not np.array_equal(X1, X2)
