@@ -1,0 +1,27 @@
+"""Local differential privacy on the data holder's side: calibration, mechanisms, the release.
+
+Everything here is NumPy/pyarrow (no Numba); the modules that touch pyarrow import it lazily.
+"""
+from .calibration import analytic_gaussian_delta, gaussian_noise_scale, label_keep_probability
+from .mechanisms import GaussianFeatureMechanism, GaussianTargetMechanism, RandomizedResponse
+from .release import ReleaseResult, privatize, read_release_spec, release
+from .scaling import RangeScaler, parse_ranges
+from .spec import METADATA_KEY, Guarantee, ReleaseSpec
+
+__all__ = [
+    "METADATA_KEY",
+    "GaussianFeatureMechanism",
+    "GaussianTargetMechanism",
+    "Guarantee",
+    "RandomizedResponse",
+    "RangeScaler",
+    "ReleaseResult",
+    "ReleaseSpec",
+    "analytic_gaussian_delta",
+    "gaussian_noise_scale",
+    "label_keep_probability",
+    "parse_ranges",
+    "privatize",
+    "read_release_spec",
+    "release",
+]

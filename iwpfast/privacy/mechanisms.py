@@ -1,0 +1,149 @@
+"""The local-DP mechanisms of a release (DESIGN.md section 1), validated at construction.
+
+Arrays are feature-major: features are a ``(p, n)`` array (one contiguous row per feature), the
+layout the release writes and the kernels read.  All methods work in place on preallocated
+buffers and never loop over rows in Python.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..exceptions import InvalidInputError
+from .calibration import (
+    CALIBRATIONS,
+    check_bound,
+    check_delta,
+    check_epsilon,
+    gaussian_noise_scale,
+    label_keep_probability,
+)
+
+# Clipping multiplies by bound/||x|| in floating point; aim a little inside the ball so that the
+# rounding of that product and of the norm (a few float32 ulps) never lands outside it.
+_CLIP_SAFETY = 1.0 - 2.0**-20
+
+
+def _check_calibration(calibration: str) -> str:
+    if calibration not in CALIBRATIONS:
+        raise InvalidInputError(
+            f"calibration must be one of {CALIBRATIONS}, got {calibration!r}; "
+            "use 'analytic' (default, tighter) or 'classic' (the paper's formula)"
+        )
+    return calibration
+
+
+class GaussianFeatureMechanism:
+    """Clip each feature vector to the L2 ball of radius ``bound``, then add N(0, sigma^2 I).
+
+    ``(epsilon, delta)``-LDP with sigma from :func:`gaussian_noise_scale` (sensitivity 2*bound).
+    """
+
+    def __init__(self, epsilon, delta, bound, calibration: str = "analytic"):
+        self.epsilon = check_epsilon(epsilon, "epsilon_x")
+        self.delta = check_delta(delta, "delta")
+        self.bound = check_bound(bound, "bound")
+        self.calibration = _check_calibration(calibration)
+        self.sigma = gaussian_noise_scale(self.epsilon, self.delta, self.bound, self.calibration)
+
+    @property
+    def sensitivity(self) -> float:
+        return 2.0 * self.bound
+
+    def __repr__(self):
+        return (
+            f"GaussianFeatureMechanism(epsilon={self.epsilon:g}, delta={self.delta:g}, "
+            f"bound={self.bound:g}, calibration={self.calibration!r}, sigma={self.sigma:.6g})"
+        )
+
+    def clip_(self, X: np.ndarray, scratch: np.ndarray | None = None, *, coords_in_unit: bool = False) -> int:
+        """Scale rows of feature-major ``X`` (p, n) in place to norm <= bound; return how many.
+
+        ``coords_in_unit=True`` promises |X| <= 1 elementwise, so that nothing needs clipping
+        when bound >= sqrt(p) (then the norm is skipped entirely).
+        """
+        p, n = X.shape
+        if n == 0:
+            return 0
+        if coords_in_unit and self.bound * self.bound >= p:
+            return 0
+        if scratch is None or scratch.shape[0] < n:
+            scratch = np.empty(n, dtype=X.dtype)
+        norm2 = np.empty(n, dtype=np.float64)
+        np.multiply(X[0], X[0], out=norm2)
+        row = scratch[:n]
+        for j in range(1, p):
+            np.multiply(X[j], X[j], out=row)
+            norm2 += row
+        limit = self.bound * _CLIP_SAFETY
+        over = np.flatnonzero(norm2 > limit * limit)
+        if over.size:
+            factor = (limit / np.sqrt(norm2[over])).astype(X.dtype)
+            for j in range(p):
+                X[j, over] *= factor
+        return int(over.size)
+
+    def add_noise_(self, X: np.ndarray, rng: np.random.Generator, noise: np.ndarray) -> None:
+        """``X += sigma * N(0, I)`` in place; ``noise`` is a C-contiguous scratch of X's shape/dtype."""
+        rng.standard_normal(dtype=X.dtype, out=noise)
+        np.multiply(noise, X.dtype.type(self.sigma), out=noise)
+        np.add(X, noise, out=X)
+
+    def privatize(self, X: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Convenience (allocating) version: a clipped, noised copy of feature-major ``X``."""
+        out = np.array(X, dtype=np.result_type(X.dtype, np.float32), copy=True)
+        self.clip_(out)
+        self.add_noise_(out, rng, np.empty_like(out))
+        return out
+
+
+class RandomizedResponse:
+    """Keep a {-1, +1} label with probability ``S(eps) = 1/(1+e^{-eps})``, flip it otherwise (eps-LDP)."""
+
+    def __init__(self, epsilon):
+        self.epsilon = check_epsilon(epsilon, "epsilon_y")
+        self.keep_probability = label_keep_probability(self.epsilon)
+
+    def __repr__(self):
+        return f"RandomizedResponse(epsilon={self.epsilon:g}, keep_probability={self.keep_probability:.6g})"
+
+    def apply(self, y: np.ndarray, rng: np.random.Generator, out: np.ndarray | None = None) -> np.ndarray:
+        """Randomized response on int8 labels in {-1, +1}.
+
+        Uniforms are float64 (53-bit grid), so P[keep] equals the keep probability up to 2^-53,
+        far below the float error in e^eps itself; float32 uniforms would be off by ~6e-8.
+        """
+        u = rng.random(y.shape[0])
+        if out is None:
+            out = np.empty(y.shape[0], dtype=np.int8)
+        np.copyto(out, y)
+        np.negative(out, out=out, where=u >= self.keep_probability)
+        return out
+
+
+class GaussianTargetMechanism:
+    """Regression target: clip to [-bound, bound], add N(0, sigma^2); sensitivity 2*bound."""
+
+    def __init__(self, epsilon, delta, bound=1.0, calibration: str = "analytic"):
+        self.epsilon = check_epsilon(epsilon, "epsilon_y")
+        self.delta = check_delta(delta, "delta_y")
+        self.bound = check_bound(bound, "target_bound")
+        self.calibration = _check_calibration(calibration)
+        self.sigma = gaussian_noise_scale(self.epsilon, self.delta, self.bound, self.calibration)
+
+    def __repr__(self):
+        return (
+            f"GaussianTargetMechanism(epsilon={self.epsilon:g}, delta={self.delta:g}, "
+            f"bound={self.bound:g}, calibration={self.calibration!r}, sigma={self.sigma:.6g})"
+        )
+
+    def apply_(self, t: np.ndarray, rng: np.random.Generator, noise: np.ndarray | None = None) -> int:
+        """Clip ``t`` to [-bound, bound] and add noise, in place; return the number clipped."""
+        clipped = int(np.count_nonzero(np.abs(t) > self.bound))
+        np.clip(t, -self.bound, self.bound, out=t)
+        if noise is None or noise.shape != t.shape:
+            noise = np.empty_like(t)
+        rng.standard_normal(dtype=t.dtype, out=noise)
+        np.multiply(noise, t.dtype.type(self.sigma), out=noise)
+        np.add(t, noise, out=t)
+        return clipped
+

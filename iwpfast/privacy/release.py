@@ -1,0 +1,544 @@
+"""Streaming local-DP release of a dataset (the data holder's side).
+
+``release(source, destination, spec, ...)`` reads any Arrow source chunk by chunk, scales each
+feature from its declared public range into [-1, 1], clips each feature vector to the L2 ball of
+radius ``bound``, adds Gaussian noise, applies randomized response to binary labels (or the
+Gaussian mechanism to a bounded regression target) and writes Parquet or Arrow IPC atomically,
+with the spec as JSON in the schema metadata (key ``iwpfast.release``).  ``privatize`` does the same
+in memory.
+
+Speed: the Gaussian noise dominates.  Each chunk is split into one contiguous part per thread,
+each part processed in cache-sized sub-blocks (scale, clip, ``standard_normal(float32, out=...)``
+into a scratch buffer, add) by its own ``Generator(SFC64)`` stream; NumPy releases the GIL in all
+of these, so threads run in parallel.  Python loops only over chunks, parts and sub-blocks.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..exceptions import InvalidInputError, ReleaseSpecError
+from .mechanisms import GaussianTargetMechanism, RandomizedResponse
+from .scaling import RangeScaler, ranges_from_data as _ranges_from_data_warned
+from .spec import METADATA_KEY, ReleaseSpec
+
+DEFAULT_BATCH_ROWS = 1 << 18
+# Rows per sub-block: p * 16384 float32 values (640 KiB at p = 10) stay in the L2 cache between
+# the noise generation and the addition.
+_SUB_ROWS = 16384
+# Below this many rows per chunk a second thread costs more than it saves.
+_MIN_ROWS_PER_THREAD = 2 * _SUB_ROWS
+ON_INVALID = ("error", "drop")
+_UNSET = object()
+
+
+@dataclass
+class ReleaseResult:
+    """What a release did.  The counts are about the private data: keep them to yourself."""
+
+    destination: Path | None
+    spec: ReleaseSpec
+    rows_read: int = 0
+    rows_written: int = 0
+    rows_dropped: int = 0
+    rows_clipped: int = 0  # feature vectors scaled down to the L2 bound
+    values_out_of_range: dict = field(default_factory=dict)  # per feature: values clipped to the range
+    targets_clipped: int = 0
+    elapsed_s: float = 0.0
+
+    @property
+    def rows_per_s(self) -> float:
+        return self.rows_read / self.elapsed_s if self.elapsed_s > 0 else float("nan")
+
+    def summary(self) -> str:
+        lines = [f"released {self.rows_written:,} rows"
+                 + (f" to {self.destination}" if self.destination else "")
+                 + f" in {self.elapsed_s:.2f} s ({self.rows_per_s / 1e6:.2f} M rows/s)"]
+        if self.rows_dropped:
+            lines.append(f"dropped {self.rows_dropped:,} rows with missing or non-finite values")
+        if self.rows_clipped:
+            lines.append(f"clipped {self.rows_clipped:,} feature vectors to the L2 bound {self.spec.bound:g}")
+        for name, count in self.values_out_of_range.items():
+            if count:
+                lo, hi = self.spec.ranges[name]
+                lines.append(f"{count:,} values of {name} lay outside the declared range {lo:g}:{hi:g} and were clipped to it")
+        if self.targets_clipped:
+            lines.append(f"clipped {self.targets_clipped:,} targets to +-{self.spec.target_bound:g}")
+        return "\n".join(lines)
+
+
+def _numeric_kind(arrow_type) -> str | None:
+    import pyarrow as pa
+
+    if pa.types.is_boolean(arrow_type):
+        return "bool"
+    if pa.types.is_integer(arrow_type):
+        return "int"
+    if pa.types.is_floating(arrow_type):
+        return "float"
+    if pa.types.is_decimal(arrow_type):
+        return "decimal"
+    return None
+
+
+class _Privatizer:
+    """Per-release state: mechanisms, one random stream and scratch buffer per thread, counters."""
+
+    def __init__(self, spec: ReleaseSpec, seed, threads: int | None):
+        self.spec = spec
+        self.p = len(spec.features)
+        self.dtype = np.dtype(spec.feature_dtype)
+        self.scaler = RangeScaler(list(spec.features), spec.ranges)
+        self.target_scaler = (
+            RangeScaler([spec.label], {spec.label: spec.target_range})
+            if spec.task == "regression" and spec.label is not None else None
+        )
+        self.n_threads = max(1, int(threads if threads is not None else min(2, os.cpu_count() or 1)))
+        # Default: fresh OS entropy.  A seed is for simulations only (a known seed makes the noise
+        # reproducible, i.e. removable, by anyone who knows it).
+        seq = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+        self.rngs = [np.random.Generator(np.random.SFC64(s)) for s in seq.spawn(self.n_threads)]
+        self.scratch = [np.empty(self.p * _SUB_ROWS, dtype=self.dtype) for _ in range(self.n_threads)]
+        self.pool = ThreadPoolExecutor(self.n_threads - 1) if self.n_threads > 1 else None
+        self.label_encoding: str | None = None  # "01" or "pm1" once seen; bools are "01"
+        self.rows_clipped = 0
+        self.targets_clipped = 0
+        self.out_of_range = {f: 0 for f in spec.features}
+
+    def close(self):
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+            self.pool = None
+
+    # ---- validation (main thread) ------------------------------------------------------------
+    def prepare(self, origin, batch, on_invalid: str):
+        """Check one record batch; return (feature arrays, label array or None, rows dropped)."""
+        import pyarrow as pa
+
+        spec = self.spec
+        n = batch.num_rows
+        names = list(spec.features) + ([spec.label] if spec.label is not None else [])
+        invalid = None
+        arrays = {}
+        for name in names:
+            arr = batch.column(name)
+            kind = _numeric_kind(arr.type)
+            is_label = name == spec.label
+            if kind is None:
+                if is_label and spec.task == "classification":
+                    self._label_error(origin, arr, f"has type {arr.type}")
+                raise InvalidInputError(
+                    f"column {name!r} has type {arr.type}; {'the target' if is_label else 'features'} "
+                    f"must be numeric: cast or encode it before the release"
+                )
+            if kind == "decimal":
+                arr = arr.cast(pa.float64())
+                kind = "float"
+            bad = None
+            if arr.null_count:
+                bad = np.asarray(arr.is_null(), dtype=bool)
+                what = "a missing value (null)"
+                arr_filled = arr.fill_null(False if kind == "bool" else 0)
+            else:
+                arr_filled = arr
+            values = arr_filled.to_numpy(zero_copy_only=False)
+            if kind == "float" and values.size:
+                with np.errstate(invalid="ignore"):
+                    lo, hi = values.min(), values.max()
+                if not (math.isfinite(lo) and math.isfinite(hi)):
+                    nonfinite = ~np.isfinite(values)
+                    if bad is None:
+                        first = int(np.argmax(nonfinite))
+                        what = f"a non-finite value ({values[first]!r})"
+                    bad = nonfinite if bad is None else (bad | nonfinite)
+            if bad is not None:
+                if on_invalid == "error":
+                    row = int(np.argmax(bad))
+                    raise InvalidInputError(
+                        f"column {name!r} has {what} at {origin.describe(row)}; clean the data, or "
+                        f"drop such rows with on_invalid='drop' (CLI: --on-invalid drop)"
+                    )
+                invalid = bad if invalid is None else (invalid | bad)
+            arrays[name] = values
+        dropped = 0
+        if invalid is not None and invalid.any():
+            keep = ~invalid
+            dropped = int(invalid.sum())
+            arrays = {k: v[keep] for k, v in arrays.items()}
+        features = [arrays[f] for f in spec.features]
+        for j, f in enumerate(spec.features):
+            self.out_of_range[f] += self.scaler.count_out_of_range(j, features[j])
+        label = None
+        if spec.label is not None:
+            label = arrays[spec.label]
+            if spec.task == "classification":
+                self._check_binary(origin, label)
+        return features, label, dropped
+
+    def _label_error(self, origin, values, reason: str):
+        import pyarrow as pa
+
+        if isinstance(values, (pa.Array, pa.ChunkedArray)):
+            seen = values.unique().to_pylist()
+        else:
+            seen = np.unique(values).tolist()
+        shown = ", ".join(repr(v) for v in sorted(seen, key=repr)[:12]) + (" ..." if len(seen) > 12 else "")
+        raise InvalidInputError(
+            f"label column {self.spec.label!r} {reason}: binary labels must be in {{0, 1}}, {{-1, 1}} "
+            f"or bool; values seen in the batch starting at {origin.describe(0)}: {shown}. Recode the "
+            f"labels, or use task='regression' for a continuous target"
+        )
+
+    def _check_binary(self, origin, y: np.ndarray):
+        if y.dtype == np.bool_ or y.size == 0:
+            encoding = "01" if y.size else None
+        else:
+            lo, hi = y.min(), y.max()
+            if lo >= 0 and hi <= 1:
+                encoding = "01" if lo == 0 else None  # all ones: fits both encodings
+                # integers in [0, 1] are 0 or 1; floats may lie in between
+                if y.dtype.kind == "f" and not ((y == 0) | (y == 1)).all():
+                    self._label_error(origin, y, "is not binary")
+            elif lo == -1 and hi <= 1:
+                encoding = "pm1"
+                if not ((y == -1) | (y == 1)).all():
+                    self._label_error(origin, y, "is not binary")
+            else:
+                self._label_error(origin, y, "is not binary")
+        if encoding is not None:
+            if self.label_encoding is None:
+                self.label_encoding = encoding
+            elif encoding != self.label_encoding:
+                raise InvalidInputError(
+                    f"label column {self.spec.label!r} mixes encodings: earlier rows used "
+                    f"{'{0, 1}' if self.label_encoding == '01' else '{-1, 1}'} and the batch starting at "
+                    f"{origin.describe(0)} uses {'{0, 1}' if encoding == '01' else '{-1, 1}'}; recode the labels"
+                )
+
+    # ---- noise (threads) -------------------------------------------------------------------------
+    def run(self, features: list[np.ndarray], label, out: np.ndarray, label_out) -> None:
+        """Privatize ``n`` rows into ``out`` (p, n) and ``label_out`` (n,)."""
+        n = out.shape[1]
+        parts = self.n_threads if n >= self.n_threads * _MIN_ROWS_PER_THREAD else 1
+        bounds = np.linspace(0, n, parts + 1).astype(np.int64)
+        # Part k always uses stream k, so a seeded release is reproducible for a given chunking.
+        futures = [
+            self.pool.submit(self._part, k, features, label, int(bounds[k]), int(bounds[k + 1]), out, label_out)
+            for k in range(1, parts)
+        ]
+        counts = [self._part(0, features, label, int(bounds[0]), int(bounds[1]), out, label_out)]
+        counts += [f.result() for f in futures]
+        for clipped, targets in counts:
+            self.rows_clipped += clipped
+            self.targets_clipped += targets
+
+    def _part(self, k, features, label, r0, r1, out, label_out):
+        spec = self.spec
+        mech = spec.feature_mechanism
+        rng = self.rngs[k]
+        scratch = self.scratch[k]
+        p = self.p
+        clipped = 0
+        for s in range(r0, r1, _SUB_ROWS):
+            e = min(s + _SUB_ROWS, r1)
+            X = out[:, s:e]
+            for j in range(p):
+                self.scaler.scale_into(j, features[j][s:e], X[j])
+            clipped += mech.clip_(X, coords_in_unit=True)
+            mech.add_noise_(X, rng, scratch[: p * (e - s)].reshape(p, e - s))
+        targets = 0
+        if label is not None:
+            y = label[r0:r1]
+            y_out = label_out[r0:r1]
+            lm = spec.label_mechanism
+            if spec.task == "classification":
+                if self.label_encoding == "pm1":
+                    np.copyto(y_out, y, casting="unsafe")
+                else:  # {0, 1} or bool (an all-ones chunk maps to +1 either way)
+                    np.multiply(y, 2, out=y_out, casting="unsafe")
+                    np.subtract(y_out, 1, out=y_out)
+                if isinstance(lm, RandomizedResponse):
+                    lm.apply(y_out, rng, out=y_out)
+            else:
+                self.target_scaler.scale_into(0, y, y_out)
+                if isinstance(lm, GaussianTargetMechanism):
+                    targets = lm.apply_(y_out, rng)
+        return clipped, targets
+
+
+def _output_schema(spec: ReleaseSpec, metadata: dict | None = None):
+    import pyarrow as pa
+
+    ftype = pa.float32() if spec.feature_dtype == "float32" else pa.float64()
+    fields = [pa.field(f, ftype, nullable=False) for f in spec.features]
+    if spec.label is not None:
+        ltype = pa.int8() if spec.task == "classification" else ftype
+        fields.append(pa.field(spec.label, ltype, nullable=False))
+    return pa.schema(fields, metadata=metadata)
+
+
+def _resolve_spec(spec: ReleaseSpec, features, label, ranges) -> ReleaseSpec:
+    if not isinstance(spec, ReleaseSpec):
+        raise InvalidInputError(
+            f"spec must be an iwpfast.ReleaseSpec, got {type(spec).__name__}; build one with "
+            "ReleaseSpec(epsilon_x=..., delta=..., bound=..., epsilon_y=..., ranges=...)"
+        )
+    if isinstance(features, str):
+        features = [f.strip() for f in features.split(",") if f.strip()]
+    spec = spec.with_columns(
+        features=tuple(features) if features is not None else None,
+        label=None if label is _UNSET else label,
+        ranges=ranges,
+    )
+    if label is None and spec.label is not None:
+        from dataclasses import replace
+
+        spec = replace(spec, label=None, epsilon_y=None, delta_y=None, target_range=None)
+    if spec.features is None:
+        raise InvalidInputError("no features named; pass features=[...] (CLI: --features) or set them in the spec")
+    if spec.label is not None and spec.label in spec.features:
+        raise InvalidInputError(f"column {spec.label!r} is both a feature and the label; name it once")
+    return spec
+
+
+def _fill_ranges_from_data(spec: ReleaseSpec, src) -> ReleaseSpec:
+    from dataclasses import replace
+
+    need = [f for f in spec.features if f not in spec.ranges]
+    need_target = spec.task == "regression" and spec.label is not None and spec.target_range is None
+    if not need and not need_target:
+        return spec
+    if not getattr(src, "rereadable", True):
+        raise InvalidInputError(
+            "ranges_from_data needs a source that can be read twice (a file, Table, DataFrame or "
+            "arrays), not a RecordBatchReader; declare the ranges instead"
+        )
+    cols = need + ([spec.label] if need_target else [])
+    lo = {c: math.inf for c in cols}
+    hi = {c: -math.inf for c in cols}
+    for batch in src.batches(columns=cols):
+        for c in cols:
+            v = batch.column(c).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+            v = v[np.isfinite(v)]
+            if v.size:
+                lo[c], hi[c] = min(lo[c], float(v.min())), max(hi[c], float(v.max()))
+    for c in cols:
+        if not math.isfinite(lo[c]):
+            raise InvalidInputError(f"column {c!r} has no finite value to compute a range from")
+    found = _ranges_from_data_warned({c: np.array([lo[c], hi[c]]) for c in cols})
+    ranges = {**spec.ranges, **{c: found[c] for c in need}}
+    return replace(spec, ranges=ranges, target_range=found[spec.label] if need_target else spec.target_range)
+
+
+def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET, *, ranges=None,
+            seed=None, overwrite: bool = False, on_invalid: str = "error", format: str | None = None,
+            compression: str | None = "snappy", batch_rows: int = DEFAULT_BATCH_ROWS,
+            threads: int | None = None, progress: bool | None = False) -> ReleaseResult:
+    """Release ``source`` under local DP into ``destination`` (Parquet, or Arrow IPC).
+
+    source: anything :func:`iwpfast.io.sources.open_source` reads (Parquet/IPC/CSV path or
+        directory, ``pyarrow.dataset``, ``RecordBatchReader``, Table, pandas DataFrame, dict of
+        arrays, ``(X, y)``).  Read chunk by chunk: memory stays bounded.
+    destination: output path; the format comes from its extension (``.parquet``; ``.arrow``,
+        ``.feather``, ``.ipc``) or ``format``.  Written to a temporary file and renamed on success:
+        a failed or interrupted release leaves nothing.  An existing file is refused unless
+        ``overwrite=True``.
+    spec: the :class:`ReleaseSpec`; ``features``, ``label`` and ``ranges`` given here override it.
+        ``label=None`` releases features only.
+    seed: ``None`` (default) draws fresh randomness from the OS -- what a real release must do.
+        An integer makes the noise reproducible: **for simulations only**, since anyone who knows
+        the seed can remove the noise.  The seed is never written to the file.  A seeded release is
+        reproducible for the same source, ``batch_rows`` and ``threads``.
+    on_invalid: "error" (default) stops at the first null/NaN/inf naming column and row;
+        "drop" drops those rows and counts them.
+    compression: Parquet/IPC compression ("snappy" default for Parquet; None for none).
+    threads: noise threads (default min(2, cores)).  progress: tqdm bar (None = only on a tty).
+
+    Returns a :class:`ReleaseResult` (counts of dropped/clipped rows: private, do not publish).
+    """
+    from ..io.sources import open_source
+    from ..io.writer import AtomicArrowWriter, check_destination
+
+    if on_invalid not in ON_INVALID:
+        raise InvalidInputError(f"on_invalid must be 'error' or 'drop', got {on_invalid!r}")
+    spec = _resolve_spec(spec, features, label, ranges)
+    check_destination(destination, overwrite)
+    columns = list(spec.features) + ([spec.label] if spec.label is not None else [])
+    src = open_source(source, columns=columns, batch_rows=int(batch_rows))
+    if src.release_metadata is not None:
+        raise InvalidInputError(
+            f"{src.description} is already an iwpfast release (it has '{METADATA_KEY}' metadata); "
+            "releasing it again would add noise twice. Release the original data instead"
+        )
+    if spec.ranges_from_data:
+        spec = _fill_ranges_from_data(spec, src)
+    else:
+        spec.scaler_ranges()
+        if spec.task == "regression" and spec.label is not None and spec.target_range is None:
+            raise InvalidInputError(
+                f"regression needs the declared public range of the target {spec.label!r}; "
+                "give target_range=(lo, hi) (CLI: --target-range LO:HI)"
+            )
+    # With on_invalid="error" every row read is written, so a known row count is final now;
+    # otherwise the writer fixes the metadata at the end (free for Parquet, a rewrite for IPC).
+    expected_rows = src.num_rows if on_invalid == "error" else None
+    schema = _output_schema(spec, {METADATA_KEY: spec.to_json(expected_rows)})
+    engine = _Privatizer(spec, seed, threads)
+    result = ReleaseResult(destination=Path(destination), spec=spec)
+    t0 = time.perf_counter()
+    bar = _progress_bar(src.num_rows, progress)
+    try:
+        dictionary = [spec.label] if spec.label is not None and spec.task == "classification" else []
+        with AtomicArrowWriter(destination, schema, format=format, overwrite=overwrite,
+                               compression=compression, dictionary_columns=dictionary) as writer:
+            out_buf = label_buf = None
+            for origin, batch in src.located_batches():
+                n_in = batch.num_rows
+                feats, label_values, dropped = engine.prepare(origin, batch, on_invalid)
+                n = n_in - dropped
+                if out_buf is None or out_buf.shape[1] < n:
+                    out_buf = np.empty((engine.p, max(n, 1)), dtype=engine.dtype)
+                    if spec.label is not None:
+                        ldtype = np.int8 if spec.task == "classification" else engine.dtype
+                        label_buf = np.empty(max(n, 1), dtype=ldtype)
+                out = out_buf[:, :n]
+                label_out = label_buf[:n] if label_buf is not None else None
+                if n:
+                    engine.run(feats, label_values, out, label_out)
+                    writer.write_batch(_record_batch(schema, out, label_out))
+                result.rows_read += n_in
+                result.rows_written += n
+                result.rows_dropped += dropped
+                bar.update(n_in)
+            spec = ReleaseSpec.from_metadata(spec.to_metadata(result.rows_written))
+            writer.commit({METADATA_KEY: spec.to_json(result.rows_written)})
+    finally:
+        bar.close()
+        engine.close()
+    result.spec = spec
+    result.elapsed_s = time.perf_counter() - t0
+    _finish_counts(result, engine)
+    return result
+
+
+def _finish_counts(result: ReleaseResult, engine: _Privatizer) -> None:
+    result.rows_clipped = engine.rows_clipped
+    result.targets_clipped = engine.targets_clipped
+    result.values_out_of_range = {k: v for k, v in engine.out_of_range.items() if v}
+    if result.values_out_of_range:
+        detail = ", ".join(f"{k}: {v:,}" for k, v in result.values_out_of_range.items())
+        warnings.warn(
+            f"values outside the declared ranges were clipped to them ({detail}); "
+            "widen the ranges if that is not intended",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+def _record_batch(schema, out: np.ndarray, label_out):
+    import pyarrow as pa
+
+    # Each row of the feature-major buffer is contiguous: pa.array wraps it without a copy, and
+    # the writer has encoded the batch before the buffer is reused for the next chunk.
+    arrays = [pa.array(out[j]) for j in range(out.shape[0])]
+    if label_out is not None:
+        arrays.append(pa.array(label_out))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _progress_bar(total, progress):
+    if progress is False:
+        return _NoBar()
+    from tqdm.auto import tqdm
+
+    # disable=None: tqdm turns itself off when stderr is not a terminal.
+    return tqdm(total=total, unit="rows", unit_scale=True, smoothing=0.1,
+                disable=None if progress is None else not progress, desc="release")
+
+
+class _NoBar:
+    def update(self, n):
+        pass
+
+    def close(self):
+        pass
+
+
+def privatize(X, y=None, spec: ReleaseSpec | None = None, *, seed=None, threads: int | None = None,
+              on_invalid: str = "error"):
+    """Release in memory: return ``(X_tilde, y_tilde)`` for raw ``X`` (n, p) and labels ``y``.
+
+    ``X``'s columns are ``spec.features`` in order (or pass a dict ``{name: 1-D array}``).
+    ``X_tilde`` is (n, p), a transposed view of a feature-major (p, n) array (``X_tilde.T`` is
+    C-contiguous, the layout the kernels read).  ``y_tilde`` is int8 in {-1, +1} (or float for
+    regression); None when ``y`` is None.  ``seed`` as in :func:`release` (simulations only).
+    """
+    import pyarrow as pa
+
+    from ..io.sources import BatchOrigin
+
+    if spec is None:
+        raise InvalidInputError("privatize needs a ReleaseSpec: privatize(X, y, spec)")
+    if isinstance(X, dict):
+        names = list(X)
+        spec = _resolve_spec(spec, spec.features or names, spec.label or ("y" if y is not None else None), None)
+        cols = {f: np.asarray(X[f]) for f in spec.features}
+    else:
+        X = np.asarray(X)
+        if X.ndim != 2:
+            raise InvalidInputError(f"X has shape {X.shape}; expected (n_rows, n_features)")
+        if spec.features is None or len(spec.features) != X.shape[1]:
+            raise InvalidInputError(
+                f"X has {X.shape[1]} columns but the spec names {len(spec.features or ())} features; "
+                "give spec.features in X's column order"
+            )
+        cols = {f: X[:, j] for j, f in enumerate(spec.features)}
+        spec = _resolve_spec(spec, spec.features, spec.label or ("y" if y is not None else None), None)
+    if y is None:
+        from dataclasses import replace
+
+        spec = replace(spec, label=None, epsilon_y=None, delta_y=None, target_range=None)
+    if spec.ranges_from_data:
+        spec.scaler_ranges()  # in memory: pass declared ranges (from_data is for release())
+    engine = _Privatizer(spec, seed, threads)
+    try:
+        arrays = [pa.array(np.ascontiguousarray(cols[f])) for f in spec.features]
+        names = list(spec.features)
+        if y is not None:
+            arrays.append(pa.array(np.ascontiguousarray(np.asarray(y))))
+            names.append(spec.label)
+        batch = pa.RecordBatch.from_arrays(arrays, names=names)
+        origin = BatchOrigin(0, "<arrays>", -1, 0, 0)
+        feats, label_values, dropped = engine.prepare(origin, batch, on_invalid)
+        n = batch.num_rows - dropped
+        out = np.empty((engine.p, n), dtype=engine.dtype)
+        label_out = None
+        if y is not None:
+            label_out = np.empty(n, dtype=np.int8 if spec.task == "classification" else engine.dtype)
+        engine.run(feats, label_values, out, label_out)
+    finally:
+        engine.close()
+    return out.T, label_out
+
+
+def read_release_spec(path) -> ReleaseSpec:
+    """The :class:`ReleaseSpec` stored in a released file's schema metadata.
+
+    Raises ``ReleaseSpecError`` when the file is not an iwpfast release or its metadata is corrupt.
+    """
+    from ..io.sources import open_source
+
+    src = open_source(path)
+    if src.release_metadata is None:
+        raise ReleaseSpecError(
+            f"{os.fspath(path)!r} has no '{METADATA_KEY}' metadata: it is not an iwpfast release; "
+            "create one with `iwpfast release` or iwpfast.release()"
+        )
+    return ReleaseSpec.from_metadata(src.release_metadata)

@@ -1,0 +1,122 @@
+"""Scaling raw feature columns into [-1, 1] from declared public ranges.
+
+The ranges must be public (declared by the data holder from domain knowledge, e.g. age 0..99):
+ranges computed from the private data leak it, so that is only possible with an explicit flag and
+a ``PrivacyLeakWarning`` (:func:`ranges_from_data`).
+"""
+from __future__ import annotations
+
+import math
+import re
+import warnings
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+
+from ..exceptions import InvalidInputError, PrivacyLeakWarning
+
+_RANGE_RE = re.compile(r"^\s*([^=\s]+)\s*=\s*(.+?)\s*:\s*(.+?)\s*$")
+
+
+def parse_ranges(text: str | Iterable[str] | Mapping | None) -> dict[str, tuple[float, float]]:
+    """Parse declared ranges such as ``"AGEP=0:99,SCHL=1:24"`` into ``{"AGEP": (0.0, 99.0), ...}``.
+
+    Accepts one string (items separated by commas or spaces), an iterable of such strings, or a
+    mapping ``name -> (lo, hi)`` (validated and returned as floats).
+    """
+    if text is None:
+        return {}
+    if isinstance(text, Mapping):
+        return {str(k): check_range(str(k), v) for k, v in text.items()}
+    items = [text] if isinstance(text, str) else list(text)
+    ranges: dict[str, tuple[float, float]] = {}
+    for item in items:
+        for token in re.split(r"[,\s]+", str(item).strip()):
+            if not token:
+                continue
+            match = _RANGE_RE.match(token)
+            if match is None:
+                raise InvalidInputError(
+                    f"cannot parse range {token!r}; write NAME=LO:HI, e.g. AGEP=0:99"
+                )
+            name, lo, hi = match.groups()
+            if name in ranges:
+                raise InvalidInputError(f"range for {name!r} given twice; give each feature once")
+            ranges[name] = check_range(name, (lo, hi))
+    return ranges
+
+
+def check_range(name: str, value) -> tuple[float, float]:
+    try:
+        lo, hi = value
+        lo, hi = float(lo), float(hi)
+    except (TypeError, ValueError):
+        raise InvalidInputError(
+            f"range of {name!r} must be a pair (lo, hi) of numbers, got {value!r}; e.g. {name}=0:99"
+        ) from None
+    if not (math.isfinite(lo) and math.isfinite(hi)) or not lo < hi:
+        raise InvalidInputError(
+            f"range of {name!r} must be finite with lo < hi, got ({lo:g}, {hi:g}); e.g. {name}=0:99"
+        )
+    return (lo, hi)
+
+
+def ranges_from_data(columns: Mapping[str, np.ndarray]) -> dict[str, tuple[float, float]]:
+    """Min/max of each column (used only with an explicit opt-in): it leaks the private extremes.
+
+    A constant column gets ``(v - 0.5, v + 0.5)`` so that its scale is finite.
+    """
+    warnings.warn(
+        "feature ranges computed from the private data leak it (the minimum and maximum are "
+        "released without noise): the release is not differentially private in the ranges; "
+        "declare public ranges instead (e.g. AGEP=0:99)",
+        PrivacyLeakWarning,
+        stacklevel=3,
+    )
+    out = {}
+    for name, values in columns.items():
+        lo, hi = float(np.nanmin(values)), float(np.nanmax(values))
+        if lo == hi:
+            lo, hi = lo - 0.5, hi + 0.5
+        out[name] = (lo, hi)
+    return out
+
+
+class RangeScaler:
+    """Affine map of each declared range ``[lo, hi]`` onto ``[-1, 1]``, values outside clipped.
+
+    Values outside the declared range are clipped to it (and counted by the caller): the range
+    is part of the public spec, so a value beyond it is treated as at its edge.
+    """
+
+    def __init__(self, names: list[str], ranges: Mapping[str, tuple[float, float]]):
+        missing = [n for n in names if n not in ranges]
+        if missing:
+            raise InvalidInputError(
+                f"no declared range for feature(s) {', '.join(missing)}; give public ranges, e.g. "
+                + ",".join(f"{n}=LO:HI" for n in missing)
+                + " (or compute them from the data with ranges_from_data=True, which leaks privacy)"
+            )
+        self.names = list(names)
+        self.lo = np.array([ranges[n][0] for n in names], dtype=np.float64)
+        self.hi = np.array([ranges[n][1] for n in names], dtype=np.float64)
+        self.mid = 0.5 * (self.lo + self.hi)
+        self.half = 0.5 * (self.hi - self.lo)
+
+    def scale_into(self, j: int, raw: np.ndarray, out: np.ndarray) -> None:
+        """Write the scaled column ``j`` into ``out`` (any float dtype), clipped to [-1, 1].
+
+        The clip also absorbs the last-ulp rounding of the affine map, so |out| <= 1 exactly
+        (the feature-clipping shortcut for bound >= sqrt(p) relies on it).
+        """
+        np.subtract(raw, self.mid[j], out=out, casting="unsafe")
+        np.multiply(out, out.dtype.type(1.0 / self.half[j]), out=out)
+        np.clip(out, -1.0, 1.0, out=out)
+
+    def count_out_of_range(self, j: int, raw: np.ndarray) -> int:
+        lo, hi = self.lo[j], self.hi[j]
+        if raw.size == 0:
+            return 0
+        if raw.min() >= lo and raw.max() <= hi:  # two fast reductions; the count is rarely needed
+            return 0
+        return int(np.count_nonzero((raw < lo) | (raw > hi)))

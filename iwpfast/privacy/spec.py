@@ -1,0 +1,324 @@
+"""``ReleaseSpec``: every public parameter of a release, its guarantee and its metadata form.
+
+The spec is what the learner needs to debias (sigma per feature, label keep probability...) and
+what a reader needs to know what was promised.  It is written as JSON into the schema metadata of
+the released file under the key ``iwpfast.release`` (layout in docs/internals.md).  The seed is
+deliberately not part of the spec.
+"""
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import NamedTuple
+
+from .._version import __version__
+from ..exceptions import InvalidInputError, ReleaseSpecError
+from .calibration import check_delta
+from .mechanisms import GaussianFeatureMechanism, GaussianTargetMechanism, RandomizedResponse
+from .scaling import check_range, parse_ranges
+
+METADATA_KEY = "iwpfast.release"
+FORMAT_NAME = "iwpfast.release"
+FORMAT_VERSION = 1
+TASKS = ("classification", "regression")
+FEATURE_DTYPES = ("float32", "float64")
+
+
+class Guarantee(NamedTuple):
+    """Per-record local-DP guarantee of a release and a one-line statement of it."""
+
+    epsilon: float
+    delta: float
+    statement: str
+
+    def __str__(self) -> str:
+        return self.statement
+
+
+@dataclass(frozen=True)
+class ReleaseSpec:
+    """Public parameters of a local-DP release.
+
+    epsilon_x, delta, bound: the Gaussian mechanism on the feature vector (scaled into [-1, 1]
+        per coordinate from ``ranges``, then clipped to the L2 ball of radius ``bound``).
+    epsilon_y: randomized response on binary labels (classification) or the Gaussian mechanism
+        on the target (regression); ``None`` = labels released without noise (public labels).
+    features, ranges: feature names and their declared public ranges ``{name: (lo, hi)}`` (or a
+        string ``"AGEP=0:99,SCHL=1:24"``).  ``ranges_from_data=True`` allows missing ranges to be
+        computed from the data at release time, which leaks privacy (PrivacyLeakWarning).
+    label: label/target column name (``None``: features only).
+    task: "classification" (labels -> int8 in {-1, +1}) or "regression".
+    target_range, target_bound, delta_y: regression only; the target is scaled from
+        ``target_range`` into [-1, 1], clipped to [-target_bound, target_bound], then noised.
+    calibration: "analytic" (default) or "classic" (the paper's formula, proven for eps < 1).
+    feature_dtype: "float32" (default) or "float64" for the released features.
+    """
+
+    epsilon_x: float
+    delta: float
+    bound: float
+    epsilon_y: float | None = None
+    features: tuple[str, ...] | None = None
+    ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    label: str | None = None
+    task: str = "classification"
+    calibration: str = "analytic"
+    feature_dtype: str = "float32"
+    ranges_from_data: bool = False
+    target_range: tuple[float, float] | None = None
+    target_bound: float = 1.0
+    delta_y: float | None = None
+    row_count: int | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self):
+        set_ = object.__setattr__
+        set_(self, "ranges", parse_ranges(self.ranges))
+        if self.features is not None:
+            features = (self.features,) if isinstance(self.features, str) else tuple(self.features)
+            set_(self, "features", tuple(str(f) for f in features))
+            if len(set(self.features)) != len(self.features):
+                raise InvalidInputError(f"features list names a column twice: {list(self.features)}")
+            if not self.features:
+                raise InvalidInputError("features is empty; name at least one feature column")
+        if self.task not in TASKS:
+            raise InvalidInputError(f"task must be one of {TASKS}, got {self.task!r}")
+        if self.feature_dtype not in FEATURE_DTYPES:
+            raise InvalidInputError(
+                f"feature_dtype must be one of {FEATURE_DTYPES}, got {self.feature_dtype!r}"
+            )
+        # Building the mechanisms validates epsilon/delta/bound/calibration with errors naming the fix.
+        set_(self, "_features_mech", GaussianFeatureMechanism(self.epsilon_x, self.delta, self.bound, self.calibration))
+        set_(self, "epsilon_x", self._features_mech.epsilon)
+        set_(self, "delta", self._features_mech.delta)
+        set_(self, "bound", self._features_mech.bound)
+        label_mech = None
+        if self.task == "classification":
+            if self.target_range is not None or self.delta_y is not None:
+                raise InvalidInputError(
+                    "target_range/delta_y are for task='regression'; drop them for classification"
+                )
+            if self.epsilon_y is not None:
+                label_mech = RandomizedResponse(self.epsilon_y)
+        else:
+            if self.target_range is not None:
+                set_(self, "target_range", check_range(self.label or "target", self.target_range))
+            elif not self.ranges_from_data and self.label is not None:
+                raise InvalidInputError(
+                    f"regression needs the declared public range of the target {self.label!r}; "
+                    f"give target_range=(lo, hi) (CLI: --target-range LO:HI)"
+                )
+            if self.epsilon_y is not None:
+                delta_y = self.delta if self.delta_y is None else check_delta(self.delta_y, "delta_y")
+                set_(self, "delta_y", delta_y)
+                label_mech = GaussianTargetMechanism(self.epsilon_y, delta_y, self.target_bound, self.calibration)
+            elif self.delta_y is not None:
+                raise InvalidInputError("delta_y without epsilon_y: give epsilon_y, or drop delta_y")
+        set_(self, "_label_mech", label_mech)
+        if label_mech is not None:
+            set_(self, "epsilon_y", label_mech.epsilon)
+        if self.features is not None and not self.ranges_from_data:
+            self.scaler_ranges()  # raises naming the missing ranges
+
+    # --- derived quantities -------------------------------------------------------------------
+    @property
+    def feature_mechanism(self) -> GaussianFeatureMechanism:
+        return self._features_mech
+
+    @property
+    def label_mechanism(self):
+        """RandomizedResponse, GaussianTargetMechanism, or None (public labels)."""
+        return self._label_mech
+
+    @property
+    def sigma(self) -> float:
+        return self._features_mech.sigma
+
+    @property
+    def label_keep_prob(self) -> float | None:
+        mech = self._label_mech
+        return mech.keep_probability if isinstance(mech, RandomizedResponse) else None
+
+    @property
+    def target_noise_scale(self) -> float | None:
+        mech = self._label_mech
+        return mech.sigma if isinstance(mech, GaussianTargetMechanism) else None
+
+    def scaler_ranges(self) -> dict[str, tuple[float, float]]:
+        """The declared ranges of ``features``, raising (with the fix) when some are missing."""
+        missing = [f for f in self.features or () if f not in self.ranges]
+        if missing:
+            raise InvalidInputError(
+                f"no declared range for feature(s) {', '.join(missing)}; give public ranges, e.g. "
+                + ",".join(f"{n}=LO:HI" for n in missing)
+                + " (CLI: --ranges), or opt in to ranges from the data (leaks privacy)"
+            )
+        return {f: self.ranges[f] for f in self.features}
+
+    def with_columns(self, features=None, label=None, ranges=None, target_range=None) -> "ReleaseSpec":
+        """A copy bound to other feature/label columns or ranges (privacy parameters unchanged)."""
+        changes = {}
+        if features is not None:
+            changes["features"] = features
+        if label is not None:
+            changes["label"] = label
+        if ranges is not None:
+            changes["ranges"] = {**self.ranges, **parse_ranges(ranges)}
+        if target_range is not None:
+            changes["target_range"] = target_range
+        return replace(self, **changes) if changes else self
+
+    # --- guarantee ------------------------------------------------------------------------------
+    def guarantee(self) -> Guarantee:
+        """Per-record ``(epsilon, delta)``-LDP by basic composition, with a one-line statement."""
+        eps = self.epsilon_x + (self.epsilon_y or 0.0)
+        delta = self.delta + (self.delta_y or 0.0 if self.task == "regression" else 0.0)
+        names = "features " + ", ".join(self.features) if self.features else "the features"
+        parts = [
+            f"Each record is ({eps:g}, {delta:g})-locally differentially private: "
+            f"{names} by the Gaussian mechanism (epsilon_x={self.epsilon_x:g}, "
+            f"delta={self.delta:g}, {self.calibration} calibration, L2 bound {self.bound:g}, "
+            f"sigma={self.sigma:.4g})"
+        ]
+        label = self.label or "(to be named)"
+        if self.label is None and self._label_mech is None:
+            parts.append("; no label released")
+        elif self._label_mech is None:
+            parts.append(f"; label {label} released WITHOUT noise (public labels, not protected)")
+        elif self.task == "classification":
+            parts.append(
+                f", label {label} by randomized response (epsilon_y={self.epsilon_y:g}, "
+                f"kept with probability {self.label_keep_prob:.4g})"
+            )
+        else:
+            parts.append(
+                f", target {label} by the Gaussian mechanism (epsilon_y={self.epsilon_y:g}, "
+                f"delta_y={self.delta_y:g}, bound {self.target_bound:g}, sigma={self.target_noise_scale:.4g})"
+            )
+        if self.ranges_from_data:
+            parts.append("; WARNING: the feature ranges were computed from the data and are not protected")
+        return Guarantee(eps, delta, "".join(parts) + ".")
+
+    # --- metadata ----------------------------------------------------------------------------------
+    def to_metadata(self, row_count: int | None = None) -> dict:
+        """The JSON-able dict written under ``iwpfast.release`` (never a seed)."""
+        if row_count is None:
+            row_count = self.row_count
+        if self.features is None:
+            raise InvalidInputError("the spec names no features; give features=[...] first")
+        g = self.guarantee()
+        regression = self.task == "regression"
+        return {
+            "format": FORMAT_NAME,
+            "format_version": FORMAT_VERSION,
+            "library_version": __version__,
+            "task": self.task,
+            "features": list(self.features),
+            "label": self.label,
+            "feature_bound": self.bound,
+            "feature_ranges": {f: list(self.ranges[f]) for f in self.features},
+            "ranges_from_data": bool(self.ranges_from_data),
+            "feature_noise_scale": [self.sigma] * len(self.features),
+            "feature_dtype": self.feature_dtype,
+            "epsilon_x": self.epsilon_x,
+            "delta_x": self.delta,
+            "calibration": self.calibration,
+            "epsilon_y": self.epsilon_y,
+            "label_keep_prob": self.label_keep_prob,
+            "label_encoding": "pm1" if (self.label is not None and not regression) else None,
+            "target_bound": self.target_bound if regression else None,
+            "target_range": list(self.target_range) if (regression and self.target_range) else None,
+            "target_noise_scale": self.target_noise_scale,
+            "delta_y": self.delta_y if regression else None,
+            "guarantee": {"epsilon": g.epsilon, "delta": g.delta},
+            "row_count": None if row_count is None else int(row_count),
+        }
+
+    def to_json(self, row_count: int | None = None) -> str:
+        return json.dumps(self.to_metadata(row_count), sort_keys=True, allow_nan=False)
+
+    @classmethod
+    def from_metadata(cls, meta) -> "ReleaseSpec":
+        """Rebuild a spec from the metadata dict (or its JSON text/bytes), checking consistency."""
+        if isinstance(meta, (bytes, str)):
+            try:
+                meta = json.loads(meta)
+            except ValueError as exc:
+                raise ReleaseSpecError(f"release metadata is not valid JSON ({exc}); the file is corrupt") from None
+        if not isinstance(meta, Mapping) or meta.get("format") != FORMAT_NAME:
+            raise ReleaseSpecError(
+                "no iwpfast release metadata (key 'iwpfast.release'); release the data with "
+                "`iwpfast release` / iwpfast.release() first"
+            )
+        if meta.get("format_version") != FORMAT_VERSION:
+            raise ReleaseSpecError(
+                f"release format version {meta.get('format_version')!r} is not supported by this "
+                f"iwpfast (reads version {FORMAT_VERSION}); upgrade iwpfast"
+            )
+        try:
+            spec = cls(
+                epsilon_x=meta["epsilon_x"],
+                delta=meta["delta_x"],
+                bound=meta["feature_bound"],
+                epsilon_y=meta.get("epsilon_y"),
+                features=tuple(meta["features"]),
+                ranges={k: tuple(v) for k, v in meta["feature_ranges"].items()},
+                label=meta.get("label"),
+                task=meta.get("task", "classification"),
+                calibration=meta["calibration"],
+                feature_dtype=meta.get("feature_dtype", "float32"),
+                ranges_from_data=bool(meta.get("ranges_from_data", False)),
+                target_range=tuple(meta["target_range"]) if meta.get("target_range") else None,
+                target_bound=meta.get("target_bound") or 1.0,
+                delta_y=meta.get("delta_y"),
+            )
+        except KeyError as exc:
+            raise ReleaseSpecError(f"release metadata lacks the field {exc}; the file is corrupt") from None
+        except InvalidInputError as exc:
+            raise ReleaseSpecError(f"release metadata is invalid: {exc}") from None
+        # The stored sigma is what the data were noised with; it must match the parameters.
+        stored = meta.get("feature_noise_scale")
+        if not isinstance(stored, Sequence) or len(stored) != len(spec.features) or any(
+            not math.isclose(float(s), spec.sigma, rel_tol=1e-9) for s in stored
+        ):
+            raise ReleaseSpecError(
+                f"release metadata is inconsistent: feature_noise_scale {stored!r} does not match "
+                f"sigma={spec.sigma!r} recomputed from epsilon_x/delta/bound/calibration; "
+                "the file was edited or is corrupt"
+            )
+        keep = meta.get("label_keep_prob")
+        if (keep is None) != (spec.label_keep_prob is None) or (
+            keep is not None and not math.isclose(float(keep), spec.label_keep_prob, rel_tol=1e-12)
+        ):
+            raise ReleaseSpecError(
+                f"release metadata is inconsistent: label_keep_prob {keep!r} does not match "
+                f"epsilon_y={spec.epsilon_y!r}; the file was edited or is corrupt"
+            )
+        return replace(spec, row_count=meta.get("row_count"))
+
+    def describe(self) -> str:
+        """Multi-line human-readable description (used by ``iwpfast info``)."""
+        lines = [
+            f"task:          {self.task}",
+            f"features:      {', '.join(self.features or ())}",
+            "ranges:        " + ", ".join(f"{k}={lo:g}:{hi:g}" for k, (lo, hi) in self.ranges.items()
+                                         if not self.features or k in self.features),
+            f"label:         {self.label}",
+            f"feature bound: {self.bound:g} (L2)",
+            f"calibration:   {self.calibration}",
+            f"sigma:         {self.sigma:.6g} per feature (epsilon_x={self.epsilon_x:g}, delta={self.delta:g})",
+            f"feature dtype: {self.feature_dtype}",
+        ]
+        if self.label_keep_prob is not None:
+            lines.append(f"label noise:   randomized response, epsilon_y={self.epsilon_y:g}, "
+                         f"keep probability {self.label_keep_prob:.6g}")
+        elif self.target_noise_scale is not None:
+            lines.append(f"target noise:  sigma_y={self.target_noise_scale:.6g} (epsilon_y={self.epsilon_y:g}, "
+                         f"delta_y={self.delta_y:g}, bound {self.target_bound:g}, range {self.target_range})")
+        elif self.label is not None:
+            lines.append("label noise:   none (public labels)")
+        if self.row_count is not None:
+            lines.append(f"rows:          {self.row_count:,}")
+        lines.append(f"guarantee:     {self.guarantee().statement}")
+        return "\n".join(lines)
