@@ -135,16 +135,23 @@ class Source:
         for _, batch in self.located_batches(columns, start_row):
             yield batch
 
-    def located_batches(self, columns: Sequence[str] | None = None,
-                        start_row: int = 0) -> Iterator[tuple[BatchOrigin, pa.RecordBatch]]:
-        """(origin, batch) pairs in stream order, starting at global row ``start_row``."""
+    def located_batches(self, columns: Sequence[str] | None = None, start_row: int = 0,
+                        batch_rows: int | None = None
+                        ) -> Iterator[tuple[BatchOrigin, pa.RecordBatch]]:
+        """(origin, batch) pairs in stream order, starting at global row ``start_row``.
+
+        ``batch_rows`` overrides the source's batch size for this pass (the training reader asks
+        for batches of its chunk size, so that most chunks are zero-copy slices of one batch)."""
         cols = self.columns if columns is None else _check_columns(
             self.full_schema, columns, self.description)
         if start_row < 0:
             raise InvalidInputError(f"start_row={start_row} must be >= 0")
-        return self._located(cols, int(start_row))
+        rows = self.batch_rows if batch_rows is None else int(batch_rows)
+        if rows < 1:
+            raise InvalidInputError(f"batch_rows={batch_rows} must be a positive number of rows")
+        return self._located(cols, int(start_row), rows)
 
-    def _located(self, columns, start_row):  # pragma: no cover - abstract
+    def _located(self, columns, start_row, batch_rows):  # pragma: no cover - abstract
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -175,10 +182,10 @@ class TableSource(Source):
         self.table = table
         super().__init__(table.schema, columns, batch_rows, table.num_rows)
 
-    def _located(self, columns, start_row):
+    def _located(self, columns, start_row, batch_rows):
         table = self.table.select(columns).slice(start_row)
         row = start_row
-        for batch in table.to_batches(max_chunksize=self.batch_rows):
+        for batch in table.to_batches(max_chunksize=batch_rows):
             if batch.num_rows == 0:
                 continue
             yield BatchOrigin(0, self.description, -1, row, row), batch
@@ -197,21 +204,21 @@ class ReaderSource(Source):
         self._used = False
         super().__init__(reader.schema, columns, batch_rows, None)
 
-    def _located(self, columns, start_row):
+    def _located(self, columns, start_row, batch_rows):
         if self._used:
             raise InvalidInputError(
                 f"{self.description} was already read: a RecordBatchReader can be read only once. "
                 f"Pass a file path, a Table or a Dataset to read the data again (resume, epochs>1).")
         self._used = True
-        return _skip(self._gen(columns), start_row)
+        return _skip(self._gen(columns, batch_rows), start_row)
 
-    def _gen(self, columns):
+    def _gen(self, columns, batch_rows):
         idx = [self.full_schema.get_field_index(c) for c in columns]
         row = 0
         for batch in self.reader:
             batch = batch.select(idx) if idx != list(range(batch.num_columns)) else batch
-            for off in range(0, batch.num_rows, self.batch_rows):
-                part = batch.slice(off, self.batch_rows)
+            for off in range(0, batch.num_rows, batch_rows):
+                part = batch.slice(off, batch_rows)
                 yield BatchOrigin(0, self.description, -1, row, row), part
                 row += part.num_rows
 
@@ -224,12 +231,12 @@ class ScannerSource(Source):
         self.dataset = dataset
         super().__init__(dataset.schema, columns, batch_rows, None)
 
-    def _located(self, columns, start_row):
-        return _skip(self._gen(columns), start_row)
+    def _located(self, columns, start_row, batch_rows):
+        return _skip(self._gen(columns, batch_rows), start_row)
 
-    def _gen(self, columns):
+    def _gen(self, columns, batch_rows):
         # readahead 0: memory stays at one batch (the scanner's default prefetches whole fragments)
-        batches = self.dataset.to_batches(columns=list(columns), batch_size=self.batch_rows,
+        batches = self.dataset.to_batches(columns=list(columns), batch_size=batch_rows,
                                           batch_readahead=0, fragment_readahead=0,
                                           use_threads=False)
         row = 0
@@ -458,13 +465,13 @@ class FileSource(Source):
             return _IpcFile(path)
         return _CsvFile(path, batch_rows)
 
-    def _located(self, columns, start_row):
+    def _located(self, columns, start_row, batch_rows):
         if any(c is None for c in self.file_rows):
             # unknown file lengths (CSV, IPC stream): read and drop the rows before start_row
-            return _skip(self._gen(columns, 0), start_row)
-        return self._gen(columns, start_row)
+            return _skip(self._gen(columns, 0, batch_rows), start_row)
+        return self._gen(columns, start_row, batch_rows)
 
-    def _gen(self, columns, start_row):
+    def _gen(self, columns, start_row, batch_rows):
         row = 0
         for i, f in enumerate(self.files):
             n = self.file_rows[i]
@@ -473,7 +480,7 @@ class FileSource(Source):
                 continue
             start_in_file = max(0, start_row - row)
             last = row
-            for origin, batch in f.located(i, columns, self.batch_rows, row, start_in_file):
+            for origin, batch in f.located(i, columns, batch_rows, row, start_in_file):
                 yield origin, batch
                 last = origin.global_row + batch.num_rows
             row = last if n is None else row + n

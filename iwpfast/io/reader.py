@@ -1,0 +1,374 @@
+"""Chunked training reader: fixed-size chunks of feature-major NumPy buffers, decoded ahead.
+
+``ChunkReader(source, feature_groups, label_columns, chunk_rows)`` reads the union of the columns
+the heads need and yields ``Chunk`` objects of exactly ``chunk_rows`` rows (the last one may be
+shorter).  For each feature group (one per head, or shared) a chunk holds a tuple of p 1-D arrays
+of one dtype (float32 when every column of the group is float32, else float64) -- never a
+(rows, p) matrix, which measured 3.3x slower to build per batch.
+
+Zero-copy: when a chunk lies inside one Arrow record batch and a column is a clean numeric array
+(no nulls, the group's dtype) the buffer is a read-only view of Arrow memory (for memory-mapped IPC
+files: of the page cache).  Otherwise exactly one copy is made into a new buffer, and counted in
+``ReaderStats`` (``copied_chunks``, ``copied_bytes``).  Ask the source for batches of the chunk
+size (the reader does) and most chunks are views: a chunk is copied only when it straddles a
+Parquet row group / IPC record batch / file boundary.
+
+One background thread reads, decodes, validates and assembles the next chunk while the caller
+(the SGD kernel, which releases the GIL) works on the current one: prefetch depth 1, a bounded
+queue, so at most three chunks are alive.  Exceptions in the thread are re-raised in the caller;
+closing the iterator (end of loop, exception, KeyboardInterrupt) stops and joins the thread.
+
+Validation, in the thread: a null or a non-finite value (NaN, +-inf) in a feature or label column
+raises ``InvalidInputError`` naming the file, row group, column and row.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from ..exceptions import InvalidInputError
+from .sources import BatchOrigin, Source, open_source
+
+#: default target size of one chunk in bytes (all needed columns); see default_chunk_rows
+CHUNK_TARGET_BYTES = 16 << 20
+MAX_DEFAULT_CHUNK_ROWS = 1 << 18
+MIN_DEFAULT_CHUNK_ROWS = 1 << 13
+
+
+def default_chunk_rows(row_bytes: int) -> int:
+    """Rows per chunk: about 16 MiB of needed columns, between 8192 and 262144 rows.
+
+    Large enough that the per-chunk Python work (queue hand-off, one kernel call per head) is
+    negligible at 150 M rows/s (~600 chunks/s), small enough that three chunks in flight stay far
+    below the 1 GiB memory goal at any p."""
+    rows = CHUNK_TARGET_BYTES // max(1, int(row_bytes))
+    # a power of two divides pyarrow's default Parquet row group (1 Mi rows): chunks stay views
+    rows = 1 << max(0, int(rows).bit_length() - 1)
+    return int(min(MAX_DEFAULT_CHUNK_ROWS, max(MIN_DEFAULT_CHUNK_ROWS, rows)))
+
+
+@dataclass
+class ReaderStats:
+    """Counters of one pass.  ``wait_s``: time the caller spent waiting for a chunk (decode not
+    hidden behind the kernel)."""
+
+    chunks: int = 0
+    rows: int = 0
+    zero_copy_columns: int = 0
+    copied_columns: int = 0
+    copied_chunks: int = 0
+    copied_bytes: int = 0
+    wait_s: float = 0.0
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Chunk:
+    """One chunk of rows.
+
+    features: one tuple of p 1-D arrays per feature group (``features[g][j]`` is column
+    ``feature_groups[g][j]``).  labels: {column: 1-D array}.  origin: where the first row comes from
+    (file index, file, row group, row in the group, global row).  end_row: global row after the
+    last row.
+    """
+
+    features: list[tuple[np.ndarray, ...]]
+    labels: dict[str, np.ndarray]
+    origin: BatchOrigin
+    n_rows: int
+
+    @property
+    def start_row(self) -> int:
+        return self.origin.global_row
+
+    @property
+    def end_row(self) -> int:
+        return self.origin.global_row + self.n_rows
+
+
+_NUMERIC = (pa.types.is_integer, pa.types.is_floating, pa.types.is_boolean)
+
+
+def _is_numeric(t: pa.DataType) -> bool:
+    return any(f(t) for f in _NUMERIC) or pa.types.is_decimal(t)
+
+
+@dataclass
+class _Plan:
+    """Which columns are read, and each column's NumPy dtype in the chunk."""
+
+    columns: list[str]
+    dtypes: dict[str, np.dtype]
+    groups: list[list[str]]
+    labels: list[str]
+    group_dtypes: list[np.dtype] = field(default_factory=list)
+
+
+def _plan(schema: pa.Schema, feature_groups, label_columns, where) -> _Plan:
+    columns: list[str] = []
+    for name in [c for g in feature_groups for c in g] + list(label_columns):
+        if name not in columns:
+            columns.append(name)
+    missing = [c for c in columns if c not in schema.names]
+    if missing:
+        raise InvalidInputError(
+            f"{where}: column(s) {missing} not found; the columns found are {list(schema.names)}. "
+            f"Pass feature/label names that exist in the data.")
+    dtypes: dict[str, np.dtype] = {}
+    for c in columns:
+        t = schema.field(c).type
+        if not _is_numeric(t):
+            raise InvalidInputError(
+                f"{where}: column {c!r} has type {t}; features and labels must be numeric. "
+                f"Encode it as numbers (e.g. labels as -1/+1) before training.")
+    group_dtypes = []
+    for g in feature_groups:
+        all32 = all(schema.field(c).type == pa.float32() for c in g)
+        group_dtypes.append(np.dtype(np.float32 if all32 else np.float64))
+    for c in columns:
+        t = schema.field(c).type
+        if c in label_columns and c not in {x for g in feature_groups for x in g}:
+            # labels keep their own numeric type when NumPy can view it (int8 labels stay int8)
+            dtypes[c] = (np.dtype(t.to_pandas_dtype()) if (pa.types.is_integer(t)
+                         or pa.types.is_floating(t)) and t != pa.float16() else np.dtype(np.float64))
+        else:
+            dtypes[c] = np.dtype(np.float32 if t == pa.float32() else np.float64)
+    return _Plan(columns, dtypes, [list(g) for g in feature_groups], list(label_columns),
+                 group_dtypes)
+
+
+def _locate_bad(arr: pa.Array, values: np.ndarray | None) -> int:
+    if arr.null_count:
+        return int(np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False))[0])
+    return int(np.flatnonzero(~np.isfinite(values))[0])
+
+
+def _validate(origin: BatchOrigin, name: str, arr: pa.Array, values: np.ndarray | None):
+    """Raise InvalidInputError at the first null or non-finite value of one column of a batch."""
+    if arr.null_count:
+        i = _locate_bad(arr, None)
+        raise InvalidInputError(
+            f"null value in column {name!r} at {origin.describe(i)}. Training needs complete rows: "
+            f"drop or impute missing values before the release (nulls cannot be debiased).")
+    if values is None or values.dtype.kind != "f":
+        return
+    # one vectorized sum is ~free next to the kernel; NaN/inf propagate into it.  An overflowing
+    # sum of finite values falls back to the exact test.
+    total = np.add.reduce(values)
+    if np.isfinite(total) or np.isfinite(values).all():
+        return
+    i = _locate_bad(arr, values)
+    raise InvalidInputError(
+        f"non-finite value {values[i]!r} in column {name!r} at {origin.describe(i)}. Remove or "
+        f"fix the rows with NaN/inf before training.")
+
+
+def _column_view(arr: pa.Array, dtype: np.dtype) -> tuple[np.ndarray, bool]:
+    """(NumPy array of ``dtype``, zero_copy?) for a null-free column."""
+    t = arr.type
+    if (pa.types.is_integer(t) or pa.types.is_floating(t)) and t != pa.float16():
+        view = arr.to_numpy(zero_copy_only=True)
+        if view.dtype == dtype:
+            return view, True
+        return view.astype(dtype), False
+    return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=dtype), False
+
+
+class ChunkReader:
+    """Iterate over ``Chunk`` objects of ``chunk_rows`` rows from ``source`` (see module doc).
+
+    source: anything ``open_source`` accepts, or a Source.  feature_groups: list of lists of column
+    names.  label_columns: label/target column names.  start_row: first global row (resume).
+    prefetch: decode in a background thread (False: in the caller, for debugging).
+    """
+
+    def __init__(self, source, feature_groups: Sequence[Sequence[str]],
+                 label_columns: Sequence[str] = (), chunk_rows: int | None = None, *,
+                 start_row: int = 0, prefetch: bool = True):
+        self.source: Source = source if isinstance(source, Source) else open_source(source)
+        self.plan = _plan(self.source.full_schema, feature_groups, list(label_columns),
+                          self.source.description)
+        if chunk_rows is None:
+            chunk_rows = default_chunk_rows(sum(d.itemsize for d in self.plan.dtypes.values()))
+        if int(chunk_rows) < 1:
+            raise InvalidInputError(f"chunk_rows={chunk_rows} must be a positive number of rows")
+        self.chunk_rows = int(chunk_rows)
+        self.start_row = int(start_row)
+        self.prefetch = prefetch
+        self.stats = ReaderStats()
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._queue: queue.Queue | None = None
+
+    # ---------------------------------------------------------------- producing (thread side)
+    def _convert(self, origin: BatchOrigin, batch: pa.RecordBatch) -> tuple[dict, dict]:
+        """Validated NumPy views of one batch's columns: ({name: array}, {name: zero_copy})."""
+        out, zc = {}, {}
+        for i, name in enumerate(self.plan.columns):
+            arr = batch.column(i)
+            if arr.null_count:
+                _validate(origin, name, arr, None)
+            values, is_view = _column_view(arr, self.plan.dtypes[name])
+            _validate(origin, name, arr, values)
+            out[name] = values
+            zc[name] = is_view
+        return out, zc
+
+    def _assemble(self, pieces: list, n: int) -> Chunk:
+        """Build one chunk of n rows from pieces [(origin, {name: array}, {name: zero_copy})]."""
+        origin = pieces[0][0]
+        cols: dict[str, np.ndarray] = {}
+        copied = False
+        if pieces[0][1][self.plan.columns[0]].shape[0] >= n:
+            for name in self.plan.columns:
+                cols[name] = pieces[0][1][name][:n]
+                if pieces[0][2][name]:
+                    self.stats.zero_copy_columns += 1
+                else:
+                    self.stats.copied_columns += 1
+                    self.stats.copied_bytes += cols[name].nbytes
+                    copied = True
+        else:
+            for name in self.plan.columns:
+                buf = np.empty(n, dtype=self.plan.dtypes[name])
+                pos = 0
+                for _, arrays, _ in pieces:
+                    a = arrays[name]
+                    k = min(a.shape[0], n - pos)
+                    buf[pos:pos + k] = a[:k]
+                    pos += k
+                    if pos == n:
+                        break
+                cols[name] = buf
+                self.stats.copied_columns += 1
+                self.stats.copied_bytes += buf.nbytes
+            copied = True
+        if copied:
+            self.stats.copied_chunks += 1
+        features = []
+        for g, dtype in zip(self.plan.groups, self.plan.group_dtypes):
+            arrays = []
+            for name in g:
+                a = cols[name]
+                if a.dtype != dtype:  # float32 column in a group that also has float64 ones
+                    a = a.astype(dtype)
+                    self.stats.copied_columns += 1
+                    self.stats.copied_bytes += a.nbytes
+                arrays.append(a)
+            features.append(tuple(arrays))
+        labels = {name: cols[name] for name in self.plan.labels}
+        return Chunk(features, labels, origin, n)
+
+    def _chunks(self) -> Iterator[Chunk]:
+        pending: list = []   # pieces not yet handed out: (origin, arrays, zero_copy)
+        have = 0
+        batches = self.source.located_batches(self.plan.columns, start_row=self.start_row,
+                                              batch_rows=self.chunk_rows)
+        for origin, batch in batches:
+            if batch.num_rows == 0:
+                continue
+            arrays, zc = self._convert(origin, batch)
+            pending.append((origin, arrays, zc))
+            have += batch.num_rows
+            while have >= self.chunk_rows:
+                chunk = self._assemble(pending, self.chunk_rows)
+                yield chunk
+                pending = self._consume(pending, self.chunk_rows)
+                have -= self.chunk_rows
+            if self._stop.is_set():
+                return
+        if have:
+            yield self._assemble(pending, have)
+
+    @staticmethod
+    def _consume(pending, n):
+        """Drop the first n rows of the pending pieces (views, no copy)."""
+        out = []
+        for origin, arrays, zc in pending:
+            k = next(iter(arrays.values())).shape[0]
+            if n >= k:
+                n -= k
+                continue
+            if n:
+                origin = BatchOrigin(origin.file_index, origin.file, origin.row_group,
+                                     origin.group_row + n, origin.global_row + n)
+                arrays = {c: a[n:] for c, a in arrays.items()}
+                n = 0
+            out.append((origin, arrays, zc))
+        return out
+
+    def _produce(self):
+        q = self._queue
+        try:
+            for chunk in self._chunks():
+                while not self._stop.is_set():
+                    try:
+                        q.put(("chunk", chunk), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if self._stop.is_set():
+                    return
+            item = ("done", None)
+        except BaseException as exc:  # re-raised in the caller's thread
+            item = ("error", exc)
+        while not self._stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    # ---------------------------------------------------------------- consuming (caller side)
+    def __iter__(self) -> Iterator[Chunk]:
+        if not self.prefetch:
+            for chunk in self._chunks():
+                self.stats.chunks += 1
+                self.stats.rows += chunk.n_rows
+                yield chunk
+            return
+        if self._thread is not None:
+            raise InvalidInputError("a ChunkReader can be iterated once; create a new one")
+        self._queue = queue.Queue(maxsize=1)
+        self._thread = threading.Thread(target=self._produce, name="iwpfast-reader", daemon=True)
+        self._thread.start()
+        try:
+            while True:
+                t0 = time.perf_counter()
+                kind, payload = self._queue.get()
+                self.stats.wait_s += time.perf_counter() - t0
+                if kind == "done":
+                    return
+                if kind == "error":
+                    raise payload
+                self.stats.chunks += 1
+                self.stats.rows += payload.n_rows
+                yield payload
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop the decoding thread and wait for it (idempotent)."""
+        self._stop.set()
+        t = self._thread
+        if t is not None and t.is_alive():
+            while t.is_alive():
+                try:  # unblock a producer waiting on a full queue
+                    self._queue.get_nowait()
+                except queue.Empty:
+                    pass
+                t.join(timeout=0.05)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

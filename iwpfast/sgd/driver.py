@@ -1,0 +1,505 @@
+"""The streaming driver: one pass over a source, several heads trained in the same scan.
+
+    >>> from iwpfast.sgd.driver import Head, fit_stream
+    >>> result = fit_stream("release.parquet", [Head("iwp", cfg, features, "y")])  # doctest: +SKIP
+    >>> theta, b = result.states["iwp"].coef(averaged=False)                      # doctest: +SKIP
+
+Per chunk of the stream (``iwpfast.io.reader.ChunkReader``, decoded one chunk ahead in a
+background thread) the driver makes exactly one kernel call per head (``run_chunk``); Python never
+loops per row or per minibatch.  ``finish`` runs each head's last partial batch at the end of the
+stream.  Because the kernels carry the incomplete batch between calls, the model does not depend
+on the chunk size or on how the data is split into files: bit for bit.
+
+Around that loop: the tqdm progress bar, the trace callback (the kernel records (theta, b) every k
+updates into a buffer the driver sizes before and drains after each chunk), periodic checkpoints
+and checkpoint-on-signal (SIGINT/SIGTERM: the chunk in progress is finished for every head, the
+checkpoint written, then the signal's usual effect happens), resume, and the per-head telemetry
+with its warnings.
+
+The theory (the paper's Theorem 4.4) is for a single pass: every example is seen once, so the
+gradients are unbiased for the population risk.  ``epochs > 1`` re-reads the data and is offered
+only for experiments; its iterates are no longer covered by that guarantee.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import signal
+import sys
+import threading
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..exceptions import (CheckpointError, InvalidInputError, NumericalWarning,
+                          ReleaseSpecError)
+from ..io.reader import ChunkReader
+from ..io.sources import Source, open_source
+from .checkpoint import config_hash, dataset_hash, read_checkpoint, write_checkpoint
+from .schedules import resolve_paper_schedule
+from .state import TELEMETRY_INDEX, HeadConfig, HeadState
+
+#: warn when sigma^2 |theta|^2 exceeded this: the IWP gradient variance grows like
+#: exp(sigma^2 |theta|^2) (exponential loss), e^8 ~ 3000 times the noiseless variance.
+NOISE_ENERGY_WARN = 8.0
+#: default rows between periodic checkpoints (a few seconds of a fast pass)
+DEFAULT_CHECKPOINT_ROWS = 50_000_000
+
+
+@dataclass
+class Head:
+    """One model trained during the scan.
+
+    name: unique name (key of the result dicts).  config: its HeadConfig.  features: the p feature
+    columns in the order of ``config.noise_var``.  label: the label/target column.  theta0,
+    intercept0: starting point.  paper_A, paper_smoothness: constants of the 'paper' schedule
+    (defaults: ``schedules.paper_constants`` from the release's feature bound).
+    """
+
+    name: str
+    config: HeadConfig
+    features: Sequence[str]
+    label: str
+    theta0: np.ndarray | None = None
+    intercept0: float = 0.0
+    paper_A: float | None = None
+    paper_smoothness: float | None = None
+
+
+@dataclass
+class StreamResult:
+    """What a pass produced.  states: final HeadState per head.  n_rows: rows of one pass over the
+    source.  telemetry: per-head dict (see ``head_telemetry``).  configs: the configs actually run
+    ('paper' resolved to its constant step, trace_every as used)."""
+
+    states: dict[str, HeadState]
+    n_rows: int
+    release_metadata: dict | None
+    telemetry: dict[str, dict]
+    elapsed_s: float
+    rows_per_s: float
+    configs: dict[str, HeadConfig] = field(default_factory=dict)
+    reader_stats: dict = field(default_factory=dict)
+    resumed_from_row: int = 0
+
+
+# ------------------------------------------------------------------------------ noise parameters
+@dataclass(frozen=True)
+class NoiseParameters:
+    """Per-feature noise variances sigma_j^2, label keep probability S(eps_y) (None: public
+    labels), target noise variance (regression), and where they came from ('release'/'explicit')."""
+
+    noise_var: np.ndarray
+    label_keep_prob: float | None
+    target_noise_var: float
+    origin: str
+
+
+def noise_from_release(metadata: dict | None, features: Sequence[str], *,
+                       noise_var=None, label_keep_prob=None, target_noise_var=None,
+                       rtol: float = 1e-9) -> NoiseParameters:
+    """The noise parameters of ``features`` from a release's metadata (docs/internals.md fields
+    ``features``, ``feature_noise_scale``, ``label_keep_prob``, ``target_noise_scale``).
+
+    Without metadata, the parameters must be given explicitly (``noise_var`` at least); that
+    works with a warning, since nothing then ties the correction to the noise actually added.
+    With metadata, explicit values must agree with it (else ReleaseSpecError)."""
+    features = list(features)
+    if metadata is None:
+        if noise_var is None:
+            raise ReleaseSpecError(
+                "the data carries no release metadata (schema key 'iwpfast.release'), so the "
+                "feature noise is unknown: read a file written by iwpfast.release(...), or pass "
+                "the noise explicitly (noise_var=sigma^2 per feature, label_keep_prob=S(eps_y)).")
+        nv = np.broadcast_to(np.asarray(noise_var, dtype=np.float64), (len(features),)).copy()
+        warnings.warn(
+            "no release metadata: using the noise parameters given explicitly "
+            f"(noise_var={nv.tolist()}, label_keep_prob={label_keep_prob}); if they differ from "
+            "the noise actually added, the model is biased.", UserWarning, stacklevel=2)
+        return NoiseParameters(nv, None if label_keep_prob is None else float(label_keep_prob),
+                               float(target_noise_var or 0.0), "explicit")
+    released = list(metadata.get("features") or [])
+    scales = metadata.get("feature_noise_scale")
+    if scales is None or len(scales) != len(released):
+        raise ReleaseSpecError(
+            f"release metadata: feature_noise_scale {scales!r} does not give one sigma per "
+            f"released feature {released}; the release is corrupt, re-create it.")
+    unknown = [f for f in features if f not in released]
+    if unknown:
+        raise ReleaseSpecError(
+            f"feature(s) {unknown} are not among the released (noised) features {released}; "
+            f"train on released columns, or pass noise_var explicitly for a clean head.")
+    sigma = {f: float(s) for f, s in zip(released, scales)}
+    nv = np.array([sigma[f] ** 2 for f in features], dtype=np.float64)
+    keep = metadata.get("label_keep_prob")
+    keep = None if keep is None else float(keep)
+    ts = metadata.get("target_noise_scale")
+    tnv = 0.0 if ts is None else float(ts) ** 2
+    if noise_var is not None:
+        given = np.broadcast_to(np.asarray(noise_var, dtype=np.float64), nv.shape)
+        if not np.allclose(given, nv, rtol=rtol, atol=0):
+            raise ReleaseSpecError(
+                f"noise_var={given.tolist()} contradicts the release metadata "
+                f"(sigma^2 = {nv.tolist()} for {features}); drop the explicit value.")
+    if label_keep_prob is not None and (keep is None or not math.isclose(
+            float(label_keep_prob), keep, rel_tol=rtol)):
+        raise ReleaseSpecError(
+            f"label_keep_prob={label_keep_prob} contradicts the release metadata ({keep}); drop "
+            f"the explicit value.")
+    return NoiseParameters(nv, keep, tnv, "release")
+
+
+# ------------------------------------------------------------------------------ telemetry
+def head_telemetry(cfg: HeadConfig, state: HeadState) -> dict:
+    """Telemetry of one head as a dict: rows_seen, batches, projection_hits, cap_hits,
+    grad_norm_mean, grad_norm_var, max_noise_energy (largest sigma^2 |theta|^2), theta_norm,
+    on_sphere (the last update left theta on the projection sphere), capped (same for the cap)."""
+    t = state.telemetry
+    batches = int(t[TELEMETRY_INDEX["batches"]])
+    m2 = float(t[TELEMETRY_INDEX["grad_norm_m2"]])
+    theta_norm = float(np.linalg.norm(state.theta))
+    s = np.asarray(cfg.noise_var, dtype=np.float64) if cfg.mode == "iwp" else 0.0
+    energy = float(np.sum(s * state.theta ** 2))
+    return {
+        "rows_seen": int(t[TELEMETRY_INDEX["rows_seen"]]),
+        "batches": batches,
+        "projection_hits": int(t[TELEMETRY_INDEX["projection_hits"]]),
+        "cap_hits": int(t[TELEMETRY_INDEX["cap_hits"]]),
+        "grad_norm_mean": float(t[TELEMETRY_INDEX["grad_norm_mean"]]),
+        "grad_norm_var": m2 / (batches - 1) if batches > 1 else 0.0,
+        "max_noise_energy": float(t[TELEMETRY_INDEX["max_noise_energy"]]),
+        "theta_norm": theta_norm,
+        # a projection puts theta exactly on the sphere (up to rounding)
+        "on_sphere": bool(math.isfinite(cfg.radius) and batches > 0
+                          and theta_norm >= cfg.radius * (1 - 1e-9)),
+        "capped": bool(math.isfinite(cfg.variance_cap) and batches > 0
+                       and energy >= cfg.variance_cap * (1 - 1e-9)),
+    }
+
+
+def _warn_telemetry(name: str, cfg: HeadConfig, tel: dict) -> None:
+    if cfg.mode == "iwp" and tel["max_noise_energy"] > NOISE_ENERGY_WARN:
+        e = tel["max_noise_energy"]
+        warnings.warn(
+            f"head {name!r}: sigma^2 |theta|^2 reached {e:.3g}; the IWP gradient variance grows "
+            f"like exp(sigma^2 |theta|^2) = {math.exp(min(e, 700)):.3g}, so this run is very "
+            f"noisy. Use a smaller radius, a variance_cap (e.g. 2), or a smaller learning rate.",
+            NumericalWarning, stacklevel=3)
+    if tel["on_sphere"]:
+        warnings.warn(
+            f"head {name!r}: the pass ended on the projection sphere |theta| = R = "
+            f"{cfg.radius:.4g} ({tel['projection_hits']} projections in {tel['batches']} "
+            f"updates); theta may be biased toward the sphere. Use a larger radius or a smaller "
+            f"learning rate.", NumericalWarning, stacklevel=3)
+    if tel["capped"]:
+        warnings.warn(
+            f"head {name!r}: the pass ended with the variance cap active (sigma^2 |theta|^2 = cap "
+            f"= {cfg.variance_cap:.4g}); theta may be biased. Raise variance_cap or lower the "
+            f"learning rate.", NumericalWarning, stacklevel=3)
+
+
+# ------------------------------------------------------------------------------ engines
+def _engine(name: str):
+    if name in ("numba", "auto"):
+        from . import engine as eng
+        return eng.run_chunk, eng.finish
+    if name == "reference":
+        from . import reference as ref
+        return ref.reference_run_chunk, ref.reference_finish
+    raise InvalidInputError(f"engine={name!r}; use 'numba' (fast) or 'reference' (NumPy twin)")
+
+
+# ------------------------------------------------------------------------------ signals
+class _SignalGuard:
+    """Defer SIGINT/SIGTERM to the end of the current chunk (so every head has seen the same
+    rows), then checkpoint and re-deliver.  Only in the main thread (signals go there)."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled and threading.current_thread() is threading.main_thread()
+        self.pending: int | None = None
+        self.previous: dict[int, object] = {}
+
+    def _handler(self, signum, frame):
+        if self.pending is not None:  # second signal: the user insists, stop now
+            self.restore()
+            self._deliver(signum)
+        self.pending = signum
+
+    def __enter__(self):
+        if self.enabled:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.previous[sig] = signal.getsignal(sig)
+                signal.signal(sig, self._handler)
+        return self
+
+    def restore(self):
+        for sig, h in self.previous.items():
+            signal.signal(sig, h)
+        self.previous = {}
+
+    def __exit__(self, *exc):
+        self.restore()
+
+    def _deliver(self, signum):
+        prev = self.previous.get(signum, signal.getsignal(signum))
+        if callable(prev) and prev not in (signal.default_int_handler,):
+            prev(signum, None)
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise SystemExit(128 + signum)
+
+    def deliver_pending(self):
+        signum, self.pending = self.pending, None
+        prev = self.previous.get(signum)
+        self.restore()
+        if callable(prev) and prev is not signal.default_int_handler:
+            prev(signum, None)
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise SystemExit(128 + signum)
+
+
+# ------------------------------------------------------------------------------ the pass
+def _progress_bar(progress, total, initial):
+    if not progress:
+        return None
+    stream = sys.stderr
+    if progress != "force" and not (hasattr(stream, "isatty") and stream.isatty()):
+        return None
+    from tqdm.auto import tqdm
+    return tqdm(total=total, initial=initial, unit="rows", unit_scale=True, dynamic_ncols=True,
+                mininterval=0.5, smoothing=0.05, desc="iwpfast")
+
+
+def _trace_capacity(cfg: HeadConfig, state: HeadState, rows: int) -> int:
+    k = int(cfg.trace_every)
+    if k <= 0:
+        return 0
+    n_updates = (state.carry_n + rows) // int(cfg.batch_size) + 1  # +1: finish()
+    return n_updates // k + 2
+
+
+def _ensure_trace(cfg, state, rows):
+    need = _trace_capacity(cfg, state, rows)
+    if need and state.trace.shape[0] - state.trace_n < need:
+        cap = max(need, 2 * state.trace.shape[0])
+        trace = np.zeros((cap, cfg.n_features + 1))
+        steps = np.zeros(cap, dtype=np.int64)
+        k = state.trace_n
+        trace[:k] = state.trace[:k]
+        steps[:k] = state.trace_steps[:k]
+        state.trace, state.trace_steps = trace, steps
+
+
+def _drain_traces(heads, states, callback):
+    steps, params = {}, {}
+    for h in heads:
+        st = states[h.name]
+        k = st.trace_n
+        if k:
+            steps[h.name] = st.trace_steps[:k].copy()
+            params[h.name] = st.trace[:k].copy()
+            st.counters[3] = 0
+    if steps and callback is not None:
+        callback(steps, params)
+
+
+def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
+               progress=True, trace_every: int = 0,
+               trace_callback: Callable[[dict, dict], None] | None = None,
+               checkpoint: str | os.PathLike | None = None, checkpoint_every: int | None = None,
+               resume: bool = False, epochs: int = 1,
+               states: dict[str, HeadState] | None = None, engine: str = "numba",
+               prefetch: bool = True, feature_bound: float | None = None) -> StreamResult:
+    """Train ``heads`` in one scan of ``source`` (anything ``open_source`` accepts).
+
+    chunk_rows: rows per kernel call (default: ~16 MiB of columns; does not change the model).
+    progress: tqdm bar on a terminal (False: never, "force": even when not a terminal).
+    trace_every: record (theta, b) every k updates for every head (overrides config.trace_every
+      when > 0); trace_callback(steps, params) receives {head: int64 update numbers} and
+      {head: (k, p+1) array of (theta, b)} after each chunk that recorded something.
+    checkpoint: path of the checkpoint file; checkpoint_every: rows between checkpoints
+      (default 5e7); also written on SIGINT/SIGTERM and at the end of the pass.
+    resume: continue from ``checkpoint`` (refused if the heads or the data differ); the model is
+      bit-identical to an uninterrupted pass.  A missing file starts from the beginning.
+    epochs: passes over the data (the theory is single pass; > 1 only for experiments).
+    states: initial HeadState per head name (continue a previous pass: partial_fit).
+    engine: 'numba' (the fused kernels) or 'reference' (the NumPy twin, for tests).
+    feature_bound: B for the 'paper' schedule's defaults (default: the release's feature_bound).
+    """
+    t_start = time.perf_counter()
+    heads = list(heads)
+    if not heads:
+        raise InvalidInputError("heads is empty; pass at least one Head")
+    names = [h.name for h in heads]
+    if len(set(names)) != len(names):
+        raise InvalidInputError(f"head names {names} are not unique; name each head differently")
+    if int(epochs) < 1:
+        raise InvalidInputError(f"epochs={epochs}; use 1 (the single pass of the theory) or more")
+    epochs = int(epochs)
+    if epochs > 1:
+        warnings.warn(f"epochs={epochs}: the IWP-SGD guarantee is for a single pass (each example "
+                      f"used once); later epochs re-use examples and are not covered by it.",
+                      UserWarning, stacklevel=2)
+    for h in heads:
+        if len(h.features) != h.config.n_features:
+            raise InvalidInputError(
+                f"head {h.name!r}: {len(h.features)} feature columns {list(h.features)} but "
+                f"config.n_features={h.config.n_features}; make them agree")
+    src: Source = source if isinstance(source, Source) else open_source(source)
+    meta = src.release_metadata
+    fb = feature_bound if feature_bound is not None else (meta or {}).get("feature_bound")
+    tb = (meta or {}).get("target_bound")
+
+    # resolve per-head configs: trace_every override, 'paper' -> constant step
+    resolved = []
+    for h in heads:
+        cfg = h.config
+        if trace_every and trace_every > 0:
+            cfg = dataclasses.replace(cfg, trace_every=int(trace_every))
+        if cfg.schedule == "paper":
+            theta0_norm = 0.0 if h.theta0 is None else float(np.linalg.norm(h.theta0))
+            cfg = resolve_paper_schedule(cfg, None if src.num_rows is None else src.num_rows,
+                                         feature_bound=fb, target_bound=tb, A=h.paper_A,
+                                         smoothness=h.paper_smoothness, theta0_norm=theta0_norm)
+        resolved.append(dataclasses.replace(h, config=cfg))
+    heads = resolved
+    run_chunk, finish = _engine(engine)
+    tracing = any(h.config.trace_every > 0 for h in heads)
+
+    groups: list[list[str]] = []
+    for h in heads:
+        if list(h.features) not in groups:
+            groups.append(list(h.features))
+    group_of = {h.name: groups.index(list(h.features)) for h in heads}
+    labels = list(dict.fromkeys(h.label for h in heads))
+    used_columns = list(dict.fromkeys([c for g in groups for c in g] + labels))
+    for c in used_columns:
+        if c not in src.full_schema.names:
+            raise InvalidInputError(
+                f"{src.description}: column {c!r} not found; the columns found are "
+                f"{list(src.full_schema.names)}")
+
+    chash = config_hash(heads, epochs)
+    dhash = dataset_hash(src, used_columns)
+
+    # starting states and position
+    start_epoch, start_row, finished = 0, 0, False
+    if states is not None:
+        missing = [n for n in names if n not in states]
+        if missing:
+            raise InvalidInputError(f"states has no entry for head(s) {missing}")
+        cur = {n: states[n].copy() for n in names}
+    else:
+        cur = {h.name: HeadState.new(h.config, h.theta0, h.intercept0) for h in heads}
+    if resume:
+        if checkpoint is None:
+            raise InvalidInputError("resume=True needs checkpoint=<path of the checkpoint file>")
+        if os.path.exists(checkpoint):
+            loaded, cmeta = read_checkpoint(checkpoint)
+            if cmeta.get("config_hash") != chash:
+                raise CheckpointError(
+                    f"checkpoint {os.fspath(checkpoint)!r} was written for other heads or "
+                    f"settings (config hash differs): resume with the same heads, configs, "
+                    f"columns and epochs, or delete the checkpoint to restart.")
+            if cmeta.get("dataset_hash") != dhash:
+                raise CheckpointError(
+                    f"checkpoint {os.fspath(checkpoint)!r} was written for another dataset "
+                    f"(release metadata, column types or row count differ): resume on the same "
+                    f"data, or delete the checkpoint to restart.")
+            cur = {n: loaded[n] for n in names}
+            start_epoch = int(cmeta["position"]["epoch"])
+            start_row = int(cmeta["position"]["row"])
+            finished = bool(cmeta.get("finished", False))
+        else:
+            warnings.warn(f"resume=True but no checkpoint at {os.fspath(checkpoint)!r}: starting "
+                          f"from the beginning", UserWarning, stacklevel=2)
+    if checkpoint is not None and checkpoint_every is None:
+        checkpoint_every = DEFAULT_CHECKPOINT_ROWS
+    if checkpoint_every is not None and int(checkpoint_every) < 1:
+        raise InvalidInputError(f"checkpoint_every={checkpoint_every}; use a number of rows >= 1")
+
+    def save(epoch, row, origin, is_finished=False):
+        position = {"epoch": epoch, "row": int(row)}
+        if origin is not None:
+            position.update(file_index=origin.file_index, file=origin.file,
+                            row_group=origin.row_group, group_row=origin.group_row)
+        write_checkpoint(checkpoint, cur, {"config_hash": chash, "dataset_hash": dhash,
+                                           "position": position, "finished": is_finished})
+
+    n_rows_pass = src.num_rows
+    rows_done = 0
+    reader_stats = {}
+    bar = None
+    if not finished:
+        total = None if src.num_rows is None else src.num_rows * epochs
+        initial = start_row + start_epoch * (src.num_rows or 0)
+        bar = _progress_bar(progress, total, initial if total else start_row)
+        try:
+            with _SignalGuard(checkpoint is not None) as guard:
+                last_ckpt = start_row
+                for epoch in range(start_epoch, epochs):
+                    first_row = start_row if epoch == start_epoch else 0
+                    if epoch != start_epoch:
+                        last_ckpt = 0
+                    reader = ChunkReader(src, groups, labels, chunk_rows, start_row=first_row,
+                                         prefetch=prefetch)
+                    row = first_row
+                    last_origin = None
+                    try:
+                        for chunk in reader:
+                            for h in heads:
+                                st = cur[h.name]
+                                _ensure_trace(h.config, st, chunk.n_rows)
+                                run_chunk(h.config, st, chunk.features[group_of[h.name]],
+                                          chunk.labels[h.label])
+                            if tracing:
+                                _drain_traces(heads, cur, trace_callback)
+                            row = chunk.end_row
+                            rows_done += chunk.n_rows
+                            last_origin = chunk.origin
+                            if bar is not None:
+                                bar.update(chunk.n_rows)
+                            if checkpoint is not None and (
+                                    row - last_ckpt >= checkpoint_every or guard.pending):
+                                save(epoch, row, last_origin)
+                                last_ckpt = row
+                            if guard.pending is not None:
+                                reader.close()
+                                guard.deliver_pending()
+                    finally:
+                        reader.close()
+                    reader_stats = reader.stats.as_dict()
+                    if n_rows_pass is None:
+                        n_rows_pass = row
+                    elif row != n_rows_pass:
+                        raise InvalidInputError(
+                            f"{src.description}: read {row} rows but the source declares "
+                            f"{n_rows_pass}; the data changed or is corrupt")
+                    if checkpoint is not None and epoch + 1 < epochs:
+                        save(epoch + 1, 0, None)
+                        last_ckpt = 0
+                for h in heads:
+                    _ensure_trace(h.config, cur[h.name], 0)
+                    finish(h.config, cur[h.name])
+                _drain_traces(heads, cur, trace_callback)
+                if checkpoint is not None:
+                    save(epochs - 1, n_rows_pass, None, is_finished=True)
+        finally:
+            if bar is not None:
+                bar.close()
+    elapsed = time.perf_counter() - t_start
+    telemetry = {}
+    for h in heads:
+        tel = head_telemetry(h.config, cur[h.name])
+        telemetry[h.name] = tel
+        _warn_telemetry(h.name, h.config, tel)
+    return StreamResult(
+        states=cur, n_rows=int(n_rows_pass or 0), release_metadata=meta, telemetry=telemetry,
+        elapsed_s=elapsed, rows_per_s=rows_done / elapsed if elapsed > 0 else float("nan"),
+        configs={h.name: h.config for h in heads}, reader_stats=reader_stats,
+        resumed_from_row=start_row + start_epoch * int(n_rows_pass or 0))
