@@ -1,0 +1,61 @@
+"""The ``iwpfast`` command line: ``iwpfast <command> ...``.
+
+Each command lives in its own module under ``iwpfast.commands`` exposing
+``register(subparsers)`` (adds its parser with examples in the help epilog and sets
+``handler=<function(args) -> int | None>`` as a default).  Add a command by appending its module
+name to ``COMMANDS``.  Command modules import the heavy libraries (numba, pyarrow) inside their
+handlers, so ``iwpfast --help`` stays fast.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from ._version import __version__
+
+#: command modules, in the order they appear in ``iwpfast --help``
+COMMANDS = [
+    "iwpfast.commands.release",
+    "iwpfast.commands.info",
+    "iwpfast.commands.demo",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="iwpfast",
+        description="Unbiased learning of linear models from local-DP releases (IWP-SGD).",
+        epilog="Run 'iwpfast COMMAND --help' for the options and examples of a command.",
+    )
+    parser.add_argument("--version", action="version", version=f"iwpfast {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def main(argv=None) -> int:
+    """Entry point of the console script; returns the exit status."""
+    from .exceptions import IWPError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return 2
+    try:
+        status = handler(args)
+    except IWPError as exc:
+        # Our errors already say what is wrong and how to fix it: one line, no traceback.
+        print(f"iwpfast: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("iwpfast: interrupted", file=sys.stderr)
+        return 130
+    return 0 if status is None else int(status)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
