@@ -149,7 +149,7 @@ def _prepare(theta, X, y, loss, noise_var, epsilon_y, truncation, intercept, cor
         bad = np.flatnonzero((y != 1.0) & (y != -1.0))
         if bad.size:
             raise InvalidInputError(
-                f"y[{bad[0]}] = {y[bad[0]]!r}: classification labels must be -1 or +1; "
+                f"y[{bad[0]}] = {float(y[bad[0]])!r}: classification labels must be -1 or +1; "
                 "map classes with y = 2 * (labels == positive_class) - 1")
         if target_noise_var != 0.0:
             raise InvalidInputError("target_noise_var is for loss='squared_error'; "

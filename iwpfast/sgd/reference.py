@@ -119,7 +119,7 @@ def _labels(cfg: HeadConfig, y, n: int) -> np.ndarray:
     if cfg.loss in CLASSIFICATION_LOSSES:
         bad = np.flatnonzero((y != 1.0) & (y != -1.0))
         if bad.size:
-            raise InvalidInputError(f"y[{bad[0]}] = {y[bad[0]]!r} (row {bad[0]} of this chunk): "
+            raise InvalidInputError(f"y[{bad[0]}] = {float(y[bad[0]])!r} (row {bad[0]} of this chunk): "
                                     "classification labels must be -1 or +1")
     return y
 
