@@ -9,9 +9,9 @@ of one dtype (float32 when every column of the group is float32, else float64) -
 Zero-copy: when a chunk lies inside one Arrow record batch and a column is a clean numeric array
 (no nulls, the group's dtype) the buffer is a read-only view of Arrow memory (for memory-mapped IPC
 files: of the page cache).  Otherwise exactly one copy is made into a new buffer, and counted in
-``ReaderStats`` (``copied_chunks``, ``copied_bytes``).  Ask the source for batches of the chunk
-size (the reader does) and most chunks are views: a chunk is copied only when it straddles a
-Parquet row group / IPC record batch / file boundary.
+``ReaderStats`` (``copied_chunks``, ``copied_bytes``).  The reader asks the source for batches of
+4 chunks, so most chunks are views: a chunk is copied only
+when it straddles a Parquet row group / IPC record batch / file boundary.
 
 One background thread reads, decodes, validates and assembles the next chunk while the caller
 (the SGD kernel, which releases the GIL) works on the current one: prefetch depth 1, a bounded
@@ -39,6 +39,8 @@ from .sources import BatchOrigin, Source, open_source
 CHUNK_TARGET_BYTES = 16 << 20
 MAX_DEFAULT_CHUNK_ROWS = 1 << 18
 MIN_DEFAULT_CHUNK_ROWS = 1 << 13
+#: the source is read in batches of this many chunks
+SOURCE_BATCH_CHUNKS = 4
 
 
 def default_chunk_rows(row_bytes: int) -> int:
@@ -162,7 +164,8 @@ def _validate(origin: BatchOrigin, name: str, arr: pa.Array, values: np.ndarray 
         return
     # one vectorized sum is ~free next to the kernel; NaN/inf propagate into it.  An overflowing
     # sum of finite values falls back to the exact test.
-    total = np.add.reduce(values)
+    with np.errstate(invalid="ignore", over="ignore"):
+        total = np.add.reduce(values)
     if np.isfinite(total) or np.isfinite(values).all():
         return
     i = _locate_bad(arr, values)
@@ -270,8 +273,10 @@ class ChunkReader:
     def _chunks(self) -> Iterator[Chunk]:
         pending: list = []   # pieces not yet handed out: (origin, arrays, zero_copy)
         have = 0
+        # source batches of 4 chunks: chunks inside a batch are views; only a chunk straddling a
+        # row group / record batch / file boundary needs a copy
         batches = self.source.located_batches(self.plan.columns, start_row=self.start_row,
-                                              batch_rows=self.chunk_rows)
+                                              batch_rows=SOURCE_BATCH_CHUNKS * self.chunk_rows)
         for origin, batch in batches:
             if batch.num_rows == 0:
                 continue

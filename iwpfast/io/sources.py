@@ -263,7 +263,8 @@ def _file_format(path: str) -> str:
 
 def _corrupt(path: str, fmt: str, exc: Exception, where: str = "") -> InvalidInputError:
     return InvalidInputError(
-        f"{path!r}{where}: cannot be read as {fmt} ({type(exc).__name__}: {exc}); the file is "
+        f"{path!r}{where}: cannot be read as {fmt} ({type(exc).__name__}: "
+        f"{' '.join(str(exc).split())}); the file is "
         f"truncated or corrupt (e.g. an interrupted copy or write). Re-create or re-copy it.")
 
 

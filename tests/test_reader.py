@@ -1,0 +1,187 @@
+"""ChunkReader: fixed-size feature-major chunks, zero-copy where possible, exact error places."""
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from iwpfast.exceptions import InvalidInputError
+from iwpfast.io.reader import ChunkReader, default_chunk_rows
+
+N = 20_000
+
+
+def make_table(n=N, seed=0):
+    rng = np.random.default_rng(seed)
+    return pa.table({
+        "a": rng.normal(size=n).astype(np.float32),
+        "b": rng.normal(size=n).astype(np.float32),
+        "c": rng.normal(size=n),
+        "y": np.where(rng.random(n) < 0.5, -1, 1).astype(np.int8),
+    })
+
+
+@pytest.fixture
+def table():
+    return make_table()
+
+
+def test_chunks_have_the_fixed_size_and_the_right_rows(table, tmp_path):
+    pq.write_table(table, tmp_path / "f.parquet", row_group_size=3000)
+    r = ChunkReader(str(tmp_path / "f.parquet"), [["a", "b"]], ["y"], 1024, start_row=7)
+    chunks = list(r)
+    assert [c.n_rows for c in chunks[:-1]] == [1024] * (len(chunks) - 1)
+    assert sum(c.n_rows for c in chunks) == N - 7
+    assert chunks[0].start_row == 7 and chunks[-1].end_row == N
+    a = np.concatenate([c.features[0][0] for c in chunks])
+    np.testing.assert_array_equal(a, table["a"].to_numpy()[7:])
+    assert chunks[0].labels["y"].dtype == np.int8  # labels keep their type (no copy)
+    assert r.stats.rows == N - 7 and r.stats.chunks == len(chunks)
+
+
+def test_aligned_chunks_are_zero_copy_views(table, tmp_path):
+    pq.write_table(table, tmp_path / "f.parquet", row_group_size=4096)
+    r = ChunkReader(str(tmp_path / "f.parquet"), [["a", "b"]], ["y"], 2048)
+    chunks = list(r)
+    # 4096 = 2 chunks per row group; the last row group (N % 4096 = 3616 rows) gives 2048 + 1568
+    assert r.stats.copied_chunks == 0 and r.stats.copied_bytes == 0
+    assert r.stats.zero_copy_columns == 3 * len(chunks)
+    x = chunks[0].features[0][0]
+    assert not x.flags.owndata and not x.flags.writeable  # a view of Arrow memory
+
+
+def test_straddling_chunks_are_copied_once_and_counted(table, tmp_path):
+    pq.write_table(table, tmp_path / "f.parquet", row_group_size=3000)
+    r = ChunkReader(str(tmp_path / "f.parquet"), [["a", "b"]], ["y"], 2000)
+    list(r)
+    # chunk k covers rows [2000k, 2000k+2000): the row-group boundaries 3000, 9000, 15000 fall
+    # inside chunks 1, 4, 7 (6000, 12000, 18000 are chunk boundaries): exactly 3 chunks copied
+    assert r.stats.copied_chunks == 3
+    assert r.stats.copied_bytes == 3 * 2000 * (4 + 4 + 1)
+
+
+def test_mixed_dtype_group_is_float64(table):
+    r = ChunkReader(table, [["a", "c"], ["a", "b"]], ["y"], 5000)
+    ch = next(iter(r))
+    assert all(x.dtype == np.float64 for x in ch.features[0])
+    assert all(x.dtype == np.float32 for x in ch.features[1])
+    np.testing.assert_array_equal(ch.features[0][0], table["a"].to_numpy()[:5000].astype(np.float64))
+    r.close()
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_non_finite_mid_stream_names_file_row_group_column_row(table, tmp_path, bad):
+    b = table["b"].to_numpy().copy()
+    b[12_345] = bad
+    t = table.set_column(1, "b", pa.array(b))
+    pq.write_table(t, tmp_path / "bad.parquet", row_group_size=5000)
+    r = ChunkReader(str(tmp_path / "bad.parquet"), [["a", "b"]], ["y"], 1000)
+    seen = 0
+    with pytest.raises(InvalidInputError) as info:
+        for ch in r:
+            seen = ch.end_row
+    msg = str(info.value)
+    # row 12345 = row 2345 of row group 2
+    assert "bad.parquet" in msg and "row group 2" in msg and "'b'" in msg
+    assert "row 2345 of that row group" in msg and "row 12345 of the stream" in msg
+    assert seen <= 12_000  # the chunks before the bad one were delivered, not the bad one
+
+
+def test_null_mid_stream_is_refused(table, tmp_path):
+    y = pa.array(table["y"].to_numpy(), mask=np.arange(N) == 777)
+    t = table.set_column(3, "y", y)
+    pq.write_table(t, tmp_path / "null.parquet", row_group_size=500)
+    with pytest.raises(InvalidInputError, match=r"null value in column 'y'.*row group 1, row 277"):
+        list(ChunkReader(str(tmp_path / "null.parquet"), [["a"]], ["y"], 100))
+
+
+def test_corrupt_parquet_page_names_the_file(table, tmp_path):
+    pq.write_table(table, tmp_path / "f.parquet", row_group_size=5000, compression="snappy")
+    raw = bytearray((tmp_path / "f.parquet").read_bytes())
+    # garble the first page header (right after the 4-byte magic), keep the footer intact
+    raw[4:40] = np.random.default_rng(5).integers(0, 256, 36, dtype=np.uint8).tobytes()
+    (tmp_path / "f.parquet").write_bytes(bytes(raw))
+    with pytest.raises(InvalidInputError, match="f.parquet.*truncated or corrupt"):
+        list(ChunkReader(str(tmp_path / "f.parquet"), [["a", "b"]], ["y"], 1000))
+
+
+def test_missing_column_lists_the_columns_found(table):
+    with pytest.raises(InvalidInputError, match=r"\['z'\].*\['a', 'b', 'c', 'y'\]"):
+        ChunkReader(table, [["a", "z"]], ["y"])
+
+
+def test_non_numeric_column_is_refused():
+    t = pa.table({"a": [1.0, 2.0], "s": ["x", "y"]})
+    with pytest.raises(InvalidInputError, match="column 's' has type string"):
+        ChunkReader(t, [["a"]], ["s"])
+
+
+def _reader_threads():
+    return [t for t in threading.enumerate() if t.name == "iwpfast-reader"]
+
+
+def test_thread_stops_on_early_exit_and_on_exception(table):
+    r = ChunkReader(table, [["a"]], ["y"], 100)
+    for i, _ in enumerate(r):
+        if i == 3:
+            break
+    r.close()
+    assert not _reader_threads()
+    r = ChunkReader(table, [["a"]], ["y"], 100)
+    with pytest.raises(KeyboardInterrupt):
+        for i, _ in enumerate(r):
+            if i == 2:
+                raise KeyboardInterrupt
+    assert not _reader_threads()
+
+
+def test_decode_errors_reach_the_caller():
+    def batches():
+        yield pa.record_batch({"a": [1.0, 2.0], "y": [1, -1]})
+        raise OSError("disk went away")
+    schema = pa.schema([("a", pa.float64()), ("y", pa.int64())])
+    src = pa.RecordBatchReader.from_batches(schema, batches())
+    with pytest.raises(OSError, match="disk went away"):
+        list(ChunkReader(src, [["a"]], ["y"], 1))
+    assert not _reader_threads()
+
+
+def test_default_chunk_rows_bounds():
+    assert default_chunk_rows(41) == 1 << 18
+    assert default_chunk_rows(401) == 1 << 15
+    assert default_chunk_rows(10**7) == 1 << 13
+
+
+MEMORY_SCRIPT = textwrap.dedent("""
+    import resource, sys
+    import numpy as np, pyarrow as pa, pyarrow.parquet as pq
+    from iwpfast.io.reader import ChunkReader
+    path = sys.argv[1]
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    total = 0.0
+    for ch in ChunkReader(path, [["a", "b", "c"]], ["y"], 8192):
+        total += float(ch.features[0][0][0])
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base)  # KiB
+""")
+
+
+def test_memory_does_not_grow_with_the_number_of_rows(tmp_path):
+    # Peak RSS while reading a 0.5 M-row and a 4 M-row file (6.5 MB and 52 MB of columns) in
+    # 8192-row chunks.  Holding the data would add >= 45 MB for the big file; a bounded reader
+    # adds only allocator noise.  RSS of a subprocess, so the test's own memory does not count.
+    sizes = {}
+    for n in (500_000, 4_000_000):
+        rng = np.random.default_rng(1)
+        t = pa.table({c: rng.normal(size=n).astype(np.float32) for c in "abc"} |
+                     {"y": np.ones(n, dtype=np.int8)})
+        path = tmp_path / f"m{n}.parquet"
+        pq.write_table(t, path, compression="none")
+        del t
+        out = subprocess.run([sys.executable, "-c", MEMORY_SCRIPT, str(path)],
+                             capture_output=True, text=True, check=True)
+        sizes[n] = int(out.stdout.strip()) / 1024  # MiB
+    assert sizes[4_000_000] - sizes[500_000] < 20, sizes
