@@ -1,0 +1,412 @@
+"""Fused minibatch projected SGD over one chunk of rows (docs/internals.md "One SGD update").
+
+Layout and order of work per batch of m rows (why it is fast):
+1. margins u_i for all rows: features outer, rows inner (a vectorized axpy per feature column);
+2. per-row scalars (a_i, c_i) in a loop without branches on the data, so the hand-written
+   ``fast_exp`` vectorizes (the logistic derivatives loop over k and stay scalar);
+3. sums over rows with ``_dot_lanes``: eight interleaved partial sums combined in a fixed order.
+   That vectorizes without ``fastmath`` and gives the same bits whatever the column dtype, so a
+   batch straddling two chunks (computed from the float64 carry buffer) equals the same rows
+   computed in place.
+
+Columns (and the labels) come in as addresses (see ``_lowlevel.column_view``); ``like`` is an
+empty array of the column dtype (float32 or float64).  So one compiled kernel per (feature dtype,
+label dtype) serves every p, (p, n) arrays and lists of 1-D arrays, writable or read-only.  Every argument has been validated by the wrapper
+``iwpfast.sgd.engine``: the kernels check nothing and never raise.
+
+Parameter packing (so the signature stays stable): ``fparams`` = [label_tilde, alpha,
+learning_rate, mu, radius, variance_cap]; ``iparams`` = [loss_code, mode_code, schedule_code,
+truncation, fit_intercept, average_start, trace_every, batch_size].  ``eulerian[d, k]`` =
+(-1)^k A(d, k), the Eulerian-number coefficients of the sigmoid derivatives (logistic only).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._lowlevel import column_view
+from ._options import jit
+from .fastexp import fast_exp
+
+LOSS_EXPONENTIAL, LOSS_QUADRATIC, LOSS_LOGISTIC, LOSS_SQUARED_ERROR = 0, 1, 2, 3
+MODE_CLEAN, MODE_NAIVE, MODE_IWP = 0, 1, 2
+SCHEDULE_CONSTANT, SCHEDULE_INVERSE = 0, 1
+
+# HeadState.telemetry indices (iwpfast.sgd.state.TELEMETRY_FIELDS)
+T_ROWS, T_BATCHES, T_PROJ, T_GMEAN, T_GM2, T_ENERGY, T_CAP = 0, 1, 2, 3, 4, 5, 6
+# HeadState.counters indices
+C_STEP, C_NAVG, C_CARRY, C_TRACE = 0, 1, 2, 3
+
+NO_DIVERGENCE = -1
+
+
+@jit
+def _dot_lanes(weight, column, offset, m):
+    """sum_i weight[i] * column[offset + i] for i < m, in eight interleaved lanes (fixed order)."""
+    s0 = 0.0
+    s1 = 0.0
+    s2 = 0.0
+    s3 = 0.0
+    s4 = 0.0
+    s5 = 0.0
+    s6 = 0.0
+    s7 = 0.0
+    full = m - m % 8
+    for i in range(0, full, 8):
+        s0 += weight[i] * np.float64(column[offset + i])
+        s1 += weight[i + 1] * np.float64(column[offset + i + 1])
+        s2 += weight[i + 2] * np.float64(column[offset + i + 2])
+        s3 += weight[i + 3] * np.float64(column[offset + i + 3])
+        s4 += weight[i + 4] * np.float64(column[offset + i + 4])
+        s5 += weight[i + 5] * np.float64(column[offset + i + 5])
+        s6 += weight[i + 6] * np.float64(column[offset + i + 6])
+        s7 += weight[i + 7] * np.float64(column[offset + i + 7])
+    tail = 0.0
+    for i in range(full, m):
+        tail += weight[i] * np.float64(column[offset + i])
+    return (((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))) + tail
+
+
+@jit
+def _sum_lanes(values, m):
+    """sum_i values[i] for i < m, same lane order as ``_dot_lanes``."""
+    s0 = 0.0
+    s1 = 0.0
+    s2 = 0.0
+    s3 = 0.0
+    s4 = 0.0
+    s5 = 0.0
+    s6 = 0.0
+    s7 = 0.0
+    full = m - m % 8
+    for i in range(0, full, 8):
+        s0 += values[i]
+        s1 += values[i + 1]
+        s2 += values[i + 2]
+        s3 += values[i + 3]
+        s4 += values[i + 4]
+        s5 += values[i + 5]
+        s6 += values[i + 6]
+        s7 += values[i + 7]
+    tail = 0.0
+    for i in range(full, m):
+        tail += values[i]
+    return (((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))) + tail
+
+
+@jit
+def _margins(addresses, like, offset, m, theta, intercept, fit_intercept, margin):
+    """margin[i] = theta^T x_i (+ b): one vectorized pass per feature, features in order."""
+    n_features = theta.shape[0]
+    for i in range(m):
+        margin[i] = 0.0
+    for j in range(n_features):
+        column = column_view(addresses[j], offset + m, like)
+        t = theta[j]
+        for i in range(m):
+            margin[i] += t * np.float64(column[offset + i])
+    if fit_intercept:
+        b = intercept[0]
+        for i in range(m):
+            margin[i] += b
+
+
+@jit
+def _logistic_scalars(z, w, tau, truncation, label_tilde, private, eulerian):
+    """(a, c) of the K-truncated logistic IWP loss at margin z, with w = exp(-|z|).
+
+    f'(v) = -S(-v); f^(n)(v) = S^(n-1)(v) for n >= 2, and for r = |z| >= 0 the sigmoid
+    derivatives are S^(d)(r) = (-1)^(d+1) w (sum_k (-1)^k A(d,k) w^k) / (1+w)^(d+1) (Eulerian form,
+    no cancellation).  S^(d) is even for odd d and odd for even d, which gives the values at z and -z.
+    F_1(v) = f'(v) + sum_{k=1..K} (-tau)^k/k! S^(2k)(v), F_2(v) = sum_{k=0..K-1} (-tau)^k/k! S^(2k+1)(v).
+    """
+    q = 1.0 / (1.0 + w)
+    odd_part = 0.0      # sum_{k=1..K} coef_k S^(2k)(r)   (odd in v)
+    even_part = 0.0     # sum_{k=0..K-1} coef_k S^(2k+1)(r) (even in v)
+    coefficient = 1.0   # (-tau)^k / k!
+    q_power = q * q     # q^(d+1) for d = 1
+    for k in range(truncation):
+        # d = 2k + 1 (even function) enters F_2 with coefficient_k
+        d = 2 * k + 1
+        poly = 0.0
+        for e in range(d - 1, -1, -1):
+            poly = poly * w + eulerian[d, e]
+        even_part += coefficient * (poly * w * q_power)
+        q_power *= q
+        # d = 2k + 2 (odd function) enters F_1 with coefficient_{k+1}
+        coefficient = coefficient * (-tau) / (k + 1)
+        d = 2 * k + 2
+        poly = 0.0
+        for e in range(d - 1, -1, -1):
+            poly = poly * w + eulerian[d, e]
+        # S^(d)(r) for r >= 0 with d even: (-1)^(d+1) times the v <= 0 form
+        odd_part += coefficient * (-(poly * w * q_power))
+        q_power *= q
+    sign = 1.0 if z >= 0.0 else -1.0
+    # f'(z) = -S(-z): for z >= 0 it is -w q, for z < 0 it is -q
+    if z >= 0.0:
+        first_at_z = -w * q
+        first_at_minus_z = -q
+    else:
+        first_at_z = -q
+        first_at_minus_z = -w * q
+    f1_z = first_at_z + sign * odd_part
+    if not private:
+        return f1_z, even_part
+    f1_minus_z = first_at_minus_z - sign * odd_part
+    a = label_tilde * f1_z - (1.0 - label_tilde) * f1_minus_z
+    c = label_tilde * even_part + (1.0 - label_tilde) * even_part
+    return a, c
+
+
+@jit
+def _row_scalars(loss, iwp, y, y_offset, m, margin, tau, label_tilde, truncation, eulerian,
+                 weight, curvature):
+    """weight[i] = coefficient of x_i in the row gradient (a_i y_i, or u_i - y_i), curvature[i] = c_i.
+
+    Loops have no data-dependent branches so that LLVM vectorizes them (fast_exp included).
+    """
+    private = label_tilde != 1.0
+    if loss == LOSS_EXPONENTIAL:
+        if private:
+            other = 1.0 - label_tilde
+            for i in range(m):
+                yi = np.float64(y[y_offset + i])
+                z = yi * margin[i]
+                e_z = fast_exp(-tau - z)            # -F_1(z) = F_2(z) = exp(-tau - z)
+                e_minus_z = fast_exp(-tau + z)
+                a = label_tilde * (-e_z) - other * (-e_minus_z)
+                weight[i] = a * yi
+                curvature[i] = label_tilde * e_z + other * e_minus_z
+        else:
+            for i in range(m):
+                yi = np.float64(y[y_offset + i])
+                e_z = fast_exp(-tau - yi * margin[i])
+                weight[i] = -e_z * yi
+                curvature[i] = e_z
+    elif loss == LOSS_QUADRATIC:
+        # F_1(v) = v - 1, F_2 = 1 (tau does not enter the gradient)
+        if private:
+            other = 1.0 - label_tilde
+            for i in range(m):
+                yi = np.float64(y[y_offset + i])
+                z = yi * margin[i]
+                a = label_tilde * (z - 1.0) - other * (-z - 1.0)
+                weight[i] = a * yi
+                curvature[i] = label_tilde + other
+        else:
+            for i in range(m):
+                yi = np.float64(y[y_offset + i])
+                weight[i] = (yi * margin[i] - 1.0) * yi
+                curvature[i] = 1.0
+    elif loss == LOSS_LOGISTIC:
+        for i in range(m):                          # vectorized exp pass: curvature holds w_i
+            curvature[i] = fast_exp(-abs(np.float64(y[y_offset + i]) * margin[i]))
+        for i in range(m):
+            yi = np.float64(y[y_offset + i])
+            a, c = _logistic_scalars(yi * margin[i], curvature[i], tau, truncation, label_tilde,
+                                     private, eulerian)
+            weight[i] = a * yi
+            curvature[i] = c
+    else:                                           # squared error: gradient (u - y) x - s*theta
+        for i in range(m):
+            weight[i] = margin[i] - np.float64(y[y_offset + i])
+            curvature[i] = 1.0 if iwp else 0.0
+
+
+@jit
+def _batch(addresses, like, y, offset, m, fparams, iparams, noise_var, eulerian,
+           theta, theta_avg, intercept, intercept_avg, counters, telemetry, trace, trace_steps,
+           margin, weight, curvature, gradient):
+    """One SGD update on rows [offset, offset + m) of the columns.  Returns False on divergence."""
+    label_tilde = fparams[0]
+    alpha = fparams[1]
+    learning_rate = fparams[2]
+    mu = fparams[3]
+    radius = fparams[4]
+    variance_cap = fparams[5]
+    loss = iparams[0]
+    iwp = iparams[1] == MODE_IWP
+    schedule = iparams[2]
+    truncation = iparams[3]
+    fit_intercept = iparams[4] != 0
+    average_start = iparams[5]
+    trace_every = iparams[6]
+    n_features = theta.shape[0]
+
+    # 1. tau (IWP only)
+    tau = 0.0
+    if iwp:
+        for j in range(n_features):
+            tau += noise_var[j] * theta[j] * theta[j]
+        tau = 0.5 * tau
+    # 2. margins and per-row scalars
+    _margins(addresses, like, offset, m, theta, intercept, fit_intercept, margin)
+    _row_scalars(loss, iwp, y, offset, m, margin, tau, label_tilde, truncation, eulerian,
+                 weight, curvature)
+    # 3. mean gradient
+    mean_curvature = _sum_lanes(curvature, m) / m if iwp else 0.0
+    norm_sq = 0.0
+    for j in range(n_features):
+        column = column_view(addresses[j], offset + m, like)
+        g = _dot_lanes(weight, column, offset, m) / m
+        if iwp:
+            g = g - mean_curvature * (noise_var[j] * theta[j])
+        g = g + alpha * theta[j]
+        gradient[j] = g
+        norm_sq += g * g
+    gradient_b = _sum_lanes(weight, m) / m if fit_intercept else 0.0
+    norm_sq += gradient_b * gradient_b
+    # 4-5. step
+    step = counters[C_STEP]
+    if schedule == SCHEDULE_CONSTANT:
+        gamma = learning_rate
+    else:
+        gamma = learning_rate / (1.0 + mu * learning_rate * step)
+    for j in range(n_features):
+        theta[j] = theta[j] - gamma * gradient[j]
+    if fit_intercept:
+        intercept[0] = intercept[0] - gamma * gradient_b
+    # 6. projection on the L2 ball, then the variance cap
+    theta_sq = 0.0
+    for j in range(n_features):
+        theta_sq += theta[j] * theta[j]
+    theta_norm = math.sqrt(theta_sq)
+    if theta_norm > radius:
+        factor = radius / theta_norm
+        for j in range(n_features):
+            theta[j] = theta[j] * factor
+        telemetry[T_PROJ] += 1.0
+    energy = 0.0
+    for j in range(n_features):
+        energy += noise_var[j] * theta[j] * theta[j]
+    if energy > variance_cap:
+        factor = math.sqrt(variance_cap / energy)
+        for j in range(n_features):
+            theta[j] = theta[j] * factor
+        telemetry[T_CAP] += 1.0
+        energy = 0.0
+        for j in range(n_features):
+            energy += noise_var[j] * theta[j] * theta[j]
+    # 10. divergence (checked before the average and the trace so that those stay finite)
+    finite = math.isfinite(intercept[0]) and math.isfinite(norm_sq)
+    for j in range(n_features):
+        finite = finite and math.isfinite(theta[j])
+    if not finite:
+        return False
+    # 7. step counter and Polyak average
+    step += 1
+    counters[C_STEP] = step
+    if average_start >= 0 and step > average_start:
+        n_avg = counters[C_NAVG] + 1
+        counters[C_NAVG] = n_avg
+        for j in range(n_features):
+            theta_avg[j] = theta_avg[j] + (theta[j] - theta_avg[j]) / n_avg
+        intercept_avg[0] = intercept_avg[0] + (intercept[0] - intercept_avg[0]) / n_avg
+    # 8. telemetry (Welford on the gradient norm)
+    telemetry[T_ROWS] += m
+    batches = telemetry[T_BATCHES] + 1.0
+    telemetry[T_BATCHES] = batches
+    grad_norm = math.sqrt(norm_sq)
+    delta = grad_norm - telemetry[T_GMEAN]
+    telemetry[T_GMEAN] += delta / batches
+    telemetry[T_GM2] += delta * (grad_norm - telemetry[T_GMEAN])
+    if energy > telemetry[T_ENERGY]:
+        telemetry[T_ENERGY] = energy
+    # 9. trace
+    if trace_every > 0 and step % trace_every == 0:
+        row = counters[C_TRACE]
+        for j in range(n_features):
+            trace[row, j] = theta[j]
+        trace[row, n_features] = intercept[0]
+        trace_steps[row] = step
+        counters[C_TRACE] = row + 1
+    return True
+
+
+@jit
+def sgd_chunk(addresses, like, y_address, y_like, n_rows, carry_addresses, carry_like, fparams,
+              iparams, noise_var, eulerian, theta, theta_avg, intercept, intercept_avg, carry_X, carry_y,
+              counters, telemetry, trace, trace_steps):
+    """Run every complete batch of this chunk (completing the carried one first) and carry the rest.
+
+    Returns -1, or the global index of the last row of the batch after which theta diverged.
+    """
+    batch_size = iparams[7]
+    n_features = theta.shape[0]
+    y = column_view(y_address, n_rows, y_like)
+    margin = np.empty(batch_size)
+    weight = np.empty(batch_size)
+    curvature = np.empty(batch_size)
+    gradient = np.empty(n_features)
+    position = 0
+    carried = counters[C_CARRY]
+    if carried > 0:
+        take = min(batch_size - carried, n_rows)
+        for j in range(n_features):
+            column = column_view(addresses[j], n_rows, like)
+            for i in range(take):
+                carry_X[j, carried + i] = np.float64(column[i])
+        for i in range(take):
+            carry_y[carried + i] = np.float64(y[i])
+        carried += take
+        position = take
+        counters[C_CARRY] = carried
+        if carried == batch_size:
+            rows_before = telemetry[T_ROWS]
+            if not _batch(carry_addresses, carry_like, carry_y, 0, batch_size, fparams, iparams,
+                          noise_var, eulerian, theta, theta_avg, intercept, intercept_avg,
+                          counters, telemetry, trace, trace_steps, margin, weight, curvature,
+                          gradient):
+                return np.int64(rows_before) + batch_size - 1
+            counters[C_CARRY] = 0
+    while position + batch_size <= n_rows:
+        rows_before = telemetry[T_ROWS]
+        if not _batch(addresses, like, y, position, batch_size, fparams, iparams, noise_var,
+                      eulerian, theta, theta_avg, intercept, intercept_avg, counters, telemetry,
+                      trace, trace_steps, margin, weight, curvature, gradient):
+            return np.int64(rows_before) + batch_size - 1
+        position += batch_size
+    rest = n_rows - position
+    if rest > 0:
+        for j in range(n_features):
+            column = column_view(addresses[j], n_rows, like)
+            for i in range(rest):
+                carry_X[j, i] = np.float64(column[position + i])
+        for i in range(rest):
+            carry_y[i] = np.float64(y[position + i])
+        counters[C_CARRY] = rest
+    return NO_DIVERGENCE
+
+
+@jit
+def sgd_finish(carry_addresses, carry_like, fparams, iparams, noise_var, eulerian, theta,
+               theta_avg, intercept, intercept_avg, carry_y, counters, telemetry, trace,
+               trace_steps):
+    """Run the carried partial batch (if any) as the stream's last update."""
+    carried = counters[C_CARRY]
+    if carried == 0:
+        return NO_DIVERGENCE
+    n_features = theta.shape[0]
+    margin = np.empty(carried)
+    weight = np.empty(carried)
+    curvature = np.empty(carried)
+    gradient = np.empty(n_features)
+    rows_before = telemetry[T_ROWS]
+    if not _batch(carry_addresses, carry_like, carry_y, 0, carried, fparams, iparams, noise_var,
+                  eulerian, theta, theta_avg, intercept, intercept_avg, counters, telemetry,
+                  trace, trace_steps, margin, weight, curvature, gradient):
+        return np.int64(rows_before) + carried - 1
+    counters[C_CARRY] = 0
+    return NO_DIVERGENCE
+
+
+@jit
+def first_invalid_label(y):
+    """Index of the first label not in {-1, +1}, or -1 (the wrapper's check, one fast pass)."""
+    for i in range(y.shape[0]):
+        v = y[i]
+        if v != 1 and v != -1:
+            return i
+    return -1

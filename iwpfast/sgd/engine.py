@@ -1,0 +1,342 @@
+"""Public wrapper of the fused SGD kernels: validation here, arithmetic in ``iwpfast._kernels``.
+
+    run_chunk(cfg, state, X, y)   one chunk of rows (X feature-major), state updated in place
+    finish(cfg, state)            the carried partial batch as the stream's last update
+    warmup(dtypes=...)            compile (or load from the on-disk cache) ahead of time
+
+``X`` is a (p, n) array or a sequence of p 1-D arrays (e.g. Arrow columns), float32 or float64,
+read-only allowed; no copy is made when each column is contiguous.  Labels: {-1, +1} in any real
+dtype for classification losses, float targets for ``squared_error``.  The semantics are those of
+docs/internals.md "One SGD update", the same as ``iwpfast.sgd.reference`` (NumPy twin).
+
+Numba is imported on first use only (``import iwpfast`` compiles nothing).
+
+Example::
+
+    >>> import numpy as np
+    >>> from iwpfast.sgd.state import HeadConfig, HeadState
+    >>> from iwpfast.sgd.engine import run_chunk, finish
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((2, 1000)); y = np.where(X[0] > 0, 1.0, -1.0)
+    >>> cfg = HeadConfig(loss="exponential", mode="clean", n_features=2, noise_var=np.zeros(2),
+    ...                  learning_rate=0.1, batch_size=32)
+    >>> state = HeadState.new(cfg)
+    >>> run_chunk(cfg, state, X, y); finish(cfg, state)
+    >>> bool(state.theta[0] > 0.5), state.step
+    (True, 32)
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from functools import lru_cache
+
+import numpy as np
+
+from ..exceptions import DivergenceError, InvalidInputError
+from ..losses import CLASSIFICATION_LOSSES, LOSS_CODES
+from .state import MODE_CODES, SCHEDULE_CODES, TELEMETRY_FIELDS, HeadConfig, HeadState
+
+__all__ = ["run_chunk", "finish", "warmup", "MAX_TRUNCATION"]
+
+# Eulerian numbers A(2K, k) overflow float64 precision long before this; the estimator's variance
+# explodes already at K ~ 5 (DESIGN.md section 3).
+MAX_TRUNCATION = 40
+_FEATURE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _kernels():
+    """The kernel module, imported (not compiled) on first use."""
+    from .._kernels import sgd
+    return sgd
+
+
+# ------------------------------------------------------------------------------------------
+# configuration
+# ------------------------------------------------------------------------------------------
+
+@lru_cache(maxsize=64)
+def _eulerian_table(truncation: int) -> np.ndarray:
+    """table[d, k] = (-1)^k A(d, k) for d <= 2K (sigmoid derivative coefficients, exact in float64)."""
+    from ..losses import eulerian_numbers
+    order = max(2 * truncation, 1)
+    table = np.zeros((order + 1, order))
+    for d in range(1, order + 1):
+        for k, value in enumerate(eulerian_numbers(d)):
+            table[d, k] = (-1) ** k * float(value)
+    table.setflags(write=False)
+    return table
+
+
+def _finite_number(value, name: str, *, minimum: float | None = None, strict: bool = False,
+                   allow_inf: bool = False) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise InvalidInputError(f"HeadConfig.{name}={value!r} must be a number") from None
+    if math.isnan(number) or (math.isinf(number) and not allow_inf):
+        raise InvalidInputError(f"HeadConfig.{name}={value!r} must be a finite number")
+    if minimum is not None and (number < minimum or (strict and number == minimum)):
+        relation = ">" if strict else ">="
+        raise InvalidInputError(f"HeadConfig.{name}={value!r} must be {relation} {minimum}")
+    return number
+
+
+def _integer(value, name: str, minimum: int) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
+            or value < minimum:
+        raise InvalidInputError(f"HeadConfig.{name}={value!r} must be an integer >= {minimum}")
+    return int(value)
+
+
+def _kernel_config(cfg: HeadConfig):
+    """Validate ``cfg`` and pack it for the kernel: (fparams, iparams, noise_var, eulerian)."""
+    if not isinstance(cfg, HeadConfig):
+        raise InvalidInputError(f"cfg must be an iwpfast.sgd.state.HeadConfig, got {type(cfg).__name__}")
+    if cfg.loss not in LOSS_CODES:
+        raise InvalidInputError(f"HeadConfig.loss={cfg.loss!r} is unknown; choose one of "
+                                f"{', '.join(LOSS_CODES)}")
+    if cfg.mode not in MODE_CODES:
+        raise InvalidInputError(f"HeadConfig.mode={cfg.mode!r} is unknown; choose one of "
+                                f"{', '.join(MODE_CODES)}")
+    if cfg.schedule not in SCHEDULE_CODES:
+        hint = (" (the driver turns 'paper' into a constant step with "
+                "iwpfast.sgd.schedules.paper_learning_rate)" if cfg.schedule == "paper" else "")
+        raise InvalidInputError(f"HeadConfig.schedule={cfg.schedule!r} cannot run in the kernel; "
+                                f"choose one of {', '.join(SCHEDULE_CODES)}{hint}")
+    p = _integer(cfg.n_features, "n_features", 1)
+    noise_var = np.asarray(cfg.noise_var, dtype=np.float64)
+    if noise_var.ndim == 0:
+        noise_var = np.full(p, float(noise_var))
+    if noise_var.shape != (p,):
+        raise InvalidInputError(f"HeadConfig.noise_var has shape {noise_var.shape}; pass one variance "
+                                f"per feature, shape ({p},)")
+    if not np.all(np.isfinite(noise_var)) or np.any(noise_var < 0):
+        bad = int(np.flatnonzero(~(np.isfinite(noise_var) & (noise_var >= 0)))[0])
+        raise InvalidInputError(f"HeadConfig.noise_var[{bad}]={noise_var[bad]!r}: noise variances "
+                                "sigma_j^2 must be finite and >= 0")
+    truncation = _integer(cfg.truncation, "truncation", 0)
+    if truncation > MAX_TRUNCATION:
+        raise InvalidInputError(f"HeadConfig.truncation={truncation} is too large (at most "
+                                f"{MAX_TRUNCATION}; the estimator's variance explodes beyond K ~ 5): "
+                                "choose K by iwpfast.transforms")
+    batch_size = _integer(cfg.batch_size, "batch_size", 1)
+    trace_every = _integer(cfg.trace_every, "trace_every", 0)
+    if isinstance(cfg.average_start, (bool, np.bool_)) or not isinstance(cfg.average_start, (int, np.integer)):
+        raise InvalidInputError(f"HeadConfig.average_start={cfg.average_start!r} must be an integer "
+                                "(negative = no averaging)")
+    alpha = _finite_number(cfg.alpha, "alpha", minimum=0.0)
+    learning_rate = _finite_number(cfg.learning_rate, "learning_rate", minimum=0.0, strict=True)
+    mu = _finite_number(cfg.mu, "mu", minimum=0.0)
+    radius = _finite_number(cfg.radius, "radius", minimum=0.0, strict=True, allow_inf=True)
+    variance_cap = _finite_number(cfg.variance_cap, "variance_cap", minimum=0.0, strict=True,
+                                  allow_inf=True)
+    label_tilde = 1.0
+    if cfg.loss in CLASSIFICATION_LOSSES and cfg.mode == "iwp" and cfg.label_keep_prob is not None:
+        keep = _finite_number(cfg.label_keep_prob, "label_keep_prob")
+        if not 0.5 < keep <= 1.0:
+            raise InvalidInputError(f"HeadConfig.label_keep_prob={keep!r} must be in (0.5, 1] "
+                                    "(S(eps_y) = 1/(1+exp(-eps_y)) with eps_y > 0; None = public labels)")
+        label_tilde = float(cfg.label_tilde)
+    fparams = np.array([label_tilde, alpha, learning_rate, mu, radius, variance_cap])
+    iparams = np.array([LOSS_CODES[cfg.loss], MODE_CODES[cfg.mode], SCHEDULE_CODES[cfg.schedule],
+                        truncation, int(bool(cfg.fit_intercept)), int(cfg.average_start),
+                        trace_every, batch_size], dtype=np.int64)
+    eulerian = _eulerian_table(truncation if cfg.loss == "logistic" else 0)
+    return fparams, iparams, np.ascontiguousarray(noise_var), eulerian
+
+
+def _check_state(cfg: HeadConfig, state: HeadState) -> None:
+    """Shapes and dtypes of the carried arrays: the kernel writes into them without checks."""
+    if not isinstance(state, HeadState):
+        raise InvalidInputError(f"state must be an iwpfast.sgd.state.HeadState (HeadState.new(cfg)), "
+                                f"got {type(state).__name__}")
+    p, batch = cfg.n_features, cfg.batch_size
+    expected = {
+        "theta": ((p,), np.float64), "theta_avg": ((p,), np.float64),
+        "intercept": ((1,), np.float64), "intercept_avg": ((1,), np.float64),
+        "carry_X": ((p, batch), np.float64), "carry_y": ((batch,), np.float64),
+        "telemetry": ((len(TELEMETRY_FIELDS),), np.float64), "counters": ((4,), np.int64),
+    }
+    for name, (shape, dtype) in expected.items():
+        array = getattr(state, name)
+        if not isinstance(array, np.ndarray) or array.shape != shape or array.dtype != dtype \
+                or not array.flags.c_contiguous or not array.flags.writeable:
+            got = (f"{array.dtype}{array.shape}" if isinstance(array, np.ndarray)
+                   else type(array).__name__)
+            raise InvalidInputError(
+                f"state.{name} is {got}; expected a writable C-contiguous {np.dtype(dtype)} array of "
+                f"shape {shape} for this config (n_features={p}, batch_size={batch}): create the "
+                "state with HeadState.new(cfg)")
+    trace, steps = state.trace, state.trace_steps
+    if (not isinstance(trace, np.ndarray) or trace.ndim != 2 or trace.shape[1] != p + 1
+            or trace.dtype != np.float64 or not trace.flags.c_contiguous or not trace.flags.writeable
+            or not isinstance(steps, np.ndarray) or steps.shape != (trace.shape[0],)
+            or steps.dtype != np.int64 or not steps.flags.writeable):
+        raise InvalidInputError(f"state.trace must be a writable float64 (capacity, {p + 1}) array "
+                                "with an int64 trace_steps of length capacity: use "
+                                "HeadState.new(cfg, trace_capacity=...)")
+    carried = int(state.counters[2])
+    if not 0 <= carried < batch:
+        raise InvalidInputError(f"state.counters[2] (carried rows) = {carried} is outside "
+                                f"[0, batch_size={batch}): the state does not belong to this config")
+
+
+def _check_trace_room(cfg: HeadConfig, state: HeadState, updates: int) -> None:
+    if cfg.trace_every <= 0 or updates <= 0:
+        return
+    step = state.step
+    needed = (step + updates) // cfg.trace_every - step // cfg.trace_every
+    room = state.trace.shape[0] - state.trace_n
+    if needed > room:
+        raise InvalidInputError(
+            f"state.trace has room for {room} more rows but this chunk records {needed} "
+            f"(trace_every={cfg.trace_every}): drain the trace (reset state.counters[3]) or create "
+            "the state with a larger trace_capacity")
+
+
+# ------------------------------------------------------------------------------------------
+# data
+# ------------------------------------------------------------------------------------------
+
+def _columns(X, p: int) -> tuple[list[np.ndarray], np.dtype, int]:
+    """Feature columns as contiguous 1-D arrays of one float dtype (views when possible)."""
+    if isinstance(X, np.ndarray):
+        if X.ndim != 2 or X.shape[0] != p:
+            hint = (" (it looks row-major: pass X.T, or better a (p, n) array / list of columns)"
+                    if X.ndim == 2 and X.shape[1] == p else "")
+            raise InvalidInputError(f"X has shape {X.shape}; expected feature-major (p={p}, n) or a "
+                                    f"sequence of {p} 1-D arrays{hint}")
+        columns = [X[j] for j in range(p)]
+    elif isinstance(X, Sequence) or hasattr(X, "__iter__"):
+        columns = [np.asarray(column) for column in X]
+        if len(columns) != p:
+            raise InvalidInputError(f"X holds {len(columns)} columns; the head has n_features={p}")
+    else:
+        raise InvalidInputError(f"X must be a (p, n) array or a sequence of p 1-D arrays, got "
+                                f"{type(X).__name__}")
+    if p == 0:
+        return columns, np.dtype(np.float64), 0
+    n = None
+    dtype = None
+    for j, column in enumerate(columns):
+        if column.ndim != 1:
+            raise InvalidInputError(f"feature column {j} has shape {column.shape}; each column must "
+                                    "be 1-D")
+        if column.dtype not in _FEATURE_DTYPES:
+            raise InvalidInputError(f"feature column {j} has dtype {column.dtype}; features must be "
+                                    "float32 or float64 (cast with .astype(np.float32))")
+        if n is None:
+            n, dtype = column.shape[0], column.dtype
+        elif column.shape[0] != n:
+            raise InvalidInputError(f"feature column {j} has {column.shape[0]} rows, column 0 has {n}: "
+                                    "all columns of a chunk must have the same length")
+        elif column.dtype != dtype:
+            raise InvalidInputError(f"feature column {j} is {column.dtype} but column 0 is {dtype}: "
+                                    "pass all features in one dtype (float32 or float64)")
+    # a strided column (e.g. a row of a Fortran-ordered array) is copied: the kernel reads
+    # contiguous memory through raw addresses
+    columns = [c if c.flags.c_contiguous else np.ascontiguousarray(c) for c in columns]
+    return columns, dtype, n
+
+
+def _labels(cfg: HeadConfig, y, n: int) -> np.ndarray:
+    y = np.asarray(y)
+    if y.ndim != 1 or y.shape[0] != n:
+        raise InvalidInputError(f"y has shape {y.shape}; expected ({n},), one label per row of X")
+    if y.dtype.kind not in "fiub":
+        raise InvalidInputError(f"y has dtype {y.dtype}; labels must be real numbers "
+                                "(+-1 for classification, float targets for squared_error)")
+    if y.dtype not in _FEATURE_DTYPES:
+        y = y.astype(np.float64)                 # ints/bools: a small copy, one kernel dtype less
+    y = np.ascontiguousarray(y)
+    if n and cfg.loss in CLASSIFICATION_LOSSES:
+        bad = int(_kernels().first_invalid_label(y))
+        if bad >= 0:
+            raise InvalidInputError(f"y[{bad}] = {y[bad]!r} (row {bad} of this chunk): labels must be "
+                                    "-1 or +1 for the classification losses; encode them as "
+                                    "np.where(label, 1.0, -1.0)")
+    return y
+
+
+def _addresses(columns: list[np.ndarray]) -> np.ndarray:
+    return np.array([c.ctypes.data for c in columns], dtype=np.int64)
+
+
+def _carry_addresses(state: HeadState) -> np.ndarray:
+    carry = state.carry_X
+    return carry.ctypes.data + np.arange(carry.shape[0], dtype=np.int64) * carry.strides[0]
+
+
+_LIKE = {np.dtype(np.float32): np.empty(0, np.float32), np.dtype(np.float64): np.empty(0, np.float64)}
+
+
+def _raise_divergence(cfg: HeadConfig, row: int) -> None:
+    raise DivergenceError(
+        f"SGD diverged: theta became non-finite in the update ending at row {row} (global row "
+        f"index of the stream). Use a smaller learning_rate (now {cfg.learning_rate:g}), a smaller "
+        f"radius (now {cfg.radius:g}) or a variance_cap (now {cfg.variance_cap:g}); also check that "
+        "the features of that batch are finite.")
+
+
+# ------------------------------------------------------------------------------------------
+# public API
+# ------------------------------------------------------------------------------------------
+
+def run_chunk(cfg: HeadConfig, state: HeadState, X, y) -> None:
+    """Run minibatch projected SGD over one chunk of rows, updating ``state`` in place.
+
+    Complete batches run in place; the rows of an incomplete batch at the end are copied into the
+    state's float64 carry buffer and completed by the next chunk (or by ``finish``), so the
+    result does not depend on how the stream is chunked.  Raises ``InvalidInputError`` for bad
+    input (nothing is changed then) and ``DivergenceError`` when theta becomes non-finite.
+    """
+    fparams, iparams, noise_var, eulerian = _kernel_config(cfg)
+    _check_state(cfg, state)
+    columns, dtype, n = _columns(X, cfg.n_features)
+    y = _labels(cfg, y, n)
+    if n == 0:
+        return
+    _check_trace_room(cfg, state, (state.carry_n + n) // cfg.batch_size)
+    kernels = _kernels()
+    row = kernels.sgd_chunk(
+        _addresses(columns), _LIKE[dtype], np.int64(y.ctypes.data), _LIKE[y.dtype], np.int64(n),
+        _carry_addresses(state), _LIKE[np.dtype(np.float64)], fparams, iparams, noise_var,
+        eulerian, state.theta, state.theta_avg, state.intercept, state.intercept_avg,
+        state.carry_X, state.carry_y, state.counters, state.telemetry, state.trace,
+        state.trace_steps)
+    del columns, y                              # kept alive until here: the kernel read raw memory
+    if row >= 0:
+        _raise_divergence(cfg, int(row))
+
+
+def finish(cfg: HeadConfig, state: HeadState) -> None:
+    """Run the carried partial batch (fewer than batch_size rows) as the last update, if any."""
+    fparams, iparams, noise_var, eulerian = _kernel_config(cfg)
+    _check_state(cfg, state)
+    if state.carry_n == 0:
+        return
+    _check_trace_room(cfg, state, 1)
+    row = _kernels().sgd_finish(
+        _carry_addresses(state), _LIKE[np.dtype(np.float64)], fparams, iparams, noise_var, eulerian,
+        state.theta, state.theta_avg, state.intercept, state.intercept_avg, state.carry_y,
+        state.counters, state.telemetry, state.trace, state.trace_steps)
+    if row >= 0:
+        _raise_divergence(cfg, int(row))
+
+
+def warmup(dtypes=("float32", "float64"), label_dtypes=None) -> None:
+    """Compile the kernels (or load them from Numba's on-disk cache) for these feature dtypes.
+
+    Benchmarks call this first so that compile time is excluded; it is never needed for
+    correctness.  ``label_dtypes`` defaults to the feature dtype (float32 labels with float32
+    features).  The loss, mode and p are runtime values: one compilation covers all of them.
+    """
+    for dtype in dtypes:
+        for label_dtype in (label_dtypes or (dtype,)):
+            cfg = HeadConfig(loss="exponential", mode="iwp", n_features=1, noise_var=np.zeros(1),
+                             batch_size=2)
+            state = HeadState.new(cfg)
+            X = np.zeros((1, 3), dtype=dtype)
+            run_chunk(cfg, state, X, np.ones(3, dtype=label_dtype))
+            finish(cfg, state)
