@@ -165,6 +165,12 @@ class _Head:
 
 
 def _update(h: _Head, state: HeadState, Xb: np.ndarray, yb: np.ndarray) -> None:
+    # overflow on the way to a divergence is reported by step 10, not by NumPy warnings
+    with np.errstate(over="ignore", invalid="ignore"):
+        _update_steps(h, state, Xb, yb)
+
+
+def _update_steps(h: _Head, state: HeadState, Xb: np.ndarray, yb: np.ndarray) -> None:
     m = yb.shape[0]
     theta = state.theta
     b = state.intercept[0]
