@@ -37,7 +37,7 @@ import numpy as np
 
 from .exceptions import InvalidInputError
 from .losses import (CLASSIFICATION_LOSSES, LOSS_CODES, REGRESSION_LOSSES, check_loss,
-                     check_order, series_F)
+                     check_order, series_F_unchecked)
 
 __all__ = ["iwp_loss", "iwp_gradient", "label_tilde", "glm_scalars", "glm_loss_values"]
 
@@ -61,21 +61,29 @@ def glm_scalars(loss: str, z: np.ndarray, tau: float, label_weight: float,
     With S~ == 1 the (1 - S~) terms are exactly zero and are skipped (not multiplied: 0 * inf
     would turn an overflow of F(-z) into NaN), so IWP with sigma = 0 and public labels is clean.
     """
-    a = series_F(loss, 1, z, tau, truncation)
-    c = series_F(loss, 2, z, tau, truncation)
+    if loss == "exponential":          # F_1 = -F_2 = -exp(-tau - v): one exp serves both
+        e = np.exp(-tau - z)
+        if label_weight == 1.0:
+            return -e, e
+        e_neg = np.exp(-tau - (-z))
+        other = 1.0 - label_weight
+        return label_weight * (-e) - other * (-e_neg), label_weight * e + other * e_neg
+    a = series_F_unchecked(loss, 1, z, tau, truncation)
+    c = series_F_unchecked(loss, 2, z, tau, truncation)
     if label_weight != 1.0:
         other = 1.0 - label_weight
-        a = label_weight * a - other * series_F(loss, 1, -z, tau, truncation)
-        c = label_weight * c + other * series_F(loss, 2, -z, tau, truncation)
+        a = label_weight * a - other * series_F_unchecked(loss, 1, -z, tau, truncation)
+        c = label_weight * c + other * series_F_unchecked(loss, 2, -z, tau, truncation)
     return a, c
 
 
 def glm_loss_values(loss: str, z: np.ndarray, tau: float, label_weight: float,
                     truncation: int) -> np.ndarray:
     """Per-row IWP loss S~ F_0(z) + (1 - S~) F_0(-z) of a classification loss (no validation)."""
-    value = series_F(loss, 0, z, tau, truncation)
+    value = series_F_unchecked(loss, 0, z, tau, truncation)
     if label_weight != 1.0:
-        value = label_weight * value + (1.0 - label_weight) * series_F(loss, 0, -z, tau, truncation)
+        value = label_weight * value + (1.0 - label_weight) * series_F_unchecked(loss, 0, -z, tau,
+                                                                                 truncation)
     return value
 
 

@@ -158,9 +158,13 @@ def series_F(loss: str, j: int, v, tau: float, truncation: int = 2) -> np.ndarra
     """
     check_loss(loss)
     truncation = check_order(truncation, "truncation")
-    top = series_terms(loss, j, truncation)
-    v = np.asarray(v, dtype=np.float64)
-    tau = float(tau)
+    series_terms(loss, j, truncation)
+    return series_F_unchecked(loss, j, np.asarray(v, dtype=np.float64), float(tau), truncation)
+
+
+def series_F_unchecked(loss: str, j: int, v: np.ndarray, tau: float, truncation: int) -> np.ndarray:
+    """``series_F`` without argument checks (v a float64 array): for per-batch loops."""
+    top = truncation - 1 if j == 2 else truncation
     if loss == "exponential":
         e = np.exp(-tau - v)
         return -e if j == 1 else e

@@ -165,12 +165,6 @@ class _Head:
 
 
 def _update(h: _Head, state: HeadState, Xb: np.ndarray, yb: np.ndarray) -> None:
-    # overflow on the way to a divergence is reported by step 10, not by NumPy warnings
-    with np.errstate(over="ignore", invalid="ignore"):
-        _update_steps(h, state, Xb, yb)
-
-
-def _update_steps(h: _Head, state: HeadState, Xb: np.ndarray, yb: np.ndarray) -> None:
     m = yb.shape[0]
     theta = state.theta
     b = state.intercept[0]
@@ -187,10 +181,10 @@ def _update_steps(h: _Head, state: HeadState, Xb: np.ndarray, yb: np.ndarray) ->
     else:
         a, c = glm_scalars(h.loss, yb * u, tau, h.label_weight, h.truncation)
         w = a * yb
-        c_mean = float(np.sum(c)) / m
+        c_mean = float(c.sum()) / m
     # 3. mean gradient
     g_theta = (Xb @ w) / m - c_mean * (s * theta) + h.alpha * theta
-    g_b = float(np.sum(w)) / m if h.fit_intercept else 0.0
+    g_b = float(w.sum()) / m if h.fit_intercept else 0.0
     # 4. step size, t = updates done before this one
     t = int(state.counters[_STEP])
     gamma = h.gamma0 / (1.0 + h.mu * h.gamma0 * t) if h.inverse else h.gamma0
@@ -237,7 +231,7 @@ def _update_steps(h: _Head, state: HeadState, Xb: np.ndarray, yb: np.ndarray) ->
         state.trace_steps[row] = step
         state.counters[_TRACE] = row + 1
     # 10. divergence
-    if not (np.all(np.isfinite(theta)) and math.isfinite(b)):
+    if not (np.isfinite(theta).all() and math.isfinite(b)):
         raise DivergenceError(
             f"theta or the intercept became non-finite at row {int(rows_before) + m - 1} "
             f"(update {step}, learning rate {gamma:.3g}); use a smaller learning_rate or radius "
@@ -263,6 +257,13 @@ def reference_run_chunk(cfg: HeadConfig, state: HeadState, X, y) -> None:
     carry_n = int(state.counters[_CARRY])
     _check_trace_capacity(cfg, state, (carry_n + n) // B)
     h = _Head(cfg, noise_var)
+    # overflow on the way to a divergence is reported by step 10, not by NumPy warnings
+    with np.errstate(over="ignore", invalid="ignore"):
+        _run_batches(h, state, columns, y, carry_n, B, n)
+
+
+def _run_batches(h: _Head, state: HeadState, columns: np.ndarray, y: np.ndarray, carry_n: int,
+                 B: int, n: int) -> None:
     start = 0
     if carry_n > 0:
         take = min(B - carry_n, n)
@@ -294,4 +295,5 @@ def reference_finish(cfg: HeadConfig, state: HeadState) -> None:
         return
     _check_trace_capacity(cfg, state, 1)
     state.counters[_CARRY] = 0
-    _update(_Head(cfg, noise_var), state, state.carry_X[:, :m], state.carry_y[:m])
+    with np.errstate(over="ignore", invalid="ignore"):
+        _update(_Head(cfg, noise_var), state, state.carry_X[:, :m], state.carry_y[:m])
