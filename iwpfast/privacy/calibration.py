@@ -64,9 +64,10 @@ def _check_positive(name: str, value, fix: str) -> float:
 
 
 def check_epsilon(epsilon, name: str = "epsilon") -> float:
-    return _check_positive(
-        name, epsilon, "choose a privacy budget such as 1.0 (smaller = more private, noisier)"
-    )
+    fix = "choose a privacy budget such as 1.0 (smaller = more private, noisier)"
+    if name == "epsilon_y":
+        fix += ", or None for public labels (released without noise)"
+    return _check_positive(name, epsilon, fix)
 
 
 def check_delta(delta, name: str = "delta") -> float:

@@ -297,7 +297,7 @@ def _resolve_spec(spec: ReleaseSpec, features, label, ranges) -> ReleaseSpec:
         label=None if label is _UNSET else label,
         ranges=ranges,
     )
-    if label is None and spec.label is not None:
+    if label is None and (spec.label is not None or spec.epsilon_y is not None):
         from dataclasses import replace
 
         spec = replace(spec, label=None, epsilon_y=None, delta_y=None, target_range=None)

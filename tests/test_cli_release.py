@@ -1,0 +1,77 @@
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from iwpfast.cli import main
+from iwpfast.privacy import read_release_spec
+
+
+@pytest.fixture
+def small_parquet(tmp_path):
+    r = np.random.default_rng(0)
+    n = 3000
+    path = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"AGEP": r.integers(17, 95, n), "SCHL": r.integers(1, 25, n),
+                             "y": r.integers(0, 2, n)}), path)
+    return path
+
+
+def test_cli_release_then_info(tmp_path, small_parquet, capsys):
+    out = tmp_path / "out.parquet"
+    rc = main(["release", str(small_parquet), str(out), "--features", "AGEP", "SCHL",
+               "--ranges", "AGEP=0:99", "SCHL=1:24", "--epsilon-x", "1", "--epsilon-y", "0.5",
+               "--delta", "1e-6", "--bound", "1.2", "--calibration", "classic", "--seed", "1"])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "released 3,000 rows" in printed and "(1.5, 1e-06)-locally differentially private" in printed
+    spec = read_release_spec(out)
+    assert spec.features == ("AGEP", "SCHL") and spec.calibration == "classic"
+    assert spec.bound == 1.2 and spec.epsilon_y == 0.5 and spec.row_count == 3000
+    assert pq.read_table(out).num_rows == 3000
+
+    assert main(["info", str(out)]) == 0
+    info = capsys.readouterr().out
+    assert "iwpfast release" in info and "keep probability" in info and "(1.5, 1e-06)" in info
+    assert main(["info", str(out), "--json"]) == 0
+    assert '"feature_noise_scale"' in capsys.readouterr().out
+
+
+def test_cli_inline_ranges_ipc_and_overwrite(tmp_path, small_parquet, capsys):
+    out = tmp_path / "out.arrow"
+    args = ["release", str(small_parquet), str(out), "--features", "AGEP=0:99,SCHL=1:24",
+            "--epsilon-x", "1", "--epsilon-y", "1", "--no-progress"]
+    assert main(args) == 0
+    assert read_release_spec(out).row_count == 3000
+    capsys.readouterr()
+    assert main(args) == 2  # exists
+    err = capsys.readouterr().err
+    assert err.startswith("iwpfast: error:") and "--overwrite" in err and "Traceback" not in err
+    assert err.count("\n") == 1
+    assert main(args + ["--overwrite"]) == 0
+
+
+def test_cli_errors_are_one_line_with_the_fix(tmp_path, small_parquet, capsys):
+    base = ["release", str(small_parquet), str(tmp_path / "o.parquet"), "--features", "AGEP", "SCHL"]
+    assert main(base + ["--ranges", "AGEP=0:99", "--epsilon-x", "1", "--epsilon-y", "1"]) == 2
+    assert "SCHL=LO:HI" in capsys.readouterr().err
+    assert main(base + ["--ranges", "AGEP=0:99", "SCHL=1:24", "--epsilon-x", "1"]) == 2
+    assert "--epsilon-y" in capsys.readouterr().err and not (tmp_path / "o.parquet").exists()
+    assert main(base + ["--ranges", "AGEP=0:99", "SCHL=1:24", "--epsilon-x", "-1", "--public-labels"]) == 2
+    assert "epsilon_x" in capsys.readouterr().err
+    assert main(["info", str(small_parquet)]) == 0
+    assert "not an iwpfast release" in capsys.readouterr().out
+
+
+def test_cli_help_is_fast_and_light():
+    code = ("import sys; from iwpfast.cli import build_parser; build_parser(); "
+            "print(','.join(m for m in ('numba', 'pyarrow') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+    helptext = subprocess.run([sys.executable, "-m", "iwpfast.cli", "release", "--help"],
+                              capture_output=True, text=True, check=True).stdout
+    assert "examples:" in helptext and "--epsilon-x" in helptext
+
