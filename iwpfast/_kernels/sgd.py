@@ -289,12 +289,6 @@ def _batch(addresses, like, y, offset, m, fparams, iparams, noise_var, eulerian,
         energy = 0.0
         for j in range(n_features):
             energy += noise_var[j] * theta[j] * theta[j]
-    # 10. divergence (checked before the average and the trace so that those stay finite)
-    finite = math.isfinite(intercept[0]) and math.isfinite(norm_sq)
-    for j in range(n_features):
-        finite = finite and math.isfinite(theta[j])
-    if not finite:
-        return False
     # 7. step counter and Polyak average
     step += 1
     counters[C_STEP] = step
@@ -322,7 +316,11 @@ def _batch(addresses, like, y, offset, m, fparams, iparams, noise_var, eulerian,
         trace[row, n_features] = intercept[0]
         trace_steps[row] = step
         counters[C_TRACE] = row + 1
-    return True
+    # 10. divergence, after steps 1-9 like the twin: the state holds the non-finite iterate
+    finite = math.isfinite(intercept[0])
+    for j in range(n_features):
+        finite = finite and math.isfinite(theta[j])
+    return finite
 
 
 @jit

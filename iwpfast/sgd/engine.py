@@ -143,6 +143,10 @@ def _kernel_config(cfg: HeadConfig):
                         truncation, int(bool(cfg.fit_intercept)), int(cfg.average_start),
                         trace_every, batch_size], dtype=np.int64)
     eulerian = _eulerian_table(truncation if cfg.loss == "logistic" else 0)
+    # Outside mode iwp nothing is corrected: s = 0 everywhere (no -c s*theta term, no variance
+    # cap, max_noise_energy stays 0), as docs/internals.md decides.
+    if cfg.mode != "iwp":
+        noise_var = np.zeros(p)
     return fparams, iparams, np.ascontiguousarray(noise_var), eulerian
 
 
@@ -253,7 +257,7 @@ def _labels(cfg: HeadConfig, y, n: int) -> np.ndarray:
     if n and cfg.loss in CLASSIFICATION_LOSSES:
         bad = int(_kernels().first_invalid_label(y))
         if bad >= 0:
-            raise InvalidInputError(f"y[{bad}] = {y[bad]!r} (row {bad} of this chunk): labels must be "
+            raise InvalidInputError(f"y[{bad}] = {y[bad].item()!r} (row {bad} of this chunk): labels must be "
                                     "-1 or +1 for the classification losses; encode them as "
                                     "np.where(label, 1.0, -1.0)")
     return y

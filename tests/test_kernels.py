@@ -1,0 +1,262 @@
+"""The fused Numba kernel (iwpfast.sgd.engine) against its NumPy twin (iwpfast.sgd.reference).
+
+Sizes are small so that CI can run these with NUMBA_DISABLE_JIT=1 (kernels as plain Python).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from iwpfast.exceptions import DivergenceError, InvalidInputError
+from iwpfast.sgd.engine import finish, run_chunk
+from iwpfast.sgd.reference import reference_finish, reference_run_chunk
+from iwpfast.sgd.state import HeadConfig, HeadState
+
+pytestmark = pytest.mark.kernels
+
+P = 3
+
+
+def _data(n=600, p=P, loss="exponential", seed=0, dtype=np.float64, noise=0.3):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1.0, 1.0, size=(p, n)) + noise * rng.standard_normal((p, n))
+    if loss == "squared_error":
+        y = X.T @ np.linspace(0.5, -0.5, p) + 0.1 * rng.standard_normal(n)
+    else:
+        y = np.where(X[0] + 0.5 * X[1] + 0.3 * rng.standard_normal(n) > 0, 1.0, -1.0)
+        y[rng.random(n) < 0.1] *= -1.0                      # flipped labels
+    return X.astype(dtype), y
+
+
+def _config(**overrides) -> HeadConfig:
+    base = dict(loss="exponential", mode="iwp", n_features=P, noise_var=np.full(P, 0.09),
+                batch_size=16, learning_rate=0.05, alpha=0.01, truncation=2)
+    base.update(overrides)
+    return HeadConfig(**base)
+
+
+def _run(run, fin, cfg, X, y, chunk, trace_capacity=0, theta0=None):
+    state = HeadState.new(cfg, theta0=theta0, trace_capacity=trace_capacity)
+    n = y.shape[0]
+    for start in range(0, n, chunk):
+        part = ([c[start:start + chunk] for c in X] if isinstance(X, list)
+                else X[:, start:start + chunk])
+        run(cfg, state, part, y[start:start + chunk])
+    fin(cfg, state)
+    return state
+
+
+def _assert_states_close(kernel, twin, rtol):
+    scale = max(1.0, float(np.max(np.abs(twin.theta))))
+    np.testing.assert_allclose(kernel.theta, twin.theta, rtol=rtol, atol=rtol * scale)
+    np.testing.assert_allclose(kernel.theta_avg, twin.theta_avg, rtol=rtol, atol=rtol * scale)
+    np.testing.assert_allclose(kernel.intercept, twin.intercept, rtol=rtol, atol=rtol * scale)
+    np.testing.assert_allclose(kernel.intercept_avg, twin.intercept_avg, rtol=rtol, atol=rtol * scale)
+    np.testing.assert_array_equal(kernel.counters, twin.counters)
+    np.testing.assert_allclose(kernel.telemetry, twin.telemetry, rtol=1e3 * rtol, atol=rtol)
+    np.testing.assert_allclose(kernel.trace, twin.trace, rtol=rtol, atol=rtol * scale)
+    np.testing.assert_array_equal(kernel.trace_steps, twin.trace_steps)
+    np.testing.assert_allclose(kernel.carry_X, twin.carry_X, rtol=rtol)
+    np.testing.assert_allclose(kernel.carry_y, twin.carry_y, rtol=rtol)
+
+
+CASES = [
+    # (loss, mode, overrides)
+    ("exponential", "iwp", {}),
+    ("exponential", "iwp", dict(label_keep_prob=0.85)),
+    ("exponential", "naive", {}),
+    ("exponential", "clean", dict(noise_var=np.zeros(P))),
+    ("exponential", "iwp", dict(fit_intercept=True, noise_var=np.array([0.01, 0.2, 0.05]))),
+    ("exponential", "iwp", dict(radius=0.3, average_start=0, trace_every=5)),
+    ("exponential", "iwp", dict(variance_cap=0.002, schedule="inverse", mu=0.5)),
+    ("quadratic", "iwp", {}),
+    ("quadratic", "iwp", dict(label_keep_prob=0.8, fit_intercept=True)),
+    ("quadratic", "naive", dict(radius=0.2)),
+    ("quadratic", "clean", dict(noise_var=np.zeros(P), average_start=10)),
+    ("logistic", "iwp", dict(truncation=0)),
+    ("logistic", "iwp", dict(truncation=1)),
+    ("logistic", "iwp", dict(truncation=3, label_keep_prob=0.9, fit_intercept=True)),
+    ("logistic", "iwp", dict(truncation=2, noise_var=np.array([0.5, 0.1, 0.3]), radius=0.1)),
+    ("logistic", "naive", dict(trace_every=3)),
+    ("logistic", "clean", dict(noise_var=np.zeros(P), fit_intercept=True)),
+    ("squared_error", "iwp", {}),
+    ("squared_error", "iwp", dict(fit_intercept=True, variance_cap=0.01, average_start=5)),
+    ("squared_error", "naive", dict(radius=0.2)),
+    ("squared_error", "clean", dict(noise_var=np.zeros(P), trace_every=4)),
+]
+
+
+@pytest.mark.parametrize("loss,mode,overrides", CASES,
+                         ids=[f"{c[0]}-{c[1]}-{'-'.join(c[2]) or 'default'}" for c in CASES])
+def test_kernel_matches_numpy_twin_float64(loss, mode, overrides):
+    cfg = _config(loss=loss, mode=mode, **overrides)
+    X, y = _data(n=601, loss=loss)                            # 601 = 37 full batches + 9 rows
+    capacity = 200 if cfg.trace_every else 0
+    kernel = _run(run_chunk, finish, cfg, X, y, chunk=250, trace_capacity=capacity)
+    twin = _run(reference_run_chunk, reference_finish, cfg, X, y, chunk=250, trace_capacity=capacity)
+    assert kernel.step == 38
+    _assert_states_close(kernel, twin, rtol=1e-12)
+    if overrides.get("radius"):
+        assert kernel.telemetry[2] > 0, "the case meant to exercise the projection never projected"
+    if overrides.get("variance_cap"):
+        assert kernel.telemetry[6] > 0, "the case meant to exercise the variance cap never capped"
+
+
+@pytest.mark.parametrize("loss", ["exponential", "logistic", "squared_error"])
+def test_float32_input_matches_twin_on_the_same_float32_values(loss):
+    cfg = _config(loss=loss, fit_intercept=True, label_keep_prob=0.9 if loss != "squared_error" else None)
+    X, y = _data(n=300, loss=loss, dtype=np.float32)
+    y = y.astype(np.float32)
+    kernel = _run(run_chunk, finish, cfg, X, y, chunk=100)
+    twin = _run(reference_run_chunk, reference_finish, cfg, X.astype(np.float64),
+                y.astype(np.float64), chunk=100)
+    # accumulation is float64 in both, so the float32 inputs give float64-close results
+    _assert_states_close(kernel, twin, rtol=1e-12)
+    # and within float32 tolerance of the float64 data the float32 values were rounded from
+    X64, y64 = _data(n=300, loss=loss)
+    exact = _run(reference_run_chunk, reference_finish, cfg, X64, y64, chunk=100)
+    np.testing.assert_allclose(kernel.theta, exact.theta, rtol=1e-4, atol=1e-5)
+
+
+def test_separate_readonly_columns_equal_the_2d_array():
+    cfg = _config(loss="logistic", fit_intercept=True)
+    X, y = _data(n=200, loss="logistic")
+    columns = [np.array(X[j]) for j in range(P)]
+    for column in columns:
+        column.setflags(write=False)
+    fortran = np.asfortranarray(X)                            # strided rows: the wrapper copies
+    a = _run(run_chunk, finish, cfg, X, y, chunk=200)
+    b = _run(run_chunk, finish, cfg, columns, y, chunk=200)
+    c = _run(run_chunk, finish, cfg, fortran, y.astype(np.int8), chunk=200)
+    np.testing.assert_array_equal(a.theta, b.theta)
+    np.testing.assert_array_equal(a.theta, c.theta)
+
+
+@pytest.mark.parametrize("loss", ["exponential", "logistic", "quadratic", "squared_error"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_chunk_size_invariance_is_bit_exact(loss, dtype):
+    # small steps: with large ones the exponential-loss trajectories are chaotic, but the kernel
+    # must in any case give the same bits, since a carried batch is computed like an in-place one
+    cfg = _config(loss=loss, batch_size=128, learning_rate=0.01, fit_intercept=True,
+                  average_start=0, label_keep_prob=0.8 if loss != "squared_error" else None)
+    X, y = _data(n=1000, loss=loss, dtype=dtype)
+    states = [_run(run_chunk, finish, cfg, X, y, chunk=chunk) for chunk in (1, 7, 128, 10_000)]
+    for state in states[1:]:
+        np.testing.assert_array_equal(state.theta, states[0].theta)
+        np.testing.assert_array_equal(state.theta_avg, states[0].theta_avg)
+        np.testing.assert_array_equal(state.intercept, states[0].intercept)
+        np.testing.assert_array_equal(state.telemetry, states[0].telemetry)
+
+
+@pytest.mark.parametrize("loss", ["exponential", "quadratic", "logistic"])
+def test_iwp_without_noise_and_public_labels_is_clean_exactly(loss):
+    X, y = _data(n=500, loss=loss)
+    common = dict(loss=loss, noise_var=np.zeros(P), fit_intercept=True, average_start=0)
+    clean = _run(run_chunk, finish, _config(mode="clean", **common), X, y, chunk=77)
+    iwp = _run(run_chunk, finish, _config(mode="iwp", **common), X, y, chunk=77)
+    np.testing.assert_array_equal(iwp.theta, clean.theta)
+    np.testing.assert_array_equal(iwp.intercept, clean.intercept)
+    np.testing.assert_array_equal(iwp.theta_avg, clean.theta_avg)
+
+
+def test_hand_exp_is_within_one_ulp_of_numpy():
+    from iwpfast._kernels.fastexp import exp_array
+    rng = np.random.default_rng(1)
+    x = np.concatenate([np.linspace(-745.0, 709.7, 20_001), rng.uniform(-40.0, 40.0, 20_000),
+                        rng.uniform(-1e-3, 1e-3, 1000)])
+    out = np.empty_like(x)
+    exp_array(x, out)
+    expected = np.exp(x)
+    normal = expected > np.finfo(np.float64).tiny
+    ulps = np.abs(out[normal] - expected[normal]) / np.spacing(expected[normal])
+    assert ulps.max() <= 1.0
+    # subnormal results: within one unit of the smallest subnormal
+    assert np.max(np.abs(out[~normal] - expected[~normal])) <= 5e-324
+    special = np.array([np.nan, np.inf, -np.inf, 709.79, 710.0, -745.2, -800.0, 0.0, -0.0])
+    out = np.empty_like(special)
+    exp_array(special, out)
+    assert np.isnan(out[0])
+    np.testing.assert_array_equal(out[1:], [np.inf, 0.0, np.inf, np.inf, 0.0, 0.0, 1.0, 1.0])
+
+
+def test_divergence_names_the_row_and_suggests_a_fix():
+    cfg = _config(loss="exponential", mode="clean", noise_var=np.zeros(P), learning_rate=1e6,
+                  batch_size=10)
+    X, y = _data(n=200)
+    state = HeadState.new(cfg)
+    with pytest.raises(DivergenceError) as kernel_error:
+        run_chunk(cfg, state, X, y)
+    twin_state = HeadState.new(cfg)
+    with pytest.raises(DivergenceError) as twin_error:
+        reference_run_chunk(cfg, twin_state, X, y)
+    message = str(kernel_error.value)
+    row = int(message.split("ending at row ")[1].split()[0])
+    assert f"at row {row} " in str(twin_error.value)
+    assert (row + 1) % 10 == 0 and "learning_rate" in message and "radius" in message
+    np.testing.assert_array_equal(state.counters, twin_state.counters)
+
+
+def test_nonfinite_feature_is_reported_as_divergence_with_its_batch():
+    cfg = _config(batch_size=8)
+    X, y = _data(n=64)
+    X[1, 21] = np.nan
+    with pytest.raises(DivergenceError, match="row 23 "):
+        run_chunk(cfg, HeadState.new(cfg), X, y)
+
+
+@pytest.mark.parametrize("change,match", [
+    (dict(loss="hinge"), "HeadConfig.loss"),
+    (dict(mode="private"), "HeadConfig.mode"),
+    (dict(schedule="paper"), "paper_learning_rate"),
+    (dict(truncation=-1), "HeadConfig.truncation"),
+    (dict(noise_var=np.array([0.1, -0.2, 0.1])), r"noise_var\[1\]"),
+    (dict(noise_var=np.zeros(2)), "noise_var has shape"),
+    (dict(batch_size=0), "batch_size"),
+    (dict(learning_rate=0.0), "learning_rate"),
+    (dict(radius=-1.0), "radius"),
+    (dict(label_keep_prob=0.4), "label_keep_prob"),
+])
+def test_bad_config_is_rejected_before_any_update(change, match):
+    cfg = _config()
+    X, y = _data(n=40)
+    state = HeadState.new(cfg)
+    bad = dataclasses.replace(cfg, **change)
+    with pytest.raises(InvalidInputError, match=match):
+        run_chunk(bad, state, X, y)
+    assert state.step == 0 and np.all(state.theta == 0)
+
+
+def test_bad_data_errors_name_the_problem_and_the_fix():
+    cfg = _config()
+    X, y = _data(n=40)
+    state = HeadState.new(cfg)
+    with pytest.raises(InvalidInputError, match="pass X.T"):
+        run_chunk(cfg, state, np.ascontiguousarray(X.T), y)
+    with pytest.raises(InvalidInputError, match="float32 or float64"):
+        run_chunk(cfg, state, X.astype(np.int32), y)
+    with pytest.raises(InvalidInputError, match="column 2 has 39 rows"):
+        run_chunk(cfg, state, [X[0], X[1], X[2, :39]], y)
+    with pytest.raises(InvalidInputError, match="one dtype"):
+        run_chunk(cfg, state, [X[0], X[1].astype(np.float32), X[2]], y)
+    with pytest.raises(InvalidInputError, match="expected \\(40,\\)"):
+        run_chunk(cfg, state, X, y[:30])
+    bad_labels = y.copy()
+    bad_labels[17] = 0.0
+    with pytest.raises(InvalidInputError, match=r"y\[17\] = 0.0.*-1 or \+1"):
+        run_chunk(cfg, state, X, bad_labels)
+    with pytest.raises(InvalidInputError, match="HeadState.new"):
+        run_chunk(cfg, HeadState.new(_config(batch_size=8)), X, y)
+    traced = _config(trace_every=1)
+    with pytest.raises(InvalidInputError, match="trace_capacity"):
+        run_chunk(traced, HeadState.new(traced, trace_capacity=1), X, y)
+    assert state.step == 0
+
+
+def test_regression_targets_need_not_be_labels():
+    cfg = _config(loss="squared_error")
+    X, y = _data(n=64, loss="squared_error")
+    state = HeadState.new(cfg)
+    run_chunk(cfg, state, X, y)
+    assert state.step == 4
