@@ -1,0 +1,164 @@
+"""Streaming benchmark: one IWP pass end to end next to pyarrow's decode-only time, same run.
+
+    python bench/stream.py bench/data/r300m.parquet --heads 1 --heads 3
+    /usr/bin/time -v python bench/stream.py bench/data/r300m.arrow --heads 1   # peak RSS
+
+Measures, in order (the first step also warms the page cache):
+1. ``decode``: pyarrow alone -- Parquet: ``ParquetFile(pre_buffer=False).iter_batches`` over the
+   used columns; IPC: memory-mapped record batches with every column touched (a sum);
+   CSV: ``pyarrow.csv.open_csv`` over all blocks.
+2. ``reader``: iwpfast's ChunkReader alone (prefetch thread, validation, views), no kernel.
+3. ``fit``: ``fit_stream`` with 1 head (IWP, exponential loss) and/or 3 heads (naive, IWP,
+   IWP with another step) in one scan, Numba engine (compiled before the clock starts).
+Prints one JSON line per measurement: rows, seconds, M rows/s, and the process's peak VmRSS and
+RssAnon (sampled every 50 ms from /proc/self/status: mapped file pages are page cache, RssAnon is
+what the program itself holds).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+
+class MemorySampler:
+    def __init__(self, period=0.05):
+        self.period = period
+        self.peak = {"VmRSS": 0, "RssAnon": 0}
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def sample(self):
+        with open("/proc/self/status") as f:
+            for line in f:
+                key = line.split(":")[0]
+                if key in self.peak:
+                    self.peak[key] = max(self.peak[key], int(line.split()[1]) // 1024)  # MiB
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.sample()
+            time.sleep(self.period)
+
+    def __enter__(self):
+        self.peak = {"VmRSS": 0, "RssAnon": 0}
+        self._stop.clear()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join()
+        self.sample()
+
+
+def decode_only(path, columns, batch_rows):
+    import pyarrow as pa
+    rows = 0
+    if path.endswith(".parquet"):
+        import pyarrow.parquet as pq
+        pf = pq.ParquetFile(path, pre_buffer=False)
+        for b in pf.iter_batches(batch_size=batch_rows, columns=columns):
+            rows += b.num_rows
+    elif path.endswith(".arrow"):
+        with pa.memory_map(path) as mm:
+            r = pa.ipc.open_file(mm)
+            for i in range(r.num_record_batches):
+                b = r.get_batch(i)
+                for c in b.columns:  # touch every byte: mmapped data is read lazily
+                    np.add.reduce(c.to_numpy())
+                rows += b.num_rows
+    else:
+        from pyarrow import csv
+        with csv.open_csv(path, read_options=csv.ReadOptions(block_size=1 << 22)) as r:
+            for b in r:
+                rows += b.num_rows
+    return rows
+
+
+def report(name, path, rows, dt, mem, **extra):
+    out = {"step": name, "file": os.path.basename(path), "rows": rows, "seconds": round(dt, 3),
+           "M_rows_per_s": round(rows / dt / 1e6, 2), "peak_VmRSS_MiB": mem.peak["VmRSS"],
+           "peak_RssAnon_MiB": mem.peak["RssAnon"], **extra}
+    print(json.dumps(out), flush=True)
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("path")
+    ap.add_argument("--heads", type=int, action="append", choices=[1, 3])
+    ap.add_argument("--loss", default="exponential")
+    ap.add_argument("--batch-size", type=int, default=128)
+    ap.add_argument("--chunk-rows", type=int, default=None)
+    ap.add_argument("--skip-decode", action="store_true")
+    ap.add_argument("--skip-reader", action="store_true")
+    ap.add_argument("--repeat", type=int, default=1)
+    a = ap.parse_args(argv)
+    heads_list = a.heads or [1]
+
+    from iwpfast.io.reader import ChunkReader, default_chunk_rows
+    from iwpfast.io.sources import open_source
+    from iwpfast.sgd import engine
+    from iwpfast.sgd.driver import Head, fit_stream, noise_from_release
+    from iwpfast.sgd.state import HeadConfig, HeadState
+
+    src = open_source(a.path)
+    meta = src.release_metadata
+    features = list(meta["features"])
+    p = len(features)
+    noise = noise_from_release(meta, features)
+    columns = features + ["y"]
+    chunk_rows = a.chunk_rows or default_chunk_rows(4 * p + 1)
+    mem = MemorySampler()
+
+    for _ in range(a.repeat):
+        if not a.skip_decode:
+            with mem:
+                t0 = time.perf_counter()
+                rows = decode_only(a.path, columns, chunk_rows)
+                dt = time.perf_counter() - t0
+            report("decode", a.path, rows, dt, mem)
+        if not a.skip_reader:
+            with mem:
+                t0 = time.perf_counter()
+                r = ChunkReader(open_source(a.path), [features], ["y"], chunk_rows)
+                rows = sum(ch.n_rows for ch in r)
+                dt = time.perf_counter() - t0
+            report("reader", a.path, rows, dt, mem, copied_chunks=r.stats.copied_chunks,
+                   chunks=r.stats.chunks)
+
+        def cfg(mode, lr):
+            return HeadConfig(loss=a.loss, mode=mode, n_features=p,
+                              noise_var=noise.noise_var if mode == "iwp" else np.zeros(p),
+                              label_keep_prob=noise.label_keep_prob, batch_size=a.batch_size,
+                              learning_rate=lr, alpha=1e-3, radius=2.0, average_start=-1)
+        all_heads = [Head("iwp", cfg("iwp", 1e-3), features, "y"),
+                     Head("naive", cfg("naive", 1e-3), features, "y"),
+                     Head("iwp_small", cfg("iwp", 3e-4), features, "y")]
+        # compile before timing (cached on disk by the engine)
+        for h in all_heads:
+            st = HeadState.new(h.config)
+            engine.run_chunk(h.config, st, np.zeros((p, 300), np.float32),
+                             np.ones(300, np.int8))
+        for k in heads_list:
+            with mem:
+                t0 = time.perf_counter()
+                res = fit_stream(a.path, all_heads[:k], chunk_rows=chunk_rows, progress=False)
+                dt = time.perf_counter() - t0
+            report(f"fit_{k}_head", a.path, res.n_rows, dt, mem,
+                   wait_s=round(res.reader_stats.get("wait_s", 0), 3),
+                   copied_chunks=res.reader_stats.get("copied_chunks"),
+                   theta_norm=round(res.telemetry["iwp"]["theta_norm"], 4))
+
+
+if __name__ == "__main__":
+    main()
