@@ -1,0 +1,233 @@
+"""Model files: one small self-describing JSON document per fitted estimator.
+
+Layout (``format_version`` 1)::
+
+    {"format": "iwpfast.model", "format_version": 1, "library_version": "0.1.0",
+     "numpy_version": "...", "estimator": "IWPClassifier", "params": {...},
+     "fitted": {"coef": [...], "intercept": b, "features": [...], "label": "y" | null,
+                "feature_names_in": [...] | null, "classes": [...] | null, "n_rows_seen": n,
+                "noise_var": [...], "label_keep_prob": .. | null, "target_noise_var": ..,
+                "radius": .., "truncation": K, "mode": "iwp", "telemetry": {...}},
+     "release": {...the release metadata...} | null,
+     "state": {"theta": [...], ...} | null,
+     "sha256": "..."}
+
+Floats are written with ``repr`` precision (JSON round-trips them exactly), so a loaded model
+predicts bit for bit what the saved one did.  ``state`` is the streaming state of the pass (a
+few vectors), so ``partial_fit`` can continue after a load.  ``sha256`` covers the canonical dump
+of everything else: an edited or truncated file is reported as corrupt instead of silently
+predicting something else.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import tempfile
+
+import numpy as np
+
+from ._version import __version__
+from .exceptions import InvalidInputError
+
+FORMAT = "iwpfast.model"
+FORMAT_VERSION = 1
+
+
+def _jsonable(value):
+    """Hyper-parameters and telemetry as JSON (inf/nan become strings, NumPy scalars plain)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        v = float(value)
+        return v if math.isfinite(v) else repr(v)  # "inf", "-inf", "nan"
+    if isinstance(value, np.ndarray):
+        return [_jsonable(v) for v in value.tolist()]
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if value is None or isinstance(value, str):
+        return value
+    raise InvalidInputError(f"cannot store {value!r} ({type(value).__name__}) in a model file; use plain "
+                            "numbers and strings for hyper-parameters")
+
+
+def _float(value) -> float:
+    return float(value)  # float("inf") / float("nan") parse the strings written by _jsonable
+
+
+def _digest(doc: dict) -> str:
+    body = {k: v for k, v in doc.items() if k != "sha256"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def model_document(est) -> dict:
+    """The JSON document of a fitted estimator (see the module docstring)."""
+    est._check_fitted()
+    state = getattr(est, "_state", None)
+    fitted = {
+        "coef": _jsonable(np.asarray(est.coef_, dtype=np.float64).reshape(-1)),
+        "intercept": _jsonable(float(np.asarray(est.intercept_).reshape(-1)[0])),
+        "features": list(est.features_),
+        "label": est.label_,
+        "feature_names_in": (None if not hasattr(est, "feature_names_in_")
+                             else [str(c) for c in est.feature_names_in_]),
+        "classes": None if not hasattr(est, "classes_") else _jsonable(np.asarray(est.classes_)),
+        "n_rows_seen": int(est.n_rows_seen_),
+        "n_iter": int(getattr(est, "n_iter_", 0)),
+        "noise_var": _jsonable(np.asarray(est.noise_var_)),
+        "label_keep_prob": _jsonable(est.label_keep_prob_),
+        "target_noise_var": _jsonable(est.target_noise_var_),
+        "radius": _jsonable(est.radius_),
+        "truncation": int(est.truncation_),
+        "mode": est.mode_,
+        "average_start": int(est._config.average_start),
+        "telemetry": _jsonable(dict(est.telemetry_)),
+    }
+    release = None
+    if getattr(est, "release_spec_", None) is not None:
+        spec = est.release_spec_
+        release = spec.to_metadata() if hasattr(spec, "to_metadata") else dict(spec)
+    doc = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "library_version": __version__,
+        "numpy_version": np.__version__,
+        "estimator": type(est).__name__,
+        "params": _jsonable(est.get_params()),
+        "fitted": fitted,
+        "release": _jsonable(release),
+        "state": None if state is None else {k: _jsonable(np.asarray(v)) for k, v in state.arrays().items()
+                                             if k not in ("trace", "trace_steps")},
+    }
+    doc["sha256"] = _digest(doc)
+    return doc
+
+
+def save_model(est, path) -> None:
+    """Write ``est`` to ``path`` atomically (a temporary file renamed into place)."""
+    doc = model_document(est)
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".iwpfast-model-", suffix=".json", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=1, allow_nan=False)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def read_model_document(path) -> dict:
+    """Read and check a model file: format, version, checksum.  Raises InvalidInputError."""
+    path = os.fspath(path)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except FileNotFoundError:
+        raise InvalidInputError(f"model file {path!r} does not exist; save one with model.save(path) or "
+                             "`iwpfast fit ... --out model.json`") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidInputError(f"model file {path!r} is corrupt (not valid JSON: {exc}); re-create it with "
+                             "model.save(path) or `iwpfast fit`") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise InvalidInputError(f"{path!r} is not an iwpfast model file (no \"format\": \"{FORMAT}\"); "
+                             "`iwpfast info FILE` tells what it is")
+    version = doc.get("format_version")
+    if not isinstance(version, int):
+        raise InvalidInputError(f"model file {path!r} is corrupt (format_version={version!r})")
+    if version > FORMAT_VERSION:
+        raise InvalidInputError(
+            f"model file {path!r} has format version {version}, written by iwpfast "
+            f"{doc.get('library_version', '?')}; this iwpfast {__version__} reads versions up to "
+            f"{FORMAT_VERSION}: upgrade iwpfast (pip install -U iwpfast)")
+    if doc.get("sha256") != _digest(doc):
+        raise InvalidInputError(f"model file {path!r} is corrupt: its checksum does not match its content "
+                             "(edited or truncated); re-create it with model.save(path) or `iwpfast fit`")
+    return doc
+
+
+def load_model(path):
+    """Rebuild the estimator saved at ``path`` (iwpfast.load)."""
+    from . import estimators
+    from .sgd.state import HeadConfig, HeadState
+
+    doc = read_model_document(path)
+    try:
+        cls = {"IWPClassifier": estimators.IWPClassifier, "IWPRegressor": estimators.IWPRegressor}[
+            doc["estimator"]]
+        params = dict(doc["params"])
+        for key in ("radius", "variance_cap", "alpha", "learning_rate", "mu"):
+            if isinstance(params.get(key), str):
+                params[key] = _float(params[key])
+        est = cls(**params)
+        f = doc["fitted"]
+        p = len(f["features"])
+        coef = np.array([_float(v) for v in f["coef"]], dtype=np.float64)
+        if coef.shape != (p,):
+            raise ValueError(f"{coef.size} coefficients for {p} features")
+        if est._task == "classification":
+            est.coef_ = coef.reshape(1, -1)
+            est.intercept_ = np.array([_float(f["intercept"])])
+            est.classes_ = np.asarray(f["classes"])
+        else:
+            est.coef_ = coef
+            est.intercept_ = _float(f["intercept"])
+        est.n_features_in_ = p
+        est.features_ = list(f["features"])
+        est.label_ = f["label"]
+        if f.get("feature_names_in") is not None:
+            est.feature_names_in_ = np.asarray(f["feature_names_in"], dtype=object)
+        est.n_rows_seen_ = int(f["n_rows_seen"])
+        est.n_iter_ = int(f.get("n_iter", 0))
+        est.noise_var_ = np.array([_float(v) for v in f["noise_var"]])
+        est.label_keep_prob_ = None if f["label_keep_prob"] is None else _float(f["label_keep_prob"])
+        est.target_noise_var_ = _float(f["target_noise_var"])
+        est.radius_ = _float(f["radius"])
+        est.truncation_ = int(f["truncation"])
+        est.mode_ = f["mode"]
+        est.telemetry_ = {k: (_float(v) if isinstance(v, str) else v) for k, v in f["telemetry"].items()}
+        release = doc.get("release")
+        est.release_spec_ = None
+        if release is not None:
+            try:
+                from .privacy import ReleaseSpec
+                est.release_spec_ = ReleaseSpec.from_metadata(release)
+            except ImportError:  # pragma: no cover
+                est.release_spec_ = release
+        v = est._validated()
+        est._config = HeadConfig(
+            loss=v["loss"], mode=est.mode_, n_features=p, noise_var=est.noise_var_,
+            label_keep_prob=est.label_keep_prob_, target_noise_var=est.target_noise_var_,
+            truncation=est.truncation_, batch_size=v["batch_size"], alpha=v["alpha"],
+            schedule="constant" if est.schedule == "paper" else est.schedule,
+            learning_rate=v["learning_rate"], mu=v["mu"], radius=est.radius_,
+            variance_cap=float("inf") if est.variance_cap is None else float(est.variance_cap),
+            fit_intercept=bool(est.fit_intercept), average_start=int(f.get("average_start", -1)))
+        est._noise = estimators._NoiseModel(est.noise_var_, est.label_keep_prob_, est.target_noise_var_,
+                                            None, release)
+        est._features = list(est.features_)
+        est._label = est.label_ if est.label_ is not None else "__label__"
+        state = doc.get("state")
+        est._state = None
+        if state is not None:
+            # np.array parses the "inf"/"nan" strings _jsonable wrote for non-finite floats
+            arrays = {k: np.array(vv, dtype=np.int64 if k == "counters" else np.float64)
+                      for k, vv in state.items()}
+            arrays["trace"] = np.zeros((0, p + 1))
+            arrays["trace_steps"] = np.zeros(0, dtype=np.int64)
+            est._state = HeadState.from_arrays(arrays)
+        return est
+    except InvalidInputError:
+        raise
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InvalidInputError(f"model file {os.fspath(path)!r} is corrupt or incomplete ({exc!r}); "
+                             "re-create it with model.save(path) or `iwpfast fit`") from None
