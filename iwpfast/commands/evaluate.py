@@ -1,0 +1,69 @@
+"""``iwpfast evaluate MODEL DATA``: accuracy and risk on clean data, or the debiased risk on a release."""
+from __future__ import annotations
+
+from . import add_subparser, split_names
+
+EXAMPLES = """\
+  # clean hold-out in its original units (scaled and clipped as the release did)
+  iwpfast evaluate model.json acs_test.parquet
+
+  # a private hold-out (itself a release): unbiased estimate of the clean risk +- its standard error
+  iwpfast evaluate model.json acs_test_ldp.parquet --private
+
+  # clean data already in the training scale ([-1, 1] features), other column names
+  iwpfast evaluate model.json test.parquet --scaled --features a b c --label target
+"""
+
+
+def register(subparsers) -> None:
+    p = add_subparser(
+        subparsers, "evaluate",
+        help="evaluate a model: accuracy and risk on clean data, or the debiased risk on a release",
+        description="On clean data: accuracy (or R^2) and mean loss. With --private, DATA is a "
+                    "local-DP release and the estimate uses the same inverse transforms as "
+                    "training, so it is unbiased for the clean risk; its standard error is shown.",
+        examples=EXAMPLES,
+    )
+    p.add_argument("model", metavar="MODEL", help="model file written by `iwpfast fit` or model.save")
+    p.add_argument("data", metavar="DATA", help="Parquet/IPC/CSV file, directory or glob")
+    p.add_argument("--private", action="store_true",
+                   help="DATA is a private hold-out (a release): print the debiased risk estimate")
+    p.add_argument("--scaled", action="store_true",
+                   help="clean DATA is already in the training scale (default: raw units, scaled "
+                        "by the release's declared ranges when the model has them)")
+    p.add_argument("--features", nargs="+", default=None, metavar="NAME",
+                   help="feature columns of DATA in the model's order (default: the model's names)")
+    p.add_argument("--label", default=None, help="label column of DATA (default: the model's)")
+    p.add_argument("--json", action="store_true", help="print the numbers as JSON")
+    p.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    import json
+
+    from ..estimators import load
+    from ..io.sources import open_source
+
+    model = load(args.model)
+    features = split_names(args.features) if args.features else None
+    src = open_source(args.data)
+    out = {"model": args.model, "data": args.data}
+    if args.private or src.release_metadata is not None:
+        est = model.private_risk(src, features=features, label=args.label)
+        out.update(kind="private", risk=est.risk, stderr=est.stderr, rows=est.n_rows)
+        text = (f"debiased risk estimate on the private hold-out {args.data} ({est.n_rows:,} rows): "
+                f"{est.risk:.5f} +- {est.stderr:.5f} (standard error; 95% CI "
+                f"[{est.risk - 1.96 * est.stderr:.5f}, {est.risk + 1.96 * est.stderr:.5f}])")
+        if not args.private:
+            text = "DATA is a release, so only the debiased estimate applies:\n" + text
+    else:
+        raw = (not args.scaled) and getattr(model, "release_spec_", None) is not None
+        kw = dict(features=features, label=args.label, raw=raw)
+        score = model.score(src, **kw)
+        risk = model.risk(open_source(args.data), **kw)
+        name = "accuracy" if model._task == "classification" else "R^2"
+        out.update(kind="clean", risk=risk, rows=src.num_rows, **{name: score})
+        text = (f"clean data {args.data}" + (" (raw units, scaled as the release did)" if raw else "")
+                + f": {name} {score:.4f}, {model.loss} risk {risk:.5f}")
+    print(json.dumps(out, indent=2) if args.json else text)
+    return 0

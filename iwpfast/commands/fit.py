@@ -1,0 +1,140 @@
+"""``iwpfast fit DATA --out model.json``: one IWP-SGD pass over a release, model written as JSON."""
+from __future__ import annotations
+
+from . import add_subparser, split_names
+
+EXAMPLES = """\
+  # the noise parameters, features and label are read from the release's metadata
+  iwpfast fit acs_ldp.parquet --out model.json
+
+  # the paper's settings, tail averaging, logistic loss with the MSE-optimal truncation
+  iwpfast fit acs_ldp.parquet --loss logistic --truncation auto --alpha 10 \\
+      --learning-rate 2e-5 --batch-size 50 --average tail --out model.json
+
+  # a long pass: checkpoint every 10M rows; after an interruption, the same command with --resume
+  iwpfast fit big_ldp/ --out model.json --checkpoint fit.ckpt --checkpoint-every 10000000 --resume
+
+  # naive SGD on the same release (for comparison)
+  iwpfast fit acs_ldp.parquet --correction none --out naive.json
+"""
+
+
+def _average(text: str):
+    if text in ("false", "none", "no"):
+        return False
+    if text in ("true", "all", "yes"):
+        return True
+    if text == "tail":
+        return "tail"
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        import argparse
+        raise argparse.ArgumentTypeError(
+            f"--average {text!r}: use none, all, tail, a start fraction in [0, 1) or a start update number")
+
+
+def _truncation(text: str):
+    return "auto" if text == "auto" else int(text)
+
+
+def register(subparsers) -> None:
+    p = add_subparser(
+        subparsers, "fit",
+        help="train a linear model on a local-DP release in one pass (IWP-SGD)",
+        description="Stream DATA once through IWP-SGD (unbiased gradients from the noisy release) "
+                    "and write the model as a small JSON file. The noise parameters come from the "
+                    "release metadata; a file without it is treated as clean data.",
+        examples=EXAMPLES,
+    )
+    p.add_argument("data", metavar="DATA", help="release: Parquet/IPC/CSV file, directory or glob")
+    p.add_argument("--out", required=True, metavar="MODEL.json", help="where to write the model")
+    p.add_argument("--task", choices=["auto", "classification", "regression"], default="auto",
+                   help="default: the release's task")
+    p.add_argument("--loss", default=None,
+                   help="exponential (default for classification), logistic, quadratic; squared_error for regression")
+    p.add_argument("--correction", choices=["iwp", "none"], default="iwp",
+                   help="iwp (debiased, default) or none (naive SGD on the noisy data)")
+    p.add_argument("--alpha", type=float, default=1.0, help="l2 strength lambda (default 1)")
+    p.add_argument("--learning-rate", type=float, default=1e-3, help="step gamma0 (default 1e-3)")
+    p.add_argument("--schedule", default="constant", help="constant (default), inverse or paper")
+    p.add_argument("--mu", type=float, default=None, help="mu of the inverse schedule (default: alpha)")
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--radius", type=float, default=None,
+                   help="projection radius on theta (default: bound * |f'(0)| / alpha)")
+    p.add_argument("--variance-cap", type=float, default=None,
+                   help="cap on sigma^2 |theta|^2 (keeps large steps stable; default none)")
+    p.add_argument("--average", type=_average, default=False,
+                   help="none (default), all, tail (last half), a start fraction or a start update")
+    p.add_argument("--no-intercept", action="store_true", help="do not learn an intercept")
+    p.add_argument("--truncation", type=_truncation, default=2,
+                   help="K of the logistic IWP series, or auto (MSE-optimal); default 2")
+    p.add_argument("--features", nargs="+", default=None, metavar="NAME",
+                   help="feature columns (default: the release's)")
+    p.add_argument("--label", default=None, help="label column (default: the release's)")
+    p.add_argument("--noise-var", type=float, default=None,
+                   help="feature noise variance sigma^2 for data without release metadata")
+    p.add_argument("--epsilon-y", type=float, default=None,
+                   help="label budget for data without release metadata")
+    p.add_argument("--override", action="store_true",
+                   help="let --noise-var/--epsilon-y override a release's metadata")
+    p.add_argument("--chunk-rows", type=int, default=None, help="rows per kernel call (default: automatic)")
+    p.add_argument("--checkpoint", default=None, metavar="PATH", help="checkpoint file")
+    p.add_argument("--checkpoint-every", type=int, default=None, metavar="ROWS")
+    p.add_argument("--resume", action="store_true", help="continue from --checkpoint")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    import warnings
+
+    import numpy as np
+
+    from ..estimators import IWPClassifier, IWPRegressor
+    from ..exceptions import InvalidInputError
+    from ..io.sources import open_source
+
+    task = args.task
+    if task == "auto":
+        meta = open_source(args.data).release_metadata
+        task = (meta or {}).get("task", "classification")
+        if args.loss == "squared_error":
+            task = "regression"
+    if args.resume and args.checkpoint is None:
+        raise InvalidInputError("--resume needs --checkpoint PATH (the file written by the interrupted run)")
+    common = dict(correction=args.correction, alpha=args.alpha, learning_rate=args.learning_rate,
+                  schedule=args.schedule, mu=args.mu, batch_size=args.batch_size, radius=args.radius,
+                  variance_cap=args.variance_cap, average=args.average,
+                  fit_intercept=not args.no_intercept, chunk_rows=args.chunk_rows,
+                  progress=not args.no_progress)
+    if task == "regression":
+        model = IWPRegressor(loss=args.loss or "squared_error", **common)
+        noise = dict(target_noise_var=None)
+    else:
+        model = IWPClassifier(loss=args.loss or "exponential", truncation=args.truncation, **common)
+        noise = dict(epsilon_y=args.epsilon_y)
+    features = split_names(args.features) if args.features else None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(args.data, noise_var=args.noise_var, features=features, label=args.label,
+                  override=args.override, checkpoint=args.checkpoint,
+                  checkpoint_every=args.checkpoint_every, resume=args.resume, **noise)
+    for w in caught:
+        print(f"iwpfast: warning: {w.message}")
+    model.save(args.out)
+    tel = model.telemetry_
+    print(f"fitted {type(model).__name__}(loss={model.loss!r}, correction={model.correction!r}) on "
+          f"{model.n_rows_seen_:,} rows of {args.data} ({model.mode_} mode)")
+    print(f"features: {', '.join(model.features_)}; label: {model.label_}")
+    coef = model.coef_.reshape(-1)
+    intercept = float(np.asarray(model.intercept_).reshape(-1)[0])
+    print("coef:", " ".join(f"{c:+.5g}" for c in coef), f" intercept: {intercept:+.5g}")
+    print(f"updates: {tel.get('batches')}, projection hits: {tel.get('projection_hits')}, "
+          f"cap hits: {tel.get('cap_hits')}, largest sigma^2|theta|^2: {tel.get('max_noise_energy', 0):.3g}")
+    print(f"model written to {args.out}")
+    return 0
