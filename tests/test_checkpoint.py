@@ -119,7 +119,11 @@ CHILD = textwrap.dedent("""
     sys.path.insert(0, {root!r}); sys.path.insert(0, {tests!r})
     from test_driver import heads
     from iwpfast.sgd.driver import fit_stream
+    started = []
     def slow(steps, params):
+        if not started:
+            started.append(1)
+            print("running", flush=True)
         time.sleep(0.02)
     fit_stream({parquet!r}, heads(), chunk_rows=50, engine="reference", progress=False,
                checkpoint={ck!r}, checkpoint_every=10**9, trace_every=1, trace_callback=slow)
@@ -132,8 +136,10 @@ def test_signal_writes_a_checkpoint_and_resume_is_bit_identical(parquet, uninter
     ck = str(tmp_path / "sig.ckpt")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     code = CHILD.format(root=root, tests=os.path.join(root, "tests"), parquet=parquet, ck=ck)
-    proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE)
-    time.sleep(2.0)  # imports + a few 50-row chunks (each chunk sleeps 20 ms)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdout.readline() == b"running\n"  # the pass has started (first chunk done)
+    time.sleep(0.2)  # a few more 50-row chunks (each sleeps 20 ms)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     # checkpoint_every is huge: a checkpoint exists only because of the signal
