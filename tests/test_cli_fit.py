@@ -1,0 +1,83 @@
+"""CLI end to end on a small file: release -> fit -> info -> evaluate (clean and --private)."""
+import json
+
+import numpy as np
+import pytest
+
+from iwpfast.cli import main
+
+pytestmark = pytest.mark.kernels
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    d = tmp_path_factory.mktemp("cli")
+    rng = np.random.default_rng(0)
+    n = 4000
+    age = rng.uniform(18, 90, n)
+    hours = rng.uniform(0, 99, n)
+    y = (rng.random(n) < 1 / (1 + np.exp(-((age - 50) / 10 + (hours - 40) / 20)))).astype(np.int64)
+    table = pa.table({"AGEP": age, "WKHP": hours, "y": y})
+    pq.write_table(table.slice(0, 3000), d / "train.parquet")
+    pq.write_table(table.slice(3000), d / "test.parquet")
+    return d
+
+
+def test_fit_info_evaluate_end_to_end(files, capsys):
+    d = files
+    ranges = ["AGEP=0:99", "WKHP=0:99"]
+    assert main(["release", str(d / "train.parquet"), str(d / "train_ldp.parquet"), "--features", "AGEP",
+                 "WKHP", "--ranges", *ranges, "--epsilon-x", "4", "--epsilon-y", "4",
+                 "--bound", "1.5", "--seed", "1"]) == 0
+    assert main(["release", str(d / "test.parquet"), str(d / "test_ldp.parquet"), "--features", "AGEP",
+                 "WKHP", "--ranges", *ranges, "--epsilon-x", "4", "--epsilon-y", "4",
+                 "--bound", "1.5", "--seed", "2"]) == 0
+    capsys.readouterr()
+    model = d / "model.json"
+    assert main(["fit", str(d / "train_ldp.parquet"), "--out", str(model), "--alpha", "1",
+                 "--learning-rate", "0.05", "--average", "tail", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "3,000 rows" in out and "iwp mode" in out and model.exists()
+
+    assert main(["info", str(model)]) == 0
+    out = capsys.readouterr().out
+    assert "iwpfast model IWPClassifier" in out and "AGEP=" in out and "epsilon_x=4" in out
+
+    # clean hold-out in raw units: scaled by the release's declared ranges automatically
+    assert main(["evaluate", str(model), str(d / "test.parquet"), "--json"]) == 0
+    clean = json.loads(capsys.readouterr().out)
+    assert clean["kind"] == "clean" and 0.5 < clean["accuracy"] <= 1.0 and clean["rows"] == 1000
+
+    assert main(["evaluate", str(model), str(d / "test_ldp.parquet"), "--private", "--json"]) == 0
+    private = json.loads(capsys.readouterr().out)
+    assert private["kind"] == "private" and private["rows"] == 1000 and private["stderr"] > 0
+    # unbiased up to its standard error (1000 rows: generous 5 SE band, false alarm ~1e-6)
+    assert abs(private["risk"] - clean["risk"]) < 5 * private["stderr"]
+
+
+def test_fit_errors_are_one_line_with_the_fix(files, capsys):
+    d = files
+    assert main(["fit", str(d / "train.parquet"), "--out", str(d / "m.json"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("iwpfast: error:") and "features=" in err
+    assert main(["fit", str(d / "train.parquet"), "--out", str(d / "m.json"), "--loss", "hinge",
+                 "--features", "AGEP", "WKHP", "--label", "y", "--no-progress"]) == 2
+    assert "unknown loss 'hinge'" in capsys.readouterr().err
+    assert main(["evaluate", str(d / "nope.json"), str(d / "test.parquet")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_fit_resume_from_checkpoint(files, capsys):
+    d = files
+    main(["release", str(d / "train.parquet"), str(d / "r2.parquet"), "--features", "AGEP", "WKHP",
+          "--ranges", "AGEP=0:99", "WKHP=0:99", "--epsilon-x", "4", "--epsilon-y", "4", "--seed", "3"])
+    args = ["fit", str(d / "r2.parquet"), "--learning-rate", "0.05", "--no-progress"]
+    assert main(args + ["--out", str(d / "a.json")]) == 0
+    assert main(args + ["--out", str(d / "b.json"), "--checkpoint", str(d / "c.ckpt"),
+                        "--checkpoint-every", "1000"]) == 0
+    assert main(args + ["--out", str(d / "c.json"), "--checkpoint", str(d / "c.ckpt"), "--resume"]) == 0
+    a, c = (json.loads((d / f).read_text())["fitted"]["coef"] for f in ("a.json", "c.json"))
+    assert a == c

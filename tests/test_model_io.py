@@ -1,0 +1,105 @@
+"""Model files: round trip, version check, corruption detection, continuing a pass after load."""
+import json
+
+import numpy as np
+import pytest
+
+import iwpfast
+from iwpfast import IWPClassifier, IWPRegressor
+from iwpfast.exceptions import InvalidInputError
+
+pytestmark = pytest.mark.kernels
+
+
+def _xy(n=1500, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, size=(n, 3))
+    y = np.where(X @ np.array([1.0, -0.5, 0.2]) + 0.3 * rng.standard_normal(n) > 0, 1.0, -1.0)
+    return X, y
+
+
+@pytest.fixture()
+def fitted(tmp_path):
+    X, y = _xy()
+    m = IWPClassifier(alpha=0.5, learning_rate=0.05, average="tail", variance_cap=3.0, progress=False)
+    m.fit(X, y, noise_var=[0.2, 0.3, 0.4], epsilon_y=3.0, feature_bound=2.0)
+    path = tmp_path / "model.json"
+    m.save(path)
+    return m, path, X, y
+
+
+def test_round_trip_is_exact(fitted):
+    m, path, X, y = fitted
+    back = iwpfast.load(path)
+    assert type(back) is IWPClassifier and back.get_params() == m.get_params()
+    np.testing.assert_array_equal(back.coef_, m.coef_)
+    np.testing.assert_array_equal(back.intercept_, m.intercept_)
+    np.testing.assert_array_equal(back.decision_function(X), m.decision_function(X))
+    np.testing.assert_array_equal(back.noise_var_, m.noise_var_)
+    assert back.label_keep_prob_ == m.label_keep_prob_ and back.radius_ == m.radius_
+    assert list(back.classes_) == list(m.classes_) and back.n_rows_seen_ == m.n_rows_seen_
+    assert back.private_risk(X, y, noise_var=[0.2, 0.3, 0.4], epsilon_y=3.0) == \
+        m.private_risk(X, y, noise_var=[0.2, 0.3, 0.4], epsilon_y=3.0)
+
+
+def test_file_is_small_self_describing_json(fitted):
+    m, path, X, y = fitted
+    doc = json.loads(path.read_text())
+    assert doc["format"] == "iwpfast.model" and doc["format_version"] == 1
+    assert doc["library_version"] == iwpfast.__version__ and doc["estimator"] == "IWPClassifier"
+    assert doc["params"]["variance_cap"] == 3.0 and doc["fitted"]["features"] == ["x0", "x1", "x2"]
+    assert path.stat().st_size < 20_000
+
+
+def test_partial_fit_continues_after_load(tmp_path):
+    X, y = _xy(2000)
+    kw = dict(noise_var=0.3, epsilon_y=3.0, feature_bound=2.0)
+    make = lambda: IWPClassifier(alpha=0.5, learning_rate=0.05, average=True, progress=False)  # noqa: E731
+    whole = make().fit(X, y, **kw)
+    first = make().partial_fit(X[:1280], y[:1280], **kw)  # batch-aligned: nothing held back
+    first.save(tmp_path / "half.json")
+    resumed = iwpfast.load(tmp_path / "half.json").partial_fit(X[1280:], y[1280:], **kw).finalize()
+    np.testing.assert_array_equal(resumed.coef_, whole.coef_)
+
+
+def test_newer_format_is_refused_with_upgrade_hint(fitted):
+    m, path, X, y = fitted
+    doc = json.loads(path.read_text())
+    doc["format_version"] = 99
+    path.write_text(json.dumps(doc))
+    with pytest.raises(InvalidInputError, match="format version 99.*upgrade iwpfast"):
+        iwpfast.load(path)
+
+
+@pytest.mark.parametrize("damage", ["edit", "truncate", "not_json", "other_json"])
+def test_corrupt_files_are_refused(fitted, damage):
+    m, path, X, y = fitted
+    text = path.read_text()
+    if damage == "edit":
+        doc = json.loads(text)
+        doc["fitted"]["coef"][0] += 1.0
+        path.write_text(json.dumps(doc))
+        match = "checksum does not match"
+    elif damage == "truncate":
+        path.write_text(text[: len(text) // 2])
+        match = "corrupt"
+    elif damage == "not_json":
+        path.write_bytes(b"\x00\x01PAR1")
+        match = "corrupt"
+    else:
+        path.write_text('{"hello": 1}')
+        match = "not an iwpfast model file"
+    with pytest.raises(InvalidInputError, match=match):
+        iwpfast.load(path)
+
+
+def test_regressor_round_trip(tmp_path):
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-1, 1, size=(800, 2))
+    y = X @ np.array([0.5, -0.2])
+    m = IWPRegressor(alpha=0.1, learning_rate=0.05, progress=False).fit(X, y)
+    m.save(tmp_path / "r.json")
+    back = iwpfast.load(tmp_path / "r.json")
+    assert type(back) is IWPRegressor
+    np.testing.assert_array_equal(back.predict(X), m.predict(X))
+    assert back.score(X, y) == m.score(X, y)
