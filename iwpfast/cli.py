@@ -18,6 +18,8 @@ from ._version import __version__
 COMMANDS = [
     "iwpfast.commands.release",
     "iwpfast.commands.info",
+    "iwpfast.commands.fit",
+    "iwpfast.commands.evaluate",
     "iwpfast.commands.demo",
 ]
 

@@ -53,7 +53,47 @@ def release_info(path, args) -> str | None:
            f"written by iwpfast {src.release_metadata.get('library_version')})\n" + spec.describe()
 
 
-INFO_HANDLERS = [release_info]
+def model_info(path, args) -> str | None:
+    """A model file written by ``iwpfast fit`` / ``model.save`` (JSON with "format": "iwpfast.model")."""
+    import json
+
+    if not file_magic(path, 1).lstrip()[:1] == b"{":
+        return None
+    from ..model_io import FORMAT, read_model_document
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            head = json.load(fh)
+    except ValueError:
+        return None
+    if not isinstance(head, dict) or head.get("format") != FORMAT:
+        return None
+    doc = read_model_document(path)  # checks the version and the checksum
+    if getattr(args, "json", False):
+        return json.dumps({k: v for k, v in doc.items() if k != "state"}, indent=2, sort_keys=True)
+    f, prm = doc["fitted"], doc["params"]
+    lines = [
+        f"{path}: iwpfast model {doc['estimator']} (format version {doc['format_version']}, "
+        f"written by iwpfast {doc['library_version']})",
+        f"loss {prm['loss']}, correction {prm['correction']} ({f['mode']} mode), alpha {prm['alpha']}, "
+        f"learning rate {prm['learning_rate']} ({prm['schedule']}), batch {prm['batch_size']}, "
+        f"average {prm['average']}",
+        f"trained on {f['n_rows_seen']:,} rows, {f['n_iter']} updates; radius {f['radius']}",
+        "coef:      " + ", ".join(f"{n}={c:+.5g}" for n, c in zip(f["features"], f["coef"]))
+        + f"; intercept {f['intercept']:+.5g}",
+        f"label:     {f['label']}" + (f" (classes {f['classes']})" if f.get("classes") else ""),
+    ]
+    if doc.get("release") is not None:
+        from ..privacy import ReleaseSpec
+        lines.append("trained on a release with spec:")
+        lines += ["  " + line for line in ReleaseSpec.from_metadata(doc["release"]).describe().splitlines()]
+    else:
+        lines.append("trained on arrays: noise variances " + str(f["noise_var"])
+                     + f", label keep probability {f['label_keep_prob']}")
+    return "\n".join(lines)
+
+
+INFO_HANDLERS = [release_info, model_info]
 
 
 def register_handler(handler, first: bool = False) -> None:
