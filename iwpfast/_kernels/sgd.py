@@ -4,8 +4,9 @@ Layout and order of work per batch of m rows (why it is fast):
 1. margins u_i for all rows: features outer, rows inner (a vectorized axpy per feature column);
 2. per-row scalars (a_i, c_i) in a loop without branches on the data, so the hand-written
    ``fast_exp`` vectorizes (the logistic derivatives loop over k and stay scalar);
-3. sums over rows with ``_dot_lanes``: eight interleaved partial sums combined in a fixed order.
-   That vectorizes without ``fastmath`` and gives the same bits whatever the column dtype, so a
+3. sums over rows with ``_dot_lanes``: products into a zero-padded scratch, summed by halving
+   (``_fold_sum``).  That vectorizes without ``fastmath`` and gives the same bits whatever the
+   column dtype, so a
    batch straddling two chunks (computed from the float64 carry buffer) equals the same rows
    computed in place.
 
@@ -42,57 +43,47 @@ NO_DIVERGENCE = -1
 
 
 @jit
-def _dot_lanes(weight, column, offset, m):
-    """sum_i weight[i] * column[offset + i] for i < m, in eight interleaved lanes (fixed order)."""
-    s0 = 0.0
-    s1 = 0.0
-    s2 = 0.0
-    s3 = 0.0
-    s4 = 0.0
-    s5 = 0.0
-    s6 = 0.0
-    s7 = 0.0
-    full = m - m % 8
-    for i in range(0, full, 8):
-        s0 += weight[i] * np.float64(column[offset + i])
-        s1 += weight[i + 1] * np.float64(column[offset + i + 1])
-        s2 += weight[i + 2] * np.float64(column[offset + i + 2])
-        s3 += weight[i + 3] * np.float64(column[offset + i + 3])
-        s4 += weight[i + 4] * np.float64(column[offset + i + 4])
-        s5 += weight[i + 5] * np.float64(column[offset + i + 5])
-        s6 += weight[i + 6] * np.float64(column[offset + i + 6])
-        s7 += weight[i + 7] * np.float64(column[offset + i + 7])
-    tail = 0.0
-    for i in range(full, m):
-        tail += weight[i] * np.float64(column[offset + i])
-    return (((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))) + tail
+def _fold_sum(scratch, m):
+    """Sum of scratch[:m] by halving: scratch is zero-padded to a power of two >= m (>= 8).
+
+    Each halving is an elementwise vector add, so the whole sum vectorizes without fastmath and
+    its order depends on m only (not on the column dtype or where the rows came from).
+    """
+    size = 8
+    while size < m:
+        size *= 2
+    for i in range(m, size):
+        scratch[i] = 0.0
+    while size > 8:
+        size //= 2
+        for i in range(size):
+            scratch[i] = scratch[i] + scratch[i + size]
+    return (((scratch[0] + scratch[4]) + (scratch[2] + scratch[6]))
+            + ((scratch[1] + scratch[5]) + (scratch[3] + scratch[7])))
 
 
 @jit
-def _sum_lanes(values, m):
-    """sum_i values[i] for i < m, same lane order as ``_dot_lanes``."""
-    s0 = 0.0
-    s1 = 0.0
-    s2 = 0.0
-    s3 = 0.0
-    s4 = 0.0
-    s5 = 0.0
-    s6 = 0.0
-    s7 = 0.0
-    full = m - m % 8
-    for i in range(0, full, 8):
-        s0 += values[i]
-        s1 += values[i + 1]
-        s2 += values[i + 2]
-        s3 += values[i + 3]
-        s4 += values[i + 4]
-        s5 += values[i + 5]
-        s6 += values[i + 6]
-        s7 += values[i + 7]
-    tail = 0.0
-    for i in range(full, m):
-        tail += values[i]
-    return (((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))) + tail
+def _fold_size(m):
+    size = 8
+    while size < m:
+        size *= 2
+    return size
+
+
+@jit
+def _dot_lanes(weight, column, m, scratch):
+    """sum_i weight[i] * column[i] for i < m (products in float64, then ``_fold_sum``)."""
+    for i in range(m):
+        scratch[i] = weight[i] * np.float64(column[i])
+    return _fold_sum(scratch, m)
+
+
+@jit
+def _sum_lanes(values, m, scratch):
+    """sum_i values[i] for i < m, in the order of ``_dot_lanes``."""
+    for i in range(m):
+        scratch[i] = values[i]
+    return _fold_sum(scratch, m)
 
 
 @jit
@@ -101,11 +92,14 @@ def _margins(addresses, like, offset, m, theta, intercept, fit_intercept, margin
     n_features = theta.shape[0]
     for i in range(m):
         margin[i] = 0.0
+    # views start at the batch's first row: indices are then plain loop counters, which LLVM
+    # knows are non-negative (an "offset + i" index keeps Numba's negative-index wraparound
+    # select in the loop and stops vectorization)
     for j in range(n_features):
-        column = column_view(addresses[j], offset + m, like)
+        column = column_view(addresses[j] + offset * like.itemsize, m, like)
         t = theta[j]
         for i in range(m):
-            margin[i] += t * np.float64(column[offset + i])
+            margin[i] += t * np.float64(column[i])
     if fit_intercept:
         b = intercept[0]
         for i in range(m):
@@ -161,7 +155,7 @@ def _logistic_scalars(z, w, tau, truncation, label_tilde, private, eulerian):
 
 
 @jit
-def _row_scalars(loss, iwp, y, y_offset, m, margin, tau, label_tilde, truncation, eulerian,
+def _row_scalars(loss, iwp, y, m, margin, tau, label_tilde, truncation, eulerian,
                  weight, curvature):
     """weight[i] = coefficient of x_i in the row gradient (a_i y_i, or u_i - y_i), curvature[i] = c_i.
 
@@ -172,7 +166,7 @@ def _row_scalars(loss, iwp, y, y_offset, m, margin, tau, label_tilde, truncation
         if private:
             other = 1.0 - label_tilde
             for i in range(m):
-                yi = np.float64(y[y_offset + i])
+                yi = np.float64(y[i])
                 z = yi * margin[i]
                 e_z = fast_exp(-tau - z)            # -F_1(z) = F_2(z) = exp(-tau - z)
                 e_minus_z = fast_exp(-tau + z)
@@ -181,7 +175,7 @@ def _row_scalars(loss, iwp, y, y_offset, m, margin, tau, label_tilde, truncation
                 curvature[i] = label_tilde * e_z + other * e_minus_z
         else:
             for i in range(m):
-                yi = np.float64(y[y_offset + i])
+                yi = np.float64(y[i])
                 e_z = fast_exp(-tau - yi * margin[i])
                 weight[i] = -e_z * yi
                 curvature[i] = e_z
@@ -190,35 +184,35 @@ def _row_scalars(loss, iwp, y, y_offset, m, margin, tau, label_tilde, truncation
         if private:
             other = 1.0 - label_tilde
             for i in range(m):
-                yi = np.float64(y[y_offset + i])
+                yi = np.float64(y[i])
                 z = yi * margin[i]
                 a = label_tilde * (z - 1.0) - other * (-z - 1.0)
                 weight[i] = a * yi
                 curvature[i] = label_tilde + other
         else:
             for i in range(m):
-                yi = np.float64(y[y_offset + i])
+                yi = np.float64(y[i])
                 weight[i] = (yi * margin[i] - 1.0) * yi
                 curvature[i] = 1.0
     elif loss == LOSS_LOGISTIC:
         for i in range(m):                          # vectorized exp pass: curvature holds w_i
-            curvature[i] = fast_exp(-abs(np.float64(y[y_offset + i]) * margin[i]))
+            curvature[i] = fast_exp(-abs(np.float64(y[i]) * margin[i]))
         for i in range(m):
-            yi = np.float64(y[y_offset + i])
+            yi = np.float64(y[i])
             a, c = _logistic_scalars(yi * margin[i], curvature[i], tau, truncation, label_tilde,
                                      private, eulerian)
             weight[i] = a * yi
             curvature[i] = c
     else:                                           # squared error: gradient (u - y) x - s*theta
         for i in range(m):
-            weight[i] = margin[i] - np.float64(y[y_offset + i])
+            weight[i] = margin[i] - np.float64(y[i])
             curvature[i] = 1.0 if iwp else 0.0
 
 
 @jit
 def _batch(addresses, like, y, offset, m, fparams, iparams, noise_var, eulerian,
            theta, theta_avg, intercept, intercept_avg, counters, telemetry, trace, trace_steps,
-           margin, weight, curvature, gradient):
+           margin, weight, curvature, gradient, scratch):
     """One SGD update on rows [offset, offset + m) of the columns.  Returns False on divergence."""
     label_tilde = fparams[0]
     alpha = fparams[1]
@@ -243,20 +237,20 @@ def _batch(addresses, like, y, offset, m, fparams, iparams, noise_var, eulerian,
         tau = 0.5 * tau
     # 2. margins and per-row scalars
     _margins(addresses, like, offset, m, theta, intercept, fit_intercept, margin)
-    _row_scalars(loss, iwp, y, offset, m, margin, tau, label_tilde, truncation, eulerian,
+    _row_scalars(loss, iwp, y[offset:offset + m], m, margin, tau, label_tilde, truncation, eulerian,
                  weight, curvature)
     # 3. mean gradient
-    mean_curvature = _sum_lanes(curvature, m) / m if iwp else 0.0
+    mean_curvature = _sum_lanes(curvature, m, scratch) / m if iwp else 0.0
     norm_sq = 0.0
     for j in range(n_features):
-        column = column_view(addresses[j], offset + m, like)
-        g = _dot_lanes(weight, column, offset, m) / m
+        column = column_view(addresses[j] + offset * like.itemsize, m, like)
+        g = _dot_lanes(weight, column, m, scratch) / m
         if iwp:
             g = g - mean_curvature * (noise_var[j] * theta[j])
         g = g + alpha * theta[j]
         gradient[j] = g
         norm_sq += g * g
-    gradient_b = _sum_lanes(weight, m) / m if fit_intercept else 0.0
+    gradient_b = _sum_lanes(weight, m, scratch) / m if fit_intercept else 0.0
     norm_sq += gradient_b * gradient_b
     # 4-5. step
     step = counters[C_STEP]
@@ -338,6 +332,7 @@ def sgd_chunk(addresses, like, y_address, y_like, n_rows, carry_addresses, carry
     weight = np.empty(batch_size)
     curvature = np.empty(batch_size)
     gradient = np.empty(n_features)
+    scratch = np.empty(_fold_size(batch_size))
     position = 0
     carried = counters[C_CARRY]
     if carried > 0:
@@ -356,14 +351,14 @@ def sgd_chunk(addresses, like, y_address, y_like, n_rows, carry_addresses, carry
             if not _batch(carry_addresses, carry_like, carry_y, 0, batch_size, fparams, iparams,
                           noise_var, eulerian, theta, theta_avg, intercept, intercept_avg,
                           counters, telemetry, trace, trace_steps, margin, weight, curvature,
-                          gradient):
+                          gradient, scratch):
                 return np.int64(rows_before) + batch_size - 1
             counters[C_CARRY] = 0
     while position + batch_size <= n_rows:
         rows_before = telemetry[T_ROWS]
         if not _batch(addresses, like, y, position, batch_size, fparams, iparams, noise_var,
                       eulerian, theta, theta_avg, intercept, intercept_avg, counters, telemetry,
-                      trace, trace_steps, margin, weight, curvature, gradient):
+                      trace, trace_steps, margin, weight, curvature, gradient, scratch):
             return np.int64(rows_before) + batch_size - 1
         position += batch_size
     rest = n_rows - position
@@ -391,10 +386,11 @@ def sgd_finish(carry_addresses, carry_like, fparams, iparams, noise_var, euleria
     weight = np.empty(carried)
     curvature = np.empty(carried)
     gradient = np.empty(n_features)
+    scratch = np.empty(_fold_size(carried))
     rows_before = telemetry[T_ROWS]
     if not _batch(carry_addresses, carry_like, carry_y, 0, carried, fparams, iparams, noise_var,
                   eulerian, theta, theta_avg, intercept, intercept_avg, counters, telemetry,
-                  trace, trace_steps, margin, weight, curvature, gradient):
+                  trace, trace_steps, margin, weight, curvature, gradient, scratch):
         return np.int64(rows_before) + carried - 1
     counters[C_CARRY] = 0
     return NO_DIVERGENCE
