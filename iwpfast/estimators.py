@@ -549,6 +549,7 @@ class _IWPBase:
         self._label = lab
         self._noise = noise
         self._state = None
+        self._held = None  # rows partial_fit holds back (fewer than a batch)
         self.n_features_in_ = len(feats)
         if names_in is not None:
             self.feature_names_in_ = np.asarray(names_in, dtype=object)
