@@ -75,12 +75,24 @@ class GaussianFeatureMechanism:
             np.multiply(X[j], X[j], out=row)
             norm2 += row
         limit = self.bound * _CLIP_SAFETY
-        over = np.flatnonzero(norm2 > limit * limit)
-        if over.size:
-            factor = (limit / np.sqrt(norm2[over])).astype(X.dtype)
+        over = norm2 > limit * limit
+        count = int(np.count_nonzero(over))
+        if count == 0:
+            return 0
+        if count * 8 < n:  # few rows clip: touch only those
+            idx = np.flatnonzero(over)
+            factor = (limit / np.sqrt(norm2[idx])).astype(X.dtype)
             for j in range(p):
-                X[j, over] *= factor
-        return int(over.size)
+                X[j, idx] *= factor
+        else:  # many: one dense multiply per feature beats gather/scatter
+            np.sqrt(norm2, out=norm2)
+            np.divide(limit, norm2, out=norm2)
+            np.minimum(norm2, 1.0, out=norm2)
+            factor = row
+            np.copyto(factor, norm2, casting="unsafe")
+            for j in range(p):
+                np.multiply(X[j], factor, out=X[j])
+        return count
 
     def add_noise_(self, X: np.ndarray, rng: np.random.Generator, noise: np.ndarray) -> None:
         """``X += sigma * N(0, I)`` in place; ``noise`` is a C-contiguous scratch of X's shape/dtype."""

@@ -1,0 +1,128 @@
+"""Release benchmark: rows/s of the local-DP release, next to its baselines measured in the same run.
+
+    python bench/release.py                      # 1e7 rows, p = 10, float32
+    python bench/release.py --rows 2000000 --repeat 5
+
+Measures (medians over --repeat runs, wall clock; the machine may be shared, so compare ratios):
+1. ``noise floor``: ``Generator(SFC64).standard_normal(float32, out=...)`` for rows x p values in
+   cache-sized blocks, one thread -- the work no release can avoid.
+2. ``in-memory``: :func:`iwpfast.privacy.privatize` on p float32 columns + a {0,1} label, with
+   1 and 2 threads, bound = sqrt(p) (the cube fits in the ball: no clipping) and bound = 1 (most
+   vectors clipped).
+3. ``parquet read+write``: pyarrow alone, ``ParquetFile(pre_buffer=False).iter_batches`` into a
+   ``ParquetWriter`` with the release's settings (snappy, dictionary only on the label).
+4. ``parquet release``: :func:`iwpfast.privacy.release` Parquet -> Parquet, same data.
+   ``ratio`` = release time / read+write time (goal <= 1.5).
+The input file is generated into a temporary directory and deleted afterwards (never committed).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+
+def median_time(fn, repeat):
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def make_columns(rows, p, seed=0):
+    rng = np.random.default_rng(seed)
+    cols = {f"x{j}": rng.uniform(0.0, 100.0, rows).astype(np.float32) for j in range(p)}
+    cols["y"] = rng.integers(0, 2, rows).astype(np.int8)
+    return cols
+
+
+def noise_floor(rows, p):
+    rng = np.random.Generator(np.random.SFC64(0))
+    block = 16384
+    buf = np.empty(p * block, dtype=np.float32)
+
+    def run():
+        for _ in range(0, rows, block):
+            rng.standard_normal(dtype=np.float32, out=buf)
+    return run
+
+
+def parquet_read_write(src, dst):
+    import pyarrow.parquet as pq
+
+    def run():
+        pf = pq.ParquetFile(src, pre_buffer=False)
+        writer = pq.ParquetWriter(dst, pf.schema_arrow, compression="snappy", use_dictionary=["y"],
+                                  store_schema=False)
+        for batch in pf.iter_batches(batch_size=1 << 18):
+            writer.write_batch(batch)
+        writer.close()
+    return run
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--p", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--skip-files", action="store_true")
+    args = parser.parse_args(argv)
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from iwpfast.privacy import ReleaseSpec, privatize, release
+
+    rows, p = args.rows, args.p
+    cols = make_columns(rows, p)
+    names = [f"x{j}" for j in range(p)]
+    ranges = {n: (0.0, 100.0) for n in names}
+    results = []
+
+    def record(name, seconds, baseline=None):
+        results.append((name, seconds, rows / seconds / 1e6, None if baseline is None else seconds / baseline))
+
+    floor = median_time(noise_floor(rows, p), args.repeat)
+    record("noise floor (1 thread)", floor)
+    for bound, label in ((math.sqrt(p), "sqrt(p)"), (1.0, "1")):
+        spec = ReleaseSpec(epsilon_x=1.0, delta=1e-5, bound=bound, epsilon_y=1.0, ranges=ranges,
+                           features=tuple(names), label="y")
+        for threads in (1, 2):
+            X = {n: cols[n] for n in names}
+            t = median_time(lambda: privatize(X, cols["y"], spec, threads=threads), args.repeat)
+            record(f"in-memory, bound {label}, {threads} thread(s)", t, floor)
+
+    if not args.skip_files:
+        with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
+            src = os.path.join(tmp, "in.parquet")
+            pq.write_table(pa.table(cols), src, row_group_size=1 << 20, compression="snappy")
+            del cols
+            rw = median_time(parquet_read_write(src, os.path.join(tmp, "copy.parquet")), args.repeat)
+            record("parquet read+write (pyarrow alone)", rw)
+            spec = ReleaseSpec(epsilon_x=1.0, delta=1e-5, bound=math.sqrt(p), epsilon_y=1.0,
+                               ranges=ranges, features=tuple(names), label="y")
+            out = os.path.join(tmp, "release.parquet")
+            rel = median_time(lambda: release(src, out, spec, overwrite=True), args.repeat)
+            record("parquet -> parquet release, bound sqrt(p)", rel, rw)
+
+    print(f"\nrelease benchmark: {rows:,} rows, p = {p}, float32, median of {args.repeat}, "
+          f"{os.cpu_count()} cores")
+    print(f"{'measurement':48s} {'seconds':>8s} {'M rows/s':>9s} {'ratio':>7s}")
+    for name, seconds, mrows, ratio in results:
+        r = "" if ratio is None else f"{ratio:7.2f}"
+        print(f"{name:48s} {seconds:8.3f} {mrows:9.2f} {r:>7s}")
+    print("ratio: in-memory rows = time / noise floor; release = time / pyarrow read+write")
+    return results
+
+
+if __name__ == "__main__":
+    main()
