@@ -21,6 +21,7 @@ COMMANDS = [
     "iwpfast.commands.fit",
     "iwpfast.commands.evaluate",
     "iwpfast.commands.demo",
+    "iwpfast.commands.experiment",
 ]
 
 
