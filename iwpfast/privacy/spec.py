@@ -181,7 +181,7 @@ class ReleaseSpec:
             f"delta={self.delta:g}, {self.calibration} calibration, L2 bound {self.bound:g}, "
             f"sigma={self.sigma:.4g})"
         ]
-        label = self.label or "(to be named)"
+        label = self.label or "(the label column)"
         if self.label is None and self._label_mech is None:
             parts.append("; no label released")
         elif self._label_mech is None:
