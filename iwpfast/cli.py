@@ -22,6 +22,7 @@ COMMANDS = [
     "iwpfast.commands.evaluate",
     "iwpfast.commands.demo",
     "iwpfast.commands.experiment",
+    "iwpfast.commands.bench",
 ]
 
 
