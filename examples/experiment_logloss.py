@@ -1,0 +1,18 @@
+"""Reproduce the paper's App. E log-loss runs (K by the MSE rule and K = 1, 2, 3).
+
+Same code as `iwpfast experiment NAME`; a quick reduced run by default, the paper's size with
+--full. Results (JSON, PNG figures, Markdown tables) go to ./iwpfast-results/.
+
+    python examples/experiment_logloss.py          # 3 seeds, 20,000 training rows (about a minute)
+    python examples/experiment_logloss.py --full   # 20 seeds at the paper's size
+"""
+import sys
+
+from iwpfast.experiments import run
+
+full = "--full" in sys.argv
+for name in "logloss".split():
+    for result in run(name, seeds=20 if full else 3, n_train=None if full else 20_000,
+                      out_dir="iwpfast-results"):
+        print(f"## {result['setting']['title']}\n")
+        print(result["table"])
