@@ -53,7 +53,7 @@ def register(subparsers) -> None:
     p.add_argument("--calibration", choices=["analytic", "classic"], default="analytic",
                    help="Gaussian noise calibration (default analytic; classic = the paper's formula)")
     p.add_argument("--task", choices=["classification", "regression"], default="classification")
-    p.add_argument("--target-range", metavar="LO:HI", help="declared range of the regression target")
+    p.add_argument("--target-range", metavar="LO:HI", help="declared range of the regression target (write --target-range=LO:HI when LO < 0)")
     p.add_argument("--target-bound", type=float, default=1.0,
                    help="clip the scaled regression target to [-B, B] (default 1)")
     p.add_argument("--delta-y", type=float, help="delta of the target mechanism (default: --delta)")
@@ -61,7 +61,8 @@ def register(subparsers) -> None:
     p.add_argument("--on-invalid", choices=["error", "drop"], default="error",
                    help="rows with null/NaN/inf: stop with an error (default) or drop and count them")
     p.add_argument("--format", choices=["parquet", "ipc"], help="output format (default: from the extension)")
-    p.add_argument("--compression", default="snappy", help="snappy (default), zstd, lz4, none")
+    p.add_argument("--compression", default="auto",
+                   help="auto (default: noisy features uncompressed, labels snappy), snappy, zstd, lz4, none")
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
     p.add_argument("--seed", type=int, help="seed of the noise: for simulations only, never for real data")
     p.add_argument("--batch-rows", type=int, default=1 << 18, help="rows per chunk (memory bound)")

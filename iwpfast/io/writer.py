@@ -70,12 +70,13 @@ class AtomicArrowWriter:
     """
 
     def __init__(self, destination, schema: pa.Schema, *, format: str | None = None,
-                 overwrite: bool = False, compression: str | None = "snappy",
+                 overwrite: bool = False, compression: str | dict | None = "snappy",
                  dictionary_columns: list[str] | None = None):
         self.destination = check_destination(destination, overwrite)
         self.format = output_format(destination, format)
         self.overwrite = overwrite
         self.schema = schema
+        # A dict {column: codec} sets Parquet compression per column (IPC: no compression).
         self.compression = None if compression in (None, "none", "uncompressed") else compression
         self._tmp = self.destination.parent / f".{self.destination.name}.{uuid.uuid4().hex[:12]}.tmp"
         self._writer = None
@@ -96,7 +97,8 @@ class AtomicArrowWriter:
                 import pyarrow.ipc as ipc
 
                 self._sink = pa.OSFile(str(self._tmp), "wb")
-                options = ipc.IpcWriteOptions(compression=self.compression if self.compression in ("lz4", "zstd") else None)
+                codec = self.compression if isinstance(self.compression, str) else None
+                options = ipc.IpcWriteOptions(compression=codec if codec in ("lz4", "zstd") else None)
                 self._writer = ipc.new_file(self._sink, schema, options=options)
         except BaseException:
             self.abort()

@@ -341,7 +341,7 @@ def _fill_ranges_from_data(spec: ReleaseSpec, src) -> ReleaseSpec:
 
 def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET, *, ranges=None,
             seed=None, overwrite: bool = False, on_invalid: str = "error", format: str | None = None,
-            compression: str | None = "snappy", batch_rows: int = DEFAULT_BATCH_ROWS,
+            compression: str | None = "auto", batch_rows: int = DEFAULT_BATCH_ROWS,
             threads: int | None = None, progress: bool | None = False) -> ReleaseResult:
     """Release ``source`` under local DP into ``destination`` (Parquet, or Arrow IPC).
 
@@ -360,7 +360,9 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
         reproducible for the same source, ``batch_rows`` and ``threads``.
     on_invalid: "error" (default) stops at the first null/NaN/inf naming column and row;
         "drop" drops those rows and counts them.
-    compression: Parquet/IPC compression ("snappy" default for Parquet; None for none).
+    compression: "auto" (default): Parquet features uncompressed (noisy floats do not compress:
+        snappy saved 0.01% of the size for 15% more write time), labels snappy; or one codec for
+        every column ("snappy", "zstd", "lz4", None).  IPC: "lz4"/"zstd" or none.
     threads: noise threads (default min(2, cores)).  progress: tqdm bar (None = only on a tty).
 
     Returns a :class:`ReleaseResult` (counts of dropped/clipped rows: private, do not publish).
@@ -403,6 +405,10 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
     pending = None
     try:
         dictionary = [spec.label] if spec.label is not None and spec.task == "classification" else []
+        if compression == "auto":
+            compression = {f: "none" for f in spec.features}
+            if spec.label is not None:
+                compression[spec.label] = "snappy" if spec.task == "classification" else "none"
         with AtomicArrowWriter(destination, schema, format=format, overwrite=overwrite,
                                compression=compression, dictionary_columns=dictionary) as writer:
             buffers = [[None, None], [None, None]]
