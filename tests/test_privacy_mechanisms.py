@@ -36,19 +36,20 @@ def test_mechanism_validation_names_the_fix():
         GaussianTargetMechanism(1, 1e-5, bound=-1)
 
 
-def test_clipping_never_exceeds_bound_and_keeps_short_vectors():
-    mech = GaussianFeatureMechanism(1.0, 1e-5, bound=0.7)
+@pytest.mark.parametrize("bound", [0.7, 2.05])  # most rows clipped (dense path) / few (gather path)
+def test_clipping_never_exceeds_bound_and_keeps_short_vectors(bound):
+    mech = GaussianFeatureMechanism(1.0, 1e-5, bound=bound)
     X = rng(1).uniform(-1, 1, size=(5, 20000)).astype(np.float32)
     X[:, :100] *= 0.01  # short vectors: untouched
     before = X.copy()
     clipped = mech.clip_(X)
     norms = np.sqrt((X.astype(np.float64) ** 2).sum(axis=0))
-    assert norms.max() <= 0.7
+    assert norms.max() <= bound
     orig_norms = np.sqrt((before.astype(np.float64) ** 2).sum(axis=0))
-    assert clipped == int((orig_norms > 0.7 * (1 - 2**-20)).sum())
+    assert clipped == int((orig_norms > bound * (1 - 2**-20)).sum()) > 0
     np.testing.assert_array_equal(X[:, :100], before[:, :100])
     # clipping is a rescaling: direction kept
-    long = orig_norms > 0.7
+    long = orig_norms > bound
     cos = (X[:, long] * before[:, long]).sum(axis=0) / (norms[long] * orig_norms[long])
     assert np.all(cos > 1 - 1e-6)
 

@@ -82,6 +82,24 @@ def test_seed_reproducible_and_default_fresh(tmp_path):
     assert not ta.column("age").equals(tc.column("age"))
 
 
+def test_two_threads_reproducible_with_independent_streams():
+    # 80,000 rows: the chunk is split between 2 threads, each with its own spawned stream.
+    n = 80000
+    t = small_table(n, seed=3)
+    X = {f: t[f].to_numpy() for f in ("age", "hours", "sex")}
+    s = spec(epsilon_y=None)
+    a, _ = privatize(X, t["y"].to_numpy(), s, seed=9, threads=2)
+    b, _ = privatize(X, t["y"].to_numpy(), s, seed=9, threads=2)
+    np.testing.assert_array_equal(a, b)
+    ref = scaled_clipped(t, ["age", "hours", "sex"], s.ranges, s.bound).T
+    noise = a - ref
+    half = n // 2
+    first, second = noise[:half, 0], noise[half:2 * half, 0]
+    assert not np.allclose(first, second)
+    # the two halves' noise is uncorrelated (SE of a correlation ~ 1/sqrt(n/2))
+    assert abs(np.corrcoef(first, second)[0, 1]) < Z / math.sqrt(half)
+
+
 def test_pre_noise_vectors_within_bound(tmp_path, monkeypatch):
     # With the noise switched off, the output is exactly what was noised: every vector's norm
     # must be <= bound and equal the float64 reference of scaling + clipping.
