@@ -30,12 +30,22 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 
+_CPU = []  # CPU seconds (user + system, all threads) of the last median_time call
+
+
 def median_time(fn, repeat):
-    times = []
+    """Median wall time; the median CPU time goes to _CPU (robust to other jobs on the machine)."""
+    import resource
+
+    times, cpus = [], []
     for _ in range(repeat):
+        r0 = resource.getrusage(resource.RUSAGE_SELF)
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
+        r1 = resource.getrusage(resource.RUSAGE_SELF)
+        cpus.append(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
+    _CPU[:] = [float(np.median(cpus))]
     return float(np.median(times))
 
 
@@ -90,7 +100,8 @@ def main(argv=None):
     results = []
 
     def record(name, seconds, baseline=None):
-        results.append((name, seconds, rows / seconds / 1e6, None if baseline is None else seconds / baseline))
+        results.append((name, seconds, rows / seconds / 1e6, None if baseline is None else seconds / baseline,
+                        _CPU[0]))
 
     floor = median_time(noise_floor(rows, p), args.repeat)
     record("noise floor (1 thread)", floor)
@@ -122,11 +133,13 @@ def main(argv=None):
 
     print(f"\nrelease benchmark: {rows:,} rows, p = {p}, float32, median of {args.repeat}, "
           f"{os.cpu_count()} cores")
-    print(f"{'measurement':48s} {'seconds':>8s} {'M rows/s':>9s} {'ratio':>7s}")
-    for name, seconds, mrows, ratio in results:
+    print(f"{'measurement':48s} {'seconds':>8s} {'M rows/s':>9s} {'ratio':>7s} {'CPU s':>7s} {'M rows/CPU s':>13s}")
+    for name, seconds, mrows, ratio, cpu in results:
         r = "" if ratio is None else f"{ratio:7.2f}"
-        print(f"{name:48s} {seconds:8.3f} {mrows:9.2f} {r:>7s}")
-    print("ratio: in-memory rows = time / noise floor; release = time / pyarrow read+write")
+        print(f"{name:48s} {seconds:8.3f} {mrows:9.2f} {r:>7s} {cpu:7.3f} {rows / cpu / 1e6:13.2f}")
+    print("ratio: in-memory rows = wall time / noise floor; release = wall time / pyarrow read+write.")
+    print("CPU s: user + system seconds of all threads (other jobs on the machine do not inflate it).")
+    print(f"load average at the end: {os.getloadavg()[0]:.2f}")
     return results
 
 
