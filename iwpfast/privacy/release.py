@@ -128,6 +128,7 @@ class _Privatizer:
         names = list(spec.features) + ([spec.label] if spec.label is not None else [])
         invalid = None
         arrays = {}
+        extremes = {}
         for name in names:
             arr = batch.column(name)
             kind = _numeric_kind(arr.type)
@@ -153,6 +154,7 @@ class _Privatizer:
             if kind == "float" and values.size:
                 with np.errstate(invalid="ignore"):
                     lo, hi = values.min(), values.max()
+                extremes[name] = (lo, hi)  # reused by the range count below
                 if not (math.isfinite(lo) and math.isfinite(hi)):
                     nonfinite = ~np.isfinite(values)
                     if bad is None:
@@ -173,9 +175,10 @@ class _Privatizer:
             keep = ~invalid
             dropped = int(invalid.sum())
             arrays = {k: v[keep] for k, v in arrays.items()}
+            extremes = {}
         features = [arrays[f] for f in spec.features]
         for j, f in enumerate(spec.features):
-            self.out_of_range[f] += self.scaler.count_out_of_range(j, features[j])
+            self.out_of_range[f] += self.scaler.count_out_of_range(j, features[j], extremes.get(f))
         label = None
         if spec.label is not None:
             label = arrays[spec.label]

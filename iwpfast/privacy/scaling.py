@@ -115,10 +115,12 @@ class RangeScaler:
         np.multiply(out, out.dtype.type(1.0 / self.half[j]), out=out)
         np.clip(out, -1.0, 1.0, out=out)
 
-    def count_out_of_range(self, j: int, raw: np.ndarray) -> int:
+    def count_out_of_range(self, j: int, raw: np.ndarray, extremes=None) -> int:
+        """Values of column ``j`` outside its range; ``extremes`` = (min, max) if already known."""
         lo, hi = self.lo[j], self.hi[j]
         if raw.size == 0:
             return 0
-        if raw.min() >= lo and raw.max() <= hi:  # two fast reductions; the count is rarely needed
+        vmin, vmax = extremes if extremes is not None else (raw.min(), raw.max())
+        if vmin >= lo and vmax <= hi:  # two fast reductions; the count is rarely needed
             return 0
         return int(np.count_nonzero((raw < lo) | (raw > hi)))
