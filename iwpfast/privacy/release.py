@@ -488,7 +488,7 @@ def _record_batch(schema, out: np.ndarray, label_out):
 def _progress_bar(total, progress):
     if progress is False:
         return _NoBar()
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     # disable=None: tqdm turns itself off when stderr is not a terminal.
     return tqdm(total=total, unit="rows", unit_scale=True, smoothing=0.1,
