@@ -260,3 +260,49 @@ def test_regression_targets_need_not_be_labels():
     state = HeadState.new(cfg)
     run_chunk(cfg, state, X, y)
     assert state.step == 4
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_ir_reductions_equal_their_python_definitions_bit_for_bit(dtype):
+    # the LLVM-IR blocks (lane sums, grouped lane sums, margin blocks) must sum in exactly the
+    # order of their plain-Python definitions (used under NUMBA_DISABLE_JIT), for both column
+    # dtypes: the carry path reads float64 and the in-place path float32, so any difference in
+    # order or conversion would break chunk invariance
+    from iwpfast._kernels import _lowlevel as low
+    from iwpfast._kernels.sgd import reduction_blocks
+
+    rng = np.random.default_rng(5)
+    p, m = 6, 96
+    X = np.ascontiguousarray((rng.standard_normal((p, m)) * 10.0 ** rng.integers(-8, 8, (p, m))
+                              ).astype(dtype))
+    addresses = np.array([X[j].ctypes.data for j in range(p)], dtype=np.int64)
+    like = np.empty(0, dtype)
+    weight = rng.standard_normal(m) * 10.0 ** rng.integers(-8, 8, m)
+    theta = rng.standard_normal(p)
+
+    def run_all(lane_blocks, lane_blocks_group, margin_blocks):
+        lanes = np.full(low.LANES, np.nan)
+        lane_blocks(weight, X[2], m // low.LANES, lanes)
+        group = np.full(low.GRADIENT_GROUP * low.LANES, np.nan)
+        lane_blocks_group(weight, addresses, 1, 16, like, (m - 16) // low.LANES, group)
+        margin = np.full(m, np.nan)
+        margin_blocks(addresses, 8, like, theta, (m - 8) // low.MARGIN_BLOCK, margin)
+        return lanes, group, margin
+
+    expected = run_all(low.lane_blocks, low.lane_blocks_group, low.margin_blocks)
+    got = (np.full(low.LANES, np.nan), np.full(low.GRADIENT_GROUP * low.LANES, np.nan),
+           np.full(m, np.nan))
+    reduction_blocks(weight, X[2], addresses, like, theta, *got)
+    rows = low.MARGIN_BLOCK * ((m - 8) // low.MARGIN_BLOCK)
+    np.testing.assert_array_equal(got[0], expected[0])
+    np.testing.assert_array_equal(got[1], expected[1])
+    np.testing.assert_array_equal(got[2][:rows], expected[2][:rows])
+    # and the definitions are what they claim: lane k of column 2 sums rows k, k + 16, ...
+    lane_sum = np.zeros(low.LANES)
+    for i in range(m):
+        lane_sum[i % low.LANES] += weight[i] * np.float64(X[2, i])
+    np.testing.assert_array_equal(expected[0], lane_sum)
+    margin = np.zeros(rows)
+    for j in range(p):
+        margin += theta[j] * X[j, 8:8 + rows].astype(np.float64)
+    np.testing.assert_array_equal(expected[2][:rows], margin)

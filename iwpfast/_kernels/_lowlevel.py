@@ -162,31 +162,186 @@ def _lane_blocks_impl(weight, column, n_blocks, lanes):
     return impl
 
 
-def prefetch(address):
-    """Hint the CPU to bring the cache line at ``address`` into cache (no-op in plain Python).
 
-    A prefetch never faults, whatever the address.  Used for many columns at once: the hardware
-    prefetcher follows a few dozen sequential streams, not the p = 100 columns that a batch of a
-    feature-major chunk reads side by side.
+# ------------------------------------------------------------------------------------------
+# multi-column blocks (the margins and the gradient of a batch, written in LLVM IR)
+# ------------------------------------------------------------------------------------------
+
+MARGIN_BLOCK = 32         # rows per margin block: four 8-wide accumulators kept in registers
+GRADIENT_GROUP = 4        # columns per gradient pass: the row weights are loaded once for them
+
+
+def margin_blocks(addresses, row, like, theta, n_blocks, margin):
+    """margin[i] = sum_j theta[j] * float64(column_j[row + i]) for i < 32 * n_blocks, j in order.
+
+    The sum for each row starts at +0.0 and adds the features j = 0, 1, ... in order (the same
+    bits as one axpy pass per feature); compiled, a block of 32 rows stays in four vector
+    registers while the loop runs over all the columns, instead of p loads and stores of the
+    margins.
     """
-    return None
+    rows = MARGIN_BLOCK * int(n_blocks)
+    margin[:rows] = 0.0
+    for j in range(theta.shape[0]):
+        column = column_view(addresses[j] + row * like.itemsize, rows, like)
+        margin[:rows] += theta[j] * np.asarray(column, dtype=np.float64)
+
+
+def lane_blocks_group(weight, addresses, first_column, row, like, n_blocks, lanes):
+    """``lane_blocks`` for the GRADIENT_GROUP columns from ``first_column`` (rows from ``row``):
+    lanes[LANES * g + k] is lane k of column first_column + g, with the bits of ``lane_blocks``."""
+    rows = LANES * int(n_blocks)
+    for g in range(GRADIENT_GROUP):
+        column = column_view(addresses[first_column + g] + row * like.itemsize, rows, like)
+        out = np.zeros(LANES)
+        lane_blocks(weight, column, n_blocks, out)
+        lanes[LANES * g:LANES * (g + 1)] = out
+
+
+def _ir_loop(builder, count, carried, body):
+    """Emit ``for i in range(count)`` carrying the LLVM values ``carried``; ``body(i, values)``
+    returns the next values.  Returns the values after the loop."""
+    i64 = ir.IntType(64)
+    entry = builder.basic_block
+    head = builder.append_basic_block("loop.head")
+    block = builder.append_basic_block("loop.body")
+    done = builder.append_basic_block("loop.done")
+    builder.branch(head)
+    builder.position_at_end(head)
+    index = builder.phi(i64)
+    index.add_incoming(ir.Constant(i64, 0), entry)
+    phis = []
+    for value in carried:
+        phi = builder.phi(value.type)
+        phi.add_incoming(value, entry)
+        phis.append(phi)
+    builder.cbranch(builder.icmp_signed("<", index, count), block, done)
+    builder.position_at_end(block)
+    updated = body(index, phis)
+    end = builder.basic_block
+    index.add_incoming(builder.add(index, ir.Constant(i64, 1)), end)
+    for phi, value in zip(phis, updated):
+        phi.add_incoming(value, end)
+    builder.branch(head)
+    builder.position_at_end(done)
+    return phis
+
+
+def _load_f64x8(builder, context, element_type, pointer, element_index):
+    """Eight consecutive elements from ``pointer`` (element type ``element_type``), as <8 x double>."""
+    f64 = ir.DoubleType()
+    llvm_element = context.get_value_type(element_type)
+    vector_type = ir.VectorType(llvm_element, 8)
+    address = builder.bitcast(builder.gep(builder.bitcast(pointer, llvm_element.as_pointer()),
+                                          [element_index]), vector_type.as_pointer())
+    value = builder.load(address, align=element_type.bitwidth // 8, typ=vector_type)
+    if llvm_element != f64:
+        value = builder.fpext(value, ir.VectorType(f64, 8))     # exact
+    return value
+
+
+def _splat(builder, scalar):
+    vector_type = ir.VectorType(scalar.type, 8)
+    single = builder.insert_element(ir.Constant(vector_type, ir.Undefined), scalar,
+                                    ir.Constant(ir.IntType(32), 0))
+    return builder.shuffle_vector(single, ir.Constant(vector_type, ir.Undefined),
+                                  ir.Constant(ir.VectorType(ir.IntType(32), 8), [0] * 8))
 
 
 @intrinsic
-def _prefetch_ir(typingctx, address):
+def _margin_blocks_ir(typingctx, addresses, row, like, theta, n_blocks, margin):
     def codegen(context, builder, signature, args):
-        i32 = ir.IntType(32)
-        function_type = ir.FunctionType(ir.VoidType(), [cgutils.voidptr_t, i32, i32, i32])
-        function = cgutils.get_or_insert_function(builder.module, function_type, "llvm.prefetch.p0")
-        # read access, keep in all cache levels (locality 3), data cache
-        builder.call(function, [builder.inttoptr(args[0], cgutils.voidptr_t), ir.Constant(i32, 0),
-                                ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        addresses_type, _, like_type, theta_type, _, margin_type = signature.args
+        address_data = context.make_array(addresses_type)(context, builder, args[0]).data
+        theta_array = context.make_array(theta_type)(context, builder, args[3])
+        theta_data = theta_array.data
+        n_features = builder.extract_value(theta_array.shape, 0)
+        margin_data = context.make_array(margin_type)(context, builder, args[5]).data
+        row_value, n_blocks_value = args[1], args[4]
+        element = like_type.dtype
+        i64 = ir.IntType(64)
+        f64 = ir.DoubleType()
+        vector = ir.VectorType(f64, 8)
+        zero = ir.Constant(vector, [0.0] * 8)
+        byte_pointer = ir.IntType(8).as_pointer()
+
+        def block_body(block, _):
+            first_row = builder.add(row_value, builder.mul(block, ir.Constant(i64, MARGIN_BLOCK)))
+
+            def feature_body(j, accumulators):
+                address = builder.load(builder.gep(address_data, [j]))
+                column = builder.inttoptr(address, byte_pointer)
+                t = _splat(builder, builder.load(builder.gep(theta_data, [j])))
+                out = []
+                for part, accumulator in enumerate(accumulators):
+                    index = builder.add(first_row, ir.Constant(i64, 8 * part))
+                    x = _load_f64x8(builder, context, element, column, index)
+                    # fmul then fadd, no fast-math flags: never contracted into an FMA
+                    out.append(builder.fadd(accumulator, builder.fmul(t, x)))
+                return out
+            sums = _ir_loop(builder, n_features, [zero] * (MARGIN_BLOCK // 8), feature_body)
+            for part, value in enumerate(sums):
+                index = builder.add(builder.mul(block, ir.Constant(i64, MARGIN_BLOCK)),
+                                    ir.Constant(i64, 8 * part))
+                target = builder.bitcast(builder.gep(margin_data, [index]), vector.as_pointer())
+                builder.store(value, target, align=8)
+            return []
+        _ir_loop(builder, n_blocks_value, [], block_body)
         return context.get_dummy_value()
-    return types.none(address), codegen
+    return types.none(addresses, row, like, theta, n_blocks, margin), codegen
 
 
-@overload(prefetch, jit_options=dict(nogil=True))
-def _prefetch_impl(address):
-    def impl(address):
-        _prefetch_ir(np.int64(address))
+@intrinsic
+def _lane_blocks_group_ir(typingctx, weight, addresses, first_column, row, like, n_blocks, lanes):
+    def codegen(context, builder, signature, args):
+        weight_type, addresses_type, _, _, like_type, _, lanes_type = signature.args
+        weight_data = context.make_array(weight_type)(context, builder, args[0]).data
+        address_data = context.make_array(addresses_type)(context, builder, args[1]).data
+        lanes_data = context.make_array(lanes_type)(context, builder, args[6]).data
+        first_column_value, row_value, n_blocks_value = args[2], args[3], args[5]
+        element = like_type.dtype
+        i64 = ir.IntType(64)
+        f64 = ir.DoubleType()
+        vector = ir.VectorType(f64, 8)
+        zero = ir.Constant(vector, [0.0] * 8)
+        byte_pointer = ir.IntType(8).as_pointer()
+        columns = []
+        for g in range(GRADIENT_GROUP):
+            index = builder.add(first_column_value, ir.Constant(i64, g))
+            columns.append(builder.inttoptr(builder.load(builder.gep(address_data, [index])),
+                                            byte_pointer))
+
+        def body(block, accumulators):
+            first = builder.mul(block, ir.Constant(i64, LANES))
+            out = []
+            for half in range(LANES // 8):
+                lane_row = builder.add(first, ir.Constant(i64, 8 * half))
+                w = _load_f64x8(builder, context, weight_type.dtype, weight_data, lane_row)
+                for g in range(GRADIENT_GROUP):
+                    x = _load_f64x8(builder, context, element, columns[g],
+                                    builder.add(row_value, lane_row))
+                    accumulator = accumulators[g * (LANES // 8) + half]
+                    out.append((g * (LANES // 8) + half,
+                                builder.fadd(accumulator, builder.fmul(w, x))))
+            return [value for _, value in sorted(out, key=lambda pair: pair[0])]
+        sums = _ir_loop(builder, n_blocks_value, [zero] * (GRADIENT_GROUP * LANES // 8), body)
+        for slot, value in enumerate(sums):
+            target = builder.bitcast(builder.gep(lanes_data, [ir.Constant(i64, 8 * slot)]),
+                                     vector.as_pointer())
+            builder.store(value, target, align=8)
+        return context.get_dummy_value()
+    return (types.none(weight, addresses, first_column, row, like, n_blocks, lanes), codegen)
+
+
+@overload(margin_blocks, jit_options=dict(nogil=True))
+def _margin_blocks_impl(addresses, row, like, theta, n_blocks, margin):
+    def impl(addresses, row, like, theta, n_blocks, margin):
+        _margin_blocks_ir(addresses, np.int64(row), like, theta, np.int64(n_blocks), margin)
+    return impl
+
+
+@overload(lane_blocks_group, jit_options=dict(nogil=True))
+def _lane_blocks_group_impl(weight, addresses, first_column, row, like, n_blocks, lanes):
+    def impl(weight, addresses, first_column, row, like, n_blocks, lanes):
+        _lane_blocks_group_ir(weight, addresses, np.int64(first_column), np.int64(row), like,
+                              np.int64(n_blocks), lanes)
     return impl

@@ -1,17 +1,19 @@
 """Fused minibatch projected SGD over one chunk of rows (docs/internals.md "One SGD update").
 
 Layout and order of work per batch of m rows (why it is fast):
-1. margins u_i for all rows: features outer, rows inner (a vectorized axpy per feature column);
+1. margins u_i: blocks of 32 rows held in four vector registers while the loop runs over all the
+   features (``_lowlevel.margin_blocks``, LLVM IR), each sum from +0.0 in feature order;
 2. per-row scalars (a_i, c_i) in a loop without branches on the data, so the hand-written
    ``fast_exp`` vectorizes (the logistic derivatives loop over k and stay scalar);
 3. sums over rows with ``_dot_lanes``: row i goes to lane i % 16 (two 8-wide vector
    accumulators written in LLVM IR, ``_lowlevel.lane_blocks``), then a fixed tree over the
    lanes.  That vectorizes without ``fastmath`` and its order depends on m only, not on the
    column dtype, so a batch straddling two chunks (computed from the float64 carry buffer)
-   equals the same rows computed in place.
-The per-batch step ``_batch`` is inlined into the chunk loop: called, it would increment and
-decrement the reference count of each of its ~20 array arguments (atomic operations) per batch.
-For many columns (p >= 24) the chunk loop prefetches each column 8 batches ahead.
+   equals the same rows computed in place.  The gradient takes 4 columns per pass over the row
+   weights (``_lowlevel.lane_blocks_group``), with the same bits as one column at a time.
+The per-batch step ``_batch`` and its helpers are inlined into the chunk loop: called, a compiled
+function increments and decrements the reference count of each array argument (atomic
+operations, ~40 per batch), which costs as much as the arithmetic of a small batch.
 
 Columns (and the labels) come in as addresses (see ``_lowlevel.column_view``); ``like`` is an
 empty array of the column dtype (float32 or float64).  So one compiled kernel per (feature dtype,
@@ -29,7 +31,8 @@ import math
 
 import numpy as np
 
-from ._lowlevel import LANES, column_view, lane_blocks, prefetch
+from ._lowlevel import (GRADIENT_GROUP, LANES, MARGIN_BLOCK, column_view, lane_blocks,
+                        lane_blocks_group, margin_blocks)
 from ._options import jit, jit_inline
 from .fastexp import fast_exp
 
@@ -44,15 +47,17 @@ C_STEP, C_NAVG, C_CARRY, C_TRACE = 0, 1, 2, 3
 
 NO_DIVERGENCE = -1
 
-# Software prefetch for many columns (measured on the project machine: with p = 100 float32
-# columns a batch-by-batch pass streams ~6 GB/s, ~10 GB/s with prefetch 8 batches ahead, while
-# at p <= 10 the hardware prefetcher alone reaches ~30 GB/s and explicit prefetches slow it down)
-PREFETCH_MIN_FEATURES = 24
-PREFETCH_BATCHES_AHEAD = 8
-CACHE_LINE = 64
+
+@jit_inline
+def _lane_total(lanes, base):
+    """The fixed combine tree of the LANES lanes at lanes[base:base + LANES]."""
+    return ((((lanes[base + 0] + lanes[base + 8]) + (lanes[base + 4] + lanes[base + 12]))
+             + ((lanes[base + 2] + lanes[base + 10]) + (lanes[base + 6] + lanes[base + 14])))
+            + (((lanes[base + 1] + lanes[base + 9]) + (lanes[base + 5] + lanes[base + 13]))
+               + ((lanes[base + 3] + lanes[base + 11]) + (lanes[base + 7] + lanes[base + 15]))))
 
 
-@jit
+@jit_inline
 def _dot_lanes(weight, column, m, lanes):
     """sum_i weight[i] * column[i] for i < m, products in float64, in a fixed order set by m.
 
@@ -66,32 +71,39 @@ def _dot_lanes(weight, column, m, lanes):
     first = n_blocks * LANES
     for k in range(m - first):
         lanes[k] += weight[first + k] * np.float64(column[first + k])
-    return ((((lanes[0] + lanes[8]) + (lanes[4] + lanes[12]))
-             + ((lanes[2] + lanes[10]) + (lanes[6] + lanes[14])))
-            + (((lanes[1] + lanes[9]) + (lanes[5] + lanes[13]))
-               + ((lanes[3] + lanes[11]) + (lanes[7] + lanes[15]))))
+    return _lane_total(lanes, 0)
 
 
-@jit
+@jit_inline
 def _sum_lanes(values, m, lanes, ones):
     """sum_i values[i] for i < m, in the order of ``_dot_lanes`` (products with 1.0 are exact)."""
     return _dot_lanes(values, ones, m, lanes)
 
 
-@jit
+@jit_inline
 def _margins(addresses, like, offset, m, theta, intercept, fit_intercept, margin):
-    """margin[i] = theta^T x_i (+ b): one vectorized pass per feature, features in order."""
+    """margin[i] = theta^T x_i (+ b), each sum from +0.0 over the features in order.
+
+    Blocks of MARGIN_BLOCK rows stay in registers over all the features (``margin_blocks``);
+    the rows after the last full block take one pass per feature, in the same order.
+    """
     n_features = theta.shape[0]
-    for i in range(m):
-        margin[i] = 0.0
-    # views start at the batch's first row: indices are then plain loop counters, which LLVM
-    # knows are non-negative (an "offset + i" index keeps Numba's negative-index wraparound
-    # select in the loop and stops vectorization)
-    for j in range(n_features):
-        column = column_view(addresses[j] + offset * like.itemsize, m, like)
-        t = theta[j]
-        for i in range(m):
-            margin[i] += t * np.float64(column[i])
+    n_blocks = m // MARGIN_BLOCK
+    margin_blocks(addresses, offset, like, theta, n_blocks, margin)
+    first = n_blocks * MARGIN_BLOCK
+    rest = m - first
+    if rest > 0:
+        for i in range(rest):
+            margin[first + i] = 0.0
+        # views start at the first row of the rest: indices are then plain loop counters, which
+        # LLVM knows are non-negative (an "offset + i" index keeps Numba's negative-index
+        # wraparound select in the loop and stops vectorization)
+        tail = margin[first:m]
+        for j in range(n_features):
+            column = column_view(addresses[j] + (offset + first) * like.itemsize, rest, like)
+            t = theta[j]
+            for i in range(rest):
+                tail[i] += t * np.float64(column[i])
     if fit_intercept:
         b = intercept[0]
         for i in range(m):
@@ -146,7 +158,7 @@ def _logistic_scalars(z, w, tau, truncation, label_tilde, private, eulerian):
     return a, c
 
 
-@jit
+@jit_inline
 def _row_scalars(loss, iwp, y, m, margin, tau, label_tilde, truncation, eulerian,
                  weight, curvature):
     """weight[i] = coefficient of x_i in the row gradient (a_i y_i, or u_i - y_i), curvature[i] = c_i.
@@ -204,7 +216,7 @@ def _row_scalars(loss, iwp, y, m, margin, tau, label_tilde, truncation, eulerian
 @jit_inline
 def _batch(addresses, like, y, offset, m, fparams, iparams, noise_var, eulerian,
            theta, theta_avg, intercept, intercept_avg, counters, telemetry, trace, trace_steps,
-           margin, weight, curvature, gradient, lanes, ones):
+           margin, weight, curvature, gradient, lanes, group_lanes, ones):
     """One SGD update on rows [offset, offset + m) of the columns.  Returns False on divergence."""
     label_tilde = fparams[0]
     alpha = fparams[1]
@@ -234,14 +246,32 @@ def _batch(addresses, like, y, offset, m, fparams, iparams, noise_var, eulerian,
     # 3. mean gradient
     mean_curvature = _sum_lanes(curvature, m, lanes, ones) / m if iwp else 0.0
     norm_sq = 0.0
-    for j in range(n_features):
-        column = column_view(addresses[j] + offset * like.itemsize, m, like)
-        g = _dot_lanes(weight, column, m, lanes) / m
-        if iwp:
-            g = g - mean_curvature * (noise_var[j] * theta[j])
-        g = g + alpha * theta[j]
-        gradient[j] = g
-        norm_sq += g * g
+    n_blocks = m // LANES
+    first = n_blocks * LANES
+    j = 0
+    while j < n_features:
+        if j + GRADIENT_GROUP <= n_features:
+            # GRADIENT_GROUP columns per pass over the row weights (same bits as one by one)
+            lane_blocks_group(weight, addresses, j, offset, like, n_blocks, group_lanes)
+            group = GRADIENT_GROUP
+        else:
+            group = 1
+        for g in range(group):
+            column = column_view(addresses[j] + offset * like.itemsize, m, like)
+            if group == 1:
+                total = _dot_lanes(weight, column, m, lanes)
+            else:
+                base = LANES * g
+                for k in range(m - first):
+                    group_lanes[base + k] += weight[first + k] * np.float64(column[first + k])
+                total = _lane_total(group_lanes, base)
+            grad = total / m
+            if iwp:
+                grad = grad - mean_curvature * (noise_var[j] * theta[j])
+            grad = grad + alpha * theta[j]
+            gradient[j] = grad
+            norm_sq += grad * grad
+            j += 1
     gradient_b = _sum_lanes(weight, m, lanes, ones) / m if fit_intercept else 0.0
     norm_sq += gradient_b * gradient_b
     # 4-5. step
@@ -325,6 +355,7 @@ def sgd_chunk(addresses, like, y_address, y_like, n_rows, carry_addresses, carry
     curvature = np.empty(batch_size)
     gradient = np.empty(n_features)
     lanes = np.empty(LANES)
+    group_lanes = np.empty(GRADIENT_GROUP * LANES)
     ones = np.ones(batch_size)
     position = 0
     carried = counters[C_CARRY]
@@ -344,23 +375,14 @@ def sgd_chunk(addresses, like, y_address, y_like, n_rows, carry_addresses, carry
             if not _batch(carry_addresses, carry_like, carry_y, 0, batch_size, fparams, iparams,
                           noise_var, eulerian, theta, theta_avg, intercept, intercept_avg,
                           counters, telemetry, trace, trace_steps, margin, weight, curvature,
-                          gradient, lanes, ones):
+                          gradient, lanes, group_lanes, ones):
                 return np.int64(rows_before) + batch_size - 1
             counters[C_CARRY] = 0
-    prefetching = n_features >= PREFETCH_MIN_FEATURES
-    batch_bytes = batch_size * like.itemsize
     while position + batch_size <= n_rows:
-        if prefetching:
-            ahead = position + PREFETCH_BATCHES_AHEAD * batch_size
-            if ahead + batch_size <= n_rows:
-                for j in range(n_features):
-                    start = addresses[j] + ahead * like.itemsize
-                    for line in range(0, batch_bytes, CACHE_LINE):
-                        prefetch(start + line)
         rows_before = telemetry[T_ROWS]
         if not _batch(addresses, like, y, position, batch_size, fparams, iparams, noise_var,
                       eulerian, theta, theta_avg, intercept, intercept_avg, counters, telemetry,
-                      trace, trace_steps, margin, weight, curvature, gradient, lanes, ones):
+                      trace, trace_steps, margin, weight, curvature, gradient, lanes, group_lanes, ones):
             return np.int64(rows_before) + batch_size - 1
         position += batch_size
     rest = n_rows - position
@@ -389,11 +411,12 @@ def sgd_finish(carry_addresses, carry_like, fparams, iparams, noise_var, euleria
     curvature = np.empty(carried)
     gradient = np.empty(n_features)
     lanes = np.empty(LANES)
+    group_lanes = np.empty(GRADIENT_GROUP * LANES)
     ones = np.ones(carried)
     rows_before = telemetry[T_ROWS]
     if not _batch(carry_addresses, carry_like, carry_y, 0, carried, fparams, iparams, noise_var,
                   eulerian, theta, theta_avg, intercept, intercept_avg, counters, telemetry,
-                  trace, trace_steps, margin, weight, curvature, gradient, lanes, ones):
+                  trace, trace_steps, margin, weight, curvature, gradient, lanes, group_lanes, ones):
         return np.int64(rows_before) + carried - 1
     counters[C_CARRY] = 0
     return NO_DIVERGENCE
@@ -418,3 +441,13 @@ def first_invalid_label(y):
                 if np.float64(abs(y[i])) != 1.0:
                     return i
     return -1
+
+
+@jit
+def reduction_blocks(weight, column, addresses, like, theta, lanes, group_lanes, margin):
+    """The IR reduction blocks of one batch, compiled (for tests/test_kernels.py, which checks
+    them bit for bit against their plain-Python definitions in ``_lowlevel``)."""
+    m = weight.shape[0]
+    lane_blocks(weight, column, m // LANES, lanes)
+    lane_blocks_group(weight, addresses, 1, 16, like, (m - 16) // LANES, group_lanes)
+    margin_blocks(addresses, 8, like, theta, (m - 8) // MARGIN_BLOCK, margin)
