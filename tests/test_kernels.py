@@ -306,3 +306,27 @@ def test_ir_reductions_equal_their_python_definitions_bit_for_bit(dtype):
     for j in range(p):
         margin += theta[j] * X[j, 8:8 + rows].astype(np.float64)
     np.testing.assert_array_equal(expected[2][:rows], margin)
+
+
+def test_fma_rounds_once_like_exact_arithmetic():
+    # fast_exp's Horner steps are fused multiply-adds; the compiled llvm.fma and the plain-Python
+    # fallback (NUMBA_DISABLE_JIT) must both round the exact a*b + c once
+    from fractions import Fraction
+
+    from iwpfast._kernels.fastexp import fma_array
+
+    rng = np.random.default_rng(7)
+    n = 3000
+    a, b, c = (rng.standard_normal(n) * 10.0 ** rng.integers(-40, 40, n) for _ in range(3))
+    # products that cancel c almost exactly: where one rounding and two roundings differ most
+    c[: n // 3] = -(a[: n // 3] * b[: n // 3])
+    a[-3:], b[-3:], c[-3:] = [1e300, 1e-300, 0.0], [1e300, 1e-300, -1.0], [-np.inf, 1e-310, 0.0]
+    out = np.empty(n)
+    fma_array(a, b, c, out)
+    with np.errstate(over="ignore"):
+        finite = np.isfinite(a * b) & np.isfinite(c)
+    exact = [float(Fraction(x) * Fraction(y) + Fraction(z)) for x, y, z in
+             zip(a[finite], b[finite], c[finite])]
+    np.testing.assert_array_equal(out[finite], exact)
+    assert np.sum(out[: n // 3] != 0.0) > n // 10      # the cancelling cases keep the product error
+    assert out[-3] == -np.inf and out[-1] == 0.0

@@ -10,6 +10,8 @@ buffer alike, with no copy and no per-p specialization.  The caller keeps the ar
 from __future__ import annotations
 
 import ctypes
+import math
+from fractions import Fraction
 
 import numpy as np
 from llvmlite import ir
@@ -344,4 +346,60 @@ def _lane_blocks_group_impl(weight, addresses, first_column, row, like, n_blocks
     def impl(weight, addresses, first_column, row, like, n_blocks, lanes):
         _lane_blocks_group_ir(weight, addresses, np.int64(first_column), np.int64(row), like,
                               np.int64(n_blocks), lanes)
+    return impl
+
+
+def fma(a, b, c):
+    """a * b + c with one rounding.  Compiled, it is ``llvm.fma.f64``: one instruction on FMA
+    hardware, the same bits everywhere, and vectorizable (unlike contraction, which the kernels
+    leave off so that bits do not depend on what LLVM chose to fuse).  In plain Python (3.11 has
+    no math.fma; used under NUMBA_DISABLE_JIT) the product is split exactly into p + e (Dekker)
+    and ``math.fsum`` rounds p + e + c once; exact rational arithmetic where that could overflow
+    or underflow."""
+    a, b, c = float(a), float(b), float(c)
+    product = a * b
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return product + c                    # IEEE fma of an infinite or NaN factor
+    if not math.isfinite(c):
+        return c                              # the exact product is finite, even if a * b is not
+    if abs(a) < 2.0 ** 500 and abs(b) < 2.0 ** 500 and (product == 0.0 or abs(product) > 2.0 ** -900):
+        error = _product_error(a, b, product)
+        result = math.fsum((product, error, c))
+    else:
+        exact = Fraction(a) * Fraction(b) + Fraction(c)
+        try:
+            result = float(exact)               # correctly rounded
+        except OverflowError:
+            return math.copysign(math.inf, exact)
+    return result if result != 0.0 else product + c   # an exact zero takes IEEE's sign
+
+
+def _split(x):
+    """Veltkamp: x = high + low with each half fitting in 26 bits (exact)."""
+    t = 134217729.0 * x                       # 2^27 + 1
+    high = t - (t - x)
+    return high, x - high
+
+
+def _product_error(a, b, product):
+    """a * b - product, exactly (Dekker's two-product)."""
+    a_high, a_low = _split(a)
+    b_high, b_low = _split(b)
+    return ((a_high * b_high - product) + a_high * b_low + a_low * b_high) + a_low * b_low
+
+
+@intrinsic
+def _fma_ir(typingctx, a, b, c):
+    def codegen(context, builder, signature, args):
+        f64 = ir.DoubleType()
+        function = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(f64, [f64, f64, f64]), "llvm.fma.f64")
+        return builder.call(function, list(args))
+    return types.float64(types.float64, types.float64, types.float64), codegen
+
+
+@overload(fma, jit_options=dict(nogil=True))
+def _fma_impl(a, b, c):
+    def impl(a, b, c):
+        return _fma_ir(np.float64(a), np.float64(b), np.float64(c))
     return impl
