@@ -14,6 +14,9 @@ Layout and order of work per batch of m rows (why it is fast):
 The per-batch step ``_batch`` and its helpers are inlined into the chunk loop: called, a compiled
 function increments and decrements the reference count of each array argument (atomic
 operations, ~40 per batch), which costs as much as the arithmetic of a small batch.
+With many columns (p >= STAGE_MIN_FEATURES) complete batches run from a copy of the next 32 KiB
+of each column (``sgd_chunk``): p short runs per batch are more streams than the hardware
+prefetcher follows, long runs are not.
 
 Columns (and the labels) come in as addresses (see ``_lowlevel.column_view``); ``like`` is an
 empty array of the column dtype (float32 or float64).  So one compiled kernel per (feature dtype,
@@ -46,6 +49,12 @@ T_ROWS, T_BATCHES, T_PROJ, T_GMEAN, T_GM2, T_ENERGY, T_CAP = 0, 1, 2, 3, 4, 5, 6
 C_STEP, C_NAVG, C_CARRY, C_TRACE = 0, 1, 2, 3
 
 NO_DIVERGENCE = -1
+
+# With many columns a batch reads p short runs side by side, more streams than the hardware
+# prefetcher follows; the chunk loop then copies STAGE_COLUMN_BYTES of each column at a time
+# (measured at p = 100, 2M rows: float32 +25-50% with 32 KiB runs, float64 about even)
+STAGE_MIN_FEATURES = 24
+STAGE_COLUMN_BYTES = 32768
 
 
 @jit_inline
@@ -378,13 +387,41 @@ def sgd_chunk(addresses, like, y_address, y_like, n_rows, carry_addresses, carry
                           gradient, lanes, group_lanes, ones):
                 return np.int64(rows_before) + batch_size - 1
             counters[C_CARRY] = 0
+    staging = n_features >= STAGE_MIN_FEATURES
+    stage_batches = max(1, STAGE_COLUMN_BYTES // (batch_size * like.itemsize))
+    stage_rows = stage_batches * batch_size if staging else 0
+    stage = np.empty((n_features, stage_rows), like.dtype)
+    stage_addresses = np.empty(n_features, np.int64)
+    for j in range(n_features):
+        stage_addresses[j] = stage.ctypes.data + j * stage.strides[0]
     while position + batch_size <= n_rows:
-        rows_before = telemetry[T_ROWS]
-        if not _batch(addresses, like, y, position, batch_size, fparams, iparams, noise_var,
-                      eulerian, theta, theta_avg, intercept, intercept_avg, counters, telemetry,
-                      trace, trace_steps, margin, weight, curvature, gradient, lanes, group_lanes, ones):
-            return np.int64(rows_before) + batch_size - 1
-        position += batch_size
+        n_batches = (n_rows - position) // batch_size
+        if staging:
+            # many columns: copy the next stage_batches batches of each column (long sequential
+            # reads, which the hardware prefetcher follows) into the stage, then run them from
+            # there; same dtype, same values, so the same bits as in place
+            n_batches = min(n_batches, stage_batches)
+            rows = n_batches * batch_size
+            for j in range(n_features):
+                source = column_view(addresses[j] + position * like.itemsize, rows, like)
+                target = stage[j]
+                for i in range(rows):
+                    target[i] = source[i]
+            sources = stage_addresses
+            first_row = 0
+        else:
+            sources = addresses
+            first_row = position
+        # _batch reads rows [offset, offset + m) of the columns and of the labels
+        labels = y[position - first_row:]
+        for b in range(n_batches):
+            rows_before = telemetry[T_ROWS]
+            if not _batch(sources, like, labels, first_row + b * batch_size, batch_size, fparams,
+                          iparams, noise_var, eulerian, theta, theta_avg, intercept,
+                          intercept_avg, counters, telemetry, trace, trace_steps, margin, weight,
+                          curvature, gradient, lanes, group_lanes, ones):
+                return np.int64(rows_before) + batch_size - 1
+        position += n_batches * batch_size
     rest = n_rows - position
     if rest > 0:
         for j in range(n_features):
