@@ -167,7 +167,7 @@ def _logistic_scalars(z, w, tau, truncation, label_tilde, private, eulerian):
     return a, c
 
 
-@jit_inline
+@jit
 def _row_scalars(loss, iwp, y, m, margin, tau, label_tilde, truncation, eulerian,
                  weight, curvature):
     """weight[i] = coefficient of x_i in the row gradient (a_i y_i, or u_i - y_i), curvature[i] = c_i.
@@ -349,6 +349,17 @@ def _batch(addresses, like, y, offset, m, fparams, iparams, noise_var, eulerian,
 
 
 @jit
+def _batch_called(addresses, like, y, offset, m, fparams, iparams, noise_var, eulerian,
+                  theta, theta_avg, intercept, intercept_avg, counters, telemetry, trace,
+                  trace_steps, margin, weight, curvature, gradient, lanes, group_lanes, ones):
+    """``_batch`` as a called function, for the once-per-chunk batches (the carried one and the
+    last partial one): one more inlined copy of ``_batch`` would add seconds of compile time."""
+    return _batch(addresses, like, y, offset, m, fparams, iparams, noise_var, eulerian, theta,
+                  theta_avg, intercept, intercept_avg, counters, telemetry, trace, trace_steps,
+                  margin, weight, curvature, gradient, lanes, group_lanes, ones)
+
+
+@jit
 def sgd_chunk(addresses, like, y_address, y_like, n_rows, carry_addresses, carry_like, fparams,
               iparams, noise_var, eulerian, theta, theta_avg, intercept, intercept_avg, carry_X, carry_y,
               counters, telemetry, trace, trace_steps):
@@ -381,10 +392,10 @@ def sgd_chunk(addresses, like, y_address, y_like, n_rows, carry_addresses, carry
         counters[C_CARRY] = carried
         if carried == batch_size:
             rows_before = telemetry[T_ROWS]
-            if not _batch(carry_addresses, carry_like, carry_y, 0, batch_size, fparams, iparams,
-                          noise_var, eulerian, theta, theta_avg, intercept, intercept_avg,
-                          counters, telemetry, trace, trace_steps, margin, weight, curvature,
-                          gradient, lanes, group_lanes, ones):
+            if not _batch_called(carry_addresses, carry_like, carry_y, 0, batch_size, fparams,
+                                 iparams, noise_var, eulerian, theta, theta_avg, intercept,
+                                 intercept_avg, counters, telemetry, trace, trace_steps, margin,
+                                 weight, curvature, gradient, lanes, group_lanes, ones):
                 return np.int64(rows_before) + batch_size - 1
             counters[C_CARRY] = 0
     staging = n_features >= STAGE_MIN_FEATURES
@@ -451,9 +462,10 @@ def sgd_finish(carry_addresses, carry_like, fparams, iparams, noise_var, euleria
     group_lanes = np.empty(GRADIENT_GROUP * LANES)
     ones = np.ones(carried)
     rows_before = telemetry[T_ROWS]
-    if not _batch(carry_addresses, carry_like, carry_y, 0, carried, fparams, iparams, noise_var,
-                  eulerian, theta, theta_avg, intercept, intercept_avg, counters, telemetry,
-                  trace, trace_steps, margin, weight, curvature, gradient, lanes, group_lanes, ones):
+    if not _batch_called(carry_addresses, carry_like, carry_y, 0, carried, fparams, iparams,
+                         noise_var, eulerian, theta, theta_avg, intercept, intercept_avg, counters,
+                         telemetry, trace, trace_steps, margin, weight, curvature, gradient, lanes,
+                         group_lanes, ones):
         return np.int64(rows_before) + carried - 1
     counters[C_CARRY] = 0
     return NO_DIVERGENCE
