@@ -6,7 +6,7 @@ from . import add_subparser
 EXAMPLES = """\
   iwpfast demo                       # 10^6 synthetic rows, p = 10, (5, 1e-5)-LDP; table + iwpfast_demo.png
   iwpfast demo --rows 200000 --out /tmp/demo
-  iwpfast demo --real                # the shipped ACS 2024 income task (FL, NY, PA), lambda = 10
+  iwpfast demo --real                # the shipped ACS 2024 income task (FL, NY, PA), (10, 1e-5)-LDP
   iwpfast demo --epsilon 2 --features 2 --loss logistic
 
 How to read it: 'SGD on clean data' is what one would get without privacy; the naive head trains
@@ -29,10 +29,11 @@ def register(subparsers) -> None:
                    help="training rows (default 10^6; a clean test set of rows/5 is added). "
                         "With --real: cap on the ACS training rows (default: all)")
     p.add_argument("--features", type=int, default=10, help="p of the synthetic problem (default 10)")
-    p.add_argument("--epsilon", type=float, default=5.0,
-                   help="total LDP budget, split evenly between features and labels (default 5)")
+    p.add_argument("--epsilon", type=float, default=None,
+                   help="total LDP budget, split evenly between features and labels "
+                        "(default 5; 10 with --real)")
     p.add_argument("--loss", default="exponential", help="exponential (default), logistic or quadratic")
-    p.add_argument("--alpha", type=float, default=None, help="lambda (default: the paper's, 5; 10 with --real)")
+    p.add_argument("--alpha", type=float, default=None, help="lambda (default: the paper's, 5; 0.5 with --real)")
     p.add_argument("--learning-rate", type=float, default=None,
                    help="step (default: max(1e-4, 4 / (lambda * updates)))")
     p.add_argument("--out", default=".", metavar="DIR", help="where to write the plot (default: .)")
