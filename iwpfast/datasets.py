@@ -7,7 +7,8 @@
 * :func:`load_acs` -- the shipped ACS 2024 person data (Florida, New York, Pennsylvania), with the
   paper's feature sets and *declared* public ranges (:data:`ACS_FEATURE_RANGES`), never ranges read
   from the data: a range computed from private data would leak it.
-* :func:`scale_to_unit` -- clip raw columns to declared ranges and map them affinely onto [-1, 1].
+* :func:`scale_to_unit` -- clip raw columns to declared ranges and map them affinely onto [-1, 1]
+  (the release's :class:`~iwpfast.privacy.RangeScaler` on arrays).
 
 Example::
 
@@ -266,13 +267,16 @@ def load_acs(task: str = "income") -> ACSData:
     )
 
 
-def scale_to_unit(X: np.ndarray, ranges, *, clip: bool = True) -> np.ndarray:
-    """Map raw columns onto [-1, 1] from declared ranges: ``2 (x - lo) / (hi - lo) - 1``.
+def scale_to_unit(X: np.ndarray, ranges) -> np.ndarray:
+    """Map raw columns onto [-1, 1] from declared ranges, clipping values outside a range to it.
 
-    ``X`` is (n, p) or (n,); ``ranges`` is (p, 2) (or one (lo, hi) pair for a 1-D ``X``).
-    Values outside a range are clipped to it first (``clip=True``), so the scaled data is bounded
-    whatever the raw data holds -- the release's norm bound depends on it.
+    ``X`` is (n, p) or (n,); ``ranges`` is (p, 2) (or one (lo, hi) pair for a 1-D ``X``). The map
+    is the release's own (:class:`iwpfast.privacy.RangeScaler`), so clean data scaled here lines up
+    with a released file to the last bit; the result is float64 and bounded whatever the raw data
+    holds -- the release's norm bound depends on it.
     """
+    from .privacy import RangeScaler, parse_ranges
+
     X = np.asarray(X, dtype=np.float64)
     ranges = np.asarray(ranges, dtype=np.float64)
     one_d = X.ndim == 1
@@ -283,14 +287,9 @@ def scale_to_unit(X: np.ndarray, ranges, *, clip: bool = True) -> np.ndarray:
             f"ranges has {ranges.shape[0]} (lo, hi) pairs but X has {X2.shape[1]} columns; "
             "give one declared range per column"
         )
-    lo, hi = ranges[:, 0], ranges[:, 1]
-    bad = np.flatnonzero(~(hi > lo))
-    if bad.size:
-        j = int(bad[0])
-        raise InvalidInputError(
-            f"range of column {j} is ({lo[j]}, {hi[j]}): the upper end must exceed the lower end"
-        )
-    if clip:
-        X2 = np.clip(X2, lo, hi)
-    out = 2.0 * (X2 - lo) / (hi - lo) - 1.0
+    names = [f"column {j}" for j in range(X2.shape[1])]
+    scaler = RangeScaler(names, parse_ranges(dict(zip(names, ranges.tolist()))))
+    out = np.empty_like(X2)
+    for j in range(X2.shape[1]):  # one vectorized pass per column
+        scaler.scale_into(j, X2[:, j], out[:, j])
     return out[:, 0] if one_d else out
