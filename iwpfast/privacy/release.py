@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..exceptions import InvalidInputError, ReleaseSpecError
-from .mechanisms import GaussianTargetMechanism, RandomizedResponse
+from .mechanisms import _CLIP_SAFETY, GaussianTargetMechanism, RandomizedResponse
 from .scaling import RangeScaler, ranges_from_data as _ranges_from_data_warned
 from .spec import METADATA_KEY, ReleaseSpec
 
@@ -33,6 +33,11 @@ DEFAULT_BATCH_ROWS = 1 << 18
 # Values per sub-block: 2^18 (1 MiB of float32) stay in the L2 cache between the noise generation
 # and the addition (measured: 32k rows at p = 10 ~10% faster than 4k-8k rows, flat above).
 _SUB_VALUES = 1 << 18
+_LABEL_SUB_ROWS = 1 << 15
+# Below this many rows the NumPy path is used: importing Numba and loading the cached kernels
+# costs more than the kernels save (measured, docs/release.md "Speed").
+FUSED_MIN_ROWS = 1 << 20
+KERNELS = ("auto", "fused", "numpy")
 # Below this many rows per chunk a second thread costs more than it saves.
 _MIN_ROWS_PER_THREAD = 1 << 15
 ON_INVALID = ("error", "drop")
@@ -91,7 +96,8 @@ def _numeric_kind(arrow_type) -> str | None:
 class _Privatizer:
     """Per-release state: mechanisms, one random stream and scratch buffer per thread, counters."""
 
-    def __init__(self, spec: ReleaseSpec, seed, threads: int | None):
+    def __init__(self, spec: ReleaseSpec, seed, threads: int | None, kernel: str = "auto",
+                 expected_rows: int | None = None):
         self.spec = spec
         self.p = len(spec.features)
         self.dtype = np.dtype(spec.feature_dtype)
@@ -108,6 +114,21 @@ class _Privatizer:
         self.sub_rows = max(1024, _SUB_VALUES // self.p)
         self.scratch = [np.empty(self.p * self.sub_rows, dtype=self.dtype) for _ in range(self.n_threads)]
         self.pool = ThreadPoolExecutor(self.n_threads - 1) if self.n_threads > 1 else None
+        self.fused = _use_fused_kernels(kernel, self.dtype, expected_rows)
+        if self.fused:
+            from .._kernels import release as kernels  # imports Numba: only when the kernels run
+
+            self.kernels = kernels
+            # the NumPy path's blocks: each block's noise is the same stretch of the stream
+            self.fused_rows = self.sub_rows
+            # per thread: float64 row norms, float32 clip factors, float64 uniforms for the labels
+            self.norm2 = [np.empty(self.fused_rows, dtype=np.float64) for _ in range(self.n_threads)]
+            self.factor = [np.empty(self.fused_rows, dtype=np.float32) for _ in range(self.n_threads)]
+            self.uniforms = [np.empty(_LABEL_SUB_ROWS, dtype=np.float64) for _ in range(self.n_threads)]
+            # the scalars exactly as RangeScaler.scale_into rounds them (see _kernels/release.py)
+            self.inv_half = [np.float32(1.0 / h) for h in self.scaler.half]
+            self.mid64 = [float(m) for m in self.scaler.mid]
+            self.mid32 = [np.float32(m) for m in self.scaler.mid]
         self.label_encoding: str | None = None  # "01" or "pm1" once seen; bools are "01"
         self.rows_clipped = 0
         self.targets_clipped = 0
@@ -129,6 +150,7 @@ class _Privatizer:
         invalid = None
         arrays = {}
         extremes = {}
+        known = self._float_extremes(batch, names)
         for name in names:
             arr = batch.column(name)
             kind = _numeric_kind(arr.type)
@@ -152,8 +174,11 @@ class _Privatizer:
                 arr_filled = arr
             values = arr_filled.to_numpy(zero_copy_only=False)
             if kind == "float" and values.size:
-                with np.errstate(invalid="ignore"):
-                    lo, hi = values.min(), values.max()
+                if name in known and not arr.null_count:
+                    lo, hi = known[name]
+                else:
+                    with np.errstate(invalid="ignore"):
+                        lo, hi = values.min(), values.max()
                 extremes[name] = (lo, hi)  # reused by the range count below
                 if not (math.isfinite(lo) and math.isfinite(hi)):
                     nonfinite = ~np.isfinite(values)
@@ -185,6 +210,33 @@ class _Privatizer:
             if spec.task == "classification":
                 self._check_binary(origin, label)
         return features, label, dropped
+
+    def _float_extremes(self, batch, names) -> dict:
+        """(min, max) of the null-free float columns, half of them on the pool's thread.
+
+        The finiteness check needs them before any noise; computed serially they cost ~3% of
+        the in-memory release at p = 10, and 2 threads halve that.
+        """
+        import pyarrow as pa
+
+        if self.pool is None or batch.num_rows < 2 * _MIN_ROWS_PER_THREAD:
+            return {}
+        columns = [
+            (name, batch.column(name)) for name in names
+            if pa.types.is_floating(batch.column(name).type) and not batch.column(name).null_count
+        ]
+        if len(columns) < 2:
+            return {}
+
+        def extremes(items):
+            with np.errstate(invalid="ignore"):
+                return {n: (v.min(), v.max()) for n, v in
+                        ((n, a.to_numpy(zero_copy_only=False)) for n, a in items)}
+
+        other = self.pool.submit(extremes, columns[1::2])
+        found = extremes(columns[0::2])
+        found.update(other.result())
+        return found
 
     def _label_error(self, origin, values, reason: str):
         import pyarrow as pa
@@ -247,23 +299,28 @@ class _Privatizer:
         spec = self.spec
         mech = spec.feature_mechanism
         rng = self.rngs[k]
-        scratch = self.scratch[k]
         p = self.p
         clipped = 0
-        sub = self.sub_rows
-        for s in range(r0, r1, sub):
-            e = min(s + sub, r1)
-            X = out[:, s:e]
-            for j in range(p):
-                self.scaler.scale_into(j, features[j][s:e], X[j])
-            clipped += mech.clip_(X, coords_in_unit=True)
-            mech.add_noise_(X, rng, scratch[: p * (e - s)].reshape(p, e - s))
+        if self.fused:
+            clipped = self._features_fused(k, features, r0, r1, out)
+        else:
+            scratch = self.scratch[k]
+            sub = self.sub_rows
+            for s in range(r0, r1, sub):
+                e = min(s + sub, r1)
+                X = out[:, s:e]
+                for j in range(p):
+                    self.scaler.scale_into(j, features[j][s:e], X[j])
+                clipped += mech.clip_(X, coords_in_unit=True)
+                mech.add_noise_(X, rng, scratch[: p * (e - s)].reshape(p, e - s))
         targets = 0
         if label is not None:
             y = label[r0:r1]
             y_out = label_out[r0:r1]
             lm = spec.label_mechanism
-            if spec.task == "classification":
+            if spec.task == "classification" and self.fused and isinstance(lm, RandomizedResponse):
+                self._labels_fused(k, y, y_out, lm.keep_probability)
+            elif spec.task == "classification":
                 if self.label_encoding == "pm1":
                     np.copyto(y_out, y, casting="unsafe")
                 else:  # {0, 1} or bool (an all-ones chunk maps to +1 either way)
@@ -276,6 +333,69 @@ class _Privatizer:
                 if isinstance(lm, GaussianTargetMechanism):
                     targets = lm.apply_(y_out, rng)
         return clipped, targets
+
+
+    def _features_fused(self, k, features, r0, r1, out) -> int:
+        """The fused twin of the NumPy loop in ``_part``: same random stream use, same bits.
+
+        Per block: row norms (only when clipping is possible), clip factors, then per column the
+        noise straight into the output row and one kernel pass that adds the clipped value.
+        """
+        K = self.kernels
+        mech = self.spec.feature_mechanism
+        rng = self.rngs[k]
+        p = self.p
+        # |scaled coordinate| <= 1, so no vector can exceed the ball when bound**2 >= p.
+        need_norm = mech.bound * mech.bound < p
+        limit = mech.bound * _CLIP_SAFETY
+        sigma = np.float32(mech.sigma)
+        norm2_all, factor_all = self.norm2[k], self.factor[k]
+        mids = [self.mid32[j] if features[j].dtype == np.float32 else self.mid64[j] for j in range(p)]
+        inv_half = self.inv_half
+        clipped = 0
+        sub = self.fused_rows
+        for s in range(r0, r1, sub):
+            e = min(s + sub, r1)
+            m = e - s
+            norm2, factor = norm2_all[:m], factor_all[:m]
+            count = 0
+            if need_norm:
+                for j in range(p):
+                    K.scaled_norm2_f32(features[j][s:e], mids[j], inv_half[j], norm2, j > 0)
+                count = K.clip_factors_f32(norm2, limit, factor)
+                clipped += count
+            for j in range(p):
+                row = out[j, s:e]
+                rng.standard_normal(dtype=np.float32, out=row)
+                K.finish_f32(features[j][s:e], mids[j], inv_half[j], factor, count > 0, sigma, row)
+        return clipped
+
+    def _labels_fused(self, k, y, y_out, keep_probability) -> None:
+        """Randomized response in blocks: the same float64 uniforms as ``RandomizedResponse.apply``."""
+        uniforms = self.uniforms[k]
+        rng = self.rngs[k]
+        zero_one = self.label_encoding != "pm1"
+        for s in range(0, y.shape[0], _LABEL_SUB_ROWS):
+            e = min(s + _LABEL_SUB_ROWS, y.shape[0])
+            u = uniforms[: e - s]
+            rng.random(out=u)
+            self.kernels.randomized_response(y[s:e], zero_one, u, keep_probability, y_out[s:e])
+
+
+def _use_fused_kernels(kernel: str, dtype, expected_rows) -> bool:
+    if kernel not in KERNELS:
+        raise InvalidInputError(f"kernel must be one of {KERNELS}, got {kernel!r}; use 'auto' (default)")
+    if kernel == "numpy":
+        return False
+    if dtype != np.float32:
+        if kernel == "fused":
+            raise InvalidInputError(
+                f"kernel='fused' supports feature_dtype float32 only, got {dtype}; use kernel='auto'"
+            )
+        return False
+    if kernel == "fused":
+        return True
+    return expected_rows is None or expected_rows >= FUSED_MIN_ROWS
 
 
 def _output_schema(spec: ReleaseSpec, metadata: dict | None = None):
@@ -345,7 +465,8 @@ def _fill_ranges_from_data(spec: ReleaseSpec, src) -> ReleaseSpec:
 def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET, *, ranges=None,
             seed=None, overwrite: bool = False, on_invalid: str = "error", format: str | None = None,
             compression: str | None = "auto", batch_rows: int = DEFAULT_BATCH_ROWS,
-            threads: int | None = None, progress: bool | None = False) -> ReleaseResult:
+            threads: int | None = None, progress: bool | None = False,
+            kernel: str = "auto") -> ReleaseResult:
     """Release ``source`` under local DP into ``destination`` (Parquet, or Arrow IPC).
 
     source: anything :func:`iwpfast.io.sources.open_source` reads (Parquet/IPC/CSV path or
@@ -367,6 +488,10 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
         snappy saved 0.01% of the size for 15% more write time), labels snappy; or one codec for
         every column ("snappy", "zstd", "lz4", None).  IPC: "lz4"/"zstd" or none.
     threads: noise threads (default min(2, cores)).  progress: tqdm bar (None = only on a tty).
+    kernel: "auto" (default): the fused Numba kernels for float32 features from
+        ``FUSED_MIN_ROWS`` rows on (or when the row count is unknown), NumPy below that (importing
+        Numba costs more than it saves on small data); "fused" or "numpy" to force one.  Both give
+        the same bits for the same seed.
 
     Returns a :class:`ReleaseResult` (counts of dropped/clipped rows: private, do not publish).
     """
@@ -397,7 +522,7 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
     # otherwise the writer fixes the metadata at the end (free for Parquet, a rewrite for IPC).
     expected_rows = src.num_rows if on_invalid == "error" else None
     schema = _output_schema(spec, {METADATA_KEY: spec.to_json(expected_rows)})
-    engine = _Privatizer(spec, seed, threads)
+    engine = _Privatizer(spec, seed, threads, kernel, src.num_rows)
     result = ReleaseResult(destination=Path(destination), spec=spec)
     t0 = time.perf_counter()
     bar = _progress_bar(src.num_rows, progress)
@@ -504,13 +629,13 @@ class _NoBar:
 
 
 def privatize(X, y=None, spec: ReleaseSpec | None = None, *, seed=None, threads: int | None = None,
-              on_invalid: str = "error"):
+              on_invalid: str = "error", kernel: str = "auto"):
     """Release in memory: return ``(X_tilde, y_tilde)`` for raw ``X`` (n, p) and labels ``y``.
 
     ``X``'s columns are ``spec.features`` in order (or pass a dict ``{name: 1-D array}``).
     ``X_tilde`` is (n, p), a transposed view of a feature-major (p, n) array (``X_tilde.T`` is
     C-contiguous, the layout the kernels read).  ``y_tilde`` is int8 in {-1, +1} (or float for
-    regression); None when ``y`` is None.  ``seed`` as in :func:`release` (simulations only).
+    regression); None when ``y`` is None.  ``seed`` and ``kernel`` as in :func:`release`.
     """
     import pyarrow as pa
 
@@ -539,7 +664,8 @@ def privatize(X, y=None, spec: ReleaseSpec | None = None, *, seed=None, threads:
         spec = replace(spec, label=None, epsilon_y=None, delta_y=None, target_range=None)
     if spec.ranges_from_data:
         spec.scaler_ranges()  # in memory: pass declared ranges (from_data is for release())
-    engine = _Privatizer(spec, seed, threads)
+    n_rows = len(cols[spec.features[0]]) if spec.features else 0
+    engine = _Privatizer(spec, seed, threads, kernel, n_rows)
     try:
         arrays = [pa.array(np.ascontiguousarray(cols[f])) for f in spec.features]
         names = list(spec.features)
