@@ -192,6 +192,12 @@ class _IWPBase:
         return sorted(p.name for p in sig.parameters.values()
                       if p.name != "self" and p.kind == p.KEYWORD_ONLY)
 
+    def _store_params(self, init_locals: dict[str, Any]) -> None:
+        """Store each keyword of ``__init__`` as given (``self._store_params(locals())``): scikit-learn's
+        rule that ``__init__`` only records its parameters, without listing each one twice."""
+        for name in self._get_param_names():
+            setattr(self, name, init_locals[name])
+
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self._get_param_names()}
 
@@ -836,22 +842,7 @@ class IWPClassifier(_IWPBase):
                  schedule="constant", mu=None, batch_size=128, radius=None, variance_cap=None,
                  average=False, fit_intercept=True, truncation=2, chunk_rows=None, shuffle=False,
                  random_state=None, progress=True):
-        self.loss = loss
-        self.correction = correction
-        self.alpha = alpha
-        self.learning_rate = learning_rate
-        self.schedule = schedule
-        self.mu = mu
-        self.batch_size = batch_size
-        self.radius = radius
-        self.variance_cap = variance_cap
-        self.average = average
-        self.fit_intercept = fit_intercept
-        self.truncation = truncation
-        self.chunk_rows = chunk_rows
-        self.shuffle = shuffle
-        self.random_state = random_state
-        self.progress = progress
+        self._store_params(locals())
 
     def _validated_truncation(self):
         t = self.truncation
@@ -1009,21 +1000,7 @@ class IWPRegressor(_IWPBase):
                  schedule="constant", mu=None, batch_size=128, radius=None, variance_cap=None,
                  average=False, fit_intercept=True, chunk_rows=None, shuffle=False,
                  random_state=None, progress=True):
-        self.loss = loss
-        self.correction = correction
-        self.alpha = alpha
-        self.learning_rate = learning_rate
-        self.schedule = schedule
-        self.mu = mu
-        self.batch_size = batch_size
-        self.radius = radius
-        self.variance_cap = variance_cap
-        self.average = average
-        self.fit_intercept = fit_intercept
-        self.chunk_rows = chunk_rows
-        self.shuffle = shuffle
-        self.random_state = random_state
-        self.progress = progress
+        self._store_params(locals())
 
     def _encode_targets_fit(self, y):
         if not np.issubdtype(y.dtype, np.number):
