@@ -1,18 +1,22 @@
 """Streaming benchmark: one IWP pass end to end next to pyarrow's decode-only time, same run.
 
-    python bench/stream.py bench/data/r300m.parquet --heads 1 --heads 3
-    /usr/bin/time -v python bench/stream.py bench/data/r300m.arrow --heads 1   # peak RSS
+    python bench/stream.py bench/data/r300m.parquet --repeat 2
+    /usr/bin/time -v python bench/stream.py bench/data/r300m.arrow --steps decode,fit_1  # peak RSS
 
-Measures, in order (the first step also warms the page cache):
-1. ``decode``: pyarrow alone -- Parquet: ``ParquetFile(pre_buffer=False).iter_batches`` over the
-   used columns; IPC: memory-mapped record batches with every column touched (a sum);
-   CSV: ``pyarrow.csv.open_csv`` over all blocks.
-2. ``reader``: iwpfast's ChunkReader alone (prefetch thread, validation, views), no kernel.
-3. ``fit``: ``fit_stream`` with 1 head (IWP, exponential loss) and/or 3 heads (naive, IWP,
-   IWP with another step) in one scan, Numba engine (compiled before the clock starts).
-Prints one JSON line per measurement: rows, seconds, M rows/s, and the process's peak VmRSS and
-RssAnon (sampled every 50 ms from /proc/self/status: mapped file pages are page cache, RssAnon is
-what the program itself holds).
+Steps (``--steps``, comma-separated; a warm-up decode runs first so the page cache is warm, and
+with ``--repeat`` odd rounds run the steps in reverse order):
+- ``decode``: pyarrow alone -- Parquet: ``ParquetFile(pre_buffer=False).iter_batches`` over the
+  used columns; IPC: memory-mapped record batches with every column touched (a sum);
+  CSV: ``pyarrow.csv.open_csv`` over all blocks.
+- ``reader``: iwpfast's ChunkReader alone (prefetch thread, validation, views), no kernel;
+  ``reader_4chunk``: the same with the 4-chunk source batches used before (comparison).
+- ``kernel_1``: the Numba kernel alone on one in-memory chunk re-run for the same row count.
+- ``fit_1``: ``fit_stream`` with 1 head (IWP, exponential loss); ``fit_3_seq``: 3 heads (IWP,
+  naive, IWP with another step) in one scan, kernels one after the other (``head_threads=1``);
+  ``fit_3``: the same with the default ``head_threads`` (the heads' kernels in parallel threads).
+Prints one JSON line per measurement: rows, seconds, M rows/s, the load average, and the
+process's peak VmRSS and RssAnon (sampled every 50 ms from /proc/self/status: mapped file pages
+are page cache, RssAnon is what the program itself holds).
 """
 from __future__ import annotations
 
@@ -92,20 +96,26 @@ def report(name, path, rows, dt, mem, **extra):
     return out
 
 
+STEPS = ["decode", "reader", "reader_4chunk", "kernel_1", "fit_1", "fit_3_seq", "fit_3"]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("path")
-    ap.add_argument("--heads", type=int, action="append", choices=[1, 3])
+    ap.add_argument("--steps", default="decode,reader,kernel_1,fit_1,fit_3_seq,fit_3",
+                    help=f"comma-separated, from {STEPS}")
     ap.add_argument("--loss", default="exponential")
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--chunk-rows", type=int, default=None)
-    ap.add_argument("--skip-decode", action="store_true")
-    ap.add_argument("--skip-reader", action="store_true")
-    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds; odd rounds run the steps in reverse order")
     a = ap.parse_args(argv)
-    heads_list = a.heads or [1]
+    steps = a.steps.split(",")
+    unknown = [x for x in steps if x not in STEPS]
+    if unknown:
+        ap.error(f"unknown steps {unknown}; choose from {STEPS}")
 
-    from iwpfast.io.reader import ChunkReader, default_chunk_rows
+    from iwpfast.io.reader import SOURCE_BATCH_CHUNKS, ChunkReader, default_chunk_rows
     from iwpfast.io.sources import open_source
     from iwpfast.sgd import engine
     from iwpfast.sgd.driver import Head, fit_stream, noise_from_release
@@ -120,44 +130,64 @@ def main(argv=None):
     chunk_rows = a.chunk_rows or default_chunk_rows(4 * p + 1)
     mem = MemorySampler()
 
-    for _ in range(a.repeat):
-        if not a.skip_decode:
-            with mem:
-                t0 = time.perf_counter()
-                rows = decode_only(a.path, columns, chunk_rows)
-                dt = time.perf_counter() - t0
-            report("decode", a.path, rows, dt, mem)
-        if not a.skip_reader:
-            with mem:
-                t0 = time.perf_counter()
-                r = ChunkReader(open_source(a.path), [features], ["y"], chunk_rows)
-                rows = sum(ch.n_rows for ch in r)
-                dt = time.perf_counter() - t0
-            report("reader", a.path, rows, dt, mem, copied_chunks=r.stats.copied_chunks,
-                   chunks=r.stats.chunks)
+    def cfg(mode, lr):
+        return HeadConfig(loss=a.loss, mode=mode, n_features=p,
+                          noise_var=noise.noise_var if mode == "iwp" else np.zeros(p),
+                          label_keep_prob=noise.label_keep_prob, batch_size=a.batch_size,
+                          learning_rate=lr, alpha=1e-3, radius=2.0, average_start=-1)
+    all_heads = [Head("iwp", cfg("iwp", 1e-3), features, "y"),
+                 Head("naive", cfg("naive", 1e-3), features, "y"),
+                 Head("iwp_small", cfg("iwp", 3e-4), features, "y")]
+    # compile before timing (cached on disk by the engine)
+    for h in all_heads:
+        st = HeadState.new(h.config)
+        engine.run_chunk(h.config, st, np.zeros((p, 300), np.float32), np.ones(300, np.int8))
+    n_rows = src.num_rows
+    first = next(iter(ChunkReader(open_source(a.path), [features], ["y"], chunk_rows,
+                                  prefetch=False)))
+    X0 = [np.array(c) for c in first.features[0]]   # one chunk in memory, for kernel-only
+    y0 = np.array(first.labels["y"])
 
-        def cfg(mode, lr):
-            return HeadConfig(loss=a.loss, mode=mode, n_features=p,
-                              noise_var=noise.noise_var if mode == "iwp" else np.zeros(p),
-                              label_keep_prob=noise.label_keep_prob, batch_size=a.batch_size,
-                              learning_rate=lr, alpha=1e-3, radius=2.0, average_start=-1)
-        all_heads = [Head("iwp", cfg("iwp", 1e-3), features, "y"),
-                     Head("naive", cfg("naive", 1e-3), features, "y"),
-                     Head("iwp_small", cfg("iwp", 3e-4), features, "y")]
-        # compile before timing (cached on disk by the engine)
-        for h in all_heads:
+    def run(step):
+        extra = {}
+        if step == "decode":
+            rows = decode_only(a.path, columns, chunk_rows)
+        elif step in ("reader", "reader_4chunk"):
+            r = ChunkReader(open_source(a.path), [features], ["y"], chunk_rows)
+            if step == "reader_4chunk":  # the batch size used before: 4 chunks per source batch
+                r.source_batch_rows = lambda: SOURCE_BATCH_CHUNKS * chunk_rows
+            rows = sum(ch.n_rows for ch in r)
+            extra = dict(copied_chunks=r.stats.copied_chunks, chunks=r.stats.chunks,
+                         batch_rows=r.source_batch_rows())
+        elif step == "kernel_1":
+            # the kernel alone over the same number of rows (one in-memory chunk, re-run)
+            h = all_heads[0]
             st = HeadState.new(h.config)
-            engine.run_chunk(h.config, st, np.zeros((p, 300), np.float32),
-                             np.ones(300, np.int8))
-        for k in heads_list:
+            rows = 0
+            total = n_rows or 10 * chunk_rows
+            while rows < total:
+                k = min(y0.shape[0], total - rows)
+                engine.run_chunk(h.config, st, [x[:k] for x in X0], y0[:k])
+                rows += k
+        else:
+            k, threads = {"fit_1": (1, 1), "fit_3_seq": (3, 1), "fit_3": (3, None)}[step]
+            res = fit_stream(a.path, all_heads[:k], chunk_rows=chunk_rows, progress=False,
+                             head_threads=threads)
+            rows = res.n_rows
+            extra = dict(wait_s=round(res.reader_stats.get("wait_s", 0), 3),
+                         copied_chunks=res.reader_stats.get("copied_chunks"),
+                         theta_iwp=[round(float(v), 6) for v in res.states["iwp"].theta[:3]])
+        return rows, extra
+
+    decode_only(a.path, columns, chunk_rows)  # warm the page cache (not reported)
+    for rnd in range(a.repeat):
+        for step in (steps if rnd % 2 == 0 else steps[::-1]):
             with mem:
                 t0 = time.perf_counter()
-                res = fit_stream(a.path, all_heads[:k], chunk_rows=chunk_rows, progress=False)
+                rows, extra = run(step)
                 dt = time.perf_counter() - t0
-            report(f"fit_{k}_head", a.path, res.n_rows, dt, mem,
-                   wait_s=round(res.reader_stats.get("wait_s", 0), 3),
-                   copied_chunks=res.reader_stats.get("copied_chunks"),
-                   theta_norm=round(res.telemetry["iwp"]["theta_norm"], 4))
+            report(step, a.path, rows, dt, mem, round=rnd,
+                   load=round(os.getloadavg()[0], 2), **extra)
 
 
 if __name__ == "__main__":

@@ -254,3 +254,57 @@ def test_numba_engine_matches_the_twin_and_is_chunk_invariant(table, baseline, t
     for name in r1.states:  # same formulas, float64 sums in another order: 1e-9 agreement
         np.testing.assert_allclose(r1.states[name].theta, baseline.states[name].theta,
                                    rtol=1e-9, atol=1e-12)
+
+
+# ------------------------------------------------------------------ heads run in parallel threads
+def three_heads():
+    h = heads()
+    third = HeadConfig(loss="exponential", mode="iwp", n_features=3,
+                       noise_var=h[0].config.noise_var, label_keep_prob=0.8, batch_size=5,
+                       learning_rate=0.002, radius=5.0)
+    return h + [Head("iwp_exp", third, FEATURES, "y")]
+
+
+@pytest.mark.parametrize("engine", ["reference",
+                                    pytest.param("numba", marks=pytest.mark.kernels)])
+def test_parallel_heads_are_bit_identical_to_sequential(table, engine):
+    seq = fit_stream(table, three_heads(), chunk_rows=300, engine=engine, progress=False,
+                     head_threads=1)
+    for threads in (None, 2, 3, 8):
+        par = fit_stream(table, three_heads(), chunk_rows=300, engine=engine, progress=False,
+                         head_threads=threads)
+        assert_same_states(par, seq)
+
+
+def test_head_threads_must_be_positive(table):
+    with pytest.raises(InvalidInputError, match="head_threads=0"):
+        fit_stream(table, heads(), head_threads=0, engine="reference", progress=False)
+
+
+def test_head_pool_raises_the_first_error_after_every_thread_finished():
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from iwpfast.sgd.driver import _HeadPool
+    done = []
+    lock = threading.Lock()
+
+    def run_chunk(cfg, st, X, y):
+        if cfg == "slow":
+            time.sleep(0.2)  # finishes long after the failing head raised
+        with lock:
+            done.append(cfg)
+        if cfg.startswith("bad"):
+            raise InvalidInputError(cfg)
+
+    hs = [SimpleNamespace(name=c, config=c, label="y") for c in ["bad1", "slow", "bad2"]]
+    pool = _HeadPool(hs, {c: None for c in ["bad1", "slow", "bad2"]},
+                     {c: 0 for c in ["bad1", "slow", "bad2"]}, run_chunk, 3)
+    chunk = SimpleNamespace(features=[()], labels={"y": None})
+    try:
+        with pytest.raises(InvalidInputError, match="bad1"):
+            pool.run(chunk)
+        assert sorted(done) == ["bad1", "bad2", "slow"]  # nobody still running after the raise
+    finally:
+        pool.close()

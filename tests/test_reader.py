@@ -185,3 +185,42 @@ def test_memory_does_not_grow_with_the_number_of_rows(tmp_path):
                              capture_output=True, text=True, check=True)
         sizes[n] = int(out.stdout.strip()) / 1024  # MiB
     assert sizes[4_000_000] - sizes[500_000] < 20, sizes
+
+
+def test_source_batch_is_one_chunk_only_when_every_boundary_is_a_chunk_boundary(table, tmp_path):
+    pq.write_table(table, tmp_path / "aligned.parquet", row_group_size=4096)
+    pq.write_table(table, tmp_path / "ragged.parquet", row_group_size=3000)
+    aligned = ChunkReader(str(tmp_path / "aligned.parquet"), [["a"]], ["y"], 2048)
+    assert aligned.source_batch_rows() == 2048
+    # resuming at a row that is not a multiple of the chunk moves every boundary off the chunks
+    assert ChunkReader(str(tmp_path / "aligned.parquet"), [["a"]], ["y"], 2048,
+                       start_row=100).source_batch_rows() == 4 * 2048
+    # resuming at 4096: boundaries 8192, 12288, ... are still chunk boundaries from there
+    assert ChunkReader(str(tmp_path / "aligned.parquet"), [["a"]], ["y"], 2048,
+                       start_row=4096).source_batch_rows() == 2048
+    assert ChunkReader(str(tmp_path / "ragged.parquet"), [["a"]], ["y"], 2048
+                       ).source_batch_rows() == 4 * 2048
+    # CSV: boundaries unknown before reading
+    from pyarrow import csv
+    csv.write_csv(table, tmp_path / "f.csv")
+    assert ChunkReader(str(tmp_path / "f.csv"), [["a"]], ["y"], 2048
+                       ).source_batch_rows() == 4 * 2048
+
+
+def test_one_chunk_batches_give_the_same_rows_as_four_chunk_batches(table, tmp_path, monkeypatch):
+    import iwpfast.io.reader as reader_module
+    pq.write_table(table, tmp_path / "f.parquet", row_group_size=4096)
+
+    def rows(**kw):
+        r = ChunkReader(str(tmp_path / "f.parquet"), [["a", "b"]], ["y"], 1024, **kw)
+        chunks = list(r)
+        return (np.concatenate([c.features[0][1] for c in chunks]),
+                [c.start_row for c in chunks], r.stats.copied_chunks)
+
+    b1, starts1, copied1 = rows(start_row=2048)
+    monkeypatch.setattr(ChunkReader, "source_batch_rows",
+                        lambda self: reader_module.SOURCE_BATCH_CHUNKS * self.chunk_rows)
+    b4, starts4, copied4 = rows(start_row=2048)
+    np.testing.assert_array_equal(b1, b4)
+    np.testing.assert_array_equal(b1, table["b"].to_numpy()[2048:])
+    assert starts1 == starts4 and copied1 == copied4 == 0

@@ -137,3 +137,15 @@ def test_files_with_different_release_metadata_are_refused(table, tmp_path):
 def test_unknown_input_type_says_what_is_accepted():
     with pytest.raises(InvalidInputError, match="Parquet/IPC/CSV path"):
         open_source(42)
+
+
+def test_group_ends_are_the_storage_boundaries(table, files):
+    assert open_source(str(files / "f.parquet")).group_ends() == [1500, 3000, 4500, N]
+    # files of 2000, 2000, 1003 rows in row groups of 700
+    assert open_source(str(files / "parts")).group_ends() == [700, 1400, 2000, 2700, 3400, 4000,
+                                                              4700, N]
+    assert open_source(str(files / "f.arrow")).group_ends()[:2] == [1200, 2400]
+    assert open_source(str(files / "f.csv")).group_ends() is None
+    assert open_source(str(files / "s.arrows")).group_ends() is None
+    t = pa.concat_tables([table.slice(0, 100), table.slice(100)])
+    assert open_source(t).group_ends() == [100, N]

@@ -10,8 +10,10 @@ Zero-copy: when a chunk lies inside one Arrow record batch and a column is a cle
 (no nulls, the group's dtype) the buffer is a read-only view of Arrow memory (for memory-mapped IPC
 files: of the page cache).  Otherwise exactly one copy is made into a new buffer, and counted in
 ``ReaderStats`` (``copied_chunks``, ``copied_bytes``).  The reader asks the source for batches of
-4 chunks, so most chunks are views: a chunk is copied only
-when it straddles a Parquet row group / IPC record batch / file boundary.
+batches of one chunk when every row group / record batch / file boundary is a chunk
+boundary (the usual case: default chunk sizes are powers of two, pyarrow's row groups are 2^20
+rows), so every chunk is a view; otherwise batches of 4 chunks, and a chunk is copied only when it
+straddles a Parquet row group / IPC record batch / file boundary.
 
 One background thread reads, decodes, validates and assembles the next chunk while the caller
 (the SGD kernel, which releases the GIL) works on the current one: prefetch depth 1, a bounded
@@ -211,6 +213,22 @@ class ChunkReader:
         self._stop = threading.Event()
         self._queue: queue.Queue | None = None
 
+    def source_batch_rows(self) -> int:
+        """Rows per batch asked of the source: one chunk when every storage-group boundary after
+        ``start_row`` is a chunk boundary (all chunks are then views of one batch each), else 4
+        chunks (a chunk straddling a boundary is copied, the others stay views).
+
+        Why one chunk when possible: a 4-chunk batch keeps up to ~2 batches (8 chunks) of decoded
+        memory alive and hands the consumer 4 chunks in a burst after one long decode; one-chunk
+        batches keep the allocator recycling the same few buffers (4x fewer page faults measured)
+        and overlap decode with the kernel chunk by chunk."""
+        ends = self.source.group_ends()
+        if ends is not None and self.start_row % self.chunk_rows == 0:
+            inner = [e for e in ends[:-1] if e > self.start_row]
+            if all((e - self.start_row) % self.chunk_rows == 0 for e in inner):
+                return self.chunk_rows
+        return SOURCE_BATCH_CHUNKS * self.chunk_rows
+
     # ---------------------------------------------------------------- producing (thread side)
     def _convert(self, origin: BatchOrigin, batch: pa.RecordBatch) -> tuple[dict, dict]:
         """Validated NumPy views of one batch's columns: ({name: array}, {name: zero_copy})."""
@@ -273,10 +291,8 @@ class ChunkReader:
     def _chunks(self) -> Iterator[Chunk]:
         pending: list = []   # pieces not yet handed out: (origin, arrays, zero_copy)
         have = 0
-        # source batches of 4 chunks: chunks inside a batch are views; only a chunk straddling a
-        # row group / record batch / file boundary needs a copy
         batches = self.source.located_batches(self.plan.columns, start_row=self.start_row,
-                                              batch_rows=SOURCE_BATCH_CHUNKS * self.chunk_rows)
+                                              batch_rows=self.source_batch_rows())
         for origin, batch in batches:
             if batch.num_rows == 0:
                 continue

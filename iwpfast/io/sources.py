@@ -154,6 +154,14 @@ class Source:
     def _located(self, columns, start_row, batch_rows):  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def group_ends(self) -> list[int] | None:
+        """Global row after each storage group (Parquet row group / IPC record batch / table
+        chunk) in stream order, or None when unknown before reading (CSV, streams, datasets).
+
+        The training reader uses it to pick its batch size: when every boundary falls on a chunk
+        boundary, batches of exactly one chunk are all views and keep the least memory alive."""
+        return None
+
     def __repr__(self) -> str:
         return (f"{type(self).__name__}({self.description}, columns={self.columns}, "
                 f"num_rows={self.num_rows})")
@@ -181,6 +189,14 @@ class TableSource(Source):
         self.description = description
         self.table = table
         super().__init__(table.schema, columns, batch_rows, table.num_rows)
+
+    def group_ends(self) -> list[int] | None:
+        ends, row = [], 0
+        for batch in self.table.to_batches():
+            row += batch.num_rows
+            if batch.num_rows:
+                ends.append(row)
+        return ends
 
     def _located(self, columns, start_row, batch_rows):
         table = self.table.select(columns).slice(start_row)
@@ -458,6 +474,17 @@ class FileSource(Source):
         num_rows = None if any(c is None for c in counts) else int(sum(counts))
         self.file_rows = counts
         super().__init__(schema, cols, batch_rows, num_rows)
+
+    def group_ends(self) -> list[int] | None:
+        if any(f.group_rows is None for f in self.files):
+            return None
+        ends, row = [], 0
+        for f in self.files:
+            for n in f.group_rows:
+                row += n
+                if n:
+                    ends.append(row)
+        return ends
 
     def _open(self, path, batch_rows):
         if self.format == "parquet":

@@ -308,13 +308,54 @@ def _drain_traces(heads, states, callback):
         callback(steps, params)
 
 
+class _HeadPool:
+    """Runs every head's kernel on one chunk with up to ``threads`` threads (the caller is one
+    of them) and returns when all are done.  The kernels release the GIL, so with cheap decoding
+    (IPC) three heads use both cores instead of one.  Heads are split into fixed, contiguous
+    groups (one per thread) so the per-chunk cost is one hand-off per extra thread, not per head.
+    An exception is re-raised only after every thread has finished the chunk (the first in head
+    order), so no kernel is still writing to a state when the caller sees the error."""
+
+    def __init__(self, heads, states, group_of, run_chunk, threads):
+        from concurrent.futures import ThreadPoolExecutor
+        jobs = [(h.config, states[h.name], group_of[h.name], h.label) for h in heads]
+        # contiguous groups of near-equal size; the caller runs the first group itself
+        bounds = [round(i * len(jobs) / threads) for i in range(threads + 1)]
+        self.groups = [jobs[bounds[i]:bounds[i + 1]] for i in range(threads)]
+        self.run_chunk = run_chunk
+        self.executor = ThreadPoolExecutor(max_workers=threads - 1,
+                                           thread_name_prefix="iwpfast-head")
+
+    def _run_group(self, group, chunk):
+        for cfg, st, g, label in group:
+            self.run_chunk(cfg, st, chunk.features[g], chunk.labels[label])
+
+    def run(self, chunk):
+        futures = [self.executor.submit(self._run_group, grp, chunk) for grp in self.groups[1:]]
+        error = None
+        try:
+            self._run_group(self.groups[0], chunk)
+        except BaseException as exc:  # first in head order; wait for the others first
+            error = exc
+        for f in futures:
+            exc = f.exception()
+            if exc is not None and error is None:
+                error = exc
+        if error is not None:
+            raise error
+
+    def close(self):
+        self.executor.shutdown(wait=True)
+
+
 def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
                progress=True, trace_every: int = 0,
                trace_callback: Callable[[dict, dict], None] | None = None,
                checkpoint: str | os.PathLike | None = None, checkpoint_every: int | None = None,
                resume: bool = False, epochs: int = 1,
                states: dict[str, HeadState] | None = None, engine: str = "numba",
-               prefetch: bool = True, feature_bound: float | None = None) -> StreamResult:
+               prefetch: bool = True, feature_bound: float | None = None,
+               head_threads: int | None = None) -> StreamResult:
     """Train ``heads`` in one scan of ``source`` (anything ``open_source`` accepts).
 
     chunk_rows: rows per kernel call (default: ~16 MiB of columns; does not change the model).
@@ -330,6 +371,9 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
     states: initial HeadState per head name (continue a previous pass: partial_fit).
     engine: 'numba' (the fused kernels) or 'reference' (the NumPy twin, for tests).
     feature_bound: B for the 'paper' schedule's defaults (default: the release's feature_bound).
+    head_threads: threads running the heads' kernels on each chunk concurrently (the kernels
+      release the GIL; every head has its own state, so the models are bit-identical to a
+      sequential run).  None: min(heads, CPU cores) when there are several heads; 1: sequential.
     """
     t_start = time.perf_counter()
     heads = list(heads)
@@ -370,6 +414,12 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
     heads = resolved
     run_chunk, finish = _engine(engine)
     tracing = any(h.config.trace_every > 0 for h in heads)
+    if head_threads is None:
+        head_threads = min(len(heads), os.cpu_count() or 1)
+    elif int(head_threads) < 1:
+        raise InvalidInputError(f"head_threads={head_threads}; use None (automatic), 1 "
+                                f"(sequential) or a number of threads >= 1")
+    head_threads = min(int(head_threads), len(heads))
 
     groups: list[list[str]] = []
     for h in heads:
@@ -439,6 +489,8 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
         total = None if src.num_rows is None else src.num_rows * epochs
         initial = start_row + start_epoch * (src.num_rows or 0)
         bar = _progress_bar(progress, total, initial if total else start_row)
+        pool = (_HeadPool(heads, cur, group_of, run_chunk, head_threads)
+                if head_threads > 1 else None)
         try:
             with _SignalGuard(checkpoint is not None) as guard:
                 last_ckpt = start_row
@@ -453,10 +505,14 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
                     try:
                         for chunk in reader:
                             for h in heads:
-                                st = cur[h.name]
-                                _ensure_trace(h.config, st, chunk.n_rows)
-                                run_chunk(h.config, st, chunk.features[group_of[h.name]],
-                                          chunk.labels[h.label])
+                                _ensure_trace(h.config, cur[h.name], chunk.n_rows)
+                            if pool is None:
+                                for h in heads:
+                                    run_chunk(h.config, cur[h.name],
+                                              chunk.features[group_of[h.name]],
+                                              chunk.labels[h.label])
+                            else:
+                                pool.run(chunk)
                             if tracing:
                                 _drain_traces(heads, cur, trace_callback)
                             row = chunk.end_row
@@ -490,6 +546,8 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
                 if checkpoint is not None:
                     save(epochs - 1, n_rows_pass, None, is_finished=True)
         finally:
+            if pool is not None:
+                pool.close()
             if bar is not None:
                 bar.close()
     elapsed = time.perf_counter() - t_start
