@@ -128,8 +128,16 @@ def test_clip_factors_kernel():
 def test_kernel_choice():
     choose = release_module._use_fused_kernels
     f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
-    assert not choose("auto", f32, release_module.FUSED_MIN_ROWS - 1)
     assert choose("auto", f32, release_module.FUSED_MIN_ROWS)
+    # below the cold threshold: only once the kernels are loaded in this process
+    assert not choose("auto", f32, release_module.FUSED_WARM_MIN_ROWS - 1)
+    from iwpfast._kernels import release as kernels
+
+    X = {"a": np.linspace(0, 100, 50, dtype=np.float32)}
+    privatize(X, None, make_spec(1.0, ["a"]), seed=0, kernel="fused")
+    compiled = hasattr(kernels.finish_f32, "signatures")  # False with NUMBA_DISABLE_JIT=1
+    assert release_module._kernels_loaded() == compiled
+    assert choose("auto", f32, release_module.FUSED_WARM_MIN_ROWS) == compiled
     assert choose("auto", f32, None)  # unknown length (a stream): large is likely
     assert not choose("auto", f64, None)
     assert choose("fused", f32, 10) and not choose("numpy", f32, None)

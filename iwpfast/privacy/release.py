@@ -34,9 +34,13 @@ DEFAULT_BATCH_ROWS = 1 << 18
 # and the addition (measured: 32k rows at p = 10 ~10% faster than 4k-8k rows, flat above).
 _SUB_VALUES = 1 << 18
 _LABEL_SUB_ROWS = 1 << 15
-# Below this many rows the NumPy path is used: importing Numba and loading the cached kernels
-# costs more than the kernels save (measured, docs/release.md "Speed").
-FUSED_MIN_ROWS = 1 << 20
+# kernel="auto" uses the NumPy path below FUSED_MIN_ROWS rows in a process whose release kernels
+# are not loaded yet: the first Numba dispatch in a process (LLVM set-up, loading the cached
+# machine code) takes ~0.4-0.8 s, and the fused path saves ~40 ns of CPU (~20 ns wall on 2
+# threads) per row at p = 10, so it pays for itself from ~10-25 M rows (docs/release.md "Speed").
+# Once loaded (a second release in the same process), the kernels run from FUSED_WARM_MIN_ROWS.
+FUSED_MIN_ROWS = 1 << 24
+FUSED_WARM_MIN_ROWS = 1 << 16
 KERNELS = ("auto", "fused", "numpy")
 # Below this many rows per chunk a second thread costs more than it saves.
 _MIN_ROWS_PER_THREAD = 1 << 15
@@ -395,7 +399,17 @@ def _use_fused_kernels(kernel: str, dtype, expected_rows) -> bool:
         return False
     if kernel == "fused":
         return True
-    return expected_rows is None or expected_rows >= FUSED_MIN_ROWS
+    if expected_rows is None:  # a stream of unknown length: large ones are what streams are for
+        return True
+    return expected_rows >= (FUSED_WARM_MIN_ROWS if _kernels_loaded() else FUSED_MIN_ROWS)
+
+
+def _kernels_loaded() -> bool:
+    """Whether this process has already dispatched the fused kernels (no set-up cost left)."""
+    import sys
+
+    module = sys.modules.get("iwpfast._kernels.release")
+    return module is not None and bool(getattr(module.finish_f32, "signatures", ()))
 
 
 def _output_schema(spec: ReleaseSpec, metadata: dict | None = None):
@@ -489,9 +503,10 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
         every column ("snappy", "zstd", "lz4", None).  IPC: "lz4"/"zstd" or none.
     threads: noise threads (default min(2, cores)).  progress: tqdm bar (None = only on a tty).
     kernel: "auto" (default): the fused Numba kernels for float32 features from
-        ``FUSED_MIN_ROWS`` rows on (or when the row count is unknown), NumPy below that (importing
-        Numba costs more than it saves on small data); "fused" or "numpy" to force one.  Both give
-        the same bits for the same seed.
+        ``FUSED_MIN_ROWS`` (2**24) rows on, or when the row count is unknown, or from
+        ``FUSED_WARM_MIN_ROWS`` (2**16) once this process has loaded them; NumPy otherwise (the
+        first Numba call of a process costs ~0.5 s, more than the kernels save on small data).
+        "fused" or "numpy" force one.  Both give the same bits for the same seed.
 
     Returns a :class:`ReleaseResult` (counts of dropped/clipped rows: private, do not publish).
     """
