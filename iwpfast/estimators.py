@@ -342,19 +342,25 @@ class _IWPBase:
         else:
             if features is None:
                 raise InvalidInputError(
-                    f"the source has no release metadata (schema key 'iwpfast.release'), so the feature "
-                    f"columns are unknown: pass features=[...] (columns: {names}) and the noise "
-                    "parameters (noise_var=..., epsilon_y=...) if the data is private")
+                    f"the source has no release metadata (it is not an iwpfast release), so its feature "
+                    f"and label columns are unknown: name them with features=[...], label=... (CLI: "
+                    f"--features A B --label Y; columns: {', '.join(names)}), and if the data is private "
+                    "give its noise with noise_var=..., epsilon_y=... (CLI: --noise-var, --epsilon-y)")
             feats = list(features)
             lab = label
             noise = _explicit_noise(len(feats), task=self._task, **noise_kw)
         if lab is None:
-            raise InvalidInputError(f"the label column is unknown: pass label=... (columns: {names})")
-        missing = [c for c in [*feats, lab] if c not in names]
+            raise InvalidInputError(f"the label column is unknown: pass label=... (CLI: --label; "
+                                    f"columns: {', '.join(names)})")
+        missing = [c for c in feats if c not in names]
         if missing:
             raise InvalidInputError(
-                f"columns {missing} are not in the source (it has {names}); pass features=/label= "
-                "naming existing columns")
+                f"feature column(s) {', '.join(map(repr, missing))} not in the source (its columns: "
+                f"{', '.join(names)}); pass features=[...] naming existing columns (CLI: --features)")
+        if lab not in names:
+            raise InvalidInputError(
+                f"label column {lab!r} not in the source (its columns: {', '.join(names)}); pass "
+                "label=... naming the label column (CLI: --label)")
         return src, feats, lab, noise, src.num_rows, None
 
     def _override_noise(self, noise: _NoiseModel, kw: dict) -> _NoiseModel:
@@ -658,7 +664,7 @@ class _IWPBase:
             if Xa.ndim != 2 or Xa.shape[1] != p:
                 raise InvalidInputError(
                     f"X has shape {Xa.shape} but the model was fitted on {p} features {model_names}; "
-                    "pass an (n, p) array with the columns in that order")
+                    f"pass an (n, {p}) array with the columns in that order")
             yield [np.asarray(Xa[:, j], dtype=np.float64) for j in range(p)]
             return
         wanted = list(features) if features is not None else model_names
@@ -914,7 +920,7 @@ class IWPClassifier(_IWPBase):
         def batches():
             for batch in source.batches():
                 yv = batch.column(lab).to_numpy(zero_copy_only=False)
-                enc = self._encode_targets_stream(yv, first)
+                enc = self._encode_targets_stream(yv, first, column=lab)
                 idx = batch.schema.get_field_index(lab)
                 yield batch.set_column(idx, lab, pa.array(enc))
 
@@ -924,7 +930,7 @@ class IWPClassifier(_IWPBase):
         del columns
         return pa.RecordBatchReader.from_batches(schema, batches())
 
-    def _encode_targets_stream(self, y, first=None):
+    def _encode_targets_stream(self, y, first=None, column=None):
         """Map streamed labels to +-1: {-1, 1} as is, {0, 1} with 0 -> -1 (or the fitted classes)."""
         y = np.asarray(y)
         classes = getattr(self, "classes_", None)
@@ -942,9 +948,11 @@ class IWPClassifier(_IWPBase):
         elif np.isin(vals, [0, 1]).all():
             classes = np.array([0, 1])
         else:
+            where = f"label column {column!r}" if column is not None else "the labels"
             raise InvalidInputError(
-                f"label values {vals.tolist()[:10]} are not in {{-1, 1}} or {{0, 1}}; encode the label "
-                "column as two classes before streaming it")
+                f"{where} has values {vals.tolist()[:10]}, not {{-1, 1}} or {{0, 1}}: a streamed label "
+                "must be one of these encodings; recode it (e.g. 1 for the positive class, 0 else), or "
+                "fit on arrays, fit(X, y), which maps any two classes")
         if not np.isin(vals, classes).all():
             raise InvalidInputError(
                 f"label values {vals.tolist()[:10]} mix encodings (classes so far {classes.tolist()}); "

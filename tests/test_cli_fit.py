@@ -70,6 +70,27 @@ def test_fit_errors_are_one_line_with_the_fix(files, capsys):
     assert "does not exist" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("extra,needles", [
+    ([], ["no release metadata", "--features A B --label Y", "columns: AGEP, WKHP, y", "--noise-var"]),
+    (["--features", "AGEP", "HOURS", "--label", "y"],
+     ["feature column(s) 'HOURS' not in the source", "columns: AGEP, WKHP, y", "--features"]),
+    (["--features", "AGEP", "WKHP", "--label", "PINCP"],
+     ["label column 'PINCP' not in the source", "--label"]),
+    (["--features", "AGEP", "WKHP"], ["label column is unknown", "--label"]),
+    (["--features", "AGEP", "WKHP", "--label", "AGEP"],
+     ["label column 'AGEP' has values", "not {-1, 1} or {0, 1}", "recode it"]),
+])
+def test_fit_input_errors_are_one_line_naming_the_fix(files, capsys, extra, needles):
+    """What a user meets on a plain (unreleased) file: exit 2, one `iwpfast: error:` line that names
+    the column and the CLI option to fix it."""
+    d = files
+    assert main(["fit", str(d / "train.parquet"), "--out", str(d / "m.json"), "--no-progress", *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("iwpfast: error:") and err.count("\n") == 1, err
+    for needle in needles:
+        assert needle in err, (needle, err)
+
+
 def test_fit_resume_from_checkpoint(files, capsys):
     d = files
     main(["release", str(d / "train.parquet"), str(d / "r2.parquet"), "--features", "AGEP", "WKHP",
