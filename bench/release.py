@@ -5,15 +5,17 @@
 
 Measures (medians over --repeat runs, wall clock; the machine may be shared, so compare ratios):
 1. ``noise floor``: ``Generator(SFC64).standard_normal(float32, out=...)`` for rows x p values in
-   cache-sized blocks, one thread -- the work no release can avoid.
+   cache-sized blocks, one thread, and two threads with independent streams (half the rows each)
+   -- the work no release can avoid, and its ceiling on this machine at this moment.
 2. ``in-memory``: :func:`iwpfast.privacy.privatize` on p float32 columns + a {0,1} label, with
-   1 and 2 threads, bound = sqrt(p) (the cube fits in the ball: no clipping) and bound = 1 (most
-   vectors clipped).
+   the fused Numba kernels and with the NumPy path (``kernel=``), 1 and 2 threads, bound = sqrt(p)
+   (the cube fits in the ball: no clipping) and bound = 1 (most vectors clipped).  The kernels
+   are compiled/loaded by a warm-up call first: the one-off cost is printed separately.
 3. ``parquet read+write``: pyarrow alone, ``ParquetFile(pre_buffer=False).iter_batches`` into a
    ``ParquetWriter`` with the release's settings (features uncompressed, label snappy with
    dictionary), and with snappy on every column (pyarrow's default codec).
-4. ``parquet release``: :func:`iwpfast.privacy.release` Parquet -> Parquet, same data.
-   ``ratio`` = release time / read+write time (goal <= 1.5).
+4. ``parquet release``: :func:`iwpfast.privacy.release` Parquet -> Parquet, same data, fused and
+   NumPy path.  ``ratio`` = release time / read+write time (goal <= 1.5).
 The input file is generated into a temporary directory and deleted afterwards (never committed).
 """
 from __future__ import annotations
@@ -67,6 +69,24 @@ def noise_floor(rows, p):
     return run
 
 
+def noise_floor_threads(rows, p, threads=2):
+    """The noise alone on ``threads`` threads, independent streams, half the rows each."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rngs = [np.random.Generator(np.random.SFC64(s)) for s in np.random.SeedSequence(0).spawn(threads)]
+    block = 16384
+    bufs = [np.empty(p * block, dtype=np.float32) for _ in range(threads)]
+    pool = ThreadPoolExecutor(threads)
+
+    def part(k):
+        for _ in range(0, rows // threads, block):
+            rngs[k].standard_normal(dtype=np.float32, out=bufs[k])
+
+    def run():
+        list(pool.map(part, range(threads)))
+    return run
+
+
 def parquet_read_write(src, dst, compression):
     import pyarrow.parquet as pq
 
@@ -105,13 +125,22 @@ def main(argv=None):
 
     floor = median_time(noise_floor(rows, p), args.repeat)
     record("noise floor (1 thread)", floor)
+    floor2 = median_time(noise_floor_threads(rows, p, 2), args.repeat)
+    record("noise floor (2 threads)", floor2)
+    X = {n: cols[n] for n in names}
+    small = {n: v[:70000] for n, v in X.items()}
+    t0 = time.perf_counter()  # first Numba dispatch in this process: set-up + cache load/compile
+    privatize(small, cols["y"][:70000], ReleaseSpec(epsilon_x=1.0, delta=1e-5, bound=1.0, epsilon_y=1.0,
+              ranges=ranges, features=tuple(names), label="y"), kernel="fused")
+    warmup = time.perf_counter() - t0
     for bound, label in ((math.sqrt(p), "sqrt(p)"), (1.0, "1")):
         spec = ReleaseSpec(epsilon_x=1.0, delta=1e-5, bound=bound, epsilon_y=1.0, ranges=ranges,
                            features=tuple(names), label="y")
-        for threads in (1, 2):
-            X = {n: cols[n] for n in names}
-            t = median_time(lambda: privatize(X, cols["y"], spec, threads=threads), args.repeat)
-            record(f"in-memory, bound {label}, {threads} thread(s)", t, floor)
+        for kernel in ("fused", "numpy"):
+            for threads in (1, 2):
+                t = median_time(lambda: privatize(X, cols["y"], spec, threads=threads, kernel=kernel),
+                                args.repeat)
+                record(f"in-memory {kernel}, bound {label}, {threads} thr", t, floor2 if threads == 2 else floor)
 
     if not args.skip_files:
         with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
@@ -128,8 +157,9 @@ def main(argv=None):
             spec = ReleaseSpec(epsilon_x=1.0, delta=1e-5, bound=math.sqrt(p), epsilon_y=1.0,
                                ranges=ranges, features=tuple(names), label="y")
             out = os.path.join(tmp, "release.parquet")
-            rel = median_time(lambda: release(src, out, spec, overwrite=True), args.repeat)
-            record("parquet -> parquet release, bound sqrt(p)", rel, rw)
+            for kernel in ("fused", "numpy"):
+                rel = median_time(lambda: release(src, out, spec, overwrite=True, kernel=kernel), args.repeat)
+                record(f"parquet release {kernel}, bound sqrt(p)", rel, rw)
 
     print(f"\nrelease benchmark: {rows:,} rows, p = {p}, float32, median of {args.repeat}, "
           f"{os.cpu_count()} cores")
@@ -137,7 +167,9 @@ def main(argv=None):
     for name, seconds, mrows, ratio, cpu in results:
         r = "" if ratio is None else f"{ratio:7.2f}"
         print(f"{name:48s} {seconds:8.3f} {mrows:9.2f} {r:>7s} {cpu:7.3f} {rows / cpu / 1e6:13.2f}")
-    print("ratio: in-memory rows = wall time / noise floor; release = wall time / pyarrow read+write.")
+    print("ratio: in-memory = wall time / noise floor with the same threads; "
+          "release = wall time / pyarrow read+write.")
+    print(f"first fused call in this process (Numba set-up, cache load or compile): {warmup:.2f} s")
     print("CPU s: user + system seconds of all threads (other jobs on the machine do not inflate it).")
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
     return results
