@@ -709,6 +709,14 @@ class _IWPBase:
                 f"data columns not used: {extra}); rename the columns or pass features=[...] mapping "
                 "them in the model's order")
 
+    @staticmethod
+    def _linear_scores(theta, b, cols) -> np.ndarray:
+        """``b + sum_j theta_j * cols[j]``: one vectorized pass per feature column."""
+        u = np.full(len(cols[0]), b)
+        for t, c in zip(theta, cols):
+            u += t * c
+        return u
+
     def decision_function(self, X, *, features=None, raw=False) -> np.ndarray:
         """The linear score ``u = theta^T x + b`` for every row of X.
 
@@ -720,10 +728,7 @@ class _IWPBase:
         for cols in self._feature_columns(X, features):
             if raw:
                 cols = self._raw_to_released_scale(cols)
-            u = np.full(len(cols[0]), b)
-            for t, c in zip(theta, cols):
-                u += t * c
-            out.append(u)
+            out.append(self._linear_scores(theta, b, cols))
         return np.concatenate(out) if out else np.zeros(0)
 
     def _clean_xy(self, X, y, features, label, raw):
@@ -746,12 +751,23 @@ class _IWPBase:
                     for c in wanted]
             if raw:
                 cols = self._raw_to_released_scale(cols)
-            u = np.full(batch.num_rows, b)
-            for t, c in zip(theta, cols):
-                u += t * c
-            us.append(u)
+            us.append(self._linear_scores(theta, b, cols))
             ys.append(self._encode_targets_stream(batch.column(lab).to_numpy(zero_copy_only=False)))
         return np.concatenate(us), np.concatenate(ys)
+
+    def _clean_score_and_risk(self, X, y=None, *, features=None, label=None, raw=False):
+        """``(score(...), risk(...))`` from one pass over X (the CLI's ``evaluate``)."""
+        u, yv = self._clean_xy(X, y, features, label, raw)
+        return self._score_from(u, yv), self._risk_from(u, yv)
+
+    def score(self, X, y=None, *, features=None, label=None, raw=False) -> float:
+        """Accuracy (classifier) or R^2 (regressor) on clean data: arrays ``(X, y)`` or a source
+        with the label column."""
+        return self._score_from(*self._clean_xy(X, y, features, label, raw))
+
+    def risk(self, X, y=None, *, features=None, label=None, raw=False) -> float:
+        """Mean (unregularized) loss on clean data, the loss the model minimizes."""
+        return self._risk_from(*self._clean_xy(X, y, features, label, raw))
 
     # ---- private validation --------------------------------------------------------------------
     def private_risk(self, X, y=None, *, noise_var=None, epsilon_y=None, label_keep_prob=None,
@@ -782,9 +798,7 @@ class _IWPBase:
         total_sq = 0.0
         n = 0
         for cols, yv in self._iter_xy(source, feats, lab):
-            u = np.full(len(yv), b)
-            for t, c in zip(theta, cols):
-                u += t * c
+            u = self._linear_scores(theta, b, cols)
             if self._task == "regression":
                 r = u - yv
                 vals = 0.5 * r * r - tau - 0.5 * noise.target_noise_var
@@ -915,7 +929,6 @@ class IWPClassifier(_IWPBase):
             return source
         import pyarrow as pa
         first: dict = {}
-        columns = list(source.columns)
 
         def batches():
             for batch in source.batches():
@@ -927,7 +940,6 @@ class IWPClassifier(_IWPBase):
         schema = source.schema
         idx = schema.get_field_index(lab)
         schema = schema.set(idx, pa.field(lab, pa.float64()))
-        del columns
         return pa.RecordBatchReader.from_batches(schema, batches())
 
     def _encode_targets_stream(self, y, first=None, column=None):
@@ -982,15 +994,12 @@ class IWPClassifier(_IWPBase):
         pos = 0.5 * (1.0 + np.tanh(0.5 * u))  # overflow-free sigmoid
         return np.column_stack([1.0 - pos, pos])
 
-    def score(self, X, y=None, *, features=None, label=None, raw=False) -> float:
-        """Accuracy on clean data: arrays ``(X, y)`` or a source with the label column."""
-        u, ypm = self._clean_xy(X, y, features, label, raw)
+    def _score_from(self, u, ypm) -> float:
+        """Accuracy of the scores ``u`` against +-1 targets."""
         return float(np.mean(np.where(u > 0, 1.0, -1.0) == ypm))
 
-    def risk(self, X, y=None, *, features=None, label=None, raw=False) -> float:
-        """Mean (unregularized) loss on clean data."""
+    def _risk_from(self, u, ypm) -> float:
         from .losses import derivative
-        u, ypm = self._clean_xy(X, y, features, label, raw)
         return float(np.mean(derivative(self.loss, 0, ypm * u)))
 
 
@@ -1021,16 +1030,14 @@ class IWPRegressor(_IWPBase):
     def predict(self, X, *, features=None, raw=False) -> np.ndarray:
         return self.decision_function(X, features=features, raw=raw)
 
-    def score(self, X, y=None, *, features=None, label=None, raw=False) -> float:
-        """R^2 on clean data (scikit-learn's regressor convention)."""
-        pred, yv = self._clean_xy(X, y, features, label, raw)
+    def _score_from(self, pred, yv) -> float:
+        """R^2 (scikit-learn's regressor convention)."""
         ss_res = float(np.sum((yv - pred) ** 2))
         ss_tot = float(np.sum((yv - yv.mean()) ** 2))
         return 1.0 - ss_res / ss_tot if ss_tot > 0 else (1.0 if ss_res == 0 else 0.0)
 
-    def risk(self, X, y=None, *, features=None, label=None, raw=False) -> float:
-        """Mean squared error / 2 on clean data (the loss the model minimizes)."""
-        pred, yv = self._clean_xy(X, y, features, label, raw)
+    def _risk_from(self, pred, yv) -> float:
+        """Mean squared error / 2."""
         return float(np.mean(0.5 * (pred - yv) ** 2))
 
 

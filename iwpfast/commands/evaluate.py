@@ -59,8 +59,7 @@ def run(args) -> int:
     else:
         raw = (not args.scaled) and getattr(model, "release_spec_", None) is not None
         kw = dict(features=features, label=args.label, raw=raw)
-        score = model.score(src, **kw)
-        risk = model.risk(open_source(args.data), **kw)
+        score, risk = model._clean_score_and_risk(src, **kw)  # one pass for both
         name = "accuracy" if model._task == "classification" else "R^2"
         out.update(kind="clean", risk=risk, rows=src.num_rows, **{name: score})
         text = (f"clean data {args.data}" + (" (raw units, scaled as the release did)" if raw else "")
