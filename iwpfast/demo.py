@@ -128,10 +128,10 @@ def _real(seed: int, rows: int | None):
 
 
 def _risk_and_accuracy(loss: str, theta, b, X, y):
-    from .losses import derivative
+    from .experiments.common import evaluate
 
-    u = X @ theta + b
-    return float(np.mean(derivative(loss, 0, y * u))), float(np.mean(np.where(u > 0, 1.0, -1.0) == y))
+    risk, acc = evaluate(np.append(theta, b)[None], X, y, loss)
+    return float(risk[0]), float(acc[0])
 
 
 def _fmt_rate(r: float) -> str:
@@ -244,6 +244,8 @@ def run_demo(*, rows: int = 1_000_000, features: int = 10, epsilon: float | None
         result = fit_stream(sim_path, heads, progress=progress, trace_every=trace_every,
                             trace_callback=on_trace)
 
+    from .experiments.common import evaluate
+
     sol = solve(Xtr_scaled, ytr, loss=loss, alpha=float(alpha), fit_intercept=fit_intercept)
     theta_star = sol.theta
     opt_risk, opt_acc = _risk_and_accuracy(loss, theta_star, sol.intercept, Xte, yte)
@@ -258,9 +260,8 @@ def run_demo(*, rows: int = 1_000_000, features: int = 10, epsilon: float | None
         if traces[name]:
             steps = np.concatenate([s for s, _ in traces[name]])
             params = np.concatenate([q for _, q in traces[name]])
-            U = Xte @ params[:, :p].T + params[:, p]
-            from .losses import derivative
-            risks = np.mean(derivative(loss, 0, yte[:, None] * U), axis=0)
+            # in blocks of iterates: a (test rows x iterates) matrix would be 300 MB at the default size
+            risks, _ = evaluate(params, Xte, yte, loss)
             curves[name] = (steps, risks)
 
     res = DemoResult(rows=n, test_rows=len(yte), features=list(names), sigma=sigma,
