@@ -7,7 +7,8 @@ Layout (``format_version`` 1)::
      "fitted": {"coef": [...], "intercept": b, "features": [...], "label": "y" | null,
                 "feature_names_in": [...] | null, "classes": [...] | null, "n_rows_seen": n,
                 "noise_var": [...], "label_keep_prob": .. | null, "target_noise_var": ..,
-                "radius": .., "truncation": K, "mode": "iwp", "telemetry": {...}},
+                "radius": .., "truncation": K, "mode": "iwp", "average_start": t0,
+                "schedule": "constant", "learning_rate": step, "telemetry": {...}},
      "release": {...the release metadata...} | null,
      "state": {"theta": [...], ...} | null,
      "sha256": "..."}
@@ -87,6 +88,10 @@ def model_document(est) -> dict:
         "truncation": int(est.truncation_),
         "mode": est.mode_,
         "average_start": int(est._config.average_start),
+        # the step the pass runs with: schedule='paper' is resolved into a constant step that the
+        # hyper-parameters alone do not give back (partial_fit after load must continue with it)
+        "schedule": est._config.schedule,
+        "learning_rate": _jsonable(est._config.learning_rate),
         "telemetry": _jsonable(dict(est.telemetry_)),
     }
     release = None
@@ -208,8 +213,8 @@ def load_model(path):
             loss=v["loss"], mode=est.mode_, n_features=p, noise_var=est.noise_var_,
             label_keep_prob=est.label_keep_prob_, target_noise_var=est.target_noise_var_,
             truncation=est.truncation_, batch_size=v["batch_size"], alpha=v["alpha"],
-            schedule="constant" if est.schedule == "paper" else est.schedule,
-            learning_rate=v["learning_rate"], mu=v["mu"], radius=est.radius_,
+            schedule=f.get("schedule", "constant" if est.schedule == "paper" else est.schedule),
+            learning_rate=_float(f.get("learning_rate", v["learning_rate"])), mu=v["mu"], radius=est.radius_,
             variance_cap=float("inf") if est.variance_cap is None else float(est.variance_cap),
             fit_intercept=bool(est.fit_intercept), average_start=int(f.get("average_start", -1)))
         est._noise = estimators._NoiseModel(est.noise_var_, est.label_keep_prob_, est.target_noise_var_,
