@@ -195,6 +195,36 @@ def test_hand_exp_polynomial_range_is_within_one_ulp():
     assert np.max(np.abs(out - expected) / np.spacing(expected)) <= 1.0
 
 
+def test_config_cache_sees_noise_variances_changed_in_place():
+    """The packed config is cached per HeadConfig object; changing its noise_var array in place
+    (the one mutable field of the frozen config) must take effect like a fresh config."""
+    X, y = _data(n=160)
+    noise = np.full(P, 0.09)
+    cfg = _config(noise_var=noise)
+    state = HeadState.new(cfg)
+    run_chunk(cfg, state, X[:, :80], y[:80])
+    noise[:] = [0.3, 0.0, 0.5]
+    run_chunk(cfg, state, X[:, 80:], y[80:])
+    expected = HeadState.new(cfg)
+    run_chunk(_config(noise_var=np.full(P, 0.09)), expected, X[:, :80], y[:80])
+    run_chunk(_config(noise_var=np.array([0.3, 0.0, 0.5])), expected, X[:, 80:], y[80:])
+    np.testing.assert_array_equal(state.theta, expected.theta)
+    assert not np.array_equal(state.theta, _run(run_chunk, finish, _config(), X, y, 160).theta)
+
+
+def test_column_slices_of_a_2d_array_equal_contiguous_columns():
+    """A (p, n) slice X[:, a:b] (rows contiguous, not C-contiguous as a whole) takes the addresses
+    of its rows directly; a Fortran-ordered array is copied column by column: same bits."""
+    X, y = _data(n=400)
+    wide = np.concatenate([X, X], axis=1)
+    for dtype in (np.float32, np.float64):
+        contiguous = _run(run_chunk, finish, _config(), X.astype(dtype), y, 400)
+        sliced = _run(run_chunk, finish, _config(), wide.astype(dtype)[:, 400:], y, 400)
+        fortran = _run(run_chunk, finish, _config(), np.asfortranarray(X.astype(dtype)), y, 400)
+        np.testing.assert_array_equal(sliced.theta, contiguous.theta)
+        np.testing.assert_array_equal(fortran.theta, contiguous.theta)
+
+
 def test_divergence_names_the_row_and_suggests_a_fix():
     cfg = _config(loss="exponential", mode="clean", noise_var=np.zeros(P), learning_rate=1e6,
                   batch_size=10)
