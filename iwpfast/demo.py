@@ -204,9 +204,9 @@ def run_demo(*, rows: int = 1_000_000, features: int = 10, epsilon: float | None
         # Clean features in the released space: scaled by the declared ranges (identity for [-1, 1]).
         released = pq.read_table(released_path)
         from .datasets import scale_to_unit
+        from .experiments.common import clip_rows
         Xtr_scaled = scale_to_unit(Xtr, np.array([ranges[f] for f in names])) if real else Xtr
-        norms = np.linalg.norm(Xtr_scaled, axis=1)
-        Xtr_scaled = Xtr_scaled * np.minimum(1.0, bound / np.maximum(norms, 1e-300))[:, None]
+        Xtr_scaled = clip_rows(Xtr_scaled.T, bound).T     # the release's L2 clip (a no-op at B = sqrt(p))
         clean_cols = {f"clean_{f}": Xtr_scaled[:, j] for j, f in enumerate(names)}
         sim = released
         for name, col in clean_cols.items():
