@@ -6,11 +6,13 @@
 Steps (``--steps``, comma-separated; a warm-up decode runs first so the page cache is warm, and
 with ``--repeat`` odd rounds run the steps in reverse order):
 - ``decode``: pyarrow alone -- Parquet: ``ParquetFile(pre_buffer=False).iter_batches`` over the
-  used columns; IPC: memory-mapped record batches with every column touched (a sum);
+  used columns (``decode_mmap``: the same with ``memory_map=True``, as iwpfast reads); IPC:
+  memory-mapped record batches with every column touched (a sum);
   CSV: ``pyarrow.csv.open_csv`` over all blocks.
 - ``reader``: iwpfast's ChunkReader alone (prefetch thread, validation, views), no kernel;
-  ``reader_4chunk``: the same with the 4-chunk source batches used before (comparison).
-- ``kernel_1``: the Numba kernel alone on one in-memory chunk re-run for the same row count.
+  ``reader_4chunk``: the same with the 4-chunk source batches used before (comparison);
+  ``reader_pread``: Parquet read with buffered reads instead of a memory map (comparison).
+- ``kernel_1``: the Numba kernel alone, cycling over 8 chunks held in memory, same row count.
 - ``fit_1``: ``fit_stream`` with 1 head (IWP, exponential loss); ``fit_3_seq``: 3 heads (IWP,
   naive, IWP with another step) in one scan, kernels one after the other (``head_threads=1``);
   ``fit_3``: the same with the default ``head_threads`` (the heads' kernels in parallel threads).
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sys
 import threading
 import time
@@ -64,12 +67,12 @@ class MemorySampler:
         self.sample()
 
 
-def decode_only(path, columns, batch_rows):
+def decode_only(path, columns, batch_rows, memory_map=False):
     import pyarrow as pa
     rows = 0
     if path.endswith(".parquet"):
         import pyarrow.parquet as pq
-        pf = pq.ParquetFile(path, pre_buffer=False)
+        pf = pq.ParquetFile(path, pre_buffer=False, memory_map=memory_map)
         for b in pf.iter_batches(batch_size=batch_rows, columns=columns):
             rows += b.num_rows
     elif path.endswith(".arrow"):
@@ -96,7 +99,8 @@ def report(name, path, rows, dt, mem, **extra):
     return out
 
 
-STEPS = ["decode", "reader", "reader_4chunk", "kernel_1", "fit_1", "fit_3_seq", "fit_3"]
+STEPS = ["decode", "decode_mmap", "reader", "reader_4chunk", "reader_pread", "kernel_1", "fit_1",
+         "fit_3_seq", "fit_3"]
 
 
 def main(argv=None):
@@ -116,7 +120,9 @@ def main(argv=None):
         ap.error(f"unknown steps {unknown}; choose from {STEPS}")
 
     from iwpfast.io.reader import SOURCE_BATCH_CHUNKS, ChunkReader, default_chunk_rows
+    from iwpfast.io import sources
     from iwpfast.io.sources import open_source
+    default_mmap = sources.PARQUET_MEMORY_MAP
     from iwpfast.sgd import engine
     from iwpfast.sgd.driver import Head, fit_stream, noise_from_release
     from iwpfast.sgd.state import HeadConfig, HeadState
@@ -143,17 +149,24 @@ def main(argv=None):
         st = HeadState.new(h.config)
         engine.run_chunk(h.config, st, np.zeros((p, 300), np.float32), np.ones(300, np.int8))
     n_rows = src.num_rows
-    first = next(iter(ChunkReader(open_source(a.path), [features], ["y"], chunk_rows,
-                                  prefetch=False)))
-    X0 = [np.array(c) for c in first.features[0]]   # one chunk in memory, for kernel-only
-    y0 = np.array(first.labels["y"])
+    # for kernel-only: 8 chunks copied into memory (~85 MiB at p = 10: more than the 32 MiB L3,
+    # so the kernel reads from RAM as in a pass, not from cache)
+    in_memory = []
+    for ch in ChunkReader(open_source(a.path), [features], ["y"], chunk_rows, prefetch=False):
+        in_memory.append(([np.array(c) for c in ch.features[0]], np.array(ch.labels["y"])))
+        if len(in_memory) == 8:
+            break
 
     def run(step):
         extra = {}
-        if step == "decode":
-            rows = decode_only(a.path, columns, chunk_rows)
-        elif step in ("reader", "reader_4chunk"):
-            r = ChunkReader(open_source(a.path), [features], ["y"], chunk_rows)
+        if step in ("decode", "decode_mmap"):
+            rows = decode_only(a.path, columns, chunk_rows, memory_map=step == "decode_mmap")
+        elif step in ("reader", "reader_4chunk", "reader_pread"):
+            sources.PARQUET_MEMORY_MAP = step != "reader_pread"
+            try:
+                r = ChunkReader(open_source(a.path), [features], ["y"], chunk_rows)
+            finally:
+                sources.PARQUET_MEMORY_MAP = default_mmap
             if step == "reader_4chunk":  # the batch size used before: 4 chunks per source batch
                 r.source_batch_rows = lambda: SOURCE_BATCH_CHUNKS * chunk_rows
             rows = sum(ch.n_rows for ch in r)
@@ -165,10 +178,13 @@ def main(argv=None):
             st = HeadState.new(h.config)
             rows = 0
             total = n_rows or 10 * chunk_rows
+            i = 0
             while rows < total:
+                X0, y0 = in_memory[i % len(in_memory)]
                 k = min(y0.shape[0], total - rows)
                 engine.run_chunk(h.config, st, [x[:k] for x in X0], y0[:k])
                 rows += k
+                i += 1
         else:
             k, threads = {"fit_1": (1, 1), "fit_3_seq": (3, 1), "fit_3": (3, None)}[step]
             res = fit_stream(a.path, all_heads[:k], chunk_rows=chunk_rows, progress=False,
@@ -183,10 +199,14 @@ def main(argv=None):
     for rnd in range(a.repeat):
         for step in (steps if rnd % 2 == 0 else steps[::-1]):
             with mem:
+                c0 = resource.getrusage(resource.RUSAGE_SELF)
                 t0 = time.perf_counter()
                 rows, extra = run(step)
                 dt = time.perf_counter() - t0
-            report(step, a.path, rows, dt, mem, round=rnd,
+                c1 = resource.getrusage(resource.RUSAGE_SELF)
+            # CPU seconds of all threads: less sensitive than wall time to other users' load
+            cpu = c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime
+            report(step, a.path, rows, dt, mem, cpu_s=round(cpu, 2), round=rnd,
                    load=round(os.getloadavg()[0], 2), **extra)
 
 

@@ -292,19 +292,44 @@ def test_head_pool_raises_the_first_error_after_every_thread_finished():
 
     def run_chunk(cfg, st, X, y):
         if cfg == "slow":
-            time.sleep(0.2)  # finishes long after the failing head raised
+            time.sleep(0.2)  # finishes long after the failing heads raised
         with lock:
-            done.append(cfg)
-        if cfg.startswith("bad"):
+            done.append((cfg, X))
+        if cfg.startswith("bad") and X == 1:
             raise InvalidInputError(cfg)
 
-    hs = [SimpleNamespace(name=c, config=c, label="y") for c in ["bad1", "slow", "bad2"]]
-    pool = _HeadPool(hs, {c: None for c in ["bad1", "slow", "bad2"]},
-                     {c: 0 for c in ["bad1", "slow", "bad2"]}, run_chunk, 3)
-    chunk = SimpleNamespace(features=[()], labels={"y": None})
+    names = ["bad1", "slow", "bad2"]
+    hs = [SimpleNamespace(name=c, config=c, label="y") for c in names]
+    pool = _HeadPool(hs, {c: None for c in names}, {c: 0 for c in names}, run_chunk, 3)
     try:
-        with pytest.raises(InvalidInputError, match="bad1"):
-            pool.run(chunk)
-        assert sorted(done) == ["bad1", "bad2", "slow"]  # nobody still running after the raise
+        for k in range(2):
+            pool.submit(SimpleNamespace(features=[k], labels={"y": None}))
+        with pytest.raises(InvalidInputError, match="bad1"):  # the first head in head order
+            pool.wait()
+        # chunk 0 done by all; chunk 1 done by all (the failing heads stop after it)
+        assert sorted(done) == sorted((c, k) for c in names for k in range(2))
+        with pytest.raises(InvalidInputError, match="bad1"):  # a failed pool refuses more work
+            pool.submit(SimpleNamespace(features=[2], labels={"y": None}))
     finally:
         pool.close()
+    assert not any(t.is_alive() for t in pool.threads)
+
+
+def test_parallel_heads_with_trace_and_checkpoint_match_sequential(table, tmp_path):
+    def run(threads, name):
+        traces = []
+        r = fit_stream(table, three_heads(), chunk_rows=256, engine="reference", progress=False,
+                       head_threads=threads, trace_every=7,
+                       trace_callback=lambda steps, params: traces.append(
+                           {k: v.copy() for k, v in params.items()}),
+                       checkpoint=str(tmp_path / name), checkpoint_every=1000)
+        return r, traces
+
+    seq, tr_seq = run(1, "seq.ckpt")
+    par, tr_par = run(None, "par.ckpt")
+    assert_same_states(par, seq)
+    assert len(tr_seq) == len(tr_par) > 5
+    for a, b in zip(tr_seq, tr_par):
+        assert a.keys() == b.keys()
+        for k in a:
+            np.testing.assert_array_equal(a[k], b[k])

@@ -284,13 +284,21 @@ def _corrupt(path: str, fmt: str, exc: Exception, where: str = "") -> InvalidInp
         f"truncated or corrupt (e.g. an interrupted copy or write). Re-create or re-copy it.")
 
 
+#: read Parquet files through a memory map (see _ParquetFile); False: pyarrow's buffered reads
+PARQUET_MEMORY_MAP = True
+
+
 class _ParquetFile:
     def __init__(self, path: str):
         import pyarrow.parquet as pq
         self.path = path
         try:
-            # pre_buffer=False: pyarrow's default pre-buffers whole row groups/files (4 GiB seen)
-            self.pf = pq.ParquetFile(path, pre_buffer=False)
+            # pre_buffer=False: pyarrow's default pre-buffers whole row groups/files (4 GiB seen).
+            # memory_map=True: pages are decoded straight from the page cache instead of first
+            # being copied into a read buffer (one memcpy of the file less; measured 20-35% less
+            # CPU for uncompressed files, bench/README.md); the mapped pages are page cache, not
+            # memory of the process (RssAnon), and are dropped by the kernel under pressure.
+            self.pf = pq.ParquetFile(path, pre_buffer=False, memory_map=PARQUET_MEMORY_MAP)
             self.schema = self.pf.schema_arrow
         except (pa.ArrowException, OSError) as exc:
             raise _corrupt(path, "Parquet", exc) from exc

@@ -309,43 +309,80 @@ def _drain_traces(heads, states, callback):
 
 
 class _HeadPool:
-    """Runs every head's kernel on one chunk with up to ``threads`` threads (the caller is one
-    of them) and returns when all are done.  The kernels release the GIL, so with cheap decoding
-    (IPC) three heads use both cores instead of one.  Heads are split into fixed, contiguous
-    groups (one per thread) so the per-chunk cost is one hand-off per extra thread, not per head.
-    An exception is re-raised only after every thread has finished the chunk (the first in head
-    order), so no kernel is still writing to a state when the caller sees the error."""
+    """Runs the heads' kernels in ``threads`` worker threads, each owning a fixed group of heads
+    and working through the chunks in stream order; the kernels release the GIL.
+
+    ``submit(chunk)`` hands a chunk to every worker and returns at once (blocking only when a
+    worker is ``LAG`` chunks behind), so the workers are not synchronised chunk by chunk: with 3
+    heads on 2 cores each head's thread runs whenever a core is free, instead of the 2 cores
+    waiting for the slowest group at every chunk.  ``wait()`` returns when every submitted chunk
+    is done (before a checkpoint, a trace drain, the end of the pass).  Each head's state is
+    touched only by its worker, in stream order, so the models are bit-identical to sequential
+    runs.  A worker that fails stops; ``wait``/``submit`` re-raise the first error in head order
+    once every worker is idle, so no kernel is still writing to a state when the caller sees it.
+    """
+
+    #: chunks a worker may be behind the reader: bounds the decoded chunks kept alive
+    LAG = 2
 
     def __init__(self, heads, states, group_of, run_chunk, threads):
-        from concurrent.futures import ThreadPoolExecutor
-        jobs = [(h.config, states[h.name], group_of[h.name], h.label) for h in heads]
-        # contiguous groups of near-equal size; the caller runs the first group itself
+        import queue
+        jobs = [(i, h.config, states[h.name], group_of[h.name], h.label)
+                for i, h in enumerate(heads)]
         bounds = [round(i * len(jobs) / threads) for i in range(threads + 1)]
         self.groups = [jobs[bounds[i]:bounds[i + 1]] for i in range(threads)]
         self.run_chunk = run_chunk
-        self.executor = ThreadPoolExecutor(max_workers=threads - 1,
-                                           thread_name_prefix="iwpfast-head")
+        self.queues = [queue.Queue(maxsize=self.LAG) for _ in self.groups]
+        self.errors: list[tuple[int, BaseException]] = []
+        self.lock = threading.Lock()
+        self.threads = [threading.Thread(target=self._work, args=(g, q), daemon=True,
+                                         name=f"iwpfast-head-{i}")
+                        for i, (g, q) in enumerate(zip(self.groups, self.queues))]
+        for t in self.threads:
+            t.start()
 
-    def _run_group(self, group, chunk):
-        for cfg, st, g, label in group:
-            self.run_chunk(cfg, st, chunk.features[g], chunk.labels[label])
+    def _work(self, group, q):
+        failed = False
+        while True:
+            chunk = q.get()
+            try:
+                if chunk is None:
+                    return
+                if not failed:
+                    for index, cfg, st, g, label in group:
+                        try:
+                            self.run_chunk(cfg, st, chunk.features[g], chunk.labels[label])
+                        except BaseException as exc:
+                            with self.lock:
+                                self.errors.append((index, exc))
+                            failed = True
+                            break
+            finally:
+                q.task_done()
 
-    def run(self, chunk):
-        futures = [self.executor.submit(self._run_group, grp, chunk) for grp in self.groups[1:]]
-        error = None
-        try:
-            self._run_group(self.groups[0], chunk)
-        except BaseException as exc:  # first in head order; wait for the others first
-            error = exc
-        for f in futures:
-            exc = f.exception()
-            if exc is not None and error is None:
-                error = exc
-        if error is not None:
-            raise error
+    def _raise(self):
+        if self.errors:
+            self.wait(check=False)
+            raise min(self.errors, key=lambda e: e[0])[1]
+
+    def submit(self, chunk):
+        self._raise()
+        for q in self.queues:
+            q.put(chunk)
+
+    def wait(self, check=True):
+        for q in self.queues:
+            q.join()
+        if check:
+            self._raise()
 
     def close(self):
-        self.executor.shutdown(wait=True)
+        """Finish the submitted chunks and stop the workers (idempotent)."""
+        for q, t in zip(self.queues, self.threads):
+            if t.is_alive():
+                q.put(None)
+        for t in self.threads:
+            t.join()
 
 
 def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
@@ -415,7 +452,8 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
     run_chunk, finish = _engine(engine)
     tracing = any(h.config.trace_every > 0 for h in heads)
     if head_threads is None:
-        head_threads = min(len(heads), os.cpu_count() or 1)
+        # one thread per head (not per core): the OS then balances e.g. 3 heads over 2 cores
+        head_threads = len(heads) if (os.cpu_count() or 1) > 1 else 1
     elif int(head_threads) < 1:
         raise InvalidInputError(f"head_threads={head_threads}; use None (automatic), 1 "
                                 f"(sequential) or a number of threads >= 1")
@@ -512,7 +550,9 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
                                               chunk.features[group_of[h.name]],
                                               chunk.labels[h.label])
                             else:
-                                pool.run(chunk)
+                                pool.submit(chunk)
+                                if tracing:  # trace buffers are sized and drained per chunk
+                                    pool.wait()
                             if tracing:
                                 _drain_traces(heads, cur, trace_callback)
                             row = chunk.end_row
@@ -522,11 +562,17 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
                                 bar.update(chunk.n_rows)
                             if checkpoint is not None and (
                                     row - last_ckpt >= checkpoint_every or guard.pending):
+                                if pool is not None:
+                                    pool.wait()
                                 save(epoch, row, last_origin)
                                 last_ckpt = row
                             if guard.pending is not None:
+                                if pool is not None:
+                                    pool.wait()
                                 reader.close()
                                 guard.deliver_pending()
+                        if pool is not None:
+                            pool.wait()
                     finally:
                         reader.close()
                     reader_stats = reader.stats.as_dict()
