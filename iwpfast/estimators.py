@@ -667,10 +667,7 @@ class _IWPBase:
                     f"pass an (n, {p}) array with the columns in that order")
             yield [np.asarray(Xa[:, j], dtype=np.float64) for j in range(p)]
             return
-        wanted = list(features) if features is not None else model_names
-        if len(wanted) != p:
-            raise InvalidInputError(
-                f"features={wanted} names {len(wanted)} columns but the model has {p}: {model_names}")
+        wanted = self._wanted_features(features)
         from .io.sources import open_source
         src = open_source(X)
         self._check_names(list(src.full_schema.names), wanted, model_names)
@@ -699,6 +696,17 @@ class _IWPBase:
         factor = np.minimum(1.0, float(spec.bound) / np.sqrt(np.maximum(norm2, 1e-300)))
         return [o * factor for o in out]
 
+    def _wanted_features(self, features) -> list[str]:
+        """The columns to read for the model's features: ``features`` (one per model feature, in
+        the model's order) or the model's own names."""
+        model_names = list(self.features_)
+        wanted = list(features) if features is not None else model_names
+        if len(wanted) != len(model_names):
+            raise InvalidInputError(
+                f"features={wanted} names {len(wanted)} columns but the model has {len(model_names)}: "
+                f"{model_names}; name one column per model feature, in that order (CLI: --features)")
+        return wanted
+
     @staticmethod
     def _check_names(names, wanted, model_names):
         missing = [c for c in wanted if c not in names]
@@ -707,7 +715,7 @@ class _IWPBase:
             raise InvalidInputError(
                 f"the data lacks the model's feature columns {missing} (model features: {model_names}; "
                 f"data columns not used: {extra}); rename the columns or pass features=[...] mapping "
-                "them in the model's order")
+                "them in the model's order (CLI: --features)")
 
     @staticmethod
     def _linear_scores(theta, b, cols) -> np.ndarray:
@@ -736,13 +744,15 @@ class _IWPBase:
         if y is not None:
             return (self.decision_function(X, features=features, raw=raw),
                     self._encode_targets_stream(np.asarray(y).reshape(-1)))
+        self._check_fitted()
         from .io.sources import open_source
         src = open_source(X)
         names = list(src.full_schema.names)
         lab = label or self.label_
         if lab is None or lab not in names:
-            raise InvalidInputError(f"pass label=... naming the label column (columns: {names})")
-        wanted = list(features) if features is not None else list(self.features_)
+            what = "which column is the label is unknown" if lab is None else f"the data has no label column {lab!r}"
+            raise InvalidInputError(f"{what}: pass label=... naming it (CLI: --label; columns: {', '.join(names)})")
+        wanted = self._wanted_features(features)
         self._check_names(names, wanted, list(self.features_))
         theta, b = self._theta_b()
         us, ys = [], []

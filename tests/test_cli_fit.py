@@ -102,3 +102,23 @@ def test_fit_resume_from_checkpoint(files, capsys):
     assert main(args + ["--out", str(d / "c.json"), "--checkpoint", str(d / "c.ckpt"), "--resume"]) == 0
     a, c = (json.loads((d / f).read_text())["fitted"]["coef"] for f in ("a.json", "c.json"))
     assert a == c
+
+
+def test_evaluate_refuses_a_feature_list_of_the_wrong_length(files, capsys, tmp_path):
+    """--features must name one column per model feature: fewer used to score on a subset."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(files / "train.parquet")
+    scaled = tmp_path / "scaled.parquet"    # clean data in the training scale: no release needed
+    pq.write_table(table.set_column(0, "AGEP", pc.divide(table.column("AGEP"), 100.0))
+                        .set_column(1, "WKHP", pc.divide(table.column("WKHP"), 100.0)), scaled)
+    model = tmp_path / "m.json"
+    assert main(["fit", str(scaled), "--out", str(model), "--features", "AGEP", "WKHP",
+                 "--label", "y", "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", str(model), str(scaled), "--features", "AGEP"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("iwpfast: error:") and "names 1 columns but the model has 2" in err
+    assert main(["evaluate", str(model), str(scaled), "--label", "income"]) == 2
+    assert "no label column 'income'" in capsys.readouterr().err
