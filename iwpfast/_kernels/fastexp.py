@@ -8,11 +8,14 @@ exp(r) is a degree-11 near-minimax polynomial (relative error 1.6e-17; the Taylo
 needs degree 13 for that: 2 FMAs more, ~10% slower exp), evaluated by Horner with explicit fused
 multiply-adds (``_lowlevel.fma`` = ``llvm.fma.f64``: same bits in every compiled kernel, half the
 floating-point instructions of mul + add; ~30% faster in the kernel).  k is read from the bits of
-``x / ln2 + 1.5 * 2^52`` (no float -> int conversion, which does not vectorize without AVX-512), and 2^k is built in the exponent bits as 2^k1 * 2^(k-k1)
-so that gradual underflow and overflow come out as libm's.  Measured error against ``np.exp``:
+``x / ln2 + 1.5 * 2^52`` (no float -> int conversion, which does not vectorize without
+AVX-512), and 2^k is built in the exponent bits as 2^k1 * 2^(k-k1) with integer operations, so
+that gradual underflow and overflow come out as libm's.  Measured error against ``np.exp``:
 at most 1 ulp over [-745, 709.7] (tests/test_kernels.py); NaN in gives NaN out.
 """
 from __future__ import annotations
+
+import numpy as np
 
 from ._lowlevel import bits_float, fma, float_bits
 from ._options import jit
@@ -22,7 +25,7 @@ LN2_HI = 6.93147180369123816490e-01    # 0x3fe62e42fee00000: k * LN2_HI exact fo
 LN2_LO = 1.90821492927058770002e-10
 ROUND_SHIFT = 6755399441055744.0       # 1.5 * 2^52: adding it rounds to an integer in the low bits
 ROUND_SHIFT_BITS = 0x4338000000000000
-_EXPONENT_BIAS = 1023 - ROUND_SHIFT_BITS   # bits(k + ROUND_SHIFT) + this = k + 1023
+_OFFSET_K_BIAS = ROUND_SHIFT_BITS - 2048   # bits(k + ROUND_SHIFT) - this = k + 2048
 EXP_MAX_ARG = 709.79                   # above: +inf (2^1024 after the split scaling)
 EXP_MIN_ARG = -745.2                   # below: 0 (rounds below half the smallest subnormal)
 
@@ -63,12 +66,15 @@ def fast_exp(x):
     poly = fma(poly, r, _P2)
     poly = fma(poly, r, 1.0)
     poly = fma(poly, r, 1.0)
-    # 2^k = 2^k1 * 2^(k-k1) with k1 = round(k/2), both in the normal range for every k used.
-    # k1 is found in floating point because a 64-bit arithmetic shift does not vectorize on AVX.
-    half = fma(kf, 0.5, ROUND_SHIFT)
-    rest = (kf - (half - ROUND_SHIFT)) + ROUND_SHIFT
-    scale_1 = bits_float((float_bits(half) + _EXPONENT_BIAS) << 52)
-    scale_2 = bits_float((float_bits(rest) + _EXPONENT_BIAS) << 52)
+    # 2^k = 2^k1 * 2^(k-k1) with k1 = floor(k/2), both in the normal range for every k used
+    # (|k| <= 1078).  Integer vector operations only: the floating-point pipes, which the
+    # polynomial keeps busy, stay free.  offset_k = k + 2048 >= 0, so the logical (unsigned)
+    # shift, which vectorizes without AVX-512, floors k / 2.  poly * 2^k1 is exact, so the
+    # result is round(poly * 2^k) whatever the split: the bits of any split.
+    offset_k = np.uint64(float_bits(shifted) - _OFFSET_K_BIAS)
+    half_offset = offset_k >> np.uint64(1)                   # k1 + 1024
+    scale_1 = bits_float((half_offset - np.uint64(1)) << np.uint64(52))                # k1 + 1023
+    scale_2 = bits_float((offset_k - half_offset - np.uint64(1)) << np.uint64(52))     # k - k1 + 1023
     result = poly * scale_1 * scale_2
     return result if x == x else x
 
