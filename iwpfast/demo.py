@@ -38,7 +38,7 @@ without an intercept gives theta* ~ 0.02 and a 0.57-accuracy model, i.e. nothing
   probability 0.993): sigma^2 |theta*|^2 = 0.9, so the 1,757 updates of 225k rows average the IWP
   noise out (over seeds 0..7 |theta_iwp - theta*| was 0.019..0.065, naive 0.25, i.e. naive
   collapses to theta ~ 0 and predicts the majority class).  At epsilon = 5 (sigma = 6.5)
-  sigma^2 |theta*|^2 = 3.1: 225k rows are too few and IWP lands 25-40% of |theta*| away even at
+  sigma^2 |theta*|^2 = 3.1: 225k rows are too few and IWP lands 24-40% of |theta*| away even at
   lambda = 1 -- more rows, or a weaker model, are the price of more privacy.
 """
 from __future__ import annotations
