@@ -8,9 +8,16 @@ with the spec as JSON in the schema metadata (key ``iwpfast.release``).  ``priva
 in memory.
 
 Speed: the Gaussian noise dominates.  Each chunk is split into one contiguous part per thread,
-each part processed in cache-sized sub-blocks (scale, clip, ``standard_normal(float32, out=...)``
-into a scratch buffer, add) by its own ``Generator(SFC64)`` stream; NumPy releases the GIL in all
-of these, so threads run in parallel.  Python loops only over chunks, parts and sub-blocks.
+each part processed in cache-sized sub-blocks by its own ``Generator(SFC64)`` stream.  Two paths
+give the same bits for the same seed:
+
+- fused (``iwpfast._kernels.release``, float32 features): per block, row norms (only when
+  bound < sqrt(p)), clip factors, then per column ``standard_normal(float32, out=<output row>)``
+  and one nogil kernel pass ``out = clip(scale(raw)) * factor + sigma * out``; no temporaries;
+- NumPy: scale into the output, clip, ``standard_normal`` into a scratch block, add.
+
+NumPy and the kernels release the GIL, so threads run in parallel.  Python loops only over
+chunks, parts, sub-blocks and columns.
 """
 from __future__ import annotations
 
