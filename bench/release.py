@@ -32,7 +32,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 
-_CPU = []  # CPU seconds (user + system, all threads) of the last median_time call
+_CPU = []  # median CPU seconds (user + system, user, system; all threads) of the last median_time call
 
 
 def median_time(fn, repeat):
@@ -46,8 +46,9 @@ def median_time(fn, repeat):
         fn()
         times.append(time.perf_counter() - t0)
         r1 = resource.getrusage(resource.RUSAGE_SELF)
-        cpus.append(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
-    _CPU[:] = [float(np.median(cpus))]
+        cpus.append((r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime))
+    user, system = (np.array(c) for c in zip(*cpus))
+    _CPU[:] = [float(np.median(user + system)), float(np.median(user)), float(np.median(system))]
     return float(np.median(times))
 
 
@@ -121,7 +122,7 @@ def main(argv=None):
 
     def record(name, seconds, baseline=None):
         results.append((name, seconds, rows / seconds / 1e6, None if baseline is None else seconds / baseline,
-                        _CPU[0]))
+                        *_CPU))
 
     floor = median_time(noise_floor(rows, p), args.repeat)
     record("noise floor (1 thread)", floor)
@@ -163,14 +164,17 @@ def main(argv=None):
 
     print(f"\nrelease benchmark: {rows:,} rows, p = {p}, float32, median of {args.repeat}, "
           f"{os.cpu_count()} cores")
-    print(f"{'measurement':48s} {'seconds':>8s} {'M rows/s':>9s} {'ratio':>7s} {'CPU s':>7s} {'M rows/CPU s':>13s}")
-    for name, seconds, mrows, ratio, cpu in results:
-        r = "" if ratio is None else f"{ratio:7.2f}"
-        print(f"{name:48s} {seconds:8.3f} {mrows:9.2f} {r:>7s} {cpu:7.3f} {rows / cpu / 1e6:13.2f}")
+    print(f"{'measurement':44s} {'seconds':>8s} {'M rows/s':>9s} {'ratio':>6s} {'CPU s':>6s} "
+          f"{'M rows/CPU s':>12s} {'user ns/row':>11s} {'sys ns/row':>10s}")
+    for name, seconds, mrows, ratio, cpu, user, system in results:
+        r = "" if ratio is None else f"{ratio:6.2f}"
+        print(f"{name:44s} {seconds:8.3f} {mrows:9.2f} {r:>6s} {cpu:6.3f} {rows / cpu / 1e6:12.2f} "
+              f"{user / rows * 1e9:11.1f} {system / rows * 1e9:10.1f}")
     print("ratio: in-memory = wall time / noise floor with the same threads; "
           "release = wall time / pyarrow read+write.")
     print(f"first fused call in this process (Numba set-up, cache load or compile): {warmup:.2f} s")
-    print("CPU s: user + system seconds of all threads (other jobs on the machine do not inflate it).")
+    print("CPU s: user + system seconds of all threads (other jobs on the machine inflate it much less "
+          "than the wall time); sys is mostly the first touch (page faults) of the output array.")
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
     return results
 
