@@ -224,3 +224,19 @@ def test_one_chunk_batches_give_the_same_rows_as_four_chunk_batches(table, tmp_p
     np.testing.assert_array_equal(b1, b4)
     np.testing.assert_array_equal(b1, table["b"].to_numpy()[2048:])
     assert starts1 == starts4 and copied1 == copied4 == 0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_validation_check_is_exact_for_overflowing_and_each_non_finite_value(dtype):
+    big = np.finfo(dtype).max / 4      # finite, but its square (the check's dot product) is inf
+    clean = np.full(3000, big, dtype=dtype)
+    clean[::2] = -big
+    r = ChunkReader(pa.table({"a": clean, "y": np.ones(3000, np.int8)}), [["a"]], ["y"], 1000)
+    assert sum(c.n_rows for c in r) == 3000   # no false alarm
+    for bad in (np.nan, np.inf, -np.inf):
+        for pos in (0, 1234, 2999):
+            x = np.linspace(-1, 1, 3000).astype(dtype)
+            x[pos] = bad
+            r = ChunkReader(pa.table({"a": x, "y": np.ones(3000, np.int8)}), [["a"]], ["y"], 1000)
+            with pytest.raises(InvalidInputError, match=f"row {pos} of the stream"):
+                list(r)
