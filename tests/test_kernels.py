@@ -212,6 +212,22 @@ def test_config_cache_sees_noise_variances_changed_in_place():
     assert not np.array_equal(state.theta, _run(run_chunk, finish, _config(), X, y, 160).theta)
 
 
+def test_config_cache_eviction_keeps_results_per_config():
+    """More configs than the cache holds (64): each still runs with its own parameters."""
+    from iwpfast.sgd import engine
+    X, y = _data(n=32)
+    configs = [_config(learning_rate=0.01 * (k + 1)) for k in range(engine._CONFIG_CACHE_SIZE + 6)]
+    thetas = []
+    for cfg in configs + configs[:3]:                  # the first ones were evicted by now
+        state = HeadState.new(cfg)
+        run_chunk(cfg, state, X, y)
+        thetas.append(state.theta.copy())
+    assert len(engine._CONFIG_CACHE) <= engine._CONFIG_CACHE_SIZE
+    for k in range(3):
+        np.testing.assert_array_equal(thetas[len(configs) + k], thetas[k])
+    assert not np.array_equal(thetas[0], thetas[1])
+
+
 def test_column_slices_of_a_2d_array_equal_contiguous_columns():
     """A (p, n) slice X[:, a:b] (rows contiguous, not C-contiguous as a whole) takes the addresses
     of its rows directly; a Fortran-ordered array is copied column by column: same bits."""

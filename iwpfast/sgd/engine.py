@@ -28,6 +28,7 @@ Example::
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -95,6 +96,7 @@ def _integer(value, name: str, minimum: int) -> int:
 # noise variances, the one field of a frozen HeadConfig that can change in place.
 _CONFIG_CACHE: dict[int, tuple] = {}
 _CONFIG_CACHE_SIZE = 64
+_CONFIG_CACHE_LOCK = threading.Lock()
 
 
 def _kernel_config(cfg: HeadConfig):
@@ -105,9 +107,10 @@ def _kernel_config(cfg: HeadConfig):
     if entry is not None and entry[0] is cfg and _noise_snapshot(cfg) == entry[1]:
         return entry[2]
     packed = _pack_config(cfg)
-    if len(_CONFIG_CACHE) >= _CONFIG_CACHE_SIZE:
-        del _CONFIG_CACHE[next(iter(_CONFIG_CACHE))]          # the oldest entry
-    _CONFIG_CACHE[id(cfg)] = (cfg, _noise_snapshot(cfg), packed)
+    with _CONFIG_CACHE_LOCK:                    # the driver runs heads on worker threads
+        while len(_CONFIG_CACHE) >= _CONFIG_CACHE_SIZE:
+            del _CONFIG_CACHE[next(iter(_CONFIG_CACHE))]      # the oldest entry
+        _CONFIG_CACHE[id(cfg)] = (cfg, _noise_snapshot(cfg), packed)
     return packed
 
 
