@@ -152,3 +152,16 @@ def test_import_does_not_load_the_kernels():
             "print('iwpfast._kernels.release' in sys.modules, 'numba' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split()[0] == "False"
+
+
+def test_unsupported_raw_dtype_falls_back_to_numpy(small_blocks):
+    # float16 columns are not compiled for: that part takes the NumPy path, with the same bits
+    n = 3000
+    r = np.random.default_rng(6)
+    X = {"a": r.uniform(0, 100, n).astype(np.float16), "c": r.integers(17, 96, n)}
+    y = r.integers(0, 2, n)
+    spec = make_spec(0.9, list(X))
+    fused_X, fused_y = privatize(X, y, spec, seed=2, threads=2, kernel="fused")
+    numpy_X, numpy_y = privatize(X, y, spec, seed=2, threads=2, kernel="numpy")
+    np.testing.assert_array_equal(fused_X, numpy_X)
+    np.testing.assert_array_equal(fused_y, numpy_y)

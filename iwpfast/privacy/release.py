@@ -49,6 +49,11 @@ _LABEL_SUB_ROWS = 1 << 15
 FUSED_MIN_ROWS = 1 << 24
 FUSED_WARM_MIN_ROWS = 1 << 16
 KERNELS = ("auto", "fused", "numpy")
+# Raw column types the kernels take (others, e.g. float16, go through NumPy: same result, since
+# the paths consume the streams identically).
+_FUSED_RAW_DTYPES = frozenset(np.dtype(t) for t in (
+    np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+    np.float32, np.float64))
 # Below this many rows per chunk a second thread costs more than it saves.
 _MIN_ROWS_PER_THREAD = 1 << 15
 ON_INVALID = ("error", "drop")
@@ -312,7 +317,7 @@ class _Privatizer:
         rng = self.rngs[k]
         p = self.p
         clipped = 0
-        if self.fused:
+        if self.fused and all(f.dtype in _FUSED_RAW_DTYPES for f in features):
             clipped = self._features_fused(k, features, r0, r1, out)
         else:
             scratch = self.scratch[k]
@@ -329,7 +334,8 @@ class _Privatizer:
             y = label[r0:r1]
             y_out = label_out[r0:r1]
             lm = spec.label_mechanism
-            if spec.task == "classification" and self.fused and isinstance(lm, RandomizedResponse):
+            if (spec.task == "classification" and self.fused and isinstance(lm, RandomizedResponse)
+                    and y.dtype in _FUSED_RAW_DTYPES):
                 self._labels_fused(k, y, y_out, lm.keep_probability)
             elif spec.task == "classification":
                 if self.label_encoding == "pm1":
