@@ -333,3 +333,20 @@ def test_parallel_heads_with_trace_and_checkpoint_match_sequential(table, tmp_pa
         assert a.keys() == b.keys()
         for k in a:
             np.testing.assert_array_equal(a[k], b[k])
+
+
+def test_default_head_threads_keeps_a_core_for_decoding(table, tmp_path, monkeypatch):
+    from iwpfast.io.sources import open_source
+    from iwpfast.sgd import driver
+    pq.write_table(table, tmp_path / "f.parquet")
+    feather.write_feather(table, tmp_path / "f.arrow")
+    parquet, ipc, mem = (open_source(str(tmp_path / "f.parquet")),
+                         open_source(str(tmp_path / "f.arrow")), open_source(table))
+    assert not parquet.cheap_decode and ipc.cheap_decode and mem.cheap_decode
+    monkeypatch.setattr(driver, "_usable_cores", lambda: 2)
+    assert [driver.default_head_threads(3, s) for s in (parquet, ipc, mem)] == [1, 3, 3]
+    assert driver.default_head_threads(1, ipc) == 1
+    monkeypatch.setattr(driver, "_usable_cores", lambda: 3)
+    assert driver.default_head_threads(3, parquet) == 3
+    monkeypatch.setattr(driver, "_usable_cores", lambda: 1)
+    assert driver.default_head_threads(3, mem) == 1

@@ -187,17 +187,24 @@ def test_memory_does_not_grow_with_the_number_of_rows(tmp_path):
     assert sizes[4_000_000] - sizes[500_000] < 20, sizes
 
 
-def test_source_batch_is_one_chunk_only_when_every_boundary_is_a_chunk_boundary(table, tmp_path):
+def test_source_batch_is_one_chunk_only_when_every_boundary_is_a_chunk_boundary(table, tmp_path,
+                                                                                monkeypatch):
+    import iwpfast.io.reader as reader_module
+    # chunks of 2048 rows: batches of whole chunks of at least 4096 rows (here: 2 chunks)
+    monkeypatch.setattr(reader_module, "MIN_SOURCE_BATCH_ROWS", 4096)
+    assert ChunkReader(table, [["a"]], ["y"], 8192).source_batch_rows() == 8192
     pq.write_table(table, tmp_path / "aligned.parquet", row_group_size=4096)
     pq.write_table(table, tmp_path / "ragged.parquet", row_group_size=3000)
     aligned = ChunkReader(str(tmp_path / "aligned.parquet"), [["a"]], ["y"], 2048)
-    assert aligned.source_batch_rows() == 2048
+    assert aligned.source_batch_rows() == 4096
+    chunks = list(aligned)
+    assert aligned.stats.copied_chunks == 0 and [c.n_rows for c in chunks[:-1]] == [2048] * 9
     # resuming at a row that is not a multiple of the chunk moves every boundary off the chunks
     assert ChunkReader(str(tmp_path / "aligned.parquet"), [["a"]], ["y"], 2048,
                        start_row=100).source_batch_rows() == 4 * 2048
     # resuming at 4096: boundaries 8192, 12288, ... are still chunk boundaries from there
     assert ChunkReader(str(tmp_path / "aligned.parquet"), [["a"]], ["y"], 2048,
-                       start_row=4096).source_batch_rows() == 2048
+                       start_row=4096).source_batch_rows() == 4096
     assert ChunkReader(str(tmp_path / "ragged.parquet"), [["a"]], ["y"], 2048
                        ).source_batch_rows() == 4 * 2048
     # CSV: boundaries unknown before reading

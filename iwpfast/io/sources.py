@@ -112,6 +112,10 @@ class Source:
     description: str = "<source>"
     #: whether batches() can be called more than once (False for a RecordBatchReader)
     rereadable: bool = True
+    #: whether producing batches costs next to nothing (in-memory tables, memory-mapped IPC
+    #: files): the driver then gives every core to the heads' kernels instead of keeping one for
+    #: decoding
+    cheap_decode: bool = False
 
     def __init__(self, schema: pa.Schema, columns: Sequence[str] | None, batch_rows: int,
                  num_rows: int | None):
@@ -184,6 +188,8 @@ def _skip(origin_batches, start_row):
 # --------------------------------------------------------------------------- in-memory
 class TableSource(Source):
     """A ``pyarrow.Table`` (also what DataFrames and NumPy arrays become); zero-copy slices."""
+
+    cheap_decode = True
 
     def __init__(self, table: pa.Table, columns, batch_rows, description="<pyarrow.Table>"):
         self.description = description
@@ -456,6 +462,7 @@ class FileSource(Source):
             raise InvalidInputError(
                 f"{description}: mixes file formats {sorted(formats)}; put one format per directory")
         self.format = formats.pop()
+        self.cheap_decode = self.format == "ipc"
         self.paths = list(paths)
         self.description = description or (paths[0] if len(paths) == 1 else
                                            f"{len(paths)} {self.format} files from {paths[0]!r}")

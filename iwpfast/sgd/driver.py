@@ -308,6 +308,27 @@ def _drain_traces(heads, states, callback):
         callback(steps, params)
 
 
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))   # respects taskset / container CPU sets
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def default_head_threads(n_heads: int, source: Source) -> int:
+    """Threads for the heads' kernels when ``head_threads=None``.
+
+    One thread per head (the OS then balances e.g. 3 heads over 2 cores) when at least 2 cores
+    are left for kernels, counting one core for decoding unless the source decodes for free
+    (in-memory, memory-mapped IPC); else 1 (sequential).  Measured on 2 cores (bench/README.md):
+    3 heads from IPC 1.5x faster in parallel, from Parquet 10-20% slower (the kernels starve the
+    decoder, and a 2-core pass is CPU-bound either way)."""
+    if n_heads <= 1:
+        return 1
+    free = _usable_cores() - (0 if source.cheap_decode else 1)
+    return n_heads if free >= 2 else 1
+
+
 class _HeadPool:
     """Runs the heads' kernels in ``threads`` worker threads, each owning a fixed group of heads
     and working through the chunks in stream order; the kernels release the GIL.
@@ -408,9 +429,10 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
     states: initial HeadState per head name (continue a previous pass: partial_fit).
     engine: 'numba' (the fused kernels) or 'reference' (the NumPy twin, for tests).
     feature_bound: B for the 'paper' schedule's defaults (default: the release's feature_bound).
-    head_threads: threads running the heads' kernels on each chunk concurrently (the kernels
-      release the GIL; every head has its own state, so the models are bit-identical to a
-      sequential run).  None: min(heads, CPU cores) when there are several heads; 1: sequential.
+    head_threads: threads running the heads' kernels concurrently (the kernels release the GIL;
+      every head has its own state, so the models are bit-identical to a sequential run).
+      None: ``default_head_threads`` (one per head when 2 cores are free for kernels); 1:
+      sequential, in the calling thread.
     """
     t_start = time.perf_counter()
     heads = list(heads)
@@ -452,8 +474,7 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
     run_chunk, finish = _engine(engine)
     tracing = any(h.config.trace_every > 0 for h in heads)
     if head_threads is None:
-        # one thread per head (not per core): the OS then balances e.g. 3 heads over 2 cores
-        head_threads = len(heads) if (os.cpu_count() or 1) > 1 else 1
+        head_threads = default_head_threads(len(heads), src)
     elif int(head_threads) < 1:
         raise InvalidInputError(f"head_threads={head_threads}; use None (automatic), 1 "
                                 f"(sequential) or a number of threads >= 1")
