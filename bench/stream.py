@@ -15,7 +15,8 @@ with ``--repeat`` odd rounds run the steps in reverse order):
 - ``kernel_1``: the Numba kernel alone, cycling over 8 chunks held in memory, same row count.
 - ``fit_1``: ``fit_stream`` with 1 head (IWP, exponential loss); ``fit_3_seq``: 3 heads (IWP,
   naive, IWP with another step) in one scan, kernels one after the other (``head_threads=1``);
-  ``fit_3``: the same with the default ``head_threads`` (the heads' kernels in parallel threads).
+  ``fit_3_par``: the same with one thread per head (``head_threads=3``); ``fit_3``: the default
+  (``default_head_threads``: parallel for IPC, sequential for Parquet/CSV on 2 cores).
 Prints one JSON line per measurement: rows, seconds, M rows/s, the load average, and the
 process's peak VmRSS and RssAnon (sampled every 50 ms from /proc/self/status: mapped file pages
 are page cache, RssAnon is what the program itself holds).
@@ -100,13 +101,13 @@ def report(name, path, rows, dt, mem, **extra):
 
 
 STEPS = ["decode", "decode_mmap", "reader", "reader_4chunk", "reader_pread", "kernel_1", "fit_1",
-         "fit_3_seq", "fit_3"]
+         "fit_3_seq", "fit_3_par", "fit_3"]
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("path")
-    ap.add_argument("--steps", default="decode,reader,kernel_1,fit_1,fit_3_seq,fit_3",
+    ap.add_argument("--steps", default="decode,reader,kernel_1,fit_1,fit_3_seq,fit_3_par",
                     help=f"comma-separated, from {STEPS}")
     ap.add_argument("--loss", default="exponential")
     ap.add_argument("--batch-size", type=int, default=128)
@@ -129,9 +130,13 @@ def main(argv=None):
 
     src = open_source(a.path)
     meta = src.release_metadata
-    features = list(meta["features"])
+    if meta is not None:
+        features = list(meta["features"])
+        noise = noise_from_release(meta, features)
+    else:  # CSV carries no schema metadata: make_data.py's columns and defaults (sigma 0.5, q 0.9)
+        features = [c for c in src.full_schema.names if c != "y"]
+        noise = noise_from_release(None, features, noise_var=0.25, label_keep_prob=0.9)
     p = len(features)
-    noise = noise_from_release(meta, features)
     columns = features + ["y"]
     chunk_rows = a.chunk_rows or default_chunk_rows(4 * p + 1)
     mem = MemorySampler()
@@ -186,7 +191,8 @@ def main(argv=None):
                 rows += k
                 i += 1
         else:
-            k, threads = {"fit_1": (1, 1), "fit_3_seq": (3, 1), "fit_3": (3, None)}[step]
+            k, threads = {"fit_1": (1, 1), "fit_3_seq": (3, 1), "fit_3": (3, None),
+                          "fit_3_par": (3, 3)}[step]
             res = fit_stream(a.path, all_heads[:k], chunk_rows=chunk_rows, progress=False,
                              head_threads=threads)
             rows = res.n_rows
