@@ -313,8 +313,7 @@ class _IWPBase:
         return int(math.floor(frac * n_updates))
 
     # ---- input handling ------------------------------------------------------------------------
-    def _prepare_source(self, X, y, *, noise_kw: dict, features, label, override: bool,
-                        fitting: bool):
+    def _prepare_source(self, X, y, *, noise_kw: dict, features, label, override: bool):
         """Turn (X, y) or a source into (source for the driver, features, label, noise, n_rows, names_in).
 
         Arrays become a dict of feature-major columns, so arrays and files go through the same
@@ -435,11 +434,11 @@ class _IWPBase:
         radius = self.radius
         if radius is None:
             bound = noise.feature_bound
-            if bound is None or v["alpha"] == 0:
+            slope = _SLOPE_AT_ZERO.get(v["loss"])  # None for squared_error: no default radius
+            if bound is None or v["alpha"] == 0 or slope is None:
                 radius = math.inf
             else:
-                radius = bound * _SLOPE_AT_ZERO.get(v["loss"], 1.0) / v["alpha"] if v["loss"] in _SLOPE_AT_ZERO \
-                    else math.inf
+                radius = bound * slope / v["alpha"]
         cap = math.inf if self.variance_cap is None else float(self.variance_cap)
         truncation = v["truncation"]
         if v["loss"] == "logistic" and mode == "iwp":
@@ -501,8 +500,7 @@ class _IWPBase:
         continuing = getattr(self, "_state", None) is not None and hasattr(self, "coef_")
         if y is None:
             src, feats, lab, noise, _, _ = self._prepare_source(
-                X, None, noise_kw=noise_kw, features=features, label=label, override=override,
-                fitting=not continuing)
+                X, None, noise_kw=noise_kw, features=features, label=label, override=override)
             cols = {f: [] for f in [*feats, lab]}
             for batch in src.batches([*feats, lab]):
                 for c in cols:
@@ -599,7 +597,7 @@ class _IWPBase:
                   checkpoint, checkpoint_every, resume):
         v = self._validated()
         source, feats, lab, noise, n_rows, names_in = self._prepare_source(
-            X, y, noise_kw=noise_kw, features=features, label=label, override=override, fitting=True)
+            X, y, noise_kw=noise_kw, features=features, label=label, override=override)
         cfg = self._make_config(v, noise, len(feats), n_rows)
         self._start_pass(cfg, feats, lab, noise, names_in)
         if y is None:
@@ -795,7 +793,7 @@ class _IWPBase:
         kw = dict(noise_var=noise_var, epsilon_y=epsilon_y, label_keep_prob=label_keep_prob,
                   target_noise_var=target_noise_var, feature_bound=None)
         source, feats, lab, noise, _, _ = self._prepare_source(
-            X, y, noise_kw=kw, features=features, label=label, override=override, fitting=False)
+            X, y, noise_kw=kw, features=features, label=label, override=override)
         if len(feats) != self.n_features_in_:
             raise InvalidInputError(
                 f"the hold-out has {len(feats)} features {feats}, the model {self.n_features_in_} "
