@@ -21,11 +21,10 @@ import numpy as np
 
 from .exceptions import InvalidInputError, NotFittedError, NumericalWarning, ReleaseSpecError
 from .losses import CLASSIFICATION_LOSSES, REGRESSION_LOSSES
+from .sgd.schedules import default_radius
 from .sgd.state import SCHEDULES, HeadConfig, HeadState
 
 CORRECTIONS = ("iwp", "none")
-# |f'(0)| of each loss: the default radius is feature_bound * |f'(0)| / alpha (DESIGN.md section 2).
-_SLOPE_AT_ZERO = {"exponential": 1.0, "quadratic": 1.0, "logistic": 0.5}
 _HEAD = "model"  # the name of the single head an estimator trains
 # which update engine the driver runs: "numba" (the fused kernels) or "reference" (the NumPy
 # twin; tests use it to check the facade independently of the kernels)
@@ -434,11 +433,8 @@ class _IWPBase:
         radius = self.radius
         if radius is None:
             bound = noise.feature_bound
-            slope = _SLOPE_AT_ZERO.get(v["loss"])  # None for squared_error: no default radius
-            if bound is None or v["alpha"] == 0 or slope is None:
-                radius = math.inf
-            else:
-                radius = bound * slope / v["alpha"]
+            # squared_error: no target bound is known here, so default_radius gives inf
+            radius = math.inf if bound is None else default_radius(v["loss"], bound, v["alpha"])
         cap = math.inf if self.variance_cap is None else float(self.variance_cap)
         truncation = v["truncation"]
         if v["loss"] == "logistic" and mode == "iwp":

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from ..exceptions import InvalidInputError, PrivacyCalibrationWarning
+from ..sgd.schedules import default_radius  # re-exported (__all__): one definition of R
 from ..solvers import solve, solve_noisy_exponential
 
 # Number of evaluation points along the pass (plus the initial point), and the test rows used for the
@@ -163,13 +164,6 @@ def clip_rows(X_fm: np.ndarray, bound: float) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 # Heads
 # --------------------------------------------------------------------------------------------
-
-def default_radius(loss: str, bound: float, alpha: float, target_bound: float | None) -> float:
-    """R = |grad R(0)| bound / lambda: B|f'(0)|/lambda (f'(0) = -1, -1/2, -1), B B_y/lambda."""
-    if loss == "squared_error":
-        return bound * target_bound / alpha
-    return bound * (0.5 if loss == "logistic" else 1.0) / alpha
-
 
 def choose_truncation_at(t: float, batch_size: int) -> int:
     """K for the logistic loss by the MSE rule (``iwpfast.transforms.choose_truncation``: smallest
