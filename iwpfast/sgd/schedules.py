@@ -39,16 +39,6 @@ from ..exceptions import InvalidInputError
 from .state import HeadConfig
 
 
-def constant_rate(gamma0: float, t) -> np.ndarray:
-    """gamma_t of the constant schedule (for plots and tests; the kernel computes its own)."""
-    return np.full(np.shape(t), float(gamma0))
-
-
-def inverse_rate(gamma0: float, mu: float, t) -> np.ndarray:
-    """gamma_t = gamma0 / (1 + mu gamma0 t) of the inverse schedule."""
-    return float(gamma0) / (1.0 + float(mu) * float(gamma0) * np.asarray(t, dtype=np.float64))
-
-
 def default_radius(loss: str, feature_bound: float, alpha: float,
                    target_bound: float | None = None) -> float:
     """DESIGN.md section 2: ||theta*|| <= ||grad R(0)|| / lambda <= B |f'(0)| / lambda.
