@@ -63,10 +63,6 @@ def _lazy_driver():
     return driver
 
 
-def _keep_prob_from_epsilon(epsilon_y: float) -> float:
-    return 1.0 / (1.0 + math.exp(-float(epsilon_y)))
-
-
 def _is_tabular(obj) -> bool:
     """pandas/polars DataFrame or pyarrow Table/RecordBatch: something with named columns."""
     mod = type(obj).__module__
@@ -157,7 +153,8 @@ def _explicit_noise(p: int, *, noise_var, epsilon_y, label_keep_prob, target_noi
     if epsilon_y is not None:
         if not (isinstance(epsilon_y, numbers.Real) and epsilon_y > 0 and math.isfinite(epsilon_y)):
             raise InvalidInputError(f"epsilon_y must be a positive finite number (got {epsilon_y!r})")
-        keep = _keep_prob_from_epsilon(epsilon_y)
+        from .privacy.calibration import label_keep_probability
+        keep = label_keep_probability(epsilon_y)
     elif label_keep_prob is not None:
         if not (isinstance(label_keep_prob, numbers.Real) and 0.5 < label_keep_prob <= 1.0):
             raise InvalidInputError(
