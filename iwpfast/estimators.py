@@ -386,7 +386,8 @@ class _IWPBase:
                     f"X must be 2-D (rows, features), got shape {Xa.shape}; reshape with X.reshape(-1, 1) "
                     "for a single feature")
             if not np.issubdtype(Xa.dtype, np.number):
-                raise InvalidInputError(f"X must be numeric (got dtype {Xa.dtype})")
+                raise InvalidInputError(f"X must be numeric (got dtype {Xa.dtype}); encode non-numeric "
+                                        "columns as numbers first")
             n = Xa.shape[0]
             cols = list(np.ascontiguousarray(Xa.T, dtype=np.float64))
         if len(cols) == 0:
@@ -809,7 +810,7 @@ class _IWPBase:
             total_sq += float(np.dot(vals, vals))
             n += len(vals)
         if n == 0:
-            raise InvalidInputError("the hold-out has no rows")
+            raise InvalidInputError("the private hold-out has no rows; pass a release with at least one row")
         mean = total / n
         var = max(total_sq / n - mean * mean, 0.0) * n / max(n - 1, 1)
         return RiskEstimate(mean, math.sqrt(var / n), n)
@@ -898,7 +899,8 @@ class IWPClassifier(_IWPBase):
         if hint is not None:
             bad = np.setdiff1d(classes, hint)
             if bad.size:
-                raise InvalidInputError(f"y has labels {bad.tolist()} not in classes={hint.tolist()}")
+                raise InvalidInputError(f"y has labels {bad.tolist()} not in classes={hint.tolist()}; pass "
+                                        "classes=[...] naming both labels, or recode y")
             classes = np.unique(hint)
         if hasattr(self, "classes_") and getattr(self, "_state", None) is not None:
             bad = np.setdiff1d(np.unique(y), self.classes_)
@@ -1022,10 +1024,12 @@ class IWPRegressor(_IWPBase):
 
     def _encode_targets_fit(self, y):
         if not np.issubdtype(y.dtype, np.number):
-            raise InvalidInputError(f"regression targets must be numeric (got dtype {y.dtype})")
+            raise InvalidInputError(f"regression targets y must be numeric (got dtype {y.dtype}); convert y "
+                                    "with y.astype(float)")
         yf = y.astype(np.float64)
         if not np.all(np.isfinite(yf)):
-            raise InvalidInputError(f"y has a non-finite value at row {int(np.flatnonzero(~np.isfinite(yf))[0])}")
+            raise InvalidInputError(f"y has a non-finite value at row {int(np.flatnonzero(~np.isfinite(yf))[0])}; "
+                                    "drop or impute such rows before fitting")
         return yf
 
     def predict(self, X, *, features=None, raw=False) -> np.ndarray:
