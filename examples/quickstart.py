@@ -1,6 +1,6 @@
 """Quickstart: release -> fit -> evaluate -> private_risk on the shipped ACS 2024 income data.
 
-Run:  python examples/quickstart.py        (about 10 s; writes into a temporary directory)
+Run:  python examples/quickstart.py        (a few seconds; writes into a temporary directory)
 """
 import tempfile
 from pathlib import Path
