@@ -10,6 +10,8 @@ Everything heavy is imported lazily: importing this module compiles nothing.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import inspect
 import math
 import numbers
@@ -328,12 +330,22 @@ class _IWPBase:
                 noise = self._override_noise(noise, noise_kw)
             feats = list(features) if features is not None else list(meta.get("features") or [])
             lab = label if label is not None else meta.get("label")
-            if len(noise.noise_var) != len(feats):
-                if features is not None and len(features) != len(meta.get("features") or []):
+            released = list(meta.get("features") or [])
+            if feats != released and len(noise.noise_var) == len(released):
+                # each released column carries its own independent noise, so any subset or order
+                # of them is a valid model: look the variances up by name
+                unknown = [f for f in feats if f not in released]
+                if unknown:
                     raise ReleaseSpecError(
-                        f"features={list(features)} has {len(features)} names but the release has noise "
-                        f"scales for {len(noise.noise_var)} features {meta.get('features')}; select the "
-                        "same features (the noise of each column is in the release)")
+                        f"feature(s) {unknown} are not among the released (noised) features "
+                        f"{released}; pass features=[...] naming released columns (CLI: --features)")
+                by_name = dict(zip(released, noise.noise_var))
+                noise = dataclasses.replace(
+                    noise, noise_var=np.array([by_name[f] for f in feats], dtype=np.float64))
+            if len(noise.noise_var) != len(feats):
+                raise ReleaseSpecError(
+                    f"the release has noise scales for {len(noise.noise_var)} features but names "
+                    f"{released}; the release metadata is corrupt, re-create the release")
         else:
             if features is None:
                 raise InvalidInputError(

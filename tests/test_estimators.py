@@ -154,6 +154,19 @@ def test_fit_on_release_file_equals_fit_on_its_arrays(released):
     assert list(f.classes_) == [-1, 1]
 
 
+def test_fit_on_a_subset_of_released_features_in_another_order(released):
+    # each released column carries its own noise, so [x2, x0] is a valid model: its variances are
+    # looked up by name, and the fit equals the same columns given as arrays with those variances
+    path, spec, Xr, yr, X, y = released
+    f = _model(average="tail").fit(path, features=["x2", "x0"])
+    a = _model(average="tail").fit(Xr[:, [2, 0]], yr, noise_var=spec.sigma ** 2,
+                                   epsilon_y=spec.epsilon_y, feature_bound=spec.bound)
+    np.testing.assert_array_equal(f.coef_, a.coef_)
+    assert f.features_ == ["x2", "x0"]
+    with pytest.raises(ReleaseSpecError, match="not among the released"):
+        _model().fit(path, features=["x0", "nope"])
+
+
 def test_parameters_contradicting_the_metadata_need_override(released):
     path, spec = released[0], released[1]
     with pytest.raises(ReleaseSpecError, match="contradict.*override=True"):
