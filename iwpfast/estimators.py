@@ -10,8 +10,6 @@ Everything heavy is imported lazily: importing this module compiles nothing.
 """
 from __future__ import annotations
 
-import dataclasses
-
 import inspect
 import math
 import numbers
@@ -117,19 +115,22 @@ def _check_same_noise(given: dict, meta_noise: _NoiseModel, override: bool) -> N
             + ". Drop them (the metadata is read automatically) or pass override=True if you are sure.")
 
 
-def _noise_from_metadata(meta: dict) -> _NoiseModel:
+def _noise_from_metadata(meta: dict, features: list[str]) -> _NoiseModel:
+    """The noise of ``features`` (any subset or order of the released columns: each carries its
+    own independent noise) from a release's metadata, via the driver's by-name lookup."""
     try:
-        scales = np.asarray(meta["feature_noise_scale"], dtype=np.float64)
-        keep = meta.get("label_keep_prob")
-        tscale = meta.get("target_noise_scale")
+        found = _lazy_driver().noise_from_release(meta, features)
+        bound = meta.get("feature_bound")
         return _NoiseModel(
-            noise_var=scales ** 2,
-            label_keep_prob=None if keep is None else float(keep),
-            target_noise_var=0.0 if tscale is None else float(tscale) ** 2,
-            feature_bound=None if meta.get("feature_bound") is None else float(meta["feature_bound"]),
+            noise_var=found.noise_var,
+            label_keep_prob=found.label_keep_prob,
+            target_noise_var=found.target_noise_var,
+            feature_bound=None if bound is None else float(bound),
             metadata=meta,
         )
     except (KeyError, TypeError, ValueError) as exc:
+        if isinstance(exc, ReleaseSpecError):
+            raise
         raise ReleaseSpecError(
             f"the release metadata (schema key 'iwpfast.release') is incomplete or corrupt ({exc!r}); "
             "re-create the release with iwpfast.release / `iwpfast release`") from exc
@@ -324,28 +325,12 @@ class _IWPBase:
         meta = src.release_metadata
         names = list(src.full_schema.names)
         if meta is not None:
-            noise = _noise_from_metadata(meta)
+            feats = list(features) if features is not None else list(meta.get("features") or [])
+            lab = label if label is not None else meta.get("label")
+            noise = _noise_from_metadata(meta, feats)
             _check_same_noise(noise_kw, noise, override)
             if override:
                 noise = self._override_noise(noise, noise_kw)
-            feats = list(features) if features is not None else list(meta.get("features") or [])
-            lab = label if label is not None else meta.get("label")
-            released = list(meta.get("features") or [])
-            if feats != released and len(noise.noise_var) == len(released):
-                # each released column carries its own independent noise, so any subset or order
-                # of them is a valid model: look the variances up by name
-                unknown = [f for f in feats if f not in released]
-                if unknown:
-                    raise ReleaseSpecError(
-                        f"feature(s) {unknown} are not among the released (noised) features "
-                        f"{released}; pass features=[...] naming released columns (CLI: --features)")
-                by_name = dict(zip(released, noise.noise_var))
-                noise = dataclasses.replace(
-                    noise, noise_var=np.array([by_name[f] for f in feats], dtype=np.float64))
-            if len(noise.noise_var) != len(feats):
-                raise ReleaseSpecError(
-                    f"the release has noise scales for {len(noise.noise_var)} features but names "
-                    f"{released}; the release metadata is corrupt, re-create the release")
         else:
             if features is None:
                 raise InvalidInputError(
