@@ -70,7 +70,7 @@ def _digest(doc: dict) -> str:
 def model_document(est) -> dict:
     """The JSON document of a fitted estimator (see the module docstring)."""
     est._check_fitted()
-    state = getattr(est, "_state", None)
+    state = est._pass.head
     fitted = {
         "coef": _jsonable(np.asarray(est.coef_, dtype=np.float64).reshape(-1)),
         "intercept": _jsonable(float(np.asarray(est.intercept_).reshape(-1)[0])),
@@ -87,11 +87,11 @@ def model_document(est) -> dict:
         "radius": _jsonable(est.radius_),
         "truncation": int(est.truncation_),
         "mode": est.mode_,
-        "average_start": int(est._config.average_start),
+        "average_start": int(est._pass.config.average_start),
         # the step the pass runs with: schedule='paper' is resolved into a constant step that the
         # hyper-parameters alone do not give back (partial_fit after load must continue with it)
-        "schedule": est._config.schedule,
-        "learning_rate": _jsonable(est._config.learning_rate),
+        "schedule": est._pass.config.schedule,
+        "learning_rate": _jsonable(est._pass.config.learning_rate),
         "telemetry": _jsonable(dict(est.telemetry_)),
     }
     release = None
@@ -163,6 +163,8 @@ def read_model_document(path) -> dict:
 def load_model(path):
     """Rebuild the estimator saved at ``path`` (iwpfast.load)."""
     from . import estimators
+    from .estimators._noise import NoiseModel
+    from .estimators._state import ARRAY_LABEL, PassState
     from .sgd.state import HeadConfig, HeadState
 
     doc = read_model_document(path)
@@ -209,7 +211,7 @@ def load_model(path):
             except ImportError:  # pragma: no cover
                 est.release_spec_ = release
         v = est._validated()
-        est._config = HeadConfig(
+        config = HeadConfig(
             loss=v["loss"], mode=est.mode_, n_features=p, noise_var=est.noise_var_,
             label_keep_prob=est.label_keep_prob_, target_noise_var=est.target_noise_var_,
             truncation=est.truncation_, batch_size=v["batch_size"], alpha=v["alpha"],
@@ -217,19 +219,19 @@ def load_model(path):
             learning_rate=_float(f.get("learning_rate", v["learning_rate"])), mu=v["mu"], radius=est.radius_,
             variance_cap=float("inf") if est.variance_cap is None else float(est.variance_cap),
             fit_intercept=bool(est.fit_intercept), average_start=int(f.get("average_start", -1)))
-        est._noise = estimators._NoiseModel(est.noise_var_, est.label_keep_prob_, est.target_noise_var_,
-                                            None, release)
-        est._features = list(est.features_)
-        est._label = est.label_ if est.label_ is not None else "__label__"
+        noise = NoiseModel(est.noise_var_, est.label_keep_prob_, est.target_noise_var_, None, release)
         state = doc.get("state")
-        est._state = None
+        head = None
         if state is not None:
             # np.array parses the "inf"/"nan" strings _jsonable wrote for non-finite floats
             arrays = {k: np.array(vv, dtype=np.int64 if k == "counters" else np.float64)
                       for k, vv in state.items()}
             arrays["trace"] = np.zeros((0, p + 1))
             arrays["trace_steps"] = np.zeros(0, dtype=np.int64)
-            est._state = HeadState.from_arrays(arrays)
+            head = HeadState.from_arrays(arrays)
+        est._pass = PassState(config=config, features=list(est.features_),
+                              label=est.label_ if est.label_ is not None else ARRAY_LABEL,
+                              noise=noise, head=head)
         return est
     except InvalidInputError:
         raise

@@ -69,10 +69,10 @@ def test_partial_fit_after_load_keeps_the_resolved_paper_step(tmp_path):
     kw = dict(noise_var=0.3, epsilon_y=3.0, feature_bound=2.0)
     make = lambda: IWPClassifier(alpha=0.5, schedule="paper", progress=False)  # noqa: E731
     first = make().partial_fit(X[:1280], y[:1280], n_rows_total=2560, **kw)
-    assert first._config.learning_rate != first.learning_rate   # resolved, not the default 1e-3
+    assert first._pass.config.learning_rate != first.learning_rate   # resolved, not the default 1e-3
     first.save(tmp_path / "half.json")
     back = iwpfast.load(tmp_path / "half.json")
-    assert back._config.learning_rate == first._config.learning_rate
+    assert back._pass.config.learning_rate == first._pass.config.learning_rate
     resumed = back.partial_fit(X[1280:], y[1280:], **kw).finalize()
     continued = first.partial_fit(X[1280:], y[1280:], **kw).finalize()
     np.testing.assert_array_equal(resumed.coef_, continued.coef_)

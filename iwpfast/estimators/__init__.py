@@ -1,0 +1,34 @@
+"""scikit-learn-style estimators on top of the single-pass streaming driver.
+
+``IWPClassifier`` and ``IWPRegressor`` follow scikit-learn's conventions without depending on it:
+keyword-only hyper-parameters stored exactly as given, validated at ``fit`` time (every message
+names the parameter and the fix), fitted attributes ending in ``_``, ``get_params``/``set_params``
+(so ``sklearn.base.clone`` works).  ``fit`` on a released file reads the noise parameters from the
+release metadata, so a model can never be debiased with the wrong sigma.
+
+The package reads apart (dependencies point down the list):
+``_noise``   the noise model (release metadata or explicit arguments);
+``_state``   ``PassState``, what one pass carries from call to call;
+``_params``  hyper-parameters: scikit-learn's parameter protocol and their validation;
+``_inputs``  input preparation (arrays, frames, sources) for the driver;
+``_base``    the pass (fit / partial_fit through the driver), prediction, evaluation;
+``classifier``, ``regressor``  the two public estimators.
+
+Everything heavy is imported lazily: importing this package compiles nothing.
+"""
+from __future__ import annotations
+
+from ._base import RiskEstimate
+from ._noise import NoiseModel
+from ._params import CORRECTIONS
+from .classifier import IWPClassifier
+from .regressor import IWPRegressor
+
+
+def load(path):
+    """Load a model written by ``save`` (checks the format version and integrity)."""
+    from ..model_io import load_model
+    return load_model(path)
+
+
+__all__ = ["CORRECTIONS", "IWPClassifier", "IWPRegressor", "NoiseModel", "RiskEstimate", "load"]

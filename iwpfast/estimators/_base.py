@@ -1,0 +1,474 @@
+"""The estimators' common base: one pass of the streaming driver, prediction and evaluation.
+
+``fit`` starts a pass (a fresh ``PassState``), ``partial_fit`` continues it; both hand the prepared
+input to ``iwpfast.sgd.driver.fit_stream`` for this estimator's single head.  Everything heavy is
+imported lazily: importing this module compiles nothing.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from typing import NamedTuple
+
+import numpy as np
+
+from ..exceptions import InvalidInputError, NotFittedError, ReleaseSpecError
+from ..sgd.schedules import default_radius
+from ..sgd.state import HeadConfig, HeadState
+from ._inputs import InputsMixin
+from ._noise import NoiseModel
+from ._params import ParamsMixin
+from ._state import ARRAY_LABEL, HEAD_NAME, PassState
+
+# which update engine the driver runs: "numba" (the fused kernels) or "reference" (the NumPy
+# twin; tests use it to check the facade independently of the kernels)
+_ENGINE = "numba"
+
+
+class RiskEstimate(NamedTuple):
+    """An estimate of the clean risk with its standard error (``risk ± 1.96 * stderr`` is a 95% CI)."""
+
+    risk: float
+    stderr: float
+    n_rows: int
+
+
+def _lazy_driver():
+    from ..sgd import driver
+    return driver
+
+
+class IWPBase(ParamsMixin, InputsMixin):
+    """What IWPClassifier and IWPRegressor share: the pass, prediction, evaluation, persistence."""
+
+    # the current pass (None before the first fit); a class attribute so an unfitted estimator
+    # answers None without probing
+    _pass: PassState | None = None
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "coef_"):
+            raise NotFittedError(
+                f"this {type(self).__name__} is not fitted yet; call fit(...) (or load a saved model "
+                "with iwpfast.load) before using it")
+
+    # ---- configuration of the single head --------------------------------------------------
+    def _make_config(self, v: dict, noise: NoiseModel, p: int, n_rows: int | None) -> HeadConfig:
+        if noise.is_clean:
+            mode = "clean"
+        else:
+            mode = "iwp" if self.correction == "iwp" else "naive"
+        radius = self.radius
+        if radius is None:
+            bound = noise.feature_bound
+            # squared_error: no target bound is known here, so default_radius gives inf
+            radius = math.inf if bound is None else default_radius(v["loss"], bound, v["alpha"])
+        cap = math.inf if self.variance_cap is None else float(self.variance_cap)
+        truncation = v["truncation"]
+        if v["loss"] == "logistic" and mode == "iwp":
+            truncation = self._resolve_truncation(truncation, noise, radius, cap)
+        return HeadConfig(
+            loss=v["loss"], mode=mode, n_features=p,
+            noise_var=(np.zeros(p) if mode == "clean" else noise.noise_var.astype(np.float64)),
+            label_keep_prob=noise.label_keep_prob if mode != "clean" else None,
+            target_noise_var=noise.target_noise_var,
+            truncation=int(truncation), batch_size=v["batch_size"], alpha=v["alpha"],
+            schedule=self.schedule, learning_rate=v["learning_rate"], mu=v["mu"],
+            radius=float(radius), variance_cap=cap, fit_intercept=bool(self.fit_intercept),
+            average_start=self._average_start(n_rows, v["batch_size"]), trace_every=0)
+
+    def _resolve_truncation(self, truncation, noise, radius, cap):
+        return truncation
+
+    # ---- fitting -----------------------------------------------------------------------------
+    def fit(self, X, y=None, *, noise_var=None, epsilon_y=None, label_keep_prob=None,
+            target_noise_var=None, feature_bound=None, features=None, label=None,
+            override: bool = False, checkpoint=None, checkpoint_every=None, resume: bool = False):
+        """Fit in one pass over ``X``.
+
+        ``fit(source)``: a Parquet/IPC/CSV path, directory, pyarrow Table/Dataset/RecordBatchReader
+        or DataFrame holding a release; the noise parameters, feature and label names come from its
+        release metadata (give ``features=``/``label=`` to select others).
+        ``fit(X, y, noise_var=..., epsilon_y=...)``: in-memory arrays with explicit noise parameters
+        (none = clean data).  Parameters that contradict a file's metadata are an error unless
+        ``override=True``.
+        """
+        for attr in list(vars(self)):
+            if attr.endswith("_") and not attr.startswith("_"):
+                delattr(self, attr)
+        self._pass = PassState()
+        return self._fit_pass(X, y, dict(noise_var=noise_var, epsilon_y=epsilon_y,
+                                          label_keep_prob=label_keep_prob,
+                                          target_noise_var=target_noise_var, feature_bound=feature_bound),
+                              features=features, label=label, override=override, n_rows_total=None,
+                              finish=True, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
+                              resume=resume)
+
+    def partial_fit(self, X, y=None, *, classes=None, n_rows_total=None, noise_var=None,
+                    epsilon_y=None, label_keep_prob=None, target_noise_var=None, feature_bound=None,
+                    features=None, label=None, override: bool = False):
+        """Continue the same single pass with more rows (same step counter, schedule and average).
+
+        X, y: in-memory arrays (or a small source, read into memory).  Rows that do not fill a
+        whole batch are held until the next call, so ``partial_fit`` over any split of the rows
+        gives exactly the model of one ``fit`` over all of them once ``finalize()`` has run the
+        held rows as the final partial batch (as ``fit`` does).  ``n_rows_total`` (the rows of
+        the whole pass) is needed on the first call for ``average='tail'`` or a fractional average
+        and for ``schedule='paper'``.
+        """
+        if self._pass is None:
+            self._pass = PassState()
+        ps = self._pass
+        if classes is not None and self._task == "classification":
+            ps.classes_hint = np.asarray(classes)
+        noise_kw = dict(noise_var=noise_var, epsilon_y=epsilon_y, label_keep_prob=label_keep_prob,
+                        target_noise_var=target_noise_var, feature_bound=feature_bound)
+        v = self._validated()
+        continuing = ps.started and hasattr(self, "coef_")
+        if y is None:
+            src, feats, lab, noise, _, _ = self._prepare_source(
+                X, None, noise_kw=noise_kw, features=features, label=label, override=override)
+            cols = {f: [] for f in [*feats, lab]}
+            for batch in src.batches([*feats, lab]):
+                for c in cols:
+                    cols[c].append(np.asarray(batch.column(c).to_numpy(zero_copy_only=False)))
+            data = {c: np.concatenate(v_) if v_ else np.zeros(0) for c, v_ in cols.items()}
+            data[lab] = self._encode_targets_stream(data[lab])
+            names_in = None
+            if self._task == "classification" and not hasattr(self, "classes_") and ps.classes is None:
+                ps.classes = np.array([-1, 1])
+        else:
+            data, feats, lab, noise, _, names_in = self._prepare_arrays(X, y, noise_kw=noise_kw,
+                                                                        features=features)
+        if continuing:
+            self._check_same_setup(feats, noise)
+        else:
+            if n_rows_total is None and (self.schedule == "paper" or (
+                    self.average not in (False, True) and not isinstance(self.average, numbers.Integral))):
+                raise InvalidInputError(
+                    f"partial_fit with average={self.average!r} / schedule={self.schedule!r} needs the "
+                    "total number of rows of the whole pass: pass n_rows_total=... on the first call")
+            cfg = self._make_config(v, noise, len(feats), n_rows_total)
+            if cfg.schedule == "paper":
+                from ..sgd.schedules import resolve_paper_schedule
+                cfg = resolve_paper_schedule(cfg, int(n_rows_total), feature_bound=noise.feature_bound)
+            self._start_pass(cfg, feats, lab, noise, names_in)
+        # prepend the rows held back last time; pass on whole batches only, hold the rest
+        columns = [*ps.features, ps.label]
+        if ps.held is not None:
+            data = {c: np.concatenate([ps.held[i], np.asarray(data[c], dtype=np.float64)])
+                    for i, c in enumerate(columns)}
+        else:
+            data = {c: np.asarray(data[c], dtype=np.float64) for c in [*feats, lab]}
+        n = len(data[lab])
+        n_full = n - n % ps.config.batch_size
+        ps.held = [data[c][n_full:].copy() for c in columns]
+        if n_full > 0:
+            self._run({c: data[c][:n_full] for c in data}, {})
+        elif not continuing:
+            ps.head = HeadState.new(ps.config)
+            self._update_fitted(ps.head, {})
+        return self
+
+    def finalize(self):
+        """Run the rows held back by ``partial_fit`` (fewer than a batch) as the final partial batch."""
+        self._check_fitted()
+        ps = self._pass
+        if ps is not None and ps.held is not None and len(ps.held[-1]):
+            self._run({c: ps.held[i] for i, c in enumerate([*ps.features, ps.label])}, {})
+        if ps is not None:
+            ps.held = None
+        return self
+
+    def _start_pass(self, cfg, feats, lab, noise, names_in):
+        """Set the pass's head up (the classes found and the hint given so far stay) and the
+        fitted attributes that describe it."""
+        ps = self._pass
+        ps.config = cfg
+        ps.features = list(feats)
+        ps.label = lab
+        ps.noise = noise
+        ps.head = None
+        ps.held = None
+        self.n_features_in_ = len(feats)
+        if names_in is not None:
+            self.feature_names_in_ = np.asarray(names_in, dtype=object)
+        self.features_ = list(feats)
+        self.label_ = None if lab == ARRAY_LABEL else lab
+        spec = None
+        if noise.metadata is not None:
+            from ..privacy import ReleaseSpec
+            spec = ReleaseSpec.from_metadata(noise.metadata)
+        self.release_spec_ = spec
+        self.noise_var_ = np.asarray(cfg.noise_var, dtype=np.float64)
+        self.label_keep_prob_ = cfg.label_keep_prob
+        self.target_noise_var_ = cfg.target_noise_var
+        self.radius_ = cfg.radius
+        self.truncation_ = cfg.truncation
+        self.mode_ = cfg.mode
+
+    def _run(self, source, kwargs):
+        """One call of the streaming driver on ``source`` for this estimator's head."""
+        driver = _lazy_driver()
+        ps = self._pass
+        head = driver.Head(HEAD_NAME, ps.config, list(ps.features), ps.label)
+        kw = dict(progress=self.progress, engine=_ENGINE, **kwargs)
+        if self.chunk_rows is not None:
+            kw["chunk_rows"] = int(self.chunk_rows)
+        if ps.head is not None:
+            kw["states"] = {HEAD_NAME: ps.head}
+        if ps.noise.feature_bound is not None:
+            kw["feature_bound"] = ps.noise.feature_bound
+        result = driver.fit_stream(source, [head], **kw)
+        ps.config = result.configs.get(HEAD_NAME, ps.config)  # 'paper' resolved to its step
+        ps.head = result.states[HEAD_NAME]
+        self._update_fitted(ps.head, dict(result.telemetry.get(HEAD_NAME, {})))
+
+    def _fit_pass(self, X, y, noise_kw, *, features, label, override, n_rows_total, finish,
+                  checkpoint, checkpoint_every, resume):
+        v = self._validated()
+        source, feats, lab, noise, n_rows, names_in = self._prepare_source(
+            X, y, noise_kw=noise_kw, features=features, label=label, override=override)
+        cfg = self._make_config(v, noise, len(feats), n_rows)
+        self._start_pass(cfg, feats, lab, noise, names_in)
+        if y is None:
+            source = self._label_mapped_source(source, lab)
+        kwargs = {}
+        if checkpoint is not None:
+            kwargs.update(checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume)
+        self._run(source, kwargs)
+        return self
+
+    def _label_mapped_source(self, source, lab):
+        return source
+
+    def _check_same_setup(self, feats, noise: NoiseModel) -> None:
+        started_with = list(self._pass.features)
+        if list(feats) != started_with:
+            raise InvalidInputError(
+                f"partial_fit got features {list(feats)} but the pass started with {started_with}; "
+                "keep the same columns in the same order (or call fit to start a new pass)")
+        old = self._pass.noise
+        if not (np.allclose(old.noise_var, noise.noise_var) and old.label_keep_prob == noise.label_keep_prob
+                and old.target_noise_var == noise.target_noise_var):
+            raise ReleaseSpecError(
+                "partial_fit got data with other noise parameters than the pass started with; one pass "
+                "must read one release (call fit to start a new pass)")
+
+    def _telemetry_from_state(self, state: HeadState) -> dict:
+        from ..sgd.state import TELEMETRY_FIELDS
+        return {k: float(state.telemetry[i]) for i, k in enumerate(TELEMETRY_FIELDS)}
+
+    def _update_fitted(self, state: HeadState, telemetry: dict) -> None:
+        averaged = self._pass.config.average_start >= 0
+        theta, b = state.coef(averaged)
+        self.coef_ = theta if self._task == "regression" else theta.reshape(1, -1)
+        self.intercept_ = np.array([b]) if self._task == "classification" else float(b)
+        if not self.fit_intercept:
+            self.intercept_ = np.zeros(1) if self._task == "classification" else 0.0
+        base = self._telemetry_from_state(state)
+        base.update(telemetry)
+        self.telemetry_ = base
+        self.n_rows_seen_ = int(base["rows_seen"]) + state.carry_n
+        self.n_iter_ = state.step
+
+    # ---- prediction ----------------------------------------------------------------------------
+    def _theta_b(self) -> tuple[np.ndarray, float]:
+        self._check_fitted()
+        theta = np.asarray(self.coef_, dtype=np.float64).reshape(-1)
+        b = float(np.asarray(self.intercept_).reshape(-1)[0])
+        return theta, b
+
+    def _feature_columns(self, X, features=None):
+        """Yield lists of feature columns (1-D float64 arrays) of X, checking them against the fit.
+
+        X: an (n, p) array, or anything with named columns (DataFrame, pyarrow Table, a file path or
+        any source open_source accepts; streamed batch by batch).  ``features``: the columns of X to
+        use, in the model's feature order (default: the model's feature names).
+        """
+        self._check_fitted()
+        p = self.n_features_in_
+        model_names = list(self.features_)
+        if isinstance(X, np.ndarray) or (isinstance(X, (list, tuple)) and X and not isinstance(X[0], str)):
+            Xa = np.asarray(X)
+            if Xa.ndim != 2 or Xa.shape[1] != p:
+                raise InvalidInputError(
+                    f"X has shape {Xa.shape} but the model was fitted on {p} features {model_names}; "
+                    f"pass an (n, {p}) array with the columns in that order")
+            yield [np.asarray(Xa[:, j], dtype=np.float64) for j in range(p)]
+            return
+        wanted = self._wanted_features(features)
+        from ..io.sources import open_source
+        src = open_source(X)
+        self._check_names(list(src.full_schema.names), wanted, model_names)
+        for batch in src.batches(wanted):
+            yield [np.asarray(batch.column(c).to_numpy(zero_copy_only=False), dtype=np.float64)
+                   for c in wanted]
+
+    def _raw_to_released_scale(self, cols: list[np.ndarray]) -> list[np.ndarray]:
+        """Map raw clean columns into the release's feature space: the declared ranges onto
+        [-1, 1], then the L2 clip at the bound (what the release did before adding noise)."""
+        spec = getattr(self, "release_spec_", None)
+        if spec is None or not hasattr(spec, "scaler_ranges"):
+            raise InvalidInputError(
+                "raw=True needs a model fitted on a release file (its ranges scale the raw columns); "
+                "this model has no release spec: pass data already in the training scale")
+        from ..privacy import RangeScaler
+        scaler = RangeScaler(list(spec.features), spec.scaler_ranges())
+        out = []
+        for j, c in enumerate(cols):
+            o = np.empty(len(c))
+            scaler.scale_into(j, c, o)
+            out.append(o)
+        norm2 = np.zeros(len(cols[0]))
+        for o in out:
+            norm2 += o * o
+        factor = np.minimum(1.0, float(spec.bound) / np.sqrt(np.maximum(norm2, 1e-300)))
+        return [o * factor for o in out]
+
+    def _wanted_features(self, features) -> list[str]:
+        """The columns to read for the model's features: ``features`` (one per model feature, in
+        the model's order) or the model's own names."""
+        model_names = list(self.features_)
+        wanted = list(features) if features is not None else model_names
+        if len(wanted) != len(model_names):
+            raise InvalidInputError(
+                f"features={wanted} names {len(wanted)} columns but the model has {len(model_names)}: "
+                f"{model_names}; name one column per model feature, in that order (CLI: --features)")
+        return wanted
+
+    @staticmethod
+    def _check_names(names, wanted, model_names):
+        missing = [c for c in wanted if c not in names]
+        if missing:
+            extra = [c for c in names if c not in wanted]
+            raise InvalidInputError(
+                f"the data lacks the model's feature columns {missing} (model features: {model_names}; "
+                f"data columns not used: {extra}); rename the columns or pass features=[...] mapping "
+                "them in the model's order (CLI: --features)")
+
+    @staticmethod
+    def _linear_scores(theta, b, cols) -> np.ndarray:
+        """``b + sum_j theta_j * cols[j]``: one vectorized pass per feature column."""
+        u = np.full(len(cols[0]), b)
+        for t, c in zip(theta, cols):
+            u += t * c
+        return u
+
+    def decision_function(self, X, *, features=None, raw=False) -> np.ndarray:
+        """The linear score ``u = theta^T x + b`` for every row of X.
+
+        ``raw=True``: X holds clean data in its original units (e.g. a hold-out of the file that
+        was released); it is scaled and clipped as the release did before the score is taken.
+        """
+        theta, b = self._theta_b()
+        out = []
+        for cols in self._feature_columns(X, features):
+            if raw:
+                cols = self._raw_to_released_scale(cols)
+            out.append(self._linear_scores(theta, b, cols))
+        return np.concatenate(out) if out else np.zeros(0)
+
+    def _clean_xy(self, X, y, features, label, raw):
+        """(scores, targets in the kernel's encoding) on clean data: arrays or a source with a label."""
+        if y is not None:
+            return (self.decision_function(X, features=features, raw=raw),
+                    self._encode_targets_stream(np.asarray(y).reshape(-1)))
+        self._check_fitted()
+        from ..io.sources import open_source
+        src = open_source(X)
+        names = list(src.full_schema.names)
+        lab = label or self.label_
+        if lab is None or lab not in names:
+            what = "which column is the label is unknown" if lab is None else f"the data has no label column {lab!r}"
+            raise InvalidInputError(f"{what}: pass label=... naming it (CLI: --label; columns: {', '.join(names)})")
+        wanted = self._wanted_features(features)
+        self._check_names(names, wanted, list(self.features_))
+        theta, b = self._theta_b()
+        us, ys = [], []
+        for batch in src.batches([*wanted, lab]):
+            cols = [np.asarray(batch.column(c).to_numpy(zero_copy_only=False), dtype=np.float64)
+                    for c in wanted]
+            if raw:
+                cols = self._raw_to_released_scale(cols)
+            us.append(self._linear_scores(theta, b, cols))
+            ys.append(self._encode_targets_stream(batch.column(lab).to_numpy(zero_copy_only=False)))
+        return np.concatenate(us), np.concatenate(ys)
+
+    def _clean_score_and_risk(self, X, y=None, *, features=None, label=None, raw=False):
+        """``(score(...), risk(...))`` from one pass over X (the CLI's ``evaluate``)."""
+        u, yv = self._clean_xy(X, y, features, label, raw)
+        return self._score_from(u, yv), self._risk_from(u, yv)
+
+    def score(self, X, y=None, *, features=None, label=None, raw=False) -> float:
+        """Accuracy (classifier) or R^2 (regressor) on clean data: arrays ``(X, y)`` or a source
+        with the label column."""
+        return self._score_from(*self._clean_xy(X, y, features, label, raw))
+
+    def risk(self, X, y=None, *, features=None, label=None, raw=False) -> float:
+        """Mean (unregularized) loss on clean data, the loss the model minimizes."""
+        return self._risk_from(*self._clean_xy(X, y, features, label, raw))
+
+    # ---- private validation --------------------------------------------------------------------
+    def private_risk(self, X, y=None, *, noise_var=None, epsilon_y=None, label_keep_prob=None,
+                     target_noise_var=None, features=None, label=None, override=False) -> RiskEstimate:
+        """Unbiased estimate of the *clean* risk from a *private* hold-out, with its standard error.
+
+        Each row contributes the IWP loss (DESIGN.md section 2) at the fitted (theta, b), whose
+        expectation over the release noise is the clean loss; the estimate is their mean and the
+        standard error is their sample sd / sqrt(n) (rows are independent).  For a release file the
+        noise parameters come from its metadata.  The logistic loss uses the fitted truncation K
+        (its estimate is then unbiased up to the K-term truncation bias).
+        """
+        from ..estimates import glm_loss_values
+        theta, b = self._theta_b()
+        kw = dict(noise_var=noise_var, epsilon_y=epsilon_y, label_keep_prob=label_keep_prob,
+                  target_noise_var=target_noise_var, feature_bound=None)
+        source, feats, lab, noise, _, _ = self._prepare_source(
+            X, y, noise_kw=kw, features=features, label=label, override=override)
+        if len(feats) != self.n_features_in_:
+            raise InvalidInputError(
+                f"the hold-out has {len(feats)} features {feats}, the model {self.n_features_in_} "
+                f"{self.features_}; pass features=[...] in the model's order")
+        s = noise.noise_var
+        tau = 0.5 * float(np.dot(s, theta * theta))
+        keep = noise.label_keep_prob
+        weight = 1.0 if keep is None else keep / (2.0 * keep - 1.0)  # S~ = S/(2S-1) = 1/(1-e^-eps)
+        total = 0.0
+        total_sq = 0.0
+        n = 0
+        for cols, yv in self._iter_xy(source, feats, lab):
+            u = self._linear_scores(theta, b, cols)
+            if self._task == "regression":
+                r = u - yv
+                vals = 0.5 * r * r - tau - 0.5 * noise.target_noise_var
+            else:
+                vals = glm_loss_values(self.loss, yv * u, tau, weight, int(getattr(self, "truncation_", 0)))
+            total += float(vals.sum())
+            total_sq += float(np.dot(vals, vals))
+            n += len(vals)
+        if n == 0:
+            raise InvalidInputError("the private hold-out has no rows; pass a release with at least one row")
+        mean = total / n
+        var = max(total_sq / n - mean * mean, 0.0) * n / max(n - 1, 1)
+        return RiskEstimate(mean, math.sqrt(var / n), n)
+
+    def _iter_xy(self, source, feats, lab):
+        """Yield (feature columns, targets in the kernel's encoding) per batch of a prepared source."""
+        if isinstance(source, dict):
+            yield [np.asarray(source[f], dtype=np.float64) for f in feats], np.asarray(source[lab], np.float64)
+            return
+        for batch in source.batches([*feats, lab]):
+            cols = [np.asarray(batch.column(f).to_numpy(zero_copy_only=False), dtype=np.float64)
+                    for f in feats]
+            yield cols, self._encode_targets_stream(batch.column(lab).to_numpy(zero_copy_only=False))
+
+    def _encode_targets_stream(self, y: np.ndarray) -> np.ndarray:
+        return np.asarray(y, dtype=np.float64)
+
+    # ---- persistence ---------------------------------------------------------------------------
+    def save(self, path) -> None:
+        """Write the fitted model as a small self-describing JSON file (see iwpfast.load)."""
+        from ..model_io import save_model
+        save_model(self, path)
+
+

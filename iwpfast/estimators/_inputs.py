@@ -1,0 +1,142 @@
+"""Input preparation: what ``fit``/``partial_fit``/``private_risk`` turn their data into.
+
+Arrays and frames become a dict of feature-major columns, sources (files, tables, readers) are
+opened with ``io.sources.open_source``; the noise model comes from the release metadata or from
+explicit arguments.  Either way the driver gets the same kind of input and gives the same result.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..exceptions import InvalidInputError
+from ._noise import (
+    NoiseModel,
+    check_same_noise,
+    explicit_noise,
+    noise_from_metadata,
+    override_noise,
+)
+from ._state import ARRAY_LABEL
+
+
+def is_tabular(obj) -> bool:
+    """pandas/polars DataFrame or pyarrow Table/RecordBatch: something with named columns."""
+    mod = type(obj).__module__
+    return (mod.startswith("pandas") or mod.startswith("polars") or mod.startswith("pyarrow")) \
+        and hasattr(obj, "columns")
+
+
+def column_names(obj) -> list[str]:
+    if hasattr(obj, "column_names"):          # pyarrow
+        return list(obj.column_names)
+    return [str(c) for c in obj.columns]       # pandas / polars
+
+
+def column(obj, name) -> np.ndarray:
+    if hasattr(obj, "column_names"):          # pyarrow Table / RecordBatch
+        col = obj.column(name)
+        if hasattr(col, "combine_chunks"):
+            col = col.combine_chunks()
+        return col.to_numpy(zero_copy_only=False)
+    return np.asarray(obj[name])
+
+
+class InputsMixin:
+    """Turns (X, y) or a source into what the driver reads, with its feature/label names and noise."""
+
+    def _prepare_source(self, X, y, *, noise_kw: dict, features, label, override: bool):
+        """Turn (X, y) or a source into (source for the driver, features, label, noise, n_rows, names_in).
+
+        Arrays become a dict of feature-major columns, so arrays and files go through the same
+        driver and give the same result.
+        """
+        if y is not None:
+            return self._prepare_arrays(X, y, noise_kw=noise_kw, features=features)
+        from ..io.sources import open_source
+        src = open_source(X)
+        meta = src.release_metadata
+        names = list(src.full_schema.names)
+        if meta is not None:
+            feats = list(features) if features is not None else list(meta.get("features") or [])
+            lab = label if label is not None else meta.get("label")
+            noise = noise_from_metadata(meta, feats)
+            check_same_noise(noise_kw, noise, override)
+            if override:
+                noise = override_noise(noise, noise_kw, self._task)
+        else:
+            if features is None:
+                raise InvalidInputError(
+                    f"the source has no release metadata (it is not an iwpfast release), so its feature "
+                    f"and label columns are unknown: name them with features=[...], label=... (CLI: "
+                    f"--features A B --label Y; columns: {', '.join(names)}), and if the data is private "
+                    "give its noise with noise_var=..., epsilon_y=... (CLI: --noise-var, --epsilon-y)")
+            feats = list(features)
+            lab = label
+            noise = explicit_noise(len(feats), task=self._task, **noise_kw)
+        if lab is None:
+            raise InvalidInputError(f"the label column is unknown: pass label=... (CLI: --label; "
+                                    f"columns: {', '.join(names)})")
+        missing = [c for c in feats if c not in names]
+        if missing:
+            raise InvalidInputError(
+                f"feature column(s) {', '.join(map(repr, missing))} not in the source (its columns: "
+                f"{', '.join(names)}); pass features=[...] naming existing columns (CLI: --features)")
+        if lab not in names:
+            raise InvalidInputError(
+                f"label column {lab!r} not in the source (its columns: {', '.join(names)}); pass "
+                "label=... naming the label column (CLI: --label)")
+        return src, feats, lab, noise, src.num_rows, None
+
+    def _prepare_arrays(self, X, y, *, noise_kw: dict, features):
+        names_in = None
+        if is_tabular(X):
+            names_in = column_names(X)
+            if features is not None:
+                names_in = list(features)
+            cols = [np.asarray(column(X, c), dtype=np.float64) for c in names_in]
+            n = len(cols[0]) if cols else 0
+        else:
+            Xa = np.asarray(X)
+            if Xa.ndim != 2:
+                raise InvalidInputError(
+                    f"X must be 2-D (rows, features), got shape {Xa.shape}; reshape with X.reshape(-1, 1) "
+                    "for a single feature")
+            if not np.issubdtype(Xa.dtype, np.number):
+                raise InvalidInputError(f"X must be numeric (got dtype {Xa.dtype}); encode non-numeric "
+                                        "columns as numbers first")
+            n = Xa.shape[0]
+            cols = list(np.ascontiguousarray(Xa.T, dtype=np.float64))
+        if len(cols) == 0:
+            raise InvalidInputError("X has no feature columns; pass at least one feature")
+        ya = np.asarray(y)
+        if ya.ndim != 1 and not (ya.ndim == 2 and ya.shape[1] == 1):
+            raise InvalidInputError(f"y must be 1-D with one value per row (got shape {ya.shape})")
+        ya = ya.reshape(-1)
+        if ya.shape[0] != n:
+            raise InvalidInputError(f"X has {n} rows but y has {ya.shape[0]}; pass one label per row")
+        if n == 0:
+            raise InvalidInputError("X has 0 rows; fit needs at least one row")
+        for j, c in enumerate(cols):
+            if not np.all(np.isfinite(c)):
+                bad = int(np.flatnonzero(~np.isfinite(c))[0])
+                raise InvalidInputError(
+                    f"feature {(names_in or [f'x{i}' for i in range(len(cols))])[j]!r} has a non-finite "
+                    f"value at row {bad}; drop or impute such rows before fitting")
+        p = len(cols)
+        feats = list(names_in) if names_in is not None else [f"x{j}" for j in range(p)]
+        lab = ARRAY_LABEL
+        noise = explicit_noise(p, task=self._task, **noise_kw)
+        yv = self._encode_targets_fit(ya)
+        if self.shuffle:
+            perm = np.random.default_rng(self.random_state).permutation(n)
+            cols = [c[perm] for c in cols]
+            yv = yv[perm]
+        data = {f: c for f, c in zip(feats, cols)}
+        data[lab] = yv
+        return data, feats, lab, noise, n, names_in
+
+    def _encode_targets_fit(self, y: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+
+__all__ = ["InputsMixin", "NoiseModel", "column", "column_names", "is_tabular"]

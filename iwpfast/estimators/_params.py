@@ -1,0 +1,147 @@
+"""Hyper-parameters: scikit-learn's parameter protocol and their validation at fit time.
+
+Implemented here so that scikit-learn stays optional: keyword-only hyper-parameters stored exactly
+as given by ``__init__``, ``get_params``/``set_params`` (so ``sklearn.base.clone`` works), and one
+``_validated`` that checks them all, each message naming the parameter and the fix.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+
+from ..exceptions import InvalidInputError
+from ..sgd.state import SCHEDULES
+
+CORRECTIONS = ("iwp", "none")
+
+
+class ParamsMixin:
+    """``get_params``/``set_params``/``repr``/tags and the validation of every hyper-parameter."""
+
+    _task = "classification"
+    _losses: tuple[str, ...] = ()
+
+    # ---- scikit-learn parameter protocol -------------------------------------------------------
+    @classmethod
+    def _get_param_names(cls) -> list[str]:
+        sig = inspect.signature(cls.__init__)
+        return sorted(p.name for p in sig.parameters.values()
+                      if p.name != "self" and p.kind == p.KEYWORD_ONLY)
+
+    def _store_params(self, init_locals: dict[str, Any]) -> None:
+        """Store each keyword of ``__init__`` as given (``self._store_params(locals())``): scikit-learn's
+        rule that ``__init__`` only records its parameters, without listing each one twice."""
+        for name in self._get_param_names():
+            setattr(self, name, init_locals[name])
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self._get_param_names()}
+
+    def set_params(self, **params):
+        valid = self._get_param_names()
+        for key, value in params.items():
+            if key not in valid:
+                raise InvalidInputError(
+                    f"{type(self).__name__} has no parameter {key!r}; valid parameters: {', '.join(valid)}")
+            setattr(self, key, value)
+        return self
+
+    def __repr__(self) -> str:
+        defaults = {p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values()}
+        changed = [f"{k}={v!r}" for k, v in self.get_params().items()
+                   if not (isinstance(v, type(defaults.get(k))) and v == defaults.get(k))]
+        return f"{type(self).__name__}({', '.join(changed)})"
+
+    def __sklearn_tags__(self):  # scikit-learn >= 1.6 asks estimators for their tags
+        from sklearn.base import BaseEstimator
+        from sklearn.utils import ClassifierTags, RegressorTags
+        tags = BaseEstimator.__sklearn_tags__(self)  # type: ignore[arg-type]
+        if self._task == "classification":
+            tags.estimator_type = "classifier"
+            tags.classifier_tags = ClassifierTags(multi_class=False)
+        else:
+            tags.estimator_type = "regressor"
+            tags.regressor_tags = RegressorTags()
+        tags.target_tags.required = True
+        return tags
+
+    @property
+    def _estimator_type(self):
+        return "classifier" if self._task == "classification" else "regressor"
+
+    # ---- validation --------------------------------------------------------------------------
+    def _validated(self) -> dict[str, Any]:
+        """Check every hyper-parameter; return them normalised.  Messages name the fix."""
+        v: dict[str, Any] = {}
+        if self.loss not in self._losses:
+            raise InvalidInputError(
+                f"unknown loss {self.loss!r} for {type(self).__name__}; choose one of "
+                f"{', '.join(map(repr, self._losses))}")
+        v["loss"] = self.loss
+        if self.correction not in CORRECTIONS:
+            raise InvalidInputError(
+                f"unknown correction {self.correction!r}; choose 'iwp' (debiased) or 'none' (naive SGD)")
+        if self.schedule not in SCHEDULES:
+            raise InvalidInputError(
+                f"unknown schedule {self.schedule!r}; choose one of {', '.join(map(repr, SCHEDULES))}")
+        for name in ("alpha", "learning_rate"):
+            val = getattr(self, name)
+            ok = isinstance(val, numbers.Real) and not isinstance(val, bool) and math.isfinite(val)
+            if not ok or val < 0 or (name == "learning_rate" and val == 0):
+                raise InvalidInputError(f"{name} must be a finite {'positive' if name == 'learning_rate' else 'non-negative'} "
+                                        f"number (got {val!r})")
+        if self.schedule == "paper" and self.alpha <= 0:
+            raise InvalidInputError("schedule='paper' needs alpha > 0 (the strong convexity mu = alpha)")
+        v["alpha"] = float(self.alpha)
+        v["learning_rate"] = float(self.learning_rate)
+        if self.mu is not None and not (isinstance(self.mu, numbers.Real) and self.mu >= 0):
+            raise InvalidInputError(f"mu must be None (= alpha) or a non-negative number (got {self.mu!r})")
+        v["mu"] = float(self.alpha if self.mu is None else self.mu)
+        if not (isinstance(self.batch_size, numbers.Integral) and not isinstance(self.batch_size, bool)
+                and self.batch_size >= 1):
+            raise InvalidInputError(f"batch_size must be a positive integer (got {self.batch_size!r})")
+        v["batch_size"] = int(self.batch_size)
+        for name in ("radius", "variance_cap"):
+            val = getattr(self, name)
+            if val is not None and not (isinstance(val, numbers.Real) and val > 0):
+                raise InvalidInputError(f"{name} must be None or a positive number (got {val!r}); "
+                                        f"use None for the default")
+        if not isinstance(self.fit_intercept, (bool, np.bool_)):
+            raise InvalidInputError(f"fit_intercept must be True or False (got {self.fit_intercept!r})")
+        avg = self.average
+        if not (avg is False or avg is True or avg == "tail"
+                or (isinstance(avg, numbers.Integral) and not isinstance(avg, bool) and avg >= 0)
+                or (isinstance(avg, float) and 0.0 <= avg < 1.0)):
+            raise InvalidInputError(
+                f"average must be False, True (all iterates), 'tail' (the last half), a start fraction "
+                f"in [0, 1) or a start update number >= 0 (got {avg!r})")
+        if self.chunk_rows is not None and not (isinstance(self.chunk_rows, numbers.Integral)
+                                                and self.chunk_rows >= 1):
+            raise InvalidInputError(f"chunk_rows must be None or a positive integer (got {self.chunk_rows!r})")
+        if not isinstance(self.shuffle, (bool, np.bool_)):
+            raise InvalidInputError(f"shuffle must be True or False (got {self.shuffle!r})")
+        v["truncation"] = self._validated_truncation()
+        return v
+
+    def _validated_truncation(self):
+        return 0
+
+    def _average_start(self, n_rows: int | None, batch_size: int) -> int:
+        avg = self.average
+        if avg is False:
+            return -1
+        if avg is True:
+            return 0
+        if isinstance(avg, numbers.Integral):
+            return int(avg)
+        frac = 0.5 if avg == "tail" else float(avg)
+        if n_rows is None:
+            raise InvalidInputError(
+                f"average={avg!r} is a fraction of the pass, but the number of rows is unknown for "
+                "this source; pass n_rows_total=... or give the first averaged update as an integer")
+        n_updates = -(-int(n_rows) // batch_size)
+        return int(math.floor(frac * n_updates))

@@ -1,0 +1,185 @@
+"""IWPClassifier: a binary linear classifier trained in one pass by IWP-SGD on a local-DP release."""
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+
+import numpy as np
+
+from ..exceptions import InvalidInputError, NumericalWarning
+from ..losses import CLASSIFICATION_LOSSES
+from ._base import IWPBase
+
+
+class IWPClassifier(IWPBase):
+    """Linear classifier trained in one pass by IWP-SGD on a local-DP release (labels in two classes).
+
+    Parameters (keyword-only; stored as given, validated at fit time):
+    loss: "exponential" (exact correction) | "logistic" (truncated series, see ``truncation``) |
+        "quadratic".
+    correction: "iwp" (unbiased gradients) | "none" (naive SGD on the noisy data).
+    alpha: l2 strength lambda (the regularized risk is alpha-strongly convex).
+    learning_rate: gamma0.  schedule: "constant" | "inverse" (gamma0/(1+mu gamma0 t)) | "paper".
+    mu: mu of the inverse schedule (None = alpha).
+    batch_size: rows per update (the last partial batch is used).
+    radius: projection radius on theta (None = feature_bound * |f'(0)| / alpha, DESIGN.md section 2).
+    variance_cap: cap on sigma^2 |theta|^2 (None = no cap); keeps large steps stable.
+    average: False | True (all iterates) | "tail" (last half) | start fraction | start update number.
+    fit_intercept: learn a noise-free intercept.
+    truncation: K of the logistic IWP series, or "auto" (the MSE-optimal K at the noise level).
+    chunk_rows: rows per chunk read from the source (None = the driver's default).
+    shuffle, random_state: permute in-memory arrays once before the pass (files are read in order).
+    progress: show a progress bar.
+    """
+
+    _task = "classification"
+    _losses = CLASSIFICATION_LOSSES
+
+    def __init__(self, *, loss="exponential", correction="iwp", alpha=1.0, learning_rate=1e-3,
+                 schedule="constant", mu=None, batch_size=128, radius=None, variance_cap=None,
+                 average=False, fit_intercept=True, truncation=2, chunk_rows=None, shuffle=False,
+                 random_state=None, progress=True):
+        self._store_params(locals())
+
+    def _validated_truncation(self):
+        t = self.truncation
+        if t == "auto":
+            return "auto"
+        if not (isinstance(t, numbers.Integral) and not isinstance(t, bool) and 0 <= t <= 20):
+            raise InvalidInputError(f"truncation must be an integer K in 0..20 or 'auto' (got {t!r})")
+        return int(t)
+
+    def _resolve_truncation(self, truncation, noise, radius, cap):
+        """'auto' -> the MSE-optimal K at the largest tau the pass can reach; warn if K is above it."""
+        from ..transforms import choose_truncation
+        energy = float(np.max(noise.noise_var)) * radius ** 2 if math.isfinite(radius) else math.inf
+        energy = min(energy, cap)
+        if not math.isfinite(energy):
+            # without a radius or a cap tau is unbounded; judge K at the noise of a unit-norm theta
+            energy = float(np.max(noise.noise_var))
+        tau = 0.5 * energy
+        best = int(choose_truncation(tau, self.batch_size))
+        if truncation == "auto":
+            return best
+        if truncation > best:
+            warnings.warn(
+                f"truncation={truncation} is too high for this noise level (tau up to {tau:.3g}): the "
+                f"series' variance explodes; the MSE-optimal K is {best} (use truncation={best} or 'auto')",
+                NumericalWarning, stacklevel=4)
+        return truncation
+
+    def _encode_targets_fit(self, y: np.ndarray) -> np.ndarray:
+        classes = np.unique(y)
+        ps = self._pass
+        hint = ps.classes_hint
+        if hint is not None:
+            bad = np.setdiff1d(classes, hint)
+            if bad.size:
+                raise InvalidInputError(f"y has labels {bad.tolist()} not in classes={hint.tolist()}; pass "
+                                        "classes=[...] naming both labels, or recode y")
+            classes = np.unique(hint)
+        if hasattr(self, "classes_") and ps.started:
+            bad = np.setdiff1d(np.unique(y), self.classes_)
+            if bad.size:
+                raise InvalidInputError(
+                    f"y has labels {bad.tolist()} unseen in the classes {self.classes_.tolist()} of this pass")
+            classes = self.classes_
+        if classes.size > 2:
+            raise InvalidInputError(
+                f"IWPClassifier is binary but y has {classes.size} classes {classes.tolist()[:10]}; "
+                "encode the task as two classes (one-vs-rest)")
+        if classes.size == 1:
+            if set(classes.tolist()) <= {-1, 1}:
+                classes = np.array([-1, 1])
+            elif set(classes.tolist()) <= {0, 1}:
+                classes = np.array([0, 1])
+            else:
+                raise InvalidInputError(
+                    f"y has a single class {classes.tolist()}; pass classes=[negative, positive] to partial_fit "
+                    "or data with both classes")
+        ps.classes = classes
+        return np.where(y == classes[1], 1.0, -1.0)
+
+    def _label_mapped_source(self, source, lab):
+        """Released labels are +-1 already; other label columns ({0, 1}) are mapped batch by batch."""
+        meta = source.release_metadata
+        if meta is not None and meta.get("label_encoding", "pm1") == "pm1":
+            self._pass.classes = np.array([-1, 1])
+            return source
+        import pyarrow as pa
+        first: dict = {}
+
+        def batches():
+            for batch in source.batches():
+                yv = batch.column(lab).to_numpy(zero_copy_only=False)
+                enc = self._encode_targets_stream(yv, first, column=lab)
+                idx = batch.schema.get_field_index(lab)
+                yield batch.set_column(idx, lab, pa.array(enc))
+
+        schema = source.schema
+        idx = schema.get_field_index(lab)
+        schema = schema.set(idx, pa.field(lab, pa.float64()))
+        return pa.RecordBatchReader.from_batches(schema, batches())
+
+    def _encode_targets_stream(self, y, first=None, column=None):
+        """Map streamed labels to +-1: {-1, 1} as is, {0, 1} with 0 -> -1 (or the fitted classes)."""
+        y = np.asarray(y)
+        classes = getattr(self, "classes_", None)
+        if classes is None and self._pass is not None:
+            classes = self._pass.classes
+        vals = np.unique(y)
+        if classes is not None and np.isin(vals, classes).all():
+            if first is not None:
+                first["classes"] = classes
+            return np.where(y == classes[1], 1.0, -1.0)
+        if first is not None and "classes" in first:
+            classes = first["classes"]
+        elif np.isin(vals, [-1, 1]).all():
+            classes = np.array([-1, 1])
+        elif np.isin(vals, [0, 1]).all():
+            classes = np.array([0, 1])
+        else:
+            where = f"label column {column!r}" if column is not None else "the labels"
+            raise InvalidInputError(
+                f"{where} has values {vals.tolist()[:10]}, not {{-1, 1}} or {{0, 1}}: a streamed label "
+                "must be one of these encodings; recode it (e.g. 1 for the positive class, 0 else), or "
+                "fit on arrays, fit(X, y), which maps any two classes")
+        if not np.isin(vals, classes).all():
+            raise InvalidInputError(
+                f"label values {vals.tolist()[:10]} mix encodings (classes so far {classes.tolist()}); "
+                "use one encoding, {-1, 1} or {0, 1}, for the whole label column")
+        if first is not None:
+            first["classes"] = classes
+        if self._pass is not None:
+            self._pass.classes = classes
+        return np.where(y == classes[1], 1.0, -1.0)
+
+    def _update_fitted(self, state, telemetry):
+        super()._update_fitted(state, telemetry)
+        if not hasattr(self, "classes_"):
+            found = self._pass.classes
+            self.classes_ = np.asarray(np.array([-1, 1]) if found is None else found)
+
+    def predict(self, X, *, features=None, raw=False) -> np.ndarray:
+        """The predicted class of each row (``classes_[1]`` where the score is positive)."""
+        u = self.decision_function(X, features=features, raw=raw)
+        return self.classes_[(u > 0).astype(np.intp)]
+
+    def predict_proba(self, X, *, features=None, raw=False) -> np.ndarray:
+        """Class probabilities (logistic loss only: the other losses are not likelihoods)."""
+        if self.loss != "logistic":
+            raise InvalidInputError(
+                f"predict_proba needs loss='logistic' (this model uses {self.loss!r}, whose score is not "
+                "a log-odds); use decision_function, or refit with loss='logistic'")
+        u = self.decision_function(X, features=features, raw=raw)
+        pos = 0.5 * (1.0 + np.tanh(0.5 * u))  # overflow-free sigmoid
+        return np.column_stack([1.0 - pos, pos])
+
+    def _score_from(self, u, ypm) -> float:
+        """Accuracy of the scores ``u`` against +-1 targets."""
+        return float(np.mean(np.where(u > 0, 1.0, -1.0) == ypm))
+
+    def _risk_from(self, u, ypm) -> float:
+        from ..losses import derivative
+        return float(np.mean(derivative(self.loss, 0, ypm * u)))
