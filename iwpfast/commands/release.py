@@ -47,6 +47,10 @@ def register(subparsers) -> None:
     ey.add_argument("--epsilon-y", type=float, help="privacy budget of the label / target")
     ey.add_argument("--public-labels", action="store_true",
                     help="release the labels WITHOUT noise (they are then not protected)")
+    p.add_argument("--classes", nargs="+", metavar="CLASS",
+                   help="the label's classes (its values, numbers or strings, in order): k >= 3 classes go "
+                        "through k-ary randomized response and are written as their index 0..k-1; "
+                        "values outside them are an error (or dropped with --on-invalid drop)")
     p.add_argument("--delta", type=float, default=1e-5, help="delta of the feature mechanism (default 1e-5)")
     p.add_argument("--bound", type=float, default=1.0,
                    help="L2 norm bound of the scaled feature vector (default 1; sqrt(p) never clips)")
@@ -69,6 +73,25 @@ def register(subparsers) -> None:
     p.add_argument("--threads", type=int, help="noise threads (default: min(2, cores))")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(handler=run)
+
+
+def parse_classes(tokens):
+    """--classes tokens: integers and decimal numbers become numbers, anything else stays a string."""
+    if tokens is None:
+        return None
+    values = []
+    for token in split_names(tokens):
+        for convert in (int, float):
+            try:
+                values.append(convert(token))
+                break
+            except ValueError:
+                continue
+        else:
+            values.append(token)
+    if any(isinstance(v, str) for v in values):       # one non-number: all are names
+        values = split_names(tokens)
+    return values
 
 
 def _target_range(text):
@@ -110,6 +133,7 @@ def run(args) -> int:
         calibration=args.calibration, feature_dtype=args.feature_dtype,
         ranges_from_data=args.ranges_from_data, target_range=_target_range(args.target_range),
         target_bound=args.target_bound, delta_y=args.delta_y,
+        classes=parse_classes(args.classes),
     )
     with warnings.catch_warnings():
         # Show each warning once, as one plain line (not Python's file:line form).

@@ -3,7 +3,8 @@
 Everything here is NumPy/pyarrow (no Numba); the modules that touch pyarrow import it lazily.
 """
 from .calibration import analytic_gaussian_delta, gaussian_noise_scale, label_keep_probability
-from .mechanisms import GaussianFeatureMechanism, GaussianTargetMechanism, RandomizedResponse
+from .mechanisms import (GaussianFeatureMechanism, GaussianTargetMechanism, KaryRandomizedResponse,
+                         RandomizedResponse, kary_probabilities)
 from .release import ReleaseResult, privatize, read_release_spec, release
 from .scaling import RangeScaler, parse_ranges
 from .spec import METADATA_KEY, Guarantee, ReleaseSpec
@@ -13,12 +14,14 @@ __all__ = [
     "GaussianFeatureMechanism",
     "GaussianTargetMechanism",
     "Guarantee",
+    "KaryRandomizedResponse",
     "RandomizedResponse",
     "RangeScaler",
     "ReleaseResult",
     "ReleaseSpec",
     "analytic_gaussian_delta",
     "gaussian_noise_scale",
+    "kary_probabilities",
     "label_keep_probability",
     "parse_ranges",
     "privatize",

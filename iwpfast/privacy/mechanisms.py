@@ -132,6 +132,61 @@ class RandomizedResponse:
         return out
 
 
+def kary_probabilities(epsilon_y, n_classes: int) -> tuple[float, float]:
+    """(q, r) of k-ary randomized response: keep with q = e^eps/(e^eps + k - 1), report each other
+    class with r = 1/(e^eps + k - 1) (q + (k-1) r = 1).  Computed from e^-eps: no overflow.
+
+    >>> q, r = kary_probabilities(1.0, 3); round(q, 6), round(r, 6)
+    (0.576117, 0.211942)
+    """
+    epsilon_y = check_epsilon(epsilon_y, "epsilon_y")
+    k = int(n_classes)
+    if k < 2:
+        raise InvalidInputError(f"k-ary randomized response needs at least 2 classes, got {n_classes!r}")
+    if k == 2:                         # the binary mechanism's own formula, bit for bit
+        keep = label_keep_probability(epsilon_y)
+        return keep, 1.0 - keep
+    shrink = np.exp(-epsilon_y)        # e^-eps in (0, 1)
+    denominator = 1.0 + (k - 1) * shrink
+    return float(1.0 / denominator), float(shrink / denominator)
+
+
+class KaryRandomizedResponse:
+    """k-ary randomized response on class indices 0..k-1 (eps-LDP): keep the class with
+    probability q, else report one of the k - 1 others uniformly (each with probability r)."""
+
+    def __init__(self, epsilon, n_classes: int):
+        self.epsilon = check_epsilon(epsilon, "epsilon_y")
+        self.n_classes = int(n_classes)
+        self.keep_probability, self.other_probability = kary_probabilities(self.epsilon, self.n_classes)
+
+    def __repr__(self):
+        return (f"KaryRandomizedResponse(epsilon={self.epsilon:g}, n_classes={self.n_classes}, "
+                f"q={self.keep_probability:.6g}, r={self.other_probability:.6g})")
+
+    def apply(self, codes: np.ndarray, rng: np.random.Generator, out: np.ndarray | None = None) -> np.ndarray:
+        """Randomized class indices for ``codes`` (integers in [0, k)), one float64 uniform a row.
+
+        u < q keeps the class; otherwise j = floor((u - q) / r) in [0, k - 2] (each with
+        probability r, up to the 2^-53 grid) reports class (code + 1 + j) mod k, i.e. one of the
+        k - 1 other classes uniformly.
+        """
+        k = self.n_classes
+        q, r = self.keep_probability, self.other_probability
+        u = rng.random(codes.shape[0])
+        keep = u < q
+        if r > 0.0:
+            shift = np.minimum(np.floor(np.maximum(u - q, 0.0) / r), k - 2).astype(np.int64) + 1
+            shift[keep] = 0
+        else:                          # e^-eps underflowed: q = 1, every class is kept
+            shift = np.zeros(codes.shape[0], np.int64)
+        result = (codes.astype(np.int64) + shift) % k
+        if out is None:
+            return result.astype(np.int8 if k <= 127 else np.int16)
+        np.copyto(out, result, casting="unsafe")
+        return out
+
+
 class GaussianTargetMechanism:
     """Regression target: clip to [-bound, bound], add N(0, sigma^2); sensitivity 2*bound."""
 

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ..exceptions import InvalidInputError, ReleaseSpecError
-from .mechanisms import _CLIP_SAFETY, GaussianTargetMechanism, RandomizedResponse
+from .mechanisms import _CLIP_SAFETY, GaussianTargetMechanism, KaryRandomizedResponse, RandomizedResponse
 from .scaling import RangeScaler, ranges_from_data as _ranges_from_data_warned
 from .spec import METADATA_KEY, ReleaseSpec
 
@@ -83,7 +83,10 @@ class ReleaseResult:
                  + (f" to {self.destination}" if self.destination else "")
                  + f" in {self.elapsed_s:.2f} s ({self.rows_per_s / 1e6:.2f} M rows/s)"]
         if self.rows_dropped:
-            lines.append(f"dropped {self.rows_dropped:,} rows with missing or non-finite values")
+            what = "missing or non-finite values" + (
+                " or a label outside the declared classes" if self.spec is not None
+                and self.spec.classes is not None else "")
+            lines.append(f"dropped {self.rows_dropped:,} rows with {what}")
         if self.rows_clipped:
             lines.append(f"clipped {self.rows_clipped:,} feature vectors to the L2 bound {self.spec.bound:g}")
         for name, count in self.values_out_of_range.items():
@@ -171,6 +174,11 @@ class _Privatizer:
             arr = batch.column(name)
             kind = _numeric_kind(arr.type)
             is_label = name == spec.label
+            if is_label and spec.classes is not None:
+                arrays[name], bad = self._class_codes(origin, arr, on_invalid)
+                if bad is not None:
+                    invalid = bad if invalid is None else (invalid | bad)
+                continue
             if kind is None:
                 if is_label and spec.task == "classification":
                     self._label_error(origin, arr, f"has type {arr.type}")
@@ -223,7 +231,7 @@ class _Privatizer:
         label = None
         if spec.label is not None:
             label = arrays[spec.label]
-            if spec.task == "classification":
+            if spec.task == "classification" and spec.classes is None:
                 self._check_binary(origin, label)
         return features, label, dropped
 
@@ -267,6 +275,35 @@ class _Privatizer:
             f"or bool; values seen in the batch starting at {origin.describe(0)}: {shown}. Recode the "
             f"labels, or use task='regression' for a continuous target"
         )
+
+    def _class_codes(self, origin, arr, on_invalid: str):
+        """(index of each label in ``spec.classes``, mask of rows whose label is not a declared
+        class or None): numbers or strings, matched by value with the column's type."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        spec = self.spec
+        try:
+            value_set = pa.array(list(spec.classes)).cast(arr.type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            raise InvalidInputError(
+                f"label column {spec.label!r} has type {arr.type} but the declared classes "
+                f"{list(spec.classes)!r} are not of that type; declare the column's own values"
+            ) from None
+        index = pc.index_in(arr, value_set=value_set)
+        codes = index.fill_null(0).to_numpy(zero_copy_only=False).astype(_class_dtype(len(spec.classes)))
+        if not index.null_count:
+            return codes, None
+        bad = np.asarray(index.is_null(), dtype=bool)
+        if on_invalid == "error":
+            row = int(np.argmax(bad))
+            value = arr[row].as_py()
+            raise InvalidInputError(
+                f"label column {spec.label!r} has {value!r} at {origin.describe(row)}, which is not "
+                f"one of the declared classes {list(spec.classes)!r}; declare every class, or drop "
+                f"such rows with on_invalid='drop' (CLI: --on-invalid drop)"
+            )
+        return codes, bad
 
     def _check_binary(self, origin, y: np.ndarray):
         if y.dtype == np.bool_ or y.size == 0:
@@ -334,7 +371,11 @@ class _Privatizer:
             y = label[r0:r1]
             y_out = label_out[r0:r1]
             lm = spec.label_mechanism
-            if (spec.task == "classification" and self.fused and isinstance(lm, RandomizedResponse)
+            if spec.label_encoding == "class_index":
+                np.copyto(y_out, y, casting="unsafe")         # class indices 0..k-1
+                if isinstance(lm, KaryRandomizedResponse):
+                    lm.apply(y_out, rng, out=y_out)
+            elif (spec.task == "classification" and self.fused and isinstance(lm, RandomizedResponse)
                     and y.dtype in _FUSED_RAW_DTYPES):
                 self._labels_fused(k, y, y_out, lm.keep_probability)
             elif spec.task == "classification":
@@ -431,9 +472,22 @@ def _output_schema(spec: ReleaseSpec, metadata: dict | None = None):
     ftype = pa.float32() if spec.feature_dtype == "float32" else pa.float64()
     fields = [pa.field(f, ftype, nullable=False) for f in spec.features]
     if spec.label is not None:
-        ltype = pa.int8() if spec.task == "classification" else ftype
+        ltype = pa.from_numpy_dtype(_label_dtype(spec))
         fields.append(pa.field(spec.label, ltype, nullable=False))
     return pa.schema(fields, metadata=metadata)
+
+
+def _class_dtype(n_classes: int):
+    return np.dtype(np.int8) if n_classes <= 127 else np.dtype(np.int16)
+
+
+def _label_dtype(spec: ReleaseSpec):
+    """dtype of the released label column: int8 -1/+1, the class index, or the feature dtype."""
+    if spec.task != "classification":
+        return np.dtype(spec.feature_dtype)
+    if spec.label_encoding == "class_index":
+        return _class_dtype(len(spec.classes))
+    return np.dtype(np.int8)
 
 
 def _resolve_spec(spec: ReleaseSpec, features, label, ranges) -> ReleaseSpec:
@@ -578,8 +632,7 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
                     if slot[0] is None or slot[0].shape[1] < n:
                         slot[0] = np.empty((engine.p, max(n, 1)), dtype=engine.dtype)
                         if spec.label is not None:
-                            ldtype = np.int8 if spec.task == "classification" else engine.dtype
-                            slot[1] = np.empty(max(n, 1), dtype=ldtype)
+                            slot[1] = np.empty(max(n, 1), dtype=_label_dtype(spec))
                     out = slot[0][:, :n]
                     label_out = slot[1][:n] if slot[1] is not None else None
                     if n:
@@ -707,7 +760,7 @@ def privatize(X, y=None, spec: ReleaseSpec | None = None, *, seed=None, threads:
         out = np.empty((engine.p, n), dtype=engine.dtype)
         label_out = None
         if y is not None:
-            label_out = np.empty(n, dtype=np.int8 if spec.task == "classification" else engine.dtype)
+            label_out = np.empty(n, dtype=_label_dtype(spec))
         engine.run(feats, label_values, out, label_out)
     finally:
         engine.close()

@@ -16,7 +16,8 @@ from typing import NamedTuple
 from .._version import __version__
 from ..exceptions import InvalidInputError, ReleaseSpecError
 from .calibration import check_delta
-from .mechanisms import GaussianFeatureMechanism, GaussianTargetMechanism, RandomizedResponse
+from .mechanisms import (GaussianFeatureMechanism, GaussianTargetMechanism, KaryRandomizedResponse,
+                         RandomizedResponse)
 from .scaling import check_range, parse_ranges
 
 METADATA_KEY = "iwpfast.release"
@@ -52,6 +53,10 @@ class ReleaseSpec:
     task: "classification" (labels -> int8 in {-1, +1}) or "regression".
     target_range, target_bound, delta_y: regression only; the target is scaled from
         ``target_range`` into [-1, 1], clipped to [-target_bound, target_bound], then noised.
+    classes: the public list of the label's classes (numbers or strings, in the order that defines
+        the class indices 0..k-1); ``None``: binary labels {0, 1} / {-1, +1} / bool.  With k >= 3
+        classes the label goes through k-ary randomized response and is written as its class index;
+        with 2 it is today's binary mechanism and format (classes[0] -> -1, classes[1] -> +1).
     calibration: "analytic" (default) or "classic" (the paper's formula, proven for eps < 1).
     feature_dtype: "float32" (default) or "float64" for the released features.
     """
@@ -70,6 +75,7 @@ class ReleaseSpec:
     target_range: tuple[float, float] | None = None
     target_bound: float = 1.0
     delta_y: float | None = None
+    classes: tuple | None = None
     row_count: int | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
@@ -94,13 +100,20 @@ class ReleaseSpec:
         set_(self, "delta", self._features_mech.delta)
         set_(self, "bound", self._features_mech.bound)
         label_mech = None
+        if self.classes is not None:
+            set_(self, "classes", check_classes(self.classes))
+            if self.task != "classification":
+                raise InvalidInputError("classes are for task='classification'; drop them for a regression target")
         if self.task == "classification":
             if self.target_range is not None or self.delta_y is not None:
                 raise InvalidInputError(
                     "target_range/delta_y are for task='regression'; drop them for classification"
                 )
             if self.epsilon_y is not None:
-                label_mech = RandomizedResponse(self.epsilon_y)
+                if self.classes is not None and len(self.classes) > 2:
+                    label_mech = KaryRandomizedResponse(self.epsilon_y, len(self.classes))
+                else:
+                    label_mech = RandomizedResponse(self.epsilon_y)
         else:
             if self.target_range is not None:
                 set_(self, "target_range", check_range(self.label or "target", self.target_range))
@@ -137,8 +150,30 @@ class ReleaseSpec:
 
     @property
     def label_keep_prob(self) -> float | None:
+        """Probability that the label is kept: S(eps_y) (binary) or q (k classes); None if public."""
         mech = self._label_mech
-        return mech.keep_probability if isinstance(mech, RandomizedResponse) else None
+        return mech.keep_probability if isinstance(mech, (RandomizedResponse, KaryRandomizedResponse)) else None
+
+    @property
+    def label_other_prob(self) -> float | None:
+        """Probability of reporting one given other class: 1 - S (binary) or r (k classes)."""
+        mech = self._label_mech
+        if isinstance(mech, KaryRandomizedResponse):
+            return mech.other_probability
+        return 1.0 - mech.keep_probability if isinstance(mech, RandomizedResponse) else None
+
+    @property
+    def n_classes(self) -> int | None:
+        """k for a label declared with its classes; None otherwise."""
+        return None if self.classes is None else len(self.classes)
+
+    @property
+    def label_encoding(self) -> str | None:
+        """How the released label column is written: 'pm1' (binary, -1/+1), 'class_index'
+        (k >= 3 classes: the index 0..k-1 in ``classes``), None (regression / no label)."""
+        if self.label is None or self.task == "regression":
+            return None
+        return "class_index" if (self.classes is not None and len(self.classes) > 2) else "pm1"
 
     @property
     def target_noise_scale(self) -> float | None:
@@ -186,6 +221,12 @@ class ReleaseSpec:
             parts.append("; no label released")
         elif self._label_mech is None:
             parts.append(f"; label {label} released WITHOUT noise (public labels, not protected)")
+        elif isinstance(self._label_mech, KaryRandomizedResponse):
+            parts.append(
+                f", label {label} ({len(self.classes)} classes) by k-ary randomized response "
+                f"(epsilon_y={self.epsilon_y:g}: kept with probability q={self.label_keep_prob:.4g}, "
+                f"each other class reported with probability r={self.label_other_prob:.4g})"
+            )
         elif self.task == "classification":
             parts.append(
                 f", label {label} by randomized response (epsilon_y={self.epsilon_y:g}, "
@@ -226,7 +267,9 @@ class ReleaseSpec:
             "calibration": self.calibration,
             "epsilon_y": self.epsilon_y,
             "label_keep_prob": self.label_keep_prob,
-            "label_encoding": "pm1" if (self.label is not None and not regression) else None,
+            "label_other_prob": self.label_other_prob,
+            "classes": None if self.classes is None else list(self.classes),
+            "label_encoding": self.label_encoding,
             "target_bound": self.target_bound if regression else None,
             "target_range": list(self.target_range) if (regression and self.target_range) else None,
             "target_noise_scale": self.target_noise_scale,
@@ -272,6 +315,7 @@ class ReleaseSpec:
                 target_range=tuple(meta["target_range"]) if meta.get("target_range") else None,
                 target_bound=meta.get("target_bound") or 1.0,
                 delta_y=meta.get("delta_y"),
+                classes=tuple(meta["classes"]) if meta.get("classes") is not None else None,
             )
         except KeyError as exc:
             raise ReleaseSpecError(f"release metadata lacks the field {exc}; the file is corrupt") from None
@@ -310,7 +354,15 @@ class ReleaseSpec:
             f"sigma:         {self.sigma:.6g} per feature (epsilon_x={self.epsilon_x:g}, delta={self.delta:g})",
             f"feature dtype: {self.feature_dtype}",
         ]
-        if self.label_keep_prob is not None:
+        if self.classes is not None:
+            lines.append(f"classes:       {len(self.classes)}: " + ", ".join(map(repr, self.classes))
+                         + (" (written as their index 0..k-1)" if len(self.classes) > 2
+                            else " (written as -1, +1)"))
+        if isinstance(self._label_mech, KaryRandomizedResponse):
+            lines.append(f"label noise:   k-ary randomized response, epsilon_y={self.epsilon_y:g}, "
+                         f"keep probability q={self.label_keep_prob:.6g}, each other class "
+                         f"r={self.label_other_prob:.6g}")
+        elif self.label_keep_prob is not None:
             lines.append(f"label noise:   randomized response, epsilon_y={self.epsilon_y:g}, "
                          f"keep probability {self.label_keep_prob:.6g}")
         elif self.target_noise_scale is not None:
@@ -322,3 +374,36 @@ class ReleaseSpec:
             lines.append(f"rows:          {self.row_count:,}")
         lines.append(f"guarantee:     {self.guarantee().statement}")
         return "\n".join(lines)
+
+
+def check_classes(classes) -> tuple:
+    """The declared classes as a tuple of distinct Python numbers or of strings (>= 2 of them)."""
+    import numbers
+
+    if isinstance(classes, (str, bytes)) or not isinstance(classes, (Sequence, set, frozenset)) \
+            and not hasattr(classes, "tolist"):
+        raise InvalidInputError(f"classes must be a list of the label's values, got {classes!r}; "
+                                "e.g. classes=['A', 'B', 'C'] (CLI: --classes A B C)")
+    values = list(classes.tolist() if hasattr(classes, "tolist") else classes)
+    out = []
+    for value in values:
+        if hasattr(value, "item") and not isinstance(value, str):
+            value = value.item()                  # numpy scalars -> Python
+        if isinstance(value, bool) or not isinstance(value, (str, numbers.Real)):
+            raise InvalidInputError(f"classes holds {value!r} ({type(value).__name__}); classes are the "
+                                    "label column's values: numbers or strings")
+        if isinstance(value, numbers.Real) and not isinstance(value, str):
+            if not math.isfinite(value):
+                raise InvalidInputError(f"classes holds {value!r}; classes must be finite numbers or strings")
+            value = int(value) if float(value).is_integer() else float(value)
+        out.append(value)
+    if len(out) < 2:
+        raise InvalidInputError(f"classes={out!r}: declare at least 2 classes")
+    if len({type(v) is str for v in out}) > 1:
+        raise InvalidInputError(f"classes={out!r} mixes numbers and strings; use the label column's type")
+    if len(set(out)) != len(out):
+        dup = next(v for v in out if out.count(v) > 1)
+        raise InvalidInputError(f"classes={out!r} names {dup!r} twice; list each class once")
+    if len(out) > 32767:
+        raise InvalidInputError(f"{len(out)} classes: at most 32767 are supported")
+    return tuple(out)
