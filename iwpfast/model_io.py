@@ -25,7 +25,6 @@ import hashlib
 import json
 import math
 import os
-import tempfile
 
 import numpy as np
 
@@ -114,29 +113,26 @@ def model_document(est) -> dict:
     return doc
 
 
-def save_model(est, path) -> None:
-    """Write ``est`` to ``path`` atomically (a temporary file renamed into place)."""
+def save_model(est, path, filesystem=None) -> None:
+    """Write ``est`` to ``path`` atomically: a temporary file renamed into place, or on another
+    filesystem (a URI such as ``s3://bucket/model.json``, or ``filesystem=``) a temporary key
+    moved into place."""
+    from .io.filesystem import resolve, write_bytes_atomic
+
     doc = model_document(est)
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".iwpfast-model-", suffix=".json", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=1, allow_nan=False)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    data = (json.dumps(doc, indent=1, allow_nan=False) + "\n").encode("utf-8")
+    write_bytes_atomic(resolve(path, filesystem), data)
 
 
-def read_model_document(path) -> dict:
-    """Read and check a model file: format, version, checksum.  Raises InvalidInputError."""
-    path = os.fspath(path)
+def read_model_document(path, filesystem=None) -> dict:
+    """Read and check a model file (a path or URI): format, version, checksum.  Raises
+    InvalidInputError."""
+    from .io.filesystem import resolve
+
+    loc = resolve(path, filesystem)
+    path = loc.display
     try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
+        doc = json.loads(loc.read_bytes().decode("utf-8"))
     except FileNotFoundError:
         raise InvalidInputError(f"model file {path!r} does not exist; save one with model.save(path) or "
                              "`iwpfast fit ... --out model.json`") from None
@@ -160,14 +156,14 @@ def read_model_document(path) -> dict:
     return doc
 
 
-def load_model(path):
-    """Rebuild the estimator saved at ``path`` (iwpfast.load)."""
+def load_model(path, filesystem=None):
+    """Rebuild the estimator saved at ``path`` (iwpfast.load; a path or URI)."""
     from . import estimators
     from .estimators._noise import NoiseModel
     from .estimators._state import ARRAY_LABEL, PassState
     from .sgd.state import HeadConfig, HeadState
 
-    doc = read_model_document(path)
+    doc = read_model_document(path, filesystem)
     try:
         cls = {"IWPClassifier": estimators.IWPClassifier, "IWPRegressor": estimators.IWPRegressor}[
             doc["estimator"]]

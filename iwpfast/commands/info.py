@@ -27,8 +27,9 @@ def register(subparsers) -> None:
 
 
 def file_magic(path, size: int = 8) -> bytes:
-    with open(path, "rb") as f:
-        return f.read(size)
+    from ..io.filesystem import resolve
+
+    return resolve(path).read_bytes(size)
 
 
 def release_info(path, args) -> str | None:
@@ -61,9 +62,10 @@ def model_info(path, args) -> str | None:
         return None
     from ..model_io import FORMAT, read_model_document
 
+    from ..io.filesystem import resolve
+
     try:
-        with open(path, encoding="utf-8") as fh:
-            head = json.load(fh)
+        head = json.loads(resolve(path).read_bytes().decode("utf-8"))
     except ValueError:
         return None
     if not isinstance(head, dict) or head.get("format") != FORMAT:
@@ -105,12 +107,14 @@ def register_handler(handler, first: bool = False) -> None:
 
 
 def run(args) -> int:
-    import os
-
     from ..exceptions import InvalidInputError
+    from ..io.filesystem import resolve
 
     path = args.file
-    if not os.path.isfile(path):
+    kind = resolve(path).kind()
+    if kind == "dir":
+        return _folder_info(path, args)
+    if kind != "file":
         raise InvalidInputError(f"{path!r} does not exist or is not a file")
     for handler in INFO_HANDLERS:
         text = handler(path, args)
@@ -120,3 +124,25 @@ def run(args) -> int:
     raise InvalidInputError(
         f"{path!r} is not a file iwpfast knows (an iwpfast release in Parquet/Arrow IPC)"
     )
+
+
+def _folder_info(path, args) -> int:
+    """A folder / prefix: a multi-part release (or a folder of files read as one source)."""
+    import json
+
+    from ..io.sources import open_source
+    from ..privacy import ReleaseSpec
+
+    src = open_source(path)
+    if src.release_metadata is None:
+        print(f"{path}: {len(src.paths)} {src.format} files with {src.num_rows} rows and columns "
+              f"{src.schema.names}; not an iwpfast release (no 'iwpfast.release' metadata)")
+        return 0
+    if getattr(args, "json", False):
+        print(json.dumps(src.release_metadata, indent=2, sort_keys=True))
+        return 0
+    print(f"{path}: iwpfast release in {len(src.paths)} part(s) (format version "
+          f"{src.release_metadata['format_version']}, written by iwpfast "
+          f"{src.release_metadata.get('library_version')})\n"
+          + ReleaseSpec.from_metadata(src.release_metadata).describe())
+    return 0

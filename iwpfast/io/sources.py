@@ -24,7 +24,6 @@ the exact place of bad values and to seek when a run resumes.
 """
 from __future__ import annotations
 
-import glob as _glob
 import json
 import os
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..exceptions import InvalidInputError, ReleaseSpecError
+from .filesystem import Location, resolve
 
 RELEASE_METADATA_KEY = b"iwpfast.release"
 DEFAULT_BATCH_ROWS = 1 << 16
@@ -295,19 +295,27 @@ PARQUET_MEMORY_MAP = True
 
 
 class _ParquetFile:
-    def __init__(self, path: str):
+    def __init__(self, loc: Location):
         import pyarrow.parquet as pq
-        self.path = path
+        self.path = loc.display
         try:
-            # pre_buffer=False: pyarrow's default pre-buffers whole row groups/files (4 GiB seen).
-            # memory_map=True: pages are decoded straight from the page cache instead of first
-            # being copied into a read buffer (one memcpy of the file less; measured 20-35% less
-            # CPU for uncompressed files, bench/README.md); the mapped pages are page cache, not
-            # memory of the process (RssAnon), and are dropped by the kernel under pressure.
-            self.pf = pq.ParquetFile(path, pre_buffer=False, memory_map=PARQUET_MEMORY_MAP)
+            if loc.local:
+                # pre_buffer=False: pyarrow's default pre-buffers whole row groups/files (4 GiB
+                # seen).  memory_map=True: pages are decoded straight from the page cache instead
+                # of first being copied into a read buffer (one memcpy of the file less; measured
+                # 20-35% less CPU for uncompressed files, bench/README.md); the mapped pages are
+                # page cache, not memory of the process (RssAnon), and are dropped by the kernel
+                # under pressure.
+                self.pf = pq.ParquetFile(loc.path, pre_buffer=False, memory_map=PARQUET_MEMORY_MAP)
+            else:
+                # Remote files cannot be mapped, and each small read is a request: pre_buffer=True
+                # fetches the column chunks of the row group being read in a few large coalesced
+                # (and concurrent) range requests.  Row groups are read one at a time (located()),
+                # so at most one row group is buffered.
+                self.pf = pq.ParquetFile(loc.open_input_file(), pre_buffer=True)
             self.schema = self.pf.schema_arrow
         except (pa.ArrowException, OSError) as exc:
-            raise _corrupt(path, "Parquet", exc) from exc
+            raise _corrupt(self.path, "Parquet", exc) from exc
         md = self.pf.metadata
         self.group_rows = [md.row_group(i).num_rows for i in range(md.num_row_groups)]
         self.num_rows = int(sum(self.group_rows))
@@ -350,10 +358,12 @@ class _ParquetFile:
 
 
 class _IpcFile:
-    def __init__(self, path: str):
-        self.path = path
+    def __init__(self, loc: Location):
+        self.path = path = loc.display
         try:
-            self.mm = pa.memory_map(path, "r")
+            # local: memory-mapped (batches are views of the page cache); remote: a buffered
+            # random-access file (record batches are fetched by range requests)
+            self.mm = pa.memory_map(loc.path, "r") if loc.local else loc.open_input_file()
         except (pa.ArrowException, OSError) as exc:
             raise _corrupt(path, "Arrow IPC", exc) from exc
         try:
@@ -409,17 +419,24 @@ class _IpcFile:
 
 
 class _CsvFile:
-    def __init__(self, path: str, batch_rows: int):
+    def __init__(self, loc: Location, batch_rows: int):
         from pyarrow import csv
-        self.path = path
+        self.loc = loc
+        self.path = path = loc.display
         self.batch_rows = batch_rows
         try:
-            with csv.open_csv(path) as reader:
+            with csv.open_csv(self._input()) as reader:
                 self.schema = reader.schema
         except (pa.ArrowException, OSError) as exc:
             raise _corrupt(path, "CSV", exc) from exc
         self.num_rows = None
         self.group_rows = None
+
+    def _input(self):
+        if self.loc.local:
+            return self.loc.path
+        # compression from the extension (.csv.gz ...), as pyarrow does for local paths
+        return self.loc.fs.open_input_stream(self.loc.path, compression="detect")
 
     def located(self, file_index, columns, batch_rows, global_row, start_in_file):
         from pyarrow import csv
@@ -428,7 +445,7 @@ class _CsvFile:
         file_row = 0
         row = global_row
         try:
-            reader = csv.open_csv(self.path, convert_options=convert,
+            reader = csv.open_csv(self._input(), convert_options=convert,
                                   read_options=csv.ReadOptions(block_size=1 << 22))
             with reader:
                 for batch in reader:
@@ -452,30 +469,39 @@ class _CsvFile:
 
 
 class FileSource(Source):
-    """One or more files of the same format, read one after the other in the given order."""
+    """One or more files of the same format, read one after the other in the given order.
 
-    def __init__(self, paths: list[str], columns, batch_rows, description=None):
+    ``paths``: OS paths, or ``Location`` objects (files on any pyarrow filesystem).  The files of
+    a multi-part release (see ``iwpfast.io.parts``) read as one release: their metadata must agree
+    but for the part fields, and the source's metadata is the release's, with the summed row
+    count."""
+
+    def __init__(self, paths: list, columns, batch_rows, description=None):
         if not paths:
             raise InvalidInputError(f"{description}: no data files found")
-        formats = {_file_format(p) for p in paths}
+        locations = [p if isinstance(p, Location) else Location(None, os.fspath(p), os.fspath(p))
+                     for p in paths]
+        formats = {_file_format(loc.path) for loc in locations}
         if len(formats) > 1:
             raise InvalidInputError(
                 f"{description}: mixes file formats {sorted(formats)}; put one format per directory")
         self.format = formats.pop()
-        self.cheap_decode = self.format == "ipc"
-        self.paths = list(paths)
-        self.description = description or (paths[0] if len(paths) == 1 else
-                                           f"{len(paths)} {self.format} files from {paths[0]!r}")
+        self.locations = locations
+        self.remote = any(not loc.local for loc in locations)
+        self.cheap_decode = self.format == "ipc" and not self.remote
+        self.paths = [loc.display for loc in locations]
+        self.description = description or (self.paths[0] if len(paths) == 1 else
+                                           f"{len(paths)} {self.format} files from {self.paths[0]!r}")
         batch_rows = int(batch_rows)
-        self.files = [self._open(p, batch_rows) for p in self.paths]
+        self.files = [self._open(loc, batch_rows) for loc in locations]
         first = self.files[0]
         schema = first.schema
-        meta0 = parse_release_metadata(schema, self.paths[0])
-        for f in self.files[1:]:
-            if parse_release_metadata(f.schema, f.path) != meta0:
-                raise ReleaseSpecError(
-                    f"{f.path!r} carries other release metadata than {self.paths[0]!r}: these files "
-                    f"are not parts of one release. Read them separately.")
+        from .parts import combine_part_metadata
+        metas = [parse_release_metadata(f.schema, f.path) for f in self.files]
+        combined = combine_part_metadata(metas, self.paths, [f.num_rows for f in self.files])
+        if combined is not None and metas[0] is not None:
+            schema = schema.with_metadata({**(schema.metadata or {}), RELEASE_METADATA_KEY:
+                                           json.dumps(combined, sort_keys=True).encode()})
         cols = _check_columns(schema, columns, self.paths[0])
         for f in self.files[1:]:
             _check_columns(f.schema, cols, f.path)
@@ -501,12 +527,12 @@ class FileSource(Source):
                     ends.append(row)
         return ends
 
-    def _open(self, path, batch_rows):
+    def _open(self, loc, batch_rows):
         if self.format == "parquet":
-            return _ParquetFile(path)
+            return _ParquetFile(loc)
         if self.format == "ipc":
-            return _IpcFile(path)
-        return _CsvFile(path, batch_rows)
+            return _IpcFile(loc)
+        return _CsvFile(loc, batch_rows)
 
     def _located(self, columns, start_row, batch_rows):
         if any(c is None for c in self.file_rows):
@@ -530,24 +556,32 @@ class FileSource(Source):
 
 
 # --------------------------------------------------------------------------- entry point
-def _expand_path(path: str) -> tuple[list[str], str]:
-    if any(ch in path for ch in "*?["):
-        found = sorted(p for p in _glob.glob(path) if os.path.isfile(p))
+def _expand_path(loc: Location) -> tuple[list[Location], str]:
+    """The data files ``loc`` names: a glob, a folder / prefix (a multi-part release's manifest
+    lists its parts), or one file."""
+    from .parts import read_manifest_parts
+    path = loc.display
+    if loc.is_glob:
+        found = loc.glob()
         if not found:
             raise InvalidInputError(f"glob {path!r} matches no file; check the pattern")
         return found, path
-    if os.path.isdir(path):
-        found = sorted(os.path.join(path, n) for n in os.listdir(path)
-                       if not n.startswith((".", "_"))
-                       and n.lower().endswith(PARQUET_SUFFIXES + IPC_SUFFIXES + CSV_SUFFIXES))
+    kind = loc.kind()
+    if kind == "dir":
+        parts = read_manifest_parts(loc)
+        if parts is not None:
+            return parts, path
+        entries = loc.listdir()
+        found = [e for e in entries if not e.name.startswith((".", "_"))
+                 and e.name.lower().endswith(PARQUET_SUFFIXES + IPC_SUFFIXES + CSV_SUFFIXES)]
         if not found:
             raise InvalidInputError(
                 f"directory {path!r} holds no Parquet/IPC/CSV file (by extension); found "
-                f"{sorted(os.listdir(path))[:20]}")
+                f"{[e.name for e in entries][:20]}")
         return found, path
-    if not os.path.exists(path):
+    if kind == "missing":
         raise InvalidInputError(f"{path!r} does not exist; check the path")
-    return [path], path
+    return [loc], path
 
 
 def _numpy_table(arrays: dict) -> pa.Table:
@@ -567,11 +601,13 @@ def _numpy_table(arrays: dict) -> pa.Table:
 
 
 def open_source(source, columns: Sequence[str] | None = None, *,
-                batch_rows: int = DEFAULT_BATCH_ROWS) -> Source:
+                batch_rows: int = DEFAULT_BATCH_ROWS, filesystem=None) -> Source:
     """Open ``source`` as a ``Source`` (see the module docstring for the accepted inputs).
 
     columns: project to these columns (missing ones -> InvalidInputError listing those found).
     batch_rows: upper bound on the rows of each yielded record batch.
+    filesystem: a ``pyarrow.fs.FileSystem`` or fsspec filesystem on which the path(s) lie
+        (default: the local disk, or the filesystem named by a URI such as ``s3://...``).
     """
     if isinstance(source, Source):
         if columns is None:
@@ -579,18 +615,20 @@ def open_source(source, columns: Sequence[str] | None = None, *,
         _check_columns(source.full_schema, columns, source.description)
         source.columns = list(columns)
         return source
+    if isinstance(source, Location):
+        paths, desc = _expand_path(source)
+        return FileSource(paths, columns, batch_rows, description=desc)
     if isinstance(source, (str, os.PathLike)):
-        path = os.fspath(source)
-        paths, desc = _expand_path(path)
+        paths, desc = _expand_path(resolve(source, filesystem))
         return FileSource(paths, columns, batch_rows, description=desc)
     if isinstance(source, (list, tuple)) and source and all(
             isinstance(s, (str, os.PathLike)) for s in source):
-        paths = [os.fspath(s) for s in source]
+        paths = [resolve(s, filesystem) for s in source]
         for p in paths:
-            if not os.path.isfile(p):
-                raise InvalidInputError(f"{p!r} does not exist or is not a file")
+            if p.kind() != "file":
+                raise InvalidInputError(f"{p.display!r} does not exist or is not a file")
         return FileSource(paths, columns, batch_rows,
-                          description=f"{len(paths)} files from {paths[0]!r}")
+                          description=f"{len(paths)} files from {paths[0].display!r}")
     if isinstance(source, pa.Table):
         return TableSource(source, columns, batch_rows)
     if isinstance(source, pa.RecordBatch):
@@ -621,8 +659,13 @@ def open_source(source, columns: Sequence[str] | None = None, *,
         if ds is not None and isinstance(source, ds.FileSystemDataset):
             fmt = source.format
             if isinstance(fmt, (ds.ParquetFileFormat, ds.IpcFileFormat, ds.CsvFileFormat)) and \
-                    all(_is_known(f) for f in source.files) and _local_fs(source):
-                return FileSource(list(source.files), columns, batch_rows,
+                    all(_is_known(f) for f in source.files):
+                # file-backed on any filesystem: read the files ourselves (row counts from the
+                # footers: progress totals, and a resume seeks instead of re-reading)
+                fs = getattr(source, "filesystem", None)
+                files = [f if fs is None or _local_fs(source) else resolve(f, fs)
+                         for f in source.files]
+                return FileSource(files, columns, batch_rows,
                                   description=f"<Dataset of {len(source.files)} files>")
         if ds is not None and isinstance(source, ds.Dataset):
             return ScannerSource(source, columns, batch_rows)

@@ -5,6 +5,12 @@ final rename is atomic); the file appears under its name only when ``commit`` su
 exception (KeyboardInterrupt included) inside the ``with`` block removes the temporary file, so a
 failed or interrupted write never leaves a partial file at the destination.
 
+On other filesystems (``s3://...``, any pyarrow or fsspec filesystem, see ``filesystem.py``) the
+temporary file is a hidden key next to the destination, moved into place by ``commit`` (on S3 a
+server-side copy then a delete: the destination key appears whole or not at all).  That is needed
+because an S3 output stream publishes what it got when it is closed, even when the writer failed
+(apache/arrow#40502): a failed write closes its stream on the temporary key, which is then deleted.
+
 Schema metadata that is only known at the end (e.g. a row count) is passed to ``commit``:
 Parquet stores it as footer key/value metadata (written without the embedded Arrow schema, so the
 footer's key/values are the schema metadata readers see); an IPC file is rewritten once in the
@@ -19,6 +25,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from ..exceptions import InvalidInputError
+from .filesystem import Location, publish, resolve
 
 PARQUET_SUFFIXES = (".parquet", ".pq", ".parq")
 IPC_SUFFIXES = (".arrow", ".feather", ".ipc")
@@ -34,7 +41,8 @@ def output_format(destination, format: str | None = None) -> str:
                 f"format must be 'parquet' or 'ipc' (alias 'arrow'/'feather'), got {format!r}"
             )
         return fmt
-    suffix = Path(destination).suffix.lower()
+    name = destination.path if isinstance(destination, Location) else os.fspath(destination)
+    suffix = os.path.splitext(name.split("?", 1)[0])[1].lower()
     if suffix in PARQUET_SUFFIXES:
         return "parquet"
     if suffix in IPC_SUFFIXES:
@@ -45,9 +53,22 @@ def output_format(destination, format: str | None = None) -> str:
     )
 
 
-def check_destination(destination, overwrite: bool = False) -> Path:
-    """Fail early (before any work) when the destination cannot be written."""
-    path = Path(destination)
+def check_destination(destination, overwrite: bool = False, filesystem=None) -> Path | Location:
+    """Fail early (before any work) when the destination cannot be written.
+
+    Returns the local ``Path``, or the ``Location`` of a destination on another filesystem."""
+    loc = destination if isinstance(destination, Location) else resolve(destination, filesystem)
+    if not loc.local:
+        kind = loc.kind()
+        if kind == "dir":
+            raise InvalidInputError(f"destination {loc.display!r} is a folder / prefix; give a file "
+                                    f"name such as {loc.child('release.parquet').display}")
+        if kind == "file" and not overwrite:
+            raise InvalidInputError(
+                f"destination {loc.display!r} already exists; pass overwrite=True (CLI: "
+                f"--overwrite) or choose another path")
+        return loc
+    path = Path(loc.path)
     if path.is_dir():
         raise InvalidInputError(f"destination {str(path)!r} is a directory; give a file name such as {path / 'release.parquet'}")
     if path.exists() and not overwrite:
@@ -71,14 +92,19 @@ class AtomicArrowWriter:
 
     def __init__(self, destination, schema: pa.Schema, *, format: str | None = None,
                  overwrite: bool = False, compression: str | dict | None = "snappy",
-                 dictionary_columns: list[str] | None = None):
-        self.destination = check_destination(destination, overwrite)
-        self.format = output_format(destination, format)
+                 dictionary_columns: list[str] | None = None, filesystem=None):
+        self.destination = check_destination(destination, overwrite, filesystem)
+        self.format = output_format(self.destination, format)
         self.overwrite = overwrite
         self.schema = schema
         # A dict {column: codec} sets Parquet compression per column (IPC: no compression).
         self.compression = None if compression in (None, "none", "uncompressed") else compression
-        self._tmp = self.destination.parent / f".{self.destination.name}.{uuid.uuid4().hex[:12]}.tmp"
+        self.remote = isinstance(self.destination, Location)
+        if self.remote:
+            self._tmp_loc = self.destination.temporary_sibling()
+            self._tmp = self._tmp_loc.path
+        else:
+            self._tmp = self.destination.parent / f".{self.destination.name}.{uuid.uuid4().hex[:12]}.tmp"
         self._writer = None
         self._sink = None
         self._done = False
@@ -86,17 +112,21 @@ class AtomicArrowWriter:
             if self.format == "parquet":
                 import pyarrow.parquet as pq
 
+                if self.remote:
+                    self._sink = self.destination.fs.open_output_stream(self._tmp)
                 # store_schema=False: the footer key/values become the schema metadata readers see,
                 # and those can still be added at close (add_key_value_metadata).  Dictionary
                 # encoding is tried only where it can pay (labels): on noisy floats it is wasted work.
                 self._writer = pq.ParquetWriter(
-                    str(self._tmp), schema.remove_metadata(), compression=self.compression or "none",
+                    self._sink if self.remote else str(self._tmp), schema.remove_metadata(),
+                    compression=self.compression or "none",
                     use_dictionary=list(dictionary_columns or []), store_schema=False,
                 )
             else:
                 import pyarrow.ipc as ipc
 
-                self._sink = pa.OSFile(str(self._tmp), "wb")
+                self._sink = (self.destination.fs.open_output_stream(self._tmp) if self.remote
+                              else pa.OSFile(str(self._tmp), "wb"))
                 codec = self.compression if isinstance(self.compression, str) else None
                 options = ipc.IpcWriteOptions(compression=codec if codec in ("lz4", "zstd") else None)
                 self._writer = ipc.new_file(self._sink, schema, options=options)
@@ -115,6 +145,9 @@ class AtomicArrowWriter:
                 self._writer.add_key_value_metadata({k.decode(): v.decode() for k, v in metadata.items()})
             self._writer.close()
             self._writer = None
+            if self._sink is not None:  # remote: the stream is ours to close (uploads the rest)
+                self._sink.close()
+                self._sink = None
         else:
             self._writer.close()
             self._writer = None
@@ -131,6 +164,24 @@ class AtomicArrowWriter:
     def _rewrite_ipc(self, metadata: dict) -> None:
         import pyarrow.ipc as ipc
 
+        if self.remote:
+            fs = self.destination.fs
+            rewritten = self._tmp_loc.parent().child(self._tmp_loc.name + "2")
+            try:
+                with fs.open_input_file(self._tmp) as source:
+                    reader = ipc.open_file(source)
+                    schema = reader.schema.with_metadata(metadata)
+                    with fs.open_output_stream(rewritten.path) as sink, \
+                            ipc.new_file(sink, schema) as writer:
+                        for i in range(reader.num_record_batches):
+                            writer.write_batch(reader.get_batch(i).replace_schema_metadata(metadata))
+                self._tmp_loc.delete()
+                self._tmp_loc, self._tmp = rewritten, rewritten.path
+            except BaseException:
+                rewritten.delete()
+                raise
+            return
+
         rewritten = self._tmp.with_suffix(".tmp2")
         try:
             with pa.memory_map(str(self._tmp)) as source:
@@ -145,6 +196,9 @@ class AtomicArrowWriter:
                 rewritten.unlink()
 
     def _publish(self) -> None:
+        if self.remote:
+            publish(self._tmp_loc, self.destination, overwrite=self.overwrite)
+            return
         if self.overwrite:
             os.replace(self._tmp, self.destination)
             return
@@ -175,6 +229,13 @@ class AtomicArrowWriter:
                 except Exception:
                     pass
         self._writer = self._sink = None
+        if self.remote:
+            # closing the stream above published the temporary key (apache/arrow#40502): delete it
+            try:
+                self._tmp_loc.delete()
+            except OSError:
+                pass
+            return
         try:
             self._tmp.unlink()
         except FileNotFoundError:

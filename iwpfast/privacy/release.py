@@ -547,7 +547,7 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
             seed=None, overwrite: bool = False, on_invalid: str = "error", format: str | None = None,
             compression: str | None = "auto", batch_rows: int = DEFAULT_BATCH_ROWS,
             threads: int | None = None, progress: bool | None = False,
-            kernel: str = "auto") -> ReleaseResult:
+            kernel: str = "auto", filesystem=None, part: dict | None = None) -> ReleaseResult:
     """Release ``source`` under local DP into ``destination`` (Parquet, or Arrow IPC).
 
     source: anything :func:`iwpfast.io.sources.open_source` reads (Parquet/IPC/CSV path or
@@ -574,18 +574,42 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
         ``FUSED_WARM_MIN_ROWS`` (2**16) once this process has loaded them; NumPy otherwise (the
         first Numba call of a process costs ~0.5 s, more than the kernels save on small data).
         "fused" or "numpy" force one.  Both give the same bits for the same seed.
+    filesystem: a ``pyarrow.fs.FileSystem`` or fsspec filesystem for the source and destination
+        paths that are not URIs (URIs such as ``s3://bucket/key?endpoint_override=...`` name
+        their own filesystem).  Remote outputs are written to a temporary key and moved into place.
+
+    A destination folder / prefix (a trailing ``/``, or an existing folder) makes a multi-part
+    release: one part per input file of ``source`` and a manifest written last (see
+    :func:`iwpfast.privacy.multipart.release_parts`, which takes the same arguments).
+    ``part`` (set by ``release_parts`` and the Dask release, not by hand): ``{"release_id": id,
+    "index": i}`` of the part this call writes.
 
     Returns a :class:`ReleaseResult` (counts of dropped/clipped rows: private, do not publish).
     """
+    from ..io.filesystem import is_uri, resolve
     from ..io.sources import open_source
     from ..io.writer import AtomicArrowWriter, check_destination
 
     if on_invalid not in ON_INVALID:
         raise InvalidInputError(f"on_invalid must be 'error' or 'drop', got {on_invalid!r}")
+    if isinstance(destination, (str, os.PathLike)) and part is None:
+        dest_loc = resolve(destination, None if is_uri(os.fspath(destination)) else filesystem)
+        if dest_loc.trailing_slash or dest_loc.kind() == "dir":
+            from .multipart import release_parts
+
+            return release_parts(
+                source, destination, spec, features, label, ranges=ranges, seed=seed,
+                overwrite=overwrite, on_invalid=on_invalid, format=format, compression=compression,
+                batch_rows=batch_rows, threads=threads, progress=progress, kernel=kernel,
+                filesystem=filesystem)
     spec = _resolve_spec(spec, features, label, ranges)
-    check_destination(destination, overwrite)
+    dest_fs = None if not isinstance(destination, (str, os.PathLike)) or is_uri(os.fspath(destination)) \
+        else filesystem
+    destination = check_destination(destination, overwrite, dest_fs)
     columns = list(spec.features) + ([spec.label] if spec.label is not None else [])
-    src = open_source(source, columns=columns, batch_rows=int(batch_rows))
+    src_fs = None if not isinstance(source, (str, os.PathLike)) or is_uri(os.fspath(source)) \
+        else filesystem
+    src = open_source(source, columns=columns, batch_rows=int(batch_rows), filesystem=src_fs)
     if src.release_metadata is not None:
         raise InvalidInputError(
             f"{src.description} is already an iwpfast release (it has '{METADATA_KEY}' metadata); "
@@ -603,9 +627,10 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
     # With on_invalid="error" every row read is written, so a known row count is final now;
     # otherwise the writer fixes the metadata at the end (free for Parquet, a rewrite for IPC).
     expected_rows = src.num_rows if on_invalid == "error" else None
-    schema = _output_schema(spec, {METADATA_KEY: spec.to_json(expected_rows)})
+    schema = _output_schema(spec, {METADATA_KEY: _metadata_json(spec, expected_rows, part)})
     engine = _Privatizer(spec, seed, threads, kernel, src.num_rows)
-    result = ReleaseResult(destination=Path(destination), spec=spec)
+    result = ReleaseResult(destination=destination if isinstance(destination, Path)
+                           else destination.display, spec=spec)
     t0 = time.perf_counter()
     bar = _progress_bar(src.num_rows, progress)
     # The encoder of chunk k runs in a background thread (pyarrow releases the GIL) while chunk
@@ -655,7 +680,7 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
                     except BaseException:
                         pass
             spec = ReleaseSpec.from_metadata(spec.to_metadata(result.rows_written))
-            writer.commit({METADATA_KEY: spec.to_json(result.rows_written)})
+            writer.commit({METADATA_KEY: _metadata_json(spec, result.rows_written, part)})
     finally:
         write_pool.shutdown(wait=True)
         bar.close()
@@ -664,6 +689,19 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
     result.elapsed_s = time.perf_counter() - t0
     _finish_counts(result, engine)
     return result
+
+
+def _metadata_json(spec: ReleaseSpec, rows, part: dict | None) -> str:
+    """The release metadata as stored: the spec, the row count, and a part's fields (multi-part
+    releases: release id, part index, the part's rows; see iwpfast/io/parts.py)."""
+    if part is None:
+        return spec.to_json(rows)
+    import json
+
+    meta = spec.to_metadata(rows)
+    meta["part"] = {"release_id": str(part["release_id"]), "index": int(part["index"]),
+                    "rows": None if rows is None else int(rows)}
+    return json.dumps(meta, sort_keys=True, allow_nan=False)
 
 
 def _finish_counts(result: ReleaseResult, engine: _Privatizer) -> None:

@@ -7,7 +7,8 @@ index, row group, row in the group), the configuration hash and the dataset hash
 
 Writes go to a temporary file in the same directory, are fsync'ed, then ``os.replace``d over the
 target: a crash at any moment leaves either the previous checkpoint or the new one, never a torn
-file.
+file.  A checkpoint path may also be a URI (``s3://bucket/fit.ckpt``...): it is then written to a
+temporary key and moved into place (``iwpfast.io.filesystem.write_bytes_atomic``).
 """
 from __future__ import annotations
 
@@ -89,6 +90,13 @@ def write_checkpoint(path: str, states: dict[str, HeadState], meta: dict) -> Non
     for i, name in enumerate(names):
         for key, arr in states[name].arrays().items():
             arrays[f"{i}/{key}"] = arr
+    from ..io.filesystem import is_uri, resolve, write_bytes_atomic
+
+    if is_uri(path):
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)
+        write_bytes_atomic(resolve(path), buf.getvalue())
+        return
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=directory)
@@ -116,11 +124,21 @@ def write_checkpoint(path: str, states: dict[str, HeadState], meta: dict) -> Non
         pass
 
 
+def checkpoint_exists(path) -> bool:
+    """Whether a checkpoint file is at ``path`` (a local path or a URI)."""
+    from ..io.filesystem import resolve
+
+    return resolve(os.fspath(path)).kind() == "file"
+
+
 def read_checkpoint(path: str) -> tuple[dict[str, HeadState], dict]:
     """(states by head name, meta) from a checkpoint written by ``write_checkpoint``."""
+    from ..io.filesystem import is_uri, resolve
+
     path = os.fspath(path)
     try:
-        with np.load(path, allow_pickle=False) as z:
+        where = io.BytesIO(resolve(path).read_bytes()) if is_uri(path) else path
+        with np.load(where, allow_pickle=False) as z:
             meta = json.loads(bytes(z["meta"]).decode())
             if meta.get("format") != CHECKPOINT_FORMAT:
                 raise CheckpointError(f"{path!r} is not an iwpfast checkpoint")

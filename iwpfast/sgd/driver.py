@@ -39,7 +39,8 @@ from ..exceptions import (CheckpointError, InvalidInputError, NumericalWarning,
                           ReleaseSpecError)
 from ..io.reader import ChunkReader
 from ..io.sources import Source, open_source
-from .checkpoint import config_hash, dataset_hash, read_checkpoint, write_checkpoint
+from .checkpoint import (checkpoint_exists, config_hash, dataset_hash, read_checkpoint,
+                         write_checkpoint)
 from .schedules import resolve_paper_schedule
 from .state import TELEMETRY_INDEX, HeadConfig, HeadState
 
@@ -508,7 +509,7 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
     if resume:
         if checkpoint is None:
             raise InvalidInputError("resume=True needs checkpoint=<path of the checkpoint file>")
-        if os.path.exists(checkpoint):
+        if checkpoint_exists(checkpoint):
             loaded, cmeta = read_checkpoint(checkpoint)
             if cmeta.get("config_hash") != chash:
                 raise CheckpointError(

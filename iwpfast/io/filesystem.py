@@ -1,0 +1,294 @@
+"""Where data lives: local paths, URIs of any pyarrow filesystem, fsspec URLs and filesystems.
+
+``resolve(target, filesystem=None)`` turns what a user wrote into a ``Location``: a pyarrow
+filesystem and a path on it, plus the text to show in messages.
+
+- a plain path (``"data/release.parquet"``) or a ``file://`` URI: the local disk, read through the
+  operating system (memory maps and all the local fast paths stay as they are);
+- a URI that ``pyarrow.fs.FileSystem.from_uri`` understands: ``s3://``, ``gs://``/``gcs://``,
+  ``abfs://``, ``hdfs://``..., with its query options (``s3://bucket/key?endpoint_override=
+  HOST:PORT&scheme=http&region=...``);
+- any other URL that fsspec knows (``memory://``, ``az://``, ``http://``...) when fsspec is
+  installed (``pip install iwpfast[fsspec]``), wrapped into a pyarrow filesystem;
+- an explicit ``filesystem=`` (a ``pyarrow.fs.FileSystem`` or an fsspec ``AbstractFileSystem``,
+  wrapped) with a path on it.
+
+Object stores have no directories and no atomic rename: see ``AtomicArrowWriter`` and
+``write_bytes_atomic`` for how outputs are published there (a temporary key, then a move).
+"""
+from __future__ import annotations
+
+import fnmatch
+import os
+import posixpath
+import uuid
+from dataclasses import dataclass
+
+from ..exceptions import InvalidInputError
+
+_GLOB_CHARS = "*?["
+
+
+@dataclass(frozen=True)
+class Location:
+    """A path on a filesystem.  ``fs`` is None for the local disk (``path`` is then an OS path)."""
+
+    fs: object | None
+    path: str
+    #: what to call it in messages (the user's URI, or ``scheme://path``)
+    display: str
+    #: the user wrote a trailing separator: a folder / prefix was meant
+    trailing_slash: bool = False
+
+    @property
+    def local(self) -> bool:
+        return self.fs is None
+
+    def child(self, name: str) -> "Location":
+        if self.local:
+            path = os.path.join(self.path, name)
+            return Location(None, path, path)
+        path = f"{self.path.rstrip('/')}/{name}"
+        return Location(self.fs, path, _display(self.fs, path))
+
+    def parent(self) -> "Location":
+        if self.local:
+            parent = os.path.dirname(self.path) or "."
+            return Location(None, parent, parent)
+        parent = posixpath.dirname(self.path.rstrip("/"))
+        return Location(self.fs, parent, _display(self.fs, parent))
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.path) if self.local else posixpath.basename(self.path.rstrip("/"))
+
+    # ---- queries -------------------------------------------------------------------------------
+    def kind(self) -> str:
+        """"file", "dir" or "missing" (a prefix with objects under it counts as "dir")."""
+        if self.local:
+            if os.path.isdir(self.path):
+                return "dir"
+            return "file" if os.path.exists(self.path) else "missing"
+        import pyarrow.fs as pafs
+
+        info = self.fs.get_file_info(self.path)
+        if info.type == pafs.FileType.File:
+            return "file"
+        if info.type == pafs.FileType.Directory:
+            return "dir"
+        return "missing"
+
+    def exists(self) -> bool:
+        return self.kind() != "missing"
+
+    def listdir(self) -> list["Location"]:
+        """Files directly inside this folder / prefix, sorted by name."""
+        if self.local:
+            return [self.child(n) for n in sorted(os.listdir(self.path))
+                    if os.path.isfile(os.path.join(self.path, n))]
+        import pyarrow.fs as pafs
+
+        infos = self.fs.get_file_info(pafs.FileSelector(self.path.rstrip("/"), recursive=False,
+                                                        allow_not_found=True))
+        return sorted((Location(self.fs, i.path, _display(self.fs, i.path)) for i in infos
+                       if i.type == pafs.FileType.File), key=lambda loc: loc.path)
+
+    def glob(self) -> list["Location"]:
+        """Files matching this location's glob pattern, sorted."""
+        if self.local:
+            import glob as _glob
+
+            return [Location(None, p, p) for p in sorted(_glob.glob(self.path)) if os.path.isfile(p)]
+        import pyarrow.fs as pafs
+
+        first = min(self.path.index(c) for c in _GLOB_CHARS if c in self.path)
+        base = self.path[:first].rsplit("/", 1)[0] if "/" in self.path[:first] else ""
+        recursive = "/" in self.path[first:]
+        infos = self.fs.get_file_info(pafs.FileSelector(base, recursive=recursive,
+                                                        allow_not_found=True))
+        return sorted((Location(self.fs, i.path, _display(self.fs, i.path)) for i in infos
+                       if i.type == pafs.FileType.File and fnmatch.fnmatchcase(i.path, self.path)),
+                      key=lambda loc: loc.path)
+
+    @property
+    def is_glob(self) -> bool:
+        return any(c in self.path for c in _GLOB_CHARS)
+
+    # ---- bytes -----------------------------------------------------------------------------------
+    def read_bytes(self, size: int | None = None) -> bytes:
+        if self.local:
+            with open(self.path, "rb") as fh:
+                return fh.read() if size is None else fh.read(size)
+        with self.fs.open_input_stream(self.path) as fh:
+            return fh.read() if size is None else fh.read(size)
+
+    def open_input_file(self):
+        """A random-access pyarrow file (buffered remote reads; never memory-mapped)."""
+        return self.fs.open_input_file(self.path)
+
+    def delete(self) -> None:
+        """Delete the file if it is there (no error when it is not)."""
+        if self.local:
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+            return
+        try:
+            self.fs.delete_file(self.path)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            if self.kind() == "file":
+                raise
+
+    def temporary_sibling(self) -> "Location":
+        """A hidden name next to this one (readers skip names starting with '.')."""
+        return self.parent().child(f".{self.name}.{uuid.uuid4().hex[:12]}.tmp")
+
+    def __str__(self) -> str:
+        return self.display
+
+
+def _display(fs, path: str) -> str:
+    scheme = getattr(fs, "type_name", "fs")
+    if scheme.startswith("py::fsspec+"):
+        scheme = scheme[len("py::fsspec+"):].split("+")[0].strip("()'\"") or "fsspec"
+    return f"{scheme}://{path}"
+
+
+def wrap_filesystem(filesystem):
+    """A ``pyarrow.fs.FileSystem`` for ``filesystem`` (pyarrow's own, or an fsspec one wrapped)."""
+    import pyarrow.fs as pafs
+
+    if isinstance(filesystem, pafs.FileSystem):
+        return filesystem
+    try:
+        from fsspec import AbstractFileSystem
+    except ImportError:  # pragma: no cover - fsspec absent
+        AbstractFileSystem = None
+    if AbstractFileSystem is not None and isinstance(filesystem, AbstractFileSystem):
+        return pafs.PyFileSystem(pafs.FSSpecHandler(filesystem))
+    raise InvalidInputError(
+        f"filesystem must be a pyarrow.fs.FileSystem or an fsspec filesystem, got "
+        f"{type(filesystem).__module__}.{type(filesystem).__name__}")
+
+
+def is_uri(text: str) -> bool:
+    """``scheme://...`` with a scheme of two or more letters (not a Windows drive such as C:)."""
+    head, sep, _ = text.partition("://")
+    return bool(sep) and len(head) > 1 and head.replace("+", "").replace("-", "").replace(".", "").isalnum()
+
+
+def _is_local_fs(fs) -> bool:
+    import pyarrow.fs as pafs
+
+    return isinstance(fs, pafs.LocalFileSystem)
+
+
+def resolve(target, filesystem=None) -> Location:
+    """The ``Location`` of ``target`` (a path or URI), on ``filesystem`` when one is given."""
+    text = os.fspath(target)
+    trailing = (text.split("?", 1)[0] if is_uri(text) else text).endswith(("/", os.sep))
+    if filesystem is not None:
+        fs = wrap_filesystem(filesystem)
+        if is_uri(text):
+            raise InvalidInputError(
+                f"{text!r}: give either a URI or filesystem= with a path on it, not both")
+        if _is_local_fs(fs):
+            return Location(None, text, text, trailing)
+        path = text.rstrip("/") if len(text) > 1 else text
+        return Location(fs, path, _display(fs, path), trailing)
+    if not is_uri(text):
+        return Location(None, text, text, trailing)
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+
+    scheme = text.split("://", 1)[0].lower()
+    body, sep, query = text.partition("?")
+    # glob characters are not valid in a URI: percent-encode them (pyarrow decodes the path)
+    quoted = body.replace("[", "%5B").replace("]", "%5D").replace("*", "%2A") + sep + query
+    try:
+        fs, path = pafs.FileSystem.from_uri(quoted)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as exc:
+        fs, path = _fsspec_filesystem(text, scheme, exc)
+    except OSError as exc:
+        raise InvalidInputError(
+            f"cannot reach the filesystem of {text!r}: {' '.join(str(exc).split())}. Check the "
+            f"credentials, the network, and for S3-compatible servers the query options, e.g. "
+            f"?endpoint_override=HOST:PORT&scheme=http&region=REGION") from exc
+    if _is_local_fs(fs):
+        return Location(None, path, path, trailing)
+    return Location(fs, path.rstrip("/") or path, text.split("?", 1)[0], trailing)
+
+
+def _fsspec_filesystem(text: str, scheme: str, arrow_error: Exception):
+    try:
+        import fsspec
+        import fsspec.core
+    except ImportError:
+        raise InvalidInputError(
+            f"{text!r}: pyarrow cannot open {scheme}:// URIs ({arrow_error}); install fsspec "
+            f"(pip install iwpfast[fsspec]) and the fsspec package for {scheme}://, or pass "
+            f"filesystem=...") from None
+    if scheme not in fsspec.available_protocols():
+        raise InvalidInputError(
+            f"{text!r}: neither pyarrow ({arrow_error}) nor fsspec knows the scheme {scheme!r}; "
+            f"check the URI or pass filesystem=...") from None
+    try:
+        fs, path = fsspec.core.url_to_fs(text)
+    except (ImportError, ValueError) as exc:
+        raise InvalidInputError(
+            f"{text!r}: fsspec cannot open {scheme}:// ({type(exc).__name__}: {exc}); install the "
+            f"package fsspec names, or pass filesystem=...") from None
+    return wrap_filesystem(fs), path
+
+
+def write_bytes_atomic(loc: Location, data: bytes, *, overwrite: bool = True) -> None:
+    """Write ``data`` so that ``loc`` holds either its old content or all of ``data``.
+
+    Local: a temporary file in the same directory, fsync'ed and renamed.  Elsewhere: a temporary
+    key next to the destination, then a move (on S3 a server-side copy and a delete: readers see
+    the whole object or nothing); the temporary key is deleted when anything fails (an S3 output
+    stream publishes whatever it got when it is closed, even after an error:
+    apache/arrow#40502)."""
+    if loc.local:
+        import tempfile
+
+        directory = os.path.dirname(os.path.abspath(loc.path))
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(loc.path) + ".", suffix=".tmp",
+                                   dir=directory)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            if not overwrite and os.path.exists(loc.path):
+                raise InvalidInputError(f"{loc.display!r} already exists")
+            os.replace(tmp, loc.path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        return
+    tmp = loc.temporary_sibling()
+    try:
+        with loc.fs.open_output_stream(tmp.path) as fh:
+            fh.write(data)
+        publish(tmp, loc, overwrite=overwrite)
+    except BaseException:
+        tmp.delete()
+        raise
+
+
+def publish(tmp: Location, dest: Location, *, overwrite: bool) -> None:
+    """Move a fully written temporary object to its final name (remote filesystems)."""
+    if not overwrite and dest.kind() != "missing":
+        # Object stores have no create-if-absent rename: this check and the move are two
+        # requests, so two writers racing for one new name may both succeed (the last wins).
+        raise InvalidInputError(
+            f"destination {dest.display!r} appeared while writing; pass overwrite=True (CLI: "
+            f"--overwrite) or choose another path")
+    dest.fs.move(tmp.path, dest.path)

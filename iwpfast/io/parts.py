@@ -1,0 +1,216 @@
+"""Multi-part releases: one release written as several files, read back as one.
+
+A part is an ordinary release file whose metadata (``iwpfast.release``) also holds::
+
+    "part": {"release_id": "<32 hex digits>", "index": i, "rows": n}
+
+and ``row_count`` = n, the part's own rows.  The parts of one release live in one folder / prefix
+(``part-00000.parquet``, ``part-00001.parquet``...) next to a small manifest, written last::
+
+    _iwpfast_manifest.json
+    {"format": "iwpfast.manifest", "format_version": 1, "release_id": "...",
+     "parts": [{"path": "part-00000.parquet", "index": 0, "rows": n0}, ...],
+     "row_count": n0 + n1 + ..., "release": {...the release metadata without the part fields...}}
+
+Reading the folder reads the parts the manifest lists, in index order, as one release whose row
+count is the sum.  Until the manifest is there the release is not published: a folder of parts
+without it is refused (a release still being written, or one that failed), and a part written again
+by a retried task simply replaces the earlier attempt under the same name.  Parts of another
+release (another release id) or with other parameters are refused with an error naming the part.
+"""
+from __future__ import annotations
+
+import json
+
+from ..exceptions import InvalidInputError, ReleaseSpecError
+from .filesystem import Location, resolve, write_bytes_atomic
+
+MANIFEST_NAME = "_iwpfast_manifest.json"
+MANIFEST_FORMAT = "iwpfast.manifest"
+MANIFEST_VERSION = 1
+PART_KEY = "part"
+#: metadata fields that differ from part to part of one release
+PART_FIELDS = (PART_KEY, "row_count")
+
+
+def part_name(index: int, extension: str = ".parquet") -> str:
+    """File name of part ``index`` (sorts in index order up to 10^6 parts)."""
+    return f"part-{int(index):06d}{extension}"
+
+
+def release_metadata_of(meta: dict) -> dict:
+    """The metadata shared by all parts of a release (the part fields removed)."""
+    return {k: v for k, v in meta.items() if k not in PART_FIELDS}
+
+
+def combine_part_metadata(metas: list, names: list[str], rows: list) -> dict | None:
+    """The release metadata of files read together, or an error naming the file that differs.
+
+    Files without part fields must carry identical metadata (as before multi-part releases).
+    Parts must share the release id and the parameters, have distinct indices, and hold the rows
+    their metadata states.  The result has the summed ``row_count`` (None if a count is unknown)
+    and no part fields."""
+    first = metas[0]
+    if first is None:
+        for meta, name in zip(metas[1:], names[1:]):
+            if meta is not None:
+                raise ReleaseSpecError(
+                    f"{name!r} is an iwpfast release but {names[0]!r} is not: these files are not "
+                    f"parts of one release. Read them separately.")
+        return None
+    if len(metas) == 1 and PART_KEY not in first:
+        return first
+    shared = release_metadata_of(first)
+    release_id = _part(first, names[0]).get("release_id") if PART_KEY in first else None
+    seen: dict[int, str] = {}
+    for meta, name, n in zip(metas, names, rows):
+        if meta is None or release_metadata_of(meta) != shared:
+            raise ReleaseSpecError(
+                f"{name!r} carries other release metadata than {names[0]!r}: these files are not "
+                f"parts of one release (other parameters or spec). Read them separately, or "
+                f"remove {name!r}.")
+        if PART_KEY not in meta:
+            if release_id is not None or meta != first:
+                raise ReleaseSpecError(
+                    f"{name!r} is not a part of the multi-part release of {names[0]!r} (no part "
+                    f"metadata); remove it from the folder or read the files separately.")
+            continue
+        part = _part(meta, name)
+        if part.get("release_id") != release_id:
+            raise ReleaseSpecError(
+                f"{name!r} is part of another release (release id {part.get('release_id')!r}, not "
+                f"{release_id!r} as {names[0]!r}); remove it, or read the releases separately.")
+        index = int(part.get("index", -1))
+        if index in seen:
+            raise ReleaseSpecError(
+                f"{name!r} and {seen[index]!r} are both part {index} of release {release_id}; one "
+                f"of them is a stray copy: remove it.")
+        seen[index] = name
+        if n is not None and part.get("rows") is not None and int(part["rows"]) != n:
+            raise ReleaseSpecError(
+                f"{name!r} holds {n} rows but its part metadata says {part['rows']}; the part is "
+                f"damaged. Release it again.")
+    total = None if any(n is None for n in rows) else int(sum(rows))
+    return {**shared, "row_count": total}
+
+
+def _part(meta: dict, name: str) -> dict:
+    part = meta.get(PART_KEY)
+    if not isinstance(part, dict):
+        raise ReleaseSpecError(f"{name!r}: the part metadata is {part!r}, not an object; the file "
+                               f"is damaged. Release it again.")
+    return part
+
+
+# ------------------------------------------------------------------------------- manifest
+def manifest_document(release_id: str, parts: list[dict], release_meta: dict) -> dict:
+    parts = sorted(parts, key=lambda p: p["index"])
+    return {
+        "format": MANIFEST_FORMAT,
+        "format_version": MANIFEST_VERSION,
+        "release_id": release_id,
+        "parts": [{"path": p["path"], "index": int(p["index"]), "rows": int(p["rows"])}
+                  for p in parts],
+        "row_count": int(sum(int(p["rows"]) for p in parts)),
+        "release": release_metadata_of(release_meta),
+    }
+
+
+def write_manifest_document(folder: Location, doc: dict, *, overwrite: bool = True) -> Location:
+    loc = folder.child(MANIFEST_NAME)
+    data = (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode("utf-8")
+    write_bytes_atomic(loc, data, overwrite=overwrite)
+    return loc
+
+
+def read_manifest(folder: Location) -> dict | None:
+    """The manifest document of ``folder``, or None when there is none."""
+    loc = folder.child(MANIFEST_NAME)
+    if loc.kind() != "file":
+        return None
+    try:
+        doc = json.loads(loc.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ReleaseSpecError(f"{loc.display!r} is not valid JSON ({exc}); write it again with "
+                               f"iwpfast.io.parts.write_manifest(folder)") from None
+    if not isinstance(doc, dict) or doc.get("format") != MANIFEST_FORMAT:
+        raise ReleaseSpecError(f"{loc.display!r} is not an iwpfast manifest; remove it or write it "
+                               f"again with iwpfast.io.parts.write_manifest(folder)")
+    if doc.get("format_version") != MANIFEST_VERSION:
+        raise ReleaseSpecError(f"{loc.display!r} has manifest version {doc.get('format_version')!r};"
+                               f" this iwpfast reads version {MANIFEST_VERSION}: upgrade iwpfast")
+    return doc
+
+
+def read_manifest_parts(folder: Location) -> list[Location] | None:
+    """The part files a folder's manifest lists, in index order (None: no manifest, and no part
+    files either; an error when part files lie there without a manifest)."""
+    doc = read_manifest(folder)
+    if doc is None:
+        candidates = [e for e in folder.listdir() if e.name.startswith("part-")]
+        stray = [e.name for e in candidates[:1] if _has_part_metadata(e)]
+        if stray:
+            raise ReleaseSpecError(
+                f"{folder.display!r} holds parts of a multi-part release ({stray[0]!r}...) but no "
+                f"{MANIFEST_NAME}: the release is still being written, or failed before it was "
+                f"published. Run it again (finished parts are replaced), or, if every part is "
+                f"there, write the manifest with iwpfast.io.parts.write_manifest(folder).")
+        return None
+    try:
+        parts = sorted(doc["parts"], key=lambda p: int(p["index"]))
+        names = [str(p["path"]) for p in parts]
+    except (KeyError, TypeError, ValueError):
+        raise ReleaseSpecError(f"{folder.child(MANIFEST_NAME).display!r} is damaged (bad parts "
+                               f"list); write it again with iwpfast.io.parts.write_manifest"
+                               f"(folder)") from None
+    if [int(p["index"]) for p in parts] != list(range(len(parts))):
+        raise ReleaseSpecError(f"{folder.child(MANIFEST_NAME).display!r} lists part indices "
+                               f"{[p['index'] for p in parts]}, not 0..{len(parts) - 1}; the "
+                               f"manifest is damaged.")
+    locations = [folder.child(n) for n in names]
+    for loc, part in zip(locations, parts):
+        if loc.kind() != "file":
+            raise ReleaseSpecError(
+                f"part {part['index']} ({loc.display!r}) of the release in {folder.display!r} is "
+                f"missing; copy it back or release the data again.")
+    return locations
+
+
+def _has_part_metadata(loc: Location) -> bool:
+    from .sources import FileSource, _is_known, parse_release_metadata
+    if not _is_known(loc.path):
+        return False
+    try:
+        f = FileSource([loc], None, 1 << 16).files[0]
+        meta = parse_release_metadata(f.schema, f.path)
+    except (InvalidInputError, ReleaseSpecError):
+        return False
+    return bool(meta) and PART_KEY in meta
+
+
+def write_manifest(folder, *, filesystem=None) -> dict:
+    """Write (or rewrite) the manifest of a folder of parts from the parts' own metadata.
+
+    For parts written by other tools (the Spark recipe) or to publish a release whose manifest
+    was lost; checks that the parts belong together and that no index is missing."""
+    from .sources import FileSource, parse_release_metadata
+
+    loc = resolve(folder, filesystem)
+    files = [e for e in loc.listdir() if e.name.startswith("part-")]
+    if not files:
+        raise InvalidInputError(f"{loc.display!r} holds no part-* file; nothing to list")
+    src = FileSource(files, None, 1 << 16, description=loc.display)
+    metas = [parse_release_metadata(f.schema, f.path) for f in src.files]
+    if metas[0] is None or PART_KEY not in metas[0]:
+        raise InvalidInputError(f"{files[0].display!r} is not a part of a multi-part release (no "
+                                f"part metadata)")
+    parts = [{"path": f.name, "index": int(m[PART_KEY]["index"]), "rows": int(sf.num_rows)}
+             for f, m, sf in zip(files, metas, src.files)]
+    indices = sorted(p["index"] for p in parts)
+    if indices != list(range(len(parts))):
+        missing = sorted(set(range(max(indices) + 1)) - set(indices))
+        raise ReleaseSpecError(f"{loc.display!r}: part(s) {missing} are missing; release them "
+                               f"(again) before writing the manifest")
+    doc = manifest_document(metas[0][PART_KEY]["release_id"], parts, metas[0])
+    write_manifest_document(loc, doc)
+    return doc

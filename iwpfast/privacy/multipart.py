@@ -1,0 +1,218 @@
+"""Multi-part releases: one part per input file, written by one process or by many workers.
+
+``release_parts(source, "out/", spec, ...)`` (also what ``release`` does when the destination is a
+folder / prefix) releases each input file of ``source`` (a file, folder, glob or prefix, on any
+filesystem) into its own part ``out/part-000000.parquet``..., then writes the manifest
+``out/_iwpfast_manifest.json`` last: the release is published when the manifest appears, and
+reads back as one release (``iwpfast.io.parts``).  The Dask release (``iwpfast.distributed``) runs
+the same ``release_part`` calls as tasks and writes the same manifest, so with a seed both give the
+same bits.
+
+Keys: each part draws its own noise.  Without a seed every part takes fresh OS entropy in the
+process that writes it (the key is never written, logged or sent anywhere: it never leaves the
+part's ``release`` call).  With a seed (simulations only) part i uses
+``SeedSequence(seed, spawn_key=(i,))``: independent streams, the same whoever writes the part.
+"""
+from __future__ import annotations
+
+import os
+import time
+import uuid
+import warnings
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from ..exceptions import InvalidInputError
+from .release import DEFAULT_BATCH_ROWS, _UNSET, ReleaseResult, _fill_ranges_from_data, _resolve_spec
+from .spec import ReleaseSpec
+
+
+@dataclass
+class MultiPartResult(ReleaseResult):
+    """What a multi-part release did: the sums over its parts, and each part's result."""
+
+    parts: list = field(default_factory=list)
+    manifest: str | None = None
+
+    def summary(self) -> str:
+        head, _, rest = super().summary().partition("\n")
+        head = head.replace(" rows", f" rows in {len(self.parts)} parts", 1)
+        return head + (("\n" + rest) if rest else "")
+
+
+@dataclass(frozen=True)
+class PartPlan:
+    """Everything a part's task needs (picklable: sent to Dask workers)."""
+
+    inputs: list            # Location of each input file, in part order
+    folder: object          # Location of the destination folder / prefix
+    spec: ReleaseSpec       # resolved: features, label and every range known
+    release_id: str
+    extension: str          # ".parquet" or ".arrow"
+
+    def part_location(self, index: int):
+        from ..io.parts import part_name
+
+        return self.folder.child(part_name(index, self.extension))
+
+
+def part_seed(seed, index: int):
+    """The seed of part ``index``: None (fresh OS entropy, drawn where the part is written) when
+    ``seed`` is None; else an independent ``SeedSequence`` derived from ``seed`` and the index."""
+    if seed is None:
+        return None
+    if isinstance(seed, np.random.SeedSequence):
+        return np.random.SeedSequence(seed.entropy, spawn_key=tuple(seed.spawn_key) + (int(index),))
+    return np.random.SeedSequence(seed, spawn_key=(int(index),))
+
+
+def plan_parts(source, destination, spec, features=None, label=_UNSET, *, ranges=None,
+               overwrite: bool = False, format: str | None = None, filesystem=None,
+               batch_rows: int = DEFAULT_BATCH_ROWS) -> PartPlan:
+    """Check the inputs and the destination folder before any work; resolve the spec once."""
+    from ..io.filesystem import is_uri, resolve
+    from ..io.parts import MANIFEST_NAME, read_manifest
+    from ..io.sources import _expand_path
+    from ..io.writer import output_format
+
+    if not isinstance(source, (str, os.PathLike)):
+        raise InvalidInputError(
+            f"a folder destination writes one part per input file: give the source as a file, "
+            f"folder, glob or prefix (got a {type(source).__name__}); or give a file destination")
+    src_text, dest_text = os.fspath(source), os.fspath(destination)
+    src_loc = resolve(src_text, None if is_uri(src_text) else filesystem)
+    folder = resolve(dest_text, None if is_uri(dest_text) else filesystem)
+    inputs, _ = _expand_path(src_loc)
+    spec = _resolve_spec(spec, features, label, ranges)
+    fmt = output_format("x.parquet", format)
+    extension = ".parquet" if fmt == "parquet" else ".arrow"
+    kind = folder.kind()
+    if kind == "file":
+        raise InvalidInputError(f"destination {folder.display!r} is a file; a multi-part release "
+                                f"needs a folder / prefix (or give a file name without '/')")
+    if folder.local and kind == "missing":
+        parent = os.path.dirname(os.path.abspath(folder.path.rstrip(os.sep)))
+        if not os.path.isdir(parent):
+            raise InvalidInputError(f"directory {parent!r} of the destination does not exist; "
+                                    f"create it first")
+        os.makedirs(folder.path, exist_ok=True)
+    if kind == "dir" and read_manifest(folder) is not None and not overwrite:
+        raise InvalidInputError(
+            f"{folder.display!r} already holds a release ({MANIFEST_NAME}); pass overwrite=True "
+            f"(CLI: --overwrite) or choose another folder")
+    if spec.ranges_from_data:
+        # one range for every part, computed over all the inputs (parts must share the spec)
+        spec = _fill_ranges_from_data(spec, _all_inputs(inputs, spec, batch_rows))
+    else:
+        spec.scaler_ranges()
+    return PartPlan(inputs, folder, spec, uuid.uuid4().hex, extension)
+
+
+def _all_inputs(inputs, spec, batch_rows):
+    from ..io.sources import FileSource
+
+    columns = list(spec.features) + ([spec.label] if spec.label is not None else [])
+    return FileSource(inputs, columns, batch_rows, description=f"{len(inputs)} input files")
+
+
+def release_part(plan: PartPlan, index: int, *, seed=None, on_invalid: str = "error",
+                 format: str | None = None, compression="auto", batch_rows: int = DEFAULT_BATCH_ROWS,
+                 threads: int | None = None, kernel: str = "auto") -> ReleaseResult:
+    """Release input ``index`` of ``plan`` into its part (replacing an earlier attempt: a
+    retried task simply writes the part again; nothing is published before the manifest)."""
+    from .release import release
+
+    with warnings.catch_warnings():
+        # the range counts are reported once for the whole release, by the caller
+        warnings.simplefilter("ignore", UserWarning)
+        return release(plan.inputs[index], plan.part_location(index), plan.spec, seed=part_seed(seed, index),
+                       overwrite=True, on_invalid=on_invalid, format=format,
+                       compression=compression, batch_rows=batch_rows, threads=threads,
+                       progress=False, kernel=kernel,
+                       part={"release_id": plan.release_id, "index": index})
+
+
+def finish_parts(plan: PartPlan, results: list[ReleaseResult], elapsed_s: float,
+                 overwrite: bool) -> MultiPartResult:
+    """Write the manifest (publishing the release), clear parts of an overwritten release, and
+    sum the parts' results."""
+    from ..io.parts import manifest_document, write_manifest_document
+    from .release import _metadata_json
+
+    parts = [{"path": plan.part_location(i).name, "index": i, "rows": r.rows_written}
+             for i, r in enumerate(results)]
+    import json
+
+    meta = json.loads(_metadata_json(results[0].spec, results[0].rows_written,
+                                     {"release_id": plan.release_id, "index": 0}))
+    doc = manifest_document(plan.release_id, parts, meta)
+    try:
+        manifest = write_manifest_document(plan.folder, doc, overwrite=True)
+    except BaseException:
+        discard_parts(plan)
+        raise
+    if overwrite:  # parts of the release this one replaced, beyond the new part count
+        keep = {p["path"] for p in parts}
+        for entry in plan.folder.listdir():
+            if entry.name.startswith("part-") and entry.name not in keep:
+                entry.delete()
+    out = MultiPartResult(destination=plan.folder.display, spec=results[0].spec, parts=results,
+                          manifest=manifest.display)
+    for r in results:
+        out.rows_read += r.rows_read
+        out.rows_written += r.rows_written
+        out.rows_dropped += r.rows_dropped
+        out.rows_clipped += r.rows_clipped
+        out.targets_clipped += r.targets_clipped
+        for k, v in r.values_out_of_range.items():
+            out.values_out_of_range[k] = out.values_out_of_range.get(k, 0) + v
+    out.spec = replace(out.spec, row_count=out.rows_written)
+    out.elapsed_s = elapsed_s
+    if out.values_out_of_range:
+        detail = ", ".join(f"{k}: {v:,}" for k, v in out.values_out_of_range.items())
+        warnings.warn(f"values outside the declared ranges were clipped to them ({detail}); "
+                      "widen the ranges if that is not intended", UserWarning, stacklevel=3)
+    return out
+
+
+def discard_parts(plan: PartPlan) -> None:
+    """Delete the parts a failed release may have written (best effort; nothing was published)."""
+    for i in range(len(plan.inputs)):
+        try:
+            plan.part_location(i).delete()
+        except OSError:
+            pass
+
+
+def unpublish(plan: PartPlan) -> None:
+    """Remove the manifest of the release being overwritten before its parts are replaced."""
+    from ..io.parts import MANIFEST_NAME
+
+    plan.folder.child(MANIFEST_NAME).delete()
+
+
+def release_parts(source, destination, spec: ReleaseSpec, features=None, label=_UNSET, *,
+                  ranges=None, seed=None, overwrite: bool = False, on_invalid: str = "error",
+                  format: str | None = None, compression="auto",
+                  batch_rows: int = DEFAULT_BATCH_ROWS, threads: int | None = None,
+                  progress: bool | None = False, kernel: str = "auto",
+                  filesystem=None) -> MultiPartResult:
+    """Release each input file of ``source`` into one part of the folder ``destination``, in this
+    process, then write the manifest.  Arguments as :func:`iwpfast.release`."""
+    plan = plan_parts(source, destination, spec, features, label, ranges=ranges,
+                      overwrite=overwrite, format=format, filesystem=filesystem,
+                      batch_rows=batch_rows)
+    t0 = time.perf_counter()
+    if overwrite:
+        unpublish(plan)
+    results = []
+    try:
+        for i in range(len(plan.inputs)):
+            results.append(release_part(plan, i, seed=seed, on_invalid=on_invalid, format=format,
+                                        compression=compression, batch_rows=batch_rows,
+                                        threads=threads, kernel=kernel))
+    finally:
+        if len(results) < len(plan.inputs):  # a part failed or was interrupted
+            discard_parts(plan)
+    return finish_parts(plan, results, time.perf_counter() - t0, overwrite)
