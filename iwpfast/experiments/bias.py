@@ -1,7 +1,7 @@
 """The bias of naive SGD on display (exponential loss): the exact noisy risk next to the clean one.
 
 For the exponential loss the expected loss on the release has a closed form,
-``E exp(-y~ theta^T x~) = exp(sigma^2 |theta|^2 / 2) (S R(theta) + (1 - S) R(-theta))`` (DESIGN.md
+``E exp(-y~ theta^T x~) = exp(sigma^2 |theta|^2 / 2) (S R(theta) + (1 - S) R(-theta))`` (docs/design.md
 section 3), so the objective naive SGD minimizes can be drawn exactly and its minimizer computed
 (:func:`iwpfast.solvers.solve_noisy_exponential`).
 """

@@ -1,6 +1,6 @@
 """The paper's experiments as :class:`~iwpfast.experiments.common.Setting` objects.
 
-Numbers from the paper (Sec. 5, App. E) and issue 6; the unstated choices are DESIGN.md section 6's
+Numbers from the paper (Sec. 5, App. E) and issue 6; the unstated choices are docs/design.md section 6's
 and are listed in docs/results.md.
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Pure Python (``math`` only): these run once per release, never per row.
 
 Under local DP any two records are neighbours, so the L2 sensitivity of the clipped feature vector
-is the diameter of the ball it lives in, ``Delta = 2 * bound`` (DESIGN.md section 1).
+is the diameter of the ball it lives in, ``Delta = 2 * bound`` (docs/design.md section 1).
 """
 from __future__ import annotations
 

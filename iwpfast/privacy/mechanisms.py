@@ -1,4 +1,4 @@
-"""The local-DP mechanisms of a release (DESIGN.md section 1), validated at construction.
+"""The local-DP mechanisms of a release (docs/design.md section 1), validated at construction.
 
 Arrays are feature-major: features are a ``(p, n)`` array (one contiguous row per feature), the
 layout the release writes and the kernels read.  All methods work in place on preallocated

@@ -41,7 +41,7 @@ from .state import MODE_CODES, SCHEDULE_CODES, TELEMETRY_FIELDS, HeadConfig, Hea
 __all__ = ["run_chunk", "finish", "warmup", "MAX_TRUNCATION"]
 
 # Eulerian numbers A(2K, k) overflow float64 precision long before this; the estimator's variance
-# explodes already at K ~ 5 (DESIGN.md section 3).
+# explodes already at K ~ 5 (docs/design.md section 3).
 MAX_TRUNCATION = 40
 _FEATURE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 

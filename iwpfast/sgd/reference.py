@@ -5,7 +5,7 @@ and semantics of ``iwpfast.sgd.engine.run_chunk`` / ``finish``: rows arrive in o
 ``cfg.batch_size`` consecutive rows make one update, the incomplete batch at a chunk's end is carried
 (as float64) in ``state.carry_X`` / ``state.carry_y`` and completed by the next chunk, and ``finish``
 runs the last partial batch.  The per-row scalars come from ``iwpfast.estimates.glm_scalars`` (the
-formulas of DESIGN.md section 2), so this file only adds the minibatch loop.
+formulas of docs/design.md section 2), so this file only adds the minibatch loop.
 
 It loops over batches in Python (one update depends on the previous one) but is vectorized within
 a batch, so it doubles as the "vectorized NumPy" speed baseline of the kernels.  All arithmetic is

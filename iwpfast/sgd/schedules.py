@@ -41,7 +41,7 @@ from .state import HeadConfig
 
 def default_radius(loss: str, feature_bound: float, alpha: float,
                    target_bound: float | None = None) -> float:
-    """DESIGN.md section 2: ||theta*|| <= ||grad R(0)|| / lambda <= B |f'(0)| / lambda.
+    """docs/design.md section 2: ||theta*|| <= ||grad R(0)|| / lambda <= B |f'(0)| / lambda.
 
     B/lambda for exponential and quadratic, B/(2 lambda) for logistic, B B_y / lambda for squared
     error (|f'(0)| = |y| <= B_y).  inf when alpha = 0 (no strong convexity, no bound)."""

@@ -1,0 +1,135 @@
+"""The layering of docs/design.md section 4, read from the imports of every module.
+
+Each module of the package belongs to one layer; a layer may import only the layers listed for
+it (imports inside functions count too: a lazy import is still a dependency).  A failure here
+means a dependency that points the wrong way: move the code, or, if the design really changes,
+change docs/design.md section 4 and this table together.
+"""
+import ast
+import pathlib
+import sys
+
+import pytest
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "iwpfast"
+
+# first component of the module path inside iwpfast -> layer
+LAYER_OF = {
+    "exceptions": "base", "_version": "base",
+    "_kernels": "kernels",
+    "losses": "spec", "estimates": "spec", "transforms": "spec", "solvers": "spec",
+    "io": "io",
+    "privacy": "privacy",
+    "sgd": "sgd",
+    "estimators": "api", "model_io": "api", "datasets": "api", "demo": "api",
+    "experiments": "api", "benchmarks": "api", "distributed": "api",
+    "cli": "cli", "commands": "cli",
+}
+BELOW_API = {"base", "kernels", "spec", "io", "privacy", "sgd"}
+# layer -> layers it may import ("root": the lazy top-level package, iwpfast/__init__.py)
+ALLOWED = {
+    "base": set(),
+    "kernels": {"kernels"},
+    "spec": {"base", "spec"},
+    "io": {"base", "io"},
+    "privacy": {"base", "spec", "kernels", "io", "privacy"},
+    "sgd": {"base", "spec", "kernels", "io", "privacy", "sgd"},
+    "api": BELOW_API | {"api", "root"},
+    "cli": BELOW_API | {"api", "cli", "root"},
+    "root": BELOW_API | {"api", "cli", "root"},
+}
+# third-party modules that only the kernels may import (nothing compiles outside _kernels/)
+KERNEL_ONLY = {"numba", "llvmlite"}
+
+
+def _modules():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        yield path, parts
+
+
+def _layer(parts: tuple) -> str:
+    if len(parts) == 1:
+        return "root"
+    layer = LAYER_OF.get(parts[1])
+    assert layer is not None, (
+        f"module {'.'.join(parts)} belongs to no layer: add it to docs/design.md section 4 and to "
+        "LAYER_OF in tests/test_architecture.py")
+    return layer
+
+
+def _is_module(parts: tuple) -> bool:
+    path = PACKAGE.parent.joinpath(*parts)
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
+def _imports(path: pathlib.Path, parts: tuple):
+    """(line, imported module path as a tuple) for every import in the file."""
+    package = parts if path.name == "__init__.py" else parts[:-1]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, tuple(alias.name.split("."))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[:len(package) - node.level + 1]
+                target = base + (tuple(node.module.split(".")) if node.module else ())
+            else:
+                target = tuple(node.module.split("."))
+            if target and target[0] == "iwpfast":
+                for alias in node.names:                 # "from . import engine": a submodule
+                    if _is_module(target + (alias.name,)):
+                        yield node.lineno, target + (alias.name,)
+                    else:
+                        yield node.lineno, target
+            else:
+                yield node.lineno, target
+
+
+def _violations():
+    found = []
+    for path, parts in _modules():
+        layer = _layer(parts)
+        where = path.relative_to(PACKAGE.parent)
+        for line, target in _imports(path, parts):
+            if target[0] in KERNEL_ONLY and layer != "kernels":
+                found.append(f"{where}:{line} imports {target[0]}: only iwpfast/_kernels/ may")
+            if target[0] != "iwpfast":
+                continue
+            target_layer = _layer(target)
+            if target_layer not in ALLOWED[layer]:
+                found.append(f"{where}:{line} ({layer}) imports {'.'.join(target)} ({target_layer})")
+    return found
+
+
+def test_every_module_has_a_layer():
+    for _, parts in _modules():
+        _layer(parts)
+
+
+def test_dependencies_point_one_way():
+    violations = _violations()
+    assert not violations, "imports against docs/design.md section 4:\n" + "\n".join(violations)
+
+
+@pytest.mark.parametrize("layer,allowed", sorted(ALLOWED.items()))
+def test_the_table_only_points_down(layer, allowed):
+    # the table itself: the lower layers never reach up to the API or the CLI
+    if layer in BELOW_API:
+        assert not allowed & {"api", "cli", "root"}
+
+
+def test_the_checker_sees_a_wrong_import(tmp_path, monkeypatch):
+    # a kernel module importing the spec layer is caught (the check can fail)
+    fake = tmp_path / "iwpfast"
+    (fake / "_kernels").mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "losses.py").write_text("")
+    (fake / "_kernels" / "__init__.py").write_text("")
+    (fake / "_kernels" / "bad.py").write_text("from ..losses import x\nimport numba\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
+    violations = _violations()
+    assert any("bad.py:1 (kernels) imports iwpfast.losses (spec)" in v for v in violations)
+    assert not any("numba" in v for v in violations)           # numba is fine in _kernels
