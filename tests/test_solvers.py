@@ -2,23 +2,21 @@ import numpy as np
 import pytest
 
 from iwpfast.exceptions import InvalidInputError
-from iwpfast.solvers import (accuracy, gradient, noisy_exponential_objective, objective, risk,
-                             solve, solve_noisy_exponential)
-
-
-def _data(n=600, p=3, seed=0, regression=False):
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(-1, 1, (n, p))
-    w = np.linspace(1.0, -0.5, p)
-    if regression:
-        return X, X @ w + 0.3 + 0.2 * rng.standard_normal(n)
-    return X, np.where(X @ w + 0.4 * rng.standard_normal(n) > 0, 1.0, -1.0)
+from iwpfast.solvers import (
+    accuracy,
+    gradient,
+    noisy_exponential_objective,
+    objective,
+    risk,
+    solve,
+    solve_noisy_exponential,
+)
 
 
 @pytest.mark.parametrize("loss", ["exponential", "logistic", "quadratic", "squared_error"])
 @pytest.mark.parametrize("fit_intercept", [False, True])
-def test_gradient_vanishes_at_solution(loss, fit_intercept):
-    X, y = _data(regression=loss == "squared_error")
+def test_gradient_vanishes_at_solution(loss, fit_intercept, linear_data):
+    X, y = linear_data(regression=loss == "squared_error", intercept=0.3)
     sol = solve(X, y, loss=loss, alpha=0.5, fit_intercept=fit_intercept)
     assert sol.converged and sol.n_iter < 30
     g, gb = gradient(sol.theta, X, y, loss, 0.5, sol.intercept)
@@ -31,8 +29,8 @@ def test_gradient_vanishes_at_solution(loss, fit_intercept):
         assert objective(sol.theta + d, X, y, loss, 0.5, sol.intercept) > sol.objective
 
 
-def test_gradient_matches_finite_differences():
-    X, y = _data()
+def test_gradient_matches_finite_differences(linear_data):
+    X, y = linear_data()
     theta = np.array([0.3, -0.2, 0.5])
     for loss in ("exponential", "logistic", "quadratic"):
         g, gb = gradient(theta, X, y, loss, 0.7, 0.1)
@@ -45,9 +43,9 @@ def test_gradient_matches_finite_differences():
         assert gb == pytest.approx(fdb, rel=1e-6, abs=1e-8)
 
 
-def test_logistic_matches_sklearn():
+def test_logistic_matches_sklearn(linear_data):
     lm = pytest.importorskip("sklearn.linear_model")
-    X, y = _data(n=800)
+    X, y = linear_data(n=800)
     alpha = 0.05
     # sklearn minimizes C * sum log-loss + |w|^2 / 2, i.e. our objective with alpha = 1 / (C n)
     clf = lm.LogisticRegression(C=1.0 / (alpha * len(y)), tol=1e-12, max_iter=10000)
@@ -57,9 +55,9 @@ def test_logistic_matches_sklearn():
     assert sol.intercept == pytest.approx(clf.intercept_[0], abs=1e-5)
 
 
-def test_squared_error_matches_ridge():
+def test_squared_error_matches_ridge(linear_data):
     lm = pytest.importorskip("sklearn.linear_model")
-    X, y = _data(n=500, regression=True)
+    X, y = linear_data(n=500, regression=True, intercept=0.3)
     alpha = 0.2
     # Ridge minimizes |y - Xw - b|^2 + a |w|^2, i.e. ours times 2n with a = alpha * n
     r = lm.Ridge(alpha=alpha * len(y)).fit(X, y)
@@ -68,9 +66,9 @@ def test_squared_error_matches_ridge():
     assert sol.intercept == pytest.approx(r.intercept_, abs=1e-9)
 
 
-def test_exponential_matches_scipy():
+def test_exponential_matches_scipy(linear_data):
     opt = pytest.importorskip("scipy.optimize")
-    X, y = _data(n=400)
+    X, y = linear_data(n=400)
     alpha = 5.0
     sol = solve(X, y, loss="exponential", alpha=alpha)
     ref = opt.minimize(lambda t: objective(t, X, y, "exponential", alpha), np.zeros(3),
@@ -97,10 +95,10 @@ def test_logistic_risk_is_stable_for_large_margins():
     assert risk([800.0], X, y, "logistic") == pytest.approx(400.0)
 
 
-def test_noisy_exponential_objective_matches_monte_carlo():
+def test_noisy_exponential_objective_matches_monte_carlo(linear_data):
     # E exp(-y~ theta^T x~) over feature noise N(0, s) and label flips (keep prob S), per row.
     rng = np.random.default_rng(5)
-    X, y = _data(n=5, p=2)
+    X, y = linear_data(n=5, p=2)
     theta = np.array([0.4, -0.3])
     s, S = np.array([0.5, 0.8]), 0.8
     draws = 400000
@@ -115,8 +113,8 @@ def test_noisy_exponential_objective_matches_monte_carlo():
     assert value == pytest.approx(mc, abs=5e-3)
 
 
-def test_noisy_exponential_optimum():
-    X, y = _data(n=500, p=2)
+def test_noisy_exponential_optimum(linear_data):
+    X, y = linear_data(n=500, p=2)
     clean = solve(X, y, loss="exponential", alpha=5.0)
     same = solve_noisy_exponential(X, y, noise_var=0.0, keep_prob=None, alpha=5.0)
     np.testing.assert_allclose(same.theta, clean.theta, atol=1e-9)
@@ -127,8 +125,8 @@ def test_noisy_exponential_optimum():
     assert np.linalg.norm(noisy.theta) < 0.5 * np.linalg.norm(clean.theta)
 
 
-def test_solver_errors_name_the_problem():
-    X, y = _data(n=10)
+def test_solver_errors_name_the_problem(linear_data):
+    X, y = linear_data(n=10)
     with pytest.raises(InvalidInputError, match="loss"):
         solve(X, y, loss="hinge", alpha=1.0)
     with pytest.raises(InvalidInputError, match=r"y\[0\]"):

@@ -1,0 +1,142 @@
+"""Shared test fixtures: one seed, data factories and config factories.
+
+Statistical tests use fixed seeds (a test that passes by luck must pass every time); the seed
+comes from one place so that a whole run can be repeated with another one when hunting a
+flaky bound: ``IWPFAST_TEST_SEED=7 python -m pytest``.  Tests that pin a value computed from a
+particular draw keep their own literal seed.
+
+Factories are fixtures that return functions, so a test asks for ``linear_data`` and calls it
+with the sizes it needs:
+
+    def test_something(linear_data, head_config):
+        X, y = linear_data(n=500, p=3)                  # (n, p) rows, labels in {-1, +1}
+        cfg = head_config(loss="logistic", batch_size=8)
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+#: the base seed of the shared fixtures (IWPFAST_TEST_SEED overrides it)
+BASE_SEED = int(os.environ.get("IWPFAST_TEST_SEED", "0"))
+
+
+@pytest.fixture()
+def seed() -> int:
+    """The base seed of this run (0 unless IWPFAST_TEST_SEED is set)."""
+    return BASE_SEED
+
+
+@pytest.fixture()
+def rng(seed) -> np.random.Generator:
+    """A fresh NumPy generator from ``seed`` for each test."""
+    return np.random.default_rng(seed)
+
+
+def make_linear_data(n: int = 600, p: int = 3, *, seed: int = BASE_SEED, regression: bool = False,
+                     layout: str = "rows", dtype=np.float64, label_noise: float = 0.4,
+                     intercept: float = 0.0):
+    """A linear problem: X uniform on [-1, 1]^p, weights linspace(1, -0.5, p).
+
+    Classification: y = sign(X w + intercept + label_noise * N(0, 1)) in {-1.0, +1.0};
+    regression (``regression=True``): y = X w + intercept + 0.2 N(0, 1).
+    ``layout="rows"`` gives X as (n, p) (estimators, solvers); ``"features"`` gives the (p, n)
+    feature-major array the kernels and the driver's heads take.
+    """
+    if layout not in ("rows", "features"):
+        raise ValueError(f"layout={layout!r}: 'rows' or 'features'")
+    generator = np.random.default_rng(seed)
+    X = generator.uniform(-1.0, 1.0, (n, p))
+    w = np.linspace(1.0, -0.5, p)
+    if regression:
+        y = X @ w + intercept + 0.2 * generator.standard_normal(n)
+    else:
+        y = np.where(X @ w + intercept + label_noise * generator.standard_normal(n) > 0, 1.0, -1.0)
+    X = X.astype(dtype)
+    return (np.ascontiguousarray(X.T) if layout == "features" else X), y
+
+
+@pytest.fixture()
+def linear_data():
+    """Factory: ``linear_data(n=600, p=3, *, seed=BASE_SEED, regression=False, layout="rows",
+    dtype=np.float64, label_noise=0.4, intercept=0.0) -> (X, y)``."""
+    return make_linear_data
+
+
+def make_head_config(**overrides):
+    """An ``iwpfast.sgd.state.HeadConfig`` with small-test defaults: exponential loss, mode iwp,
+    p = 3 (or ``n_features``), noise variance 0.09 per feature, minibatch 16, learning rate 0.05,
+    alpha 0.01, truncation 2; any field can be overridden."""
+    from iwpfast.sgd.state import HeadConfig
+
+    p = overrides.pop("n_features", 3)
+    base = dict(loss="exponential", mode="iwp", n_features=p, noise_var=np.full(p, 0.09),
+                batch_size=16, learning_rate=0.05, alpha=0.01, truncation=2)
+    base.update(overrides)
+    return HeadConfig(**base)
+
+
+@pytest.fixture()
+def head_config():
+    """Factory: ``head_config(**overrides) -> HeadConfig`` (see ``make_head_config``)."""
+    return make_head_config
+
+
+def run_in_chunks(run_chunk, finish, cfg, X, y, chunk: int, *, state=None, **state_kw):
+    """Feed feature-major ``X`` (a (p, n) array or a list of columns) and ``y`` to
+    ``run_chunk`` in chunks of ``chunk`` rows, then ``finish``; returns the state.
+
+    Works for the kernel wrapper (``iwpfast.sgd.engine``) and its NumPy twin
+    (``iwpfast.sgd.reference``) alike."""
+    from iwpfast.sgd.state import HeadState
+
+    state = state if state is not None else HeadState.new(cfg, **state_kw)
+    for start in range(0, y.shape[0], chunk):
+        part = ([c[start:start + chunk] for c in X] if isinstance(X, list)
+                else X[:, start:start + chunk])
+        run_chunk(cfg, state, part, y[start:start + chunk])
+    finish(cfg, state)
+    return state
+
+
+@pytest.fixture()
+def chunked_run():
+    """Factory: ``chunked_run(run_chunk, finish, cfg, X, y, chunk, *, state=None, **state_kw)``."""
+    return run_in_chunks
+
+
+def make_release_spec(**overrides):
+    """An ``iwpfast.privacy.ReleaseSpec`` for three features x0, x1, x2 in [-1, 1] with label y:
+    (epsilon_x=2, delta=1e-5), epsilon_y=2, bound sqrt(3); any field can be overridden."""
+    from iwpfast.privacy import ReleaseSpec
+
+    ranges = {f"x{j}": (-1.0, 1.0) for j in range(3)}
+    base = dict(epsilon_x=2.0, delta=1e-5, bound=float(np.sqrt(3.0)), epsilon_y=2.0,
+                features=tuple(ranges), ranges=ranges, label="y")
+    base.update(overrides)
+    return ReleaseSpec(**base)
+
+
+@pytest.fixture()
+def release_spec():
+    """Factory: ``release_spec(**overrides) -> ReleaseSpec`` (see ``make_release_spec``)."""
+    return make_release_spec
+
+
+def make_feature_table(n: int = 2000, p: int = 3, *, seed: int = BASE_SEED):
+    """A ``pyarrow.Table`` with float64 columns x0..x{p-1} uniform on [-1, 1] and int8 labels y
+    in {-1, +1} from the linear problem of ``make_linear_data``; no release metadata."""
+    import pyarrow as pa
+
+    X, y = make_linear_data(n, p, seed=seed)
+    columns = {f"x{j}": X[:, j] for j in range(p)}
+    columns["y"] = y.astype(np.int8)
+    return pa.table(columns)
+
+
+@pytest.fixture()
+def feature_table():
+    """Factory: ``feature_table(n=2000, p=3, *, seed=BASE_SEED) -> pyarrow.Table``."""
+    return make_feature_table
