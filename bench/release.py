@@ -47,7 +47,7 @@ def median_time(fn, repeat):
         times.append(time.perf_counter() - t0)
         r1 = resource.getrusage(resource.RUSAGE_SELF)
         cpus.append((r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime))
-    user, system = (np.array(c) for c in zip(*cpus))
+    user, system = (np.array(c) for c in zip(*cpus, strict=True))
     _CPU[:] = [float(np.median(user + system)), float(np.median(user)), float(np.median(system))]
     return float(np.median(times))
 
@@ -139,9 +139,11 @@ def main(argv=None):
                            features=tuple(names), label="y")
         for kernel in ("fused", "numpy"):
             for threads in (1, 2):
-                t = median_time(lambda: privatize(X, cols["y"], spec, threads=threads, kernel=kernel),
-                                args.repeat)
-                record(f"in-memory {kernel}, bound {label}, {threads} thr", t, floor2 if threads == 2 else floor)
+                def run(spec=spec, threads=threads, kernel=kernel):
+                    privatize(X, cols["y"], spec, threads=threads, kernel=kernel)
+                t = median_time(run, args.repeat)
+                record(f"in-memory {kernel}, bound {label}, {threads} thr", t,
+                       floor2 if threads == 2 else floor)
 
     if not args.skip_files:
         with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
@@ -159,7 +161,9 @@ def main(argv=None):
                                ranges=ranges, features=tuple(names), label="y")
             out = os.path.join(tmp, "release.parquet")
             for kernel in ("fused", "numpy"):
-                rel = median_time(lambda: release(src, out, spec, overwrite=True, kernel=kernel), args.repeat)
+                def run_release(kernel=kernel):
+                    release(src, out, spec, overwrite=True, kernel=kernel)
+                rel = median_time(run_release, args.repeat)
                 record(f"parquet release {kernel}, bound sqrt(p)", rel, rw)
 
     print(f"\nrelease benchmark: {rows:,} rows, p = {p}, float32, median of {args.repeat}, "

@@ -120,8 +120,8 @@ def main(argv=None):
     if unknown:
         ap.error(f"unknown steps {unknown}; choose from {STEPS}")
 
-    from iwpfast.io.reader import SOURCE_BATCH_CHUNKS, ChunkReader, default_chunk_rows
     from iwpfast.io import sources
+    from iwpfast.io.reader import SOURCE_BATCH_CHUNKS, ChunkReader, default_chunk_rows
     from iwpfast.io.sources import open_source
     default_mmap = sources.PARQUET_MEMORY_MAP
     from iwpfast.sgd import engine

@@ -35,7 +35,8 @@ def path(tmp_path_factory, columns):
     return str(p)
 
 
-def spec(bound=math.sqrt(P)):
+def spec(bound=None):
+    bound = math.sqrt(P) if bound is None else bound
     return ReleaseSpec(epsilon_x=1.0, delta=1e-5, bound=bound, epsilon_y=1.0, ranges=RANGES,
                        features=tuple(FEATURES), label="y")
 

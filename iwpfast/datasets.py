@@ -288,7 +288,7 @@ def scale_to_unit(X: np.ndarray, ranges) -> np.ndarray:
             "give one declared range per column"
         )
     names = [f"column {j}" for j in range(X2.shape[1])]
-    scaler = RangeScaler(names, parse_ranges(dict(zip(names, ranges.tolist()))))
+    scaler = RangeScaler(names, parse_ranges(dict(zip(names, ranges.tolist(), strict=True))))
     out = np.empty_like(X2)
     for j in range(X2.shape[1]):  # one vectorized pass per column
         scaler.scale_into(j, X2[:, j], out[:, j])

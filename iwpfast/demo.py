@@ -16,16 +16,17 @@ What it does (all of it through the public layers, nothing demo-specific in the 
    accuracy, distance |theta - theta*|, and the scan's rows/s; write a PNG of the test risk of each
    head's iterate against the number of batches.
 
-Settings (the paper's, DESIGN.md section 6): exponential loss, lambda = 5, batch 128, bound sqrt(p),
-theta_0 = 0, no intercept, gamma = 1e-4.  Our choices, to make the point clearly and stably at 10^6
-rows (DESIGN.md section 2, "Seen on real data"): the output of each head is its *tail average* (the
+Settings (the paper's, docs/design.md section 6): exponential loss, lambda = 5, batch 128,
+bound sqrt(p), theta_0 = 0, no intercept, gamma = 1e-4.  Our choices, to make the point clearly and
+stably at 10^6 rows (docs/design.md section 2, "Why projection and the variance cap matter"): the
+output of each head is its *tail average* (the
 mean of the iterates of the second half of the pass), which removes most of IWP-SGD's iterate noise
 without the bias a uniform average from theta_0 = 0 carries; and gamma = max(1e-4, 4 / (lambda T))
 with T the number of updates, i.e. the paper's 1e-4 at 10^6 rows, raised on small runs so that the
 pass still forgets theta_0 (exp(-gamma lambda T) <= e^-4).  The IWP head also gets a variance cap
-sigma^2 |theta|^2 <= 4 (DESIGN.md section 2): inactive at the optimum here (sigma^2 |theta*|^2 ~ 0.4
-at the default size) but it stops the exp(sigma^2 |theta|^2) gradient variance from running away on
-an unlucky early stretch; the table says when it was hit.
+sigma^2 |theta|^2 <= 4 (docs/design.md section 2): inactive at the optimum here
+(sigma^2 |theta*|^2 ~ 0.4 at the default size) but it stops the exp(sigma^2 |theta|^2) gradient
+variance from running away on an unlucky early stretch; the table says when it was hit.
 
 Settings of the real-data demo (``real=True``; not the paper's ACS settings, whose lambda = 10
 without an intercept gives theta* ~ 0.02 and a 0.57-accuracy model, i.e. nothing to see):
@@ -308,7 +309,8 @@ def format_table(res: DemoResult, loss: str, real: bool) -> str:
         f"{res.scan_s:.2f} s = {_fmt_rate(res.rows_per_s)} rows/s (kernel compile/cache load before it: "
         f"{res.compile_s:.1f} s); whole demo {res.total_s:.1f} s",
         f"IWP head: largest sigma^2|theta|^2 = {iwp.get('max_noise_energy', float('nan')):.3g}, "
-        f"projection hits {int(iwp.get('projection_hits', 0))}, variance-cap hits {int(iwp.get('cap_hits', 0))}",
+        f"projection hits {int(iwp.get('projection_hits', 0))}, "
+        f"variance-cap hits {int(iwp.get('cap_hits', 0))}",
     ]
     if res.plot_path:
         lines.append(f"plot: {res.plot_path}")
@@ -328,7 +330,8 @@ def _plot(res: DemoResult, out_dir, loss: str, real: bool) -> str | None:
     path = os.path.abspath(os.path.join(out_dir, "iwpfast_demo_acs.png" if real else "iwpfast_demo.png"))
     fig, ax = plt.subplots(figsize=(7, 4.2))
     colors = {"clean": "tab:green", "naive": "tab:red", "iwp": "tab:blue"}
-    labels = {"clean": "SGD, clean data", "naive": "SGD, private data (naive)", "iwp": "IWP-SGD, private data"}
+    labels = {"clean": "SGD, clean data", "naive": "SGD, private data (naive)",
+              "iwp": "IWP-SGD, private data"}
     for name in HEADS:
         if name in res.curves:
             steps, risks = res.curves[name]

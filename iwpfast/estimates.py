@@ -1,4 +1,4 @@
-"""Per-example IWP loss and gradient estimates (NumPy; the reference path, DESIGN.md section 2).
+"""Per-example IWP loss and gradient estimates (NumPy; the reference path, docs/design.md section 2).
 
 For a released example (x~, y~) with per-feature Gaussian noise variances ``s`` and, optionally,
 labels flipped by randomized response with budget ``epsilon_y``, the IWP estimates are unbiased for
@@ -36,8 +36,13 @@ import numbers
 import numpy as np
 
 from .exceptions import InvalidInputError
-from .losses import (CLASSIFICATION_LOSSES, LOSS_CODES, REGRESSION_LOSSES, check_loss,
-                     check_order, series_F_unchecked)
+from .losses import (
+    CLASSIFICATION_LOSSES,
+    REGRESSION_LOSSES,
+    check_loss,
+    check_order,
+    series_F_unchecked,
+)
 
 __all__ = ["iwp_loss", "iwp_gradient", "label_tilde", "glm_scalars", "glm_loss_values"]
 

@@ -3,7 +3,7 @@
 A classification loss is ``l(theta, x, y) = f(y * theta^T x)`` for a scalar function ``f`` of the
 margin ``v``; the regression loss ``squared_error`` is ``f(r) = r^2 / 2`` of the residual
 ``r = theta^T x - y``.  Everything the IWP estimator needs is the scalar derivatives ``f^(n)`` and the
-inverse-Weierstrass series built from them (DESIGN.md section 2):
+inverse-Weierstrass series built from them (docs/design.md section 2):
 
     F_j(v) = sum_k (-tau)^k / k! * f^(2k+j)(v),     j = 0, 1, 2
 
@@ -17,7 +17,7 @@ squared_error  r^2 / 2               F_0 = r^2/2 - tau, F_1 = r, F_2 = 1  (exact
 =============  ====================  ====================================================
 
 The logistic series diverges, so it is truncated so that ``(F_1, F_2)`` is the *exact* gradient of
-the truncated loss ``F_0`` (DESIGN.md section 2).  Its derivatives are ``f' = -S(-v)`` and
+the truncated loss ``F_0`` (docs/design.md section 2).  Its derivatives are ``f' = -S(-v)`` and
 ``f^(n) = S^(n-1)`` for ``n >= 2`` with the sigmoid ``S``; sigmoid derivatives of any order are
 computed in the Eulerian-number form in ``u = exp(-|v|)`` (no ``1 - S`` cancellation at large |v|)::
 
@@ -36,7 +36,7 @@ Example::
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -66,7 +66,7 @@ def check_order(n, parameter: str = "n") -> int:
     return int(n)
 
 
-@lru_cache(maxsize=None)
+@cache
 def eulerian_numbers(n: int) -> tuple[int, ...]:
     """A(n, k) for k = 0..n-1 (exact integers); A(n,k) = (k+1) A(n-1,k) + (n-k) A(n-1,k-1)."""
     if n < 1:
@@ -78,7 +78,7 @@ def eulerian_numbers(n: int) -> tuple[int, ...]:
     return tuple(row)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _eulerian_coefficients(n: int) -> np.ndarray:
     """Float coefficients (-1)^k A(n,k) of u^(k+1); exact in float64 for every order used here."""
     return np.array([(-1) ** k * a for k, a in enumerate(eulerian_numbers(n))], dtype=np.float64)

@@ -1,4 +1,4 @@
-"""Analysis tools (NumPy, not hot): the transforms behind IWP and what they imply (DESIGN.md section 3).
+"""Analysis tools (NumPy, not hot): the transforms behind IWP and what they imply (docs/design.md section 3).
 
 Notation: a Gaussian release adds ``N(0, variance)`` to the argument of a scalar function; the
 *Weierstrass transform* is ``W_var[f](v) = E f(v + sqrt(var) Z)``; its inverse is the series
@@ -25,8 +25,9 @@ Example::
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -308,7 +309,7 @@ def truncation_tradeoff(t: float, batch_size: int, *, truncations=range(0, 6), v
 
 def choose_truncation(t: float, batch_size: int, *, truncations=range(0, 6), v=0.0,
                       j: int = 0) -> int:
-    """The K with the smallest ``bias^2 + variance / batch_size`` at ``t = tau`` (DESIGN.md section 6:
+    """The K with the smallest ``bias^2 + variance / batch_size`` at ``t = tau`` (docs/design.md section 6:
     the bias alone falls with K, so picking by bias, as App. D.4 does, always picks the largest K)."""
     rows = truncation_tradeoff(t, batch_size, truncations=truncations, v=v, j=j)
     return min(rows, key=lambda r: r["mse"])["truncation"]

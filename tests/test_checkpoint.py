@@ -10,13 +10,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from test_driver import FEATURES, N, assert_same_states, heads, make_table
 
 from iwpfast.exceptions import CheckpointError, InvalidInputError
 from iwpfast.sgd.checkpoint import read_checkpoint, write_checkpoint
 from iwpfast.sgd.driver import Head, fit_stream
 from iwpfast.sgd.state import HeadConfig, HeadState
-
-from test_driver import FEATURES, N, assert_same_states, heads, make_table
 
 
 class Boom(Exception):

@@ -1,8 +1,7 @@
 import numpy as np
 import pytest
 
-from iwpfast.datasets import (ACS_FEATURES, ACS_TARGET_RANGES, load_acs, make_classification,
-                              scale_to_unit)
+from iwpfast.datasets import ACS_FEATURES, ACS_TARGET_RANGES, load_acs, make_classification, scale_to_unit
 from iwpfast.exceptions import InvalidInputError
 
 

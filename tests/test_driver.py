@@ -2,6 +2,7 @@
 
 The default tests run the NumPy twin (engine="reference", identical semantics); the ones marked
 `kernels` run the Numba engine on a few thousand rows."""
+import itertools
 import json
 import math
 import warnings
@@ -92,7 +93,7 @@ def test_file_split_and_row_groups_do_not_change_the_model(table, baseline, tmp_
     d = tmp_path / "parts"
     d.mkdir()
     cuts = [0, 1, 700, 701, 1999, N]
-    for i, (lo, hi) in enumerate(zip(cuts, cuts[1:])):
+    for i, (lo, hi) in enumerate(itertools.pairwise(cuts)):
         pq.write_table(table.slice(lo, hi - lo), d / f"part-{i}.parquet", row_group_size=97 + i)
     r = fit_stream(str(d), heads(), chunk_rows=128, engine="reference", progress=False)
     assert_same_states(r, baseline)
@@ -110,7 +111,7 @@ def test_every_input_type_gives_the_same_model(table, baseline, tmp_path):
         "pandas": table.to_pandas(),
         "dict": {c: table[c].to_numpy() for c in table.column_names},
     }
-    for name, src in inputs.items():
+    for src in inputs.values():
         r = fit_stream(src, heads(), chunk_rows=400, engine="reference", progress=False)
         assert_same_states(r, baseline)
     # (X, y) arrays: columns are called x0, x1, x2 and y
@@ -329,7 +330,7 @@ def test_parallel_heads_with_trace_and_checkpoint_match_sequential(table, tmp_pa
     par, tr_par = run(None, "par.ckpt")
     assert_same_states(par, seq)
     assert len(tr_seq) == len(tr_par) > 5
-    for a, b in zip(tr_seq, tr_par):
+    for a, b in zip(tr_seq, tr_par, strict=True):
         assert a.keys() == b.keys()
         for k in a:
             np.testing.assert_array_equal(a[k], b[k])

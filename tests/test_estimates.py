@@ -60,7 +60,8 @@ def test_gradient_is_central_finite_difference_of_loss(loss, noise_var, epsilon_
 
 
 def test_paper_quadratic_example_sec_4_3():
-    # L~ = S~ f(z) + (1-S~) f(-z) - sigma^2 |theta|^2 / 2,  grad = S~ f'(z) y x - (1-S~) f'(-z) y x - sigma^2 theta
+    # L~ = S~ f(z) + (1-S~) f(-z) - sigma^2 |theta|^2 / 2,
+    # grad = S~ f'(z) y x - (1-S~) f'(-z) y x - sigma^2 theta
     theta, X, y = _data("quadratic", n=5)
     sigma2, eps = 0.7, 1.3
     St = 1.0 / (1.0 - math.exp(-eps))

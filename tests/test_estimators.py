@@ -35,6 +35,7 @@ def _spec(**kw):
 def released(tmp_path_factory):
     """A small release on disk, plus its released columns as arrays and the clean data."""
     import pyarrow.parquet as pq
+
     from iwpfast.privacy import release
 
     X, y = _data(3000)

@@ -187,7 +187,8 @@ def test_hand_exp_polynomial_range_is_within_one_ulp():
     from iwpfast._kernels.fastexp import exp_array
     rng = np.random.default_rng(7)
     half_ln2 = 0.5 * np.log(2.0)
-    x = np.concatenate([np.linspace(-half_ln2, half_ln2, 4001), rng.uniform(-5 * half_ln2, 5 * half_ln2, 4000),
+    x = np.concatenate([np.linspace(-half_ln2, half_ln2, 4001),
+                        rng.uniform(-5 * half_ln2, 5 * half_ln2, 4000),
                         np.nextafter(half_ln2 * np.array([1.0, -1.0, 3.0, -3.0]), 0.0)])
     out = np.empty_like(x)
     exp_array(x, out)
@@ -386,7 +387,7 @@ def test_fma_rounds_once_like_exact_arithmetic():
     with np.errstate(over="ignore"):
         finite = np.isfinite(a * b) & np.isfinite(c)
     exact = [float(Fraction(x) * Fraction(y) + Fraction(z)) for x, y, z in
-             zip(a[finite], b[finite], c[finite])]
+             zip(a[finite], b[finite], c[finite], strict=True)]
     np.testing.assert_array_equal(out[finite], exact)
     assert np.sum(out[: n // 3] != 0.0) > n // 10      # the cancelling cases keep the product error
     assert out[-3] == -np.inf and out[-1] == 0.0

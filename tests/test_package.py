@@ -22,4 +22,4 @@ def test_unknown_attribute_raises():
     import pytest
 
     with pytest.raises(AttributeError):
-        iwpfast.does_not_exist
+        _ = iwpfast.does_not_exist

@@ -10,7 +10,7 @@ from iwpfast.privacy.calibration import log_ndtr
 
 
 def test_analytic_known_value_sensitivity_one():
-    # DESIGN.md: analytic sigma for eps=1, delta=1e-5, Delta=1 is 3.7306 (Delta = 2 * bound).
+    # docs/design.md section 1: analytic sigma for eps=1, delta=1e-5, Delta=1 is 3.7306 (Delta = 2 * bound).
     assert gaussian_noise_scale(1.0, 1e-5, 0.5) == pytest.approx(3.7306, abs=5e-5)
 
 
@@ -48,7 +48,8 @@ def test_analytic_below_classic_where_classic_is_valid():
 
 
 def test_sigma_scales_linearly_with_bound():
-    assert gaussian_noise_scale(1.0, 1e-5, 3.0) == pytest.approx(3 * gaussian_noise_scale(1.0, 1e-5, 1.0), rel=1e-9)
+    assert gaussian_noise_scale(1.0, 1e-5, 3.0) == pytest.approx(
+        3 * gaussian_noise_scale(1.0, 1e-5, 1.0), rel=1e-9)
 
 
 def test_log_ndtr_matches_erfc_and_asymptotics():
@@ -103,7 +104,8 @@ def test_numeric_hockey_stick_divergence_matches_delta():
         sigma = gaussian_noise_scale(eps, delta, bound, calibration)
         Delta = 2 * bound
         t = np.linspace(-12 * sigma, Delta + 12 * sigma, 2_000_001)
-        pdf = lambda u: np.exp(-0.5 * (u / sigma) ** 2) / (sigma * math.sqrt(2 * math.pi))  # noqa: E731
+        def pdf(u, sigma=sigma):
+            return np.exp(-0.5 * (u / sigma) ** 2) / (sigma * math.sqrt(2 * math.pi))
         gap = np.maximum(0.0, pdf(t) - math.exp(eps) * pdf(t - Delta))
         numeric = float(np.sum((gap[1:] + gap[:-1]) * 0.5 * np.diff(t)))
         assert numeric <= delta * (1 + 1e-4)

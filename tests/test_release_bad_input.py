@@ -39,7 +39,8 @@ def test_invalid_feature_value_names_column_and_row(tmp_path, bad, word):
     hours[2345] = bad
     t = table(hours=pa.array(hours, pa.float64()))
     out = tmp_path / "o.parquet"
-    with pytest.raises(InvalidInputError, match=rf"'hours' has .*{word}.*row 2345 of the stream.*--on-invalid drop"):
+    with pytest.raises(InvalidInputError,
+                       match=rf"'hours' has .*{word}.*row 2345 of the stream.*--on-invalid drop"):
         release(t, out, spec(), features=FEATURES, label="y", batch_rows=1000)
     assert leftovers(tmp_path) == []  # failed release: nothing at the destination, no temp file
 
@@ -92,7 +93,8 @@ def test_missing_ranges_and_columns(tmp_path):
     with pytest.raises(InvalidInputError, match=r"no declared range for feature\(s\) hours.*hours=LO:HI"):
         release(table(), tmp_path / "o.parquet", spec(ranges="age=0:99"), features=FEATURES, label="y")
     with pytest.raises(InvalidInputError, match="nope"):
-        release(table(), tmp_path / "o.parquet", spec(ranges="age=0:99,nope=0:1"), features=["age", "nope"], label="y")
+        release(table(), tmp_path / "o.parquet", spec(ranges="age=0:99,nope=0:1"),
+                features=["age", "nope"], label="y")
     assert leftovers(tmp_path) == []
 
 

@@ -4,11 +4,10 @@ The fused path consumes the random streams exactly as the NumPy path does and ro
 so for the same seed both must give the same bits.  Small sizes: CI runs these again with
 NUMBA_DISABLE_JIT=1, where the kernels are plain Python loops.
 """
+import importlib
 import math
 import subprocess
 import sys
-
-import importlib
 
 import numpy as np
 import pytest

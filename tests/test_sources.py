@@ -74,7 +74,7 @@ def test_every_input_gives_the_same_rows_from_any_start(table, files, start):
         # origins are contiguous global rows
         rows = [o.global_row for o, _ in got]
         sizes = [b.num_rows for _, b in got]
-        assert rows[0] == start and all(r + k == r2 for r, k, r2 in zip(rows, sizes, rows[1:]))
+        assert rows[0] == start and all(r + k == r2 for r, k, r2 in zip(rows, sizes, rows[1:], strict=False))
 
 
 def test_parquet_origins_name_row_group_and_offset(files):

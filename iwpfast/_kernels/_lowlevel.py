@@ -146,7 +146,7 @@ def _lane_blocks_ir(typingctx, weight, column, n_blocks, lanes):
                 # separate fmul and fadd without fast-math flags: never contracted into an FMA
                 updated.append(builder.fadd(accumulator, builder.fmul(w, x)))
             block.add_incoming(builder.add(block, ir.Constant(i64, 1)), body)
-            for accumulator, value in zip(accumulators, updated):
+            for accumulator, value in zip(accumulators, updated, strict=True):
                 accumulator.add_incoming(value, body)
             builder.branch(head)
         builder.position_at_end(done)
@@ -221,7 +221,7 @@ def _ir_loop(builder, count, carried, body):
     updated = body(index, phis)
     end = builder.basic_block
     index.add_incoming(builder.add(index, ir.Constant(i64, 1)), end)
-    for phi, value in zip(phis, updated):
+    for phi, value in zip(phis, updated, strict=True):
         phi.add_incoming(value, end)
     builder.branch(head)
     builder.position_at_end(done)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._lowlevel import bits_float, fma, float_bits
+from ._lowlevel import bits_float, float_bits, fma
 from ._options import jit
 
 LOG2E = 1.4426950408889634

@@ -34,8 +34,15 @@ import math
 
 import numpy as np
 
-from ._lowlevel import (GRADIENT_GROUP, LANES, MARGIN_BLOCK, column_view, lane_blocks,
-                        lane_blocks_group, margin_blocks)
+from ._lowlevel import (
+    GRADIENT_GROUP,
+    LANES,
+    MARGIN_BLOCK,
+    column_view,
+    lane_blocks,
+    lane_blocks_group,
+    margin_blocks,
+)
 from ._options import jit, jit_inline
 from .fastexp import fast_exp
 

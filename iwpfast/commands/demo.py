@@ -33,7 +33,8 @@ def register(subparsers) -> None:
                    help="total LDP budget, split evenly between features and labels "
                         "(default 5; 10 with --real)")
     p.add_argument("--loss", default="exponential", help="exponential (default), logistic or quadratic")
-    p.add_argument("--alpha", type=float, default=None, help="lambda (default: the paper's, 5; 0.5 with --real)")
+    p.add_argument("--alpha", type=float, default=None,
+                   help="lambda (default: the paper's, 5; 0.5 with --real)")
     p.add_argument("--learning-rate", type=float, default=None,
                    help="step (default: max(1e-4, 4 / (lambda * updates)))")
     p.add_argument("--out", default=".", metavar="DIR", help="where to write the plot (default: .)")

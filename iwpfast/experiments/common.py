@@ -9,7 +9,7 @@ the traced iterates on the test set. :func:`summarize` turns the per-seed result
 and curves written to JSON.
 
 Conventions (also in docs/results.md): ``theta0 = 0``; no intercept (the paper's model); projection
-radius ``R = B |f'(0)| / lambda`` (the library's default, DESIGN.md section 2); the last iterate is the
+radius ``R = B |f'(0)| / lambda`` (the library's default, docs/design.md section 2); the last iterate is the
 model (no averaging, as in the paper); test risk is the unregularized mean loss on clean test data.
 """
 from __future__ import annotations
@@ -130,7 +130,7 @@ def make_dataset(setting: Setting, seed: int, n_train: int | None) -> Dataset:
 
 def calibrate(setting: Setting, bound: float, target_bound: float | None, calibration: str) -> dict:
     """Noise parameters of the release: the total budget split evenly between features and labels
-    (DESIGN.md section 6); for regression delta is split too (the target is a Gaussian mechanism)."""
+    (docs/design.md section 6); for regression delta is split too (the target is a Gaussian mechanism)."""
     from ..privacy.calibration import gaussian_noise_scale, label_keep_probability
 
     eps_x = eps_y = setting.epsilon / 2.0
@@ -489,15 +489,16 @@ def format_table(result: dict) -> str:
                 f"{h['bias_norm']:.4g} ± {h['bias_se']:.2g} | {_ratio(h['bias_norm'], h['bias_se'])} | "
                 f"{h['mean_distance']:.4g} | {rel} | {h['averaged_model_final_risk']:.5f} | "
                 + ("–" if name == "clean" else
-                   f"{h['distance_to_clean_sgd_of_mean']:.3g} ({_ratio(h['distance_to_clean_sgd_of_mean'], h['distance_to_clean_sgd_se'])})")
+                   f"{h['distance_to_clean_sgd_of_mean']:.3g} "
+                   f"({_ratio(h['distance_to_clean_sgd_of_mean'], h['distance_to_clean_sgd_se'])})")
                 + " |")
         if "noisy_optimum_distance" in block:
             lines.append("")
+            naive_distance = block['heads']['naive']['distance_to_noisy_optimum_of_mean']
             lines.append(f"Minimizer of the exact noisy risk (where naive SGD should end): "
                          f"|theta_noisy − theta*| = {block['noisy_optimum_distance']:.4g} "
                          f"({block['noisy_optimum_distance'] / star:.0%} of |theta*|); "
-                         f"naive's mean θ is {block['heads']['naive']['distance_to_noisy_optimum_of_mean']:.3g} "
-                         "from it.")
+                         f"naive's mean θ is {naive_distance:.3g} from it.")
         lines.append("")
     return "\n".join(lines)
 

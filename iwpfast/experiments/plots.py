@@ -43,7 +43,8 @@ def plot_curves(result: dict, calibration: str, path) -> None:
         axes[0].fill_between(x, m - sd, m + sd, color=c, alpha=0.18, lw=0)
         axes[1].plot(x, cv["averaged_model_risk"], color=c, label=name, lw=1.4)
         if not regression:
-            a, asd = np.asarray(cv["accuracy_mean"]), np.asarray(cv["accuracy_sd"] or 0 * a)
+            a = np.asarray(cv["accuracy_mean"])
+            asd = np.asarray(cv["accuracy_sd"] or 0 * a)
             axes[2].plot(x, a, color=c, label=name, lw=1.4)
             axes[2].fill_between(x, a - asd, a + asd, color=c, alpha=0.18, lw=0)
     for ax in axes[:2]:
@@ -89,7 +90,7 @@ def plot_bias(result: dict, bias_line: dict, path) -> None:
     ax.axvline(t[int(np.argmin(bias_line["clean"]))], color="tab:blue", ls=":", lw=1)
     ax.set_ylabel("clean objective", color="tab:blue")
     ax2 = ax.twinx()
-    for cal, ls in zip(bias_line["noisy"], ("-", "--")):
+    for cal, ls in zip(bias_line["noisy"], ("-", "--"), strict=False):
         ax2.plot(t, bias_line["noisy"][cal], color="tab:red", ls=ls,
                  label=f"exact noisy risk + λ|θ|²/2, {cal} (right axis)")
     ax2.set_ylabel("expected objective on the release", color="tab:red")

@@ -29,8 +29,8 @@ import math
 import queue
 import threading
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa

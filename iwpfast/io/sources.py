@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa

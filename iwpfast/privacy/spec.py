@@ -191,7 +191,7 @@ class ReleaseSpec:
             )
         return {f: self.ranges[f] for f in self.features}
 
-    def with_columns(self, features=None, label=None, ranges=None, target_range=None) -> "ReleaseSpec":
+    def with_columns(self, features=None, label=None, ranges=None, target_range=None) -> ReleaseSpec:
         """A copy bound to other feature/label columns or ranges (privacy parameters unchanged)."""
         changes = {}
         if features is not None:
@@ -282,7 +282,7 @@ class ReleaseSpec:
         return json.dumps(self.to_metadata(row_count), sort_keys=True, allow_nan=False)
 
     @classmethod
-    def from_metadata(cls, meta) -> "ReleaseSpec":
+    def from_metadata(cls, meta) -> ReleaseSpec:
         """Rebuild a spec from the metadata dict (or its JSON text/bytes), checking consistency."""
         if isinstance(meta, (bytes, str)):
             try:

@@ -30,13 +30,12 @@ import sys
 import threading
 import time
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 
-from ..exceptions import (CheckpointError, InvalidInputError, NumericalWarning,
-                          ReleaseSpecError)
+from ..exceptions import CheckpointError, InvalidInputError, NumericalWarning, ReleaseSpecError
 from ..io.reader import ChunkReader
 from ..io.sources import Source, open_source
 from .checkpoint import (checkpoint_exists, config_hash, dataset_hash, read_checkpoint,

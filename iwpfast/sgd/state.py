@@ -125,7 +125,7 @@ class HeadState:
 
     @classmethod
     def new(cls, cfg: HeadConfig, theta0: np.ndarray | None = None, intercept0: float = 0.0,
-            trace_capacity: int = 0) -> "HeadState":
+            trace_capacity: int = 0) -> HeadState:
         p = cfg.n_features
         theta = np.zeros(p) if theta0 is None else np.array(theta0, dtype=np.float64, copy=True)
         if theta.shape != (p,):
@@ -166,10 +166,10 @@ class HeadState:
             "telemetry", "trace", "trace_steps", "counters")}
 
     @classmethod
-    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> "HeadState":
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> HeadState:
         return cls(**{k: np.array(v, copy=True) for k, v in arrays.items()})
 
-    def copy(self) -> "HeadState":
+    def copy(self) -> HeadState:
         return HeadState.from_arrays(self.arrays())
 
     def coef(self, averaged: bool) -> tuple[np.ndarray, float]:
