@@ -19,10 +19,9 @@ def test_numba_is_pinned_with_both_bounds_and_installed_inside_them():
     # _kernels/_lowlevel.py emits LLVM IR through numba internals: an untested numba version
     # may compile different code, so the dependency has a lower and an upper bound, and the
     # numba this suite runs on must lie inside them (else the pin no longer says what CI tests)
+    import numba
     from packaging.requirements import Requirement
     from packaging.version import Version
-
-    import numba
 
     requirement = Requirement(_numba_requirement())
     operators = {spec.operator for spec in requirement.specifier}

@@ -413,7 +413,7 @@ class IWPBase(ParamsMixin, InputsMixin):
                      target_noise_var=None, features=None, label=None, override=False) -> RiskEstimate:
         """Unbiased estimate of the *clean* risk from a *private* hold-out, with its standard error.
 
-        Each row contributes the IWP loss (DESIGN.md section 2) at the fitted (theta, b), whose
+        Each row contributes the IWP loss (docs/design.md section 2) at the fitted (theta, b), whose
         expectation over the release noise is the clean loss; the estimate is their mean and the
         standard error is their sample sd / sqrt(n) (rows are independent).  For a release file the
         noise parameters come from its metadata.  The logistic loss uses the fitted truncation K

@@ -23,7 +23,7 @@ class IWPClassifier(IWPBase):
     learning_rate: gamma0.  schedule: "constant" | "inverse" (gamma0/(1+mu gamma0 t)) | "paper".
     mu: mu of the inverse schedule (None = alpha).
     batch_size: rows per update (the last partial batch is used).
-    radius: projection radius on theta (None = feature_bound * |f'(0)| / alpha, DESIGN.md section 2).
+    radius: projection radius on theta (None = feature_bound * |f'(0)| / alpha, docs/design.md section 2).
     variance_cap: cap on sigma^2 |theta|^2 (None = no cap); keeps large steps stable.
     average: False | True (all iterates) | "tail" (last half) | start fraction | start update number.
     fit_intercept: learn a noise-free intercept.
