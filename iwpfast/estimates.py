@@ -44,7 +44,8 @@ from .losses import (
     series_F_unchecked,
 )
 
-__all__ = ["iwp_loss", "iwp_gradient", "label_tilde", "glm_scalars", "glm_loss_values"]
+__all__ = ["iwp_loss", "iwp_gradient", "label_tilde", "label_weight_table", "glm_scalars",
+           "glm_loss_values", "glm_scalars_table", "glm_loss_values_table"]
 
 
 def label_tilde(epsilon_y: float | None) -> float:
@@ -52,6 +53,29 @@ def label_tilde(epsilon_y: float | None) -> float:
     if epsilon_y is None or math.isinf(epsilon_y):
         return 1.0
     return 1.0 / (-math.expm1(-float(epsilon_y)))
+
+
+def label_weight_table(epsilon_y: float | None, n_classes: int) -> tuple[float, float, float, float]:
+    """Label weights of a one-vs-rest head under k-ary randomized response (docs/math.md):
+    (match_z, match_minus_z, other_z, other_minus_z), the weights of (F(z), F(-z)) where the
+    released class is the head's (z = u) and where it is not (z = -u):
+
+        ((1 - r)/(q - r), -r (k - 1)/(q - r))   and   (q/(q - r), -r/(q - r)).
+
+    k = 2 gives (S~, 1 - S~) twice, the binary inverse; public labels (1, 0) twice.
+    """
+    k = int(n_classes)
+    if k < 2:
+        raise InvalidInputError(f"n_classes={n_classes!r}: one-vs-rest needs at least 2 classes")
+    if epsilon_y is None or math.isinf(epsilon_y):
+        return (1.0, 0.0, 1.0, 0.0)
+    if k == 2:
+        tilde = label_tilde(epsilon_y)
+        return (tilde, 1.0 - tilde, tilde, 1.0 - tilde)
+    from .privacy.mechanisms import kary_probabilities
+    q, r = kary_probabilities(epsilon_y, k)
+    gap = q - r
+    return ((1.0 - r) / gap, -r * (k - 1) / gap, q / gap, -r / gap)
 
 
 # --------------------------------------------------------------------------------------------
@@ -90,6 +114,44 @@ def glm_loss_values(loss: str, z: np.ndarray, tau: float, label_weight: float,
         value = label_weight * value + (1.0 - label_weight) * series_F_unchecked(loss, 0, -z, tau,
                                                                                  truncation)
     return value
+
+
+def _table_weights(signs: np.ndarray, table) -> tuple[np.ndarray, np.ndarray]:
+    match = signs > 0
+    return np.where(match, table[0], table[2]), np.where(match, table[1], table[3])
+
+
+def _symmetric(table) -> bool:
+    return table[0] == table[2] and table[1] == table[3]
+
+
+def glm_scalars_table(loss: str, z: np.ndarray, signs: np.ndarray, tau: float, table,
+                      truncation: int) -> tuple[np.ndarray, np.ndarray]:
+    """``glm_scalars`` with a 2 x 2 label-weight table (``label_weight_table``): the row's weights
+    of (F(z), F(-z)) are table[0:2] where signs > 0 (label = the head's class), table[2:4] elsewhere.
+    A table with two equal rows is ``glm_scalars`` with S~ = table[0] (same bits)."""
+    if _symmetric(table):
+        return glm_scalars(loss, z, tau, table[0], truncation)
+    w_z, w_minus_z = _table_weights(signs, table)
+    if loss == "exponential":
+        e = np.exp(-tau - z)
+        e_neg = np.exp(-tau - (-z))
+        return w_z * (-e) - w_minus_z * (-e_neg), w_z * e + w_minus_z * e_neg
+    a = w_z * series_F_unchecked(loss, 1, z, tau, truncation) \
+        - w_minus_z * series_F_unchecked(loss, 1, -z, tau, truncation)
+    c = w_z * series_F_unchecked(loss, 2, z, tau, truncation) \
+        + w_minus_z * series_F_unchecked(loss, 2, -z, tau, truncation)
+    return a, c
+
+
+def glm_loss_values_table(loss: str, z: np.ndarray, signs: np.ndarray, tau: float, table,
+                          truncation: int) -> np.ndarray:
+    """Per-row IWP loss W_+ F_0(z) + W_- F_0(-z) with the table's weights for each row."""
+    if _symmetric(table):
+        return glm_loss_values(loss, z, tau, table[0], truncation)
+    w_z, w_minus_z = _table_weights(signs, table)
+    return w_z * series_F_unchecked(loss, 0, z, tau, truncation) \
+        + w_minus_z * series_F_unchecked(loss, 0, -z, tau, truncation)
 
 
 # --------------------------------------------------------------------------------------------
@@ -183,8 +245,13 @@ def _prepare(theta, X, y, loss, noise_var, epsilon_y, truncation, intercept, cor
 
 def iwp_loss(theta, X, y, *, loss: str, noise_var, epsilon_y: float | None = None,
              truncation: int = 2, intercept: float | None = None, correction: str = "iwp",
-             target_noise_var: float = 0.0) -> np.ndarray:
+             target_noise_var: float = 0.0, classes=None) -> np.ndarray:
     """Per-row IWP loss estimates, shape (n,); their expectation over the release noise is the clean loss.
+
+    With ``classes`` (k >= 2 one-vs-rest heads; docs/math.md "k classes"): ``classes`` is k or the
+    list of class values, ``y`` the released classes (indices 0..k-1, or the values), ``epsilon_y``
+    the budget of k-ary randomized response, ``theta`` (k, p), ``intercept`` None or (k,); the
+    result is (n, k), column c the estimate of head c's loss f(y_c u_c).
 
     Parameters
     ----------
@@ -206,6 +273,11 @@ def iwp_loss(theta, X, y, *, loss: str, noise_var, epsilon_y: float | None = Non
     >>> iwp_loss(np.array([1.0]), np.array([[0.0]]), np.array([1.0]), loss="exponential", noise_var=2.0)
     array([0.36787944])
     """
+    if classes is not None:
+        heads = _one_vs_rest(theta, X, y, classes, loss, noise_var, epsilon_y, truncation,
+                             intercept, correction, target_noise_var)
+        return np.stack([glm_loss_values_table(loss, signs * u, signs, tau, table, truncation)
+                         for signs, u, tau, table, *_ in heads], axis=1)
     theta, X, y, s, tau, weight, u, truncation, intercept, target_var = _prepare(
         theta, X, y, loss, noise_var, epsilon_y, truncation, intercept, correction, target_noise_var)
     if loss in REGRESSION_LOSSES:
@@ -216,8 +288,11 @@ def iwp_loss(theta, X, y, *, loss: str, noise_var, epsilon_y: float | None = Non
 
 def iwp_gradient(theta, X, y, *, loss: str, noise_var, epsilon_y: float | None = None,
                  truncation: int = 2, intercept: float | None = None, correction: str = "iwp",
-                 target_noise_var: float = 0.0) -> np.ndarray:
+                 target_noise_var: float = 0.0, classes=None) -> np.ndarray:
     """Per-row IWP gradient estimates, shape (n, p), or (n, p+1) with an intercept (last column: d/db).
+
+    With ``classes`` (as in ``iwp_loss``): shape (n, k, p) or (n, k, p+1), block c the gradient of
+    head c (theta[c], intercept[c]).
 
     Each row is the exact gradient of the corresponding ``iwp_loss`` row, and its expectation over
     the release noise is the clean gradient (exactly for exponential / quadratic / squared_error; up
@@ -234,6 +309,18 @@ def iwp_gradient(theta, X, y, *, loss: str, noise_var, epsilon_y: float | None =
     ...              loss="quadratic", noise_var=0.5, intercept=0.0)
     array([[-0.5,  1. ,  1. ]])
     """
+    if classes is not None:
+        blocks = []
+        for signs, u, tau, table, theta_c, X_c, s, has_intercept in _one_vs_rest(
+                theta, X, y, classes, loss, noise_var, epsilon_y, truncation, intercept, correction,
+                target_noise_var):
+            a, c = glm_scalars_table(loss, signs * u, signs, tau, table, truncation)
+            row_weight = a * signs
+            grad = row_weight[:, None] * X_c - c[:, None] * (s * theta_c)[None, :]
+            if has_intercept:
+                grad = np.concatenate([grad, row_weight[:, None]], axis=1)
+            blocks.append(grad)
+        return np.stack(blocks, axis=1)
     theta, X, y, s, tau, weight, u, truncation, intercept, _ = _prepare(
         theta, X, y, loss, noise_var, epsilon_y, truncation, intercept, correction, target_noise_var)
     if loss in REGRESSION_LOSSES:
@@ -246,3 +333,67 @@ def iwp_gradient(theta, X, y, *, loss: str, noise_var, epsilon_y: float | None =
     if intercept is not None:
         grad = np.concatenate([grad, row_weight[:, None]], axis=1)
     return grad
+
+
+def class_indices(y, classes) -> tuple[np.ndarray, int]:
+    """(class index of each label, k): ``classes`` is k (labels are indices 0..k-1) or the list of
+    class values (labels are those values).  A label outside the classes names its row."""
+    if isinstance(classes, numbers.Integral) and not isinstance(classes, bool):
+        k = int(classes)
+        if k < 2:
+            raise InvalidInputError(f"classes={classes!r}: one-vs-rest needs at least 2 classes")
+        codes = np.asarray(y)
+        if codes.dtype.kind not in "iuf" or codes.ndim != 1:
+            raise InvalidInputError(f"y must be a 1-D array of class indices 0..{k - 1} with "
+                                    f"classes={k}, got dtype {codes.dtype}, shape {codes.shape}")
+        bad = ~np.isin(codes, np.arange(k))
+        if bad.any():
+            row = int(np.argmax(bad))
+            raise InvalidInputError(f"y[{row}] = {codes[row].item()!r} is not a class index 0..{k - 1}; "
+                                    "pass indices, or classes=[the class values]")
+        return codes.astype(np.int64), k
+    from .privacy.spec import check_classes
+    values = check_classes(classes)
+    labels = np.asarray(y, dtype=object if isinstance(values[0], str) else None)
+    if labels.ndim != 1:
+        raise InvalidInputError(f"y must be 1-D (one label per row), got shape {labels.shape}")
+    lookup = {v: i for i, v in enumerate(values)}
+    codes = np.empty(labels.shape[0], np.int64)
+    for row, value in enumerate(labels.tolist()):
+        index = lookup.get(value)
+        if index is None:
+            raise InvalidInputError(f"y[{row}] = {value!r} is not one of the classes {list(values)!r}; "
+                                    "declare every class")
+        codes[row] = index
+    return codes, len(values)
+
+
+def _one_vs_rest(theta, X, y, classes, loss, noise_var, epsilon_y, truncation, intercept,
+                 correction, target_noise_var):
+    """Per head c: (signs, u, tau, table, theta_c, X, s, has_intercept), validated."""
+    check_loss(loss, allowed=CLASSIFICATION_LOSSES, parameter="loss (with classes=)")
+    codes, k = class_indices(y, classes)
+    theta = np.asarray(theta)
+    if theta.ndim != 2 or theta.shape[0] != k:
+        raise InvalidInputError(f"theta has shape {theta.shape}; with {k} classes pass one row of "
+                                f"coefficients per class, shape ({k}, p)")
+    if intercept is not None:
+        intercept = np.asarray(intercept, dtype=np.float64)
+        if intercept.shape != (k,):
+            raise InvalidInputError(f"intercept has shape {intercept.shape}; with {k} classes pass "
+                                    f"None or one intercept per class, shape ({k},)")
+    if epsilon_y is not None and (isinstance(epsilon_y, bool) or not isinstance(epsilon_y, numbers.Real)
+                                  or not epsilon_y > 0):
+        raise InvalidInputError(f"epsilon_y={epsilon_y!r} must be > 0 (the label budget of k-ary "
+                                "randomized response), or None for public labels")
+    if correction not in ("iwp", "none"):
+        raise InvalidInputError(f"correction={correction!r}; choose 'iwp' (unbiased) or 'none' (naive)")
+    table = label_weight_table(epsilon_y, k) if correction == "iwp" else (1.0, 0.0, 1.0, 0.0)
+    heads = []
+    for c in range(k):
+        signs = np.where(codes == c, 1.0, -1.0)
+        theta_c, X_c, _, s, tau, _, u, truncation, b, _ = _prepare(
+            theta[c], X, signs, loss, noise_var, None, truncation,
+            None if intercept is None else float(intercept[c]), correction, target_noise_var)
+        heads.append((signs, u, tau, table, theta_c, X_c, s, intercept is not None))
+    return heads

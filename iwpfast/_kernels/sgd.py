@@ -24,7 +24,10 @@ label dtype) serves every p, (p, n) arrays and lists of 1-D arrays, writable or 
 ``iwpfast.sgd.engine``: the kernels check nothing and never raise.
 
 Parameter packing (so the signature stays stable): ``fparams`` = [label_tilde, alpha,
-learning_rate, mu, radius, variance_cap]; ``iparams`` = [loss_code, mode_code, schedule_code,
+learning_rate, mu, radius, variance_cap, match_minus_z, other_z, other_minus_z] (the label
+weights of (F(z), F(-z)) as a 2 x 2 table: (label_tilde, match_minus_z) where the row's label is
+the head's class, (other_z, other_minus_z) where it is not; binary heads have two equal rows
+(S~, 1 - S~), public labels (1, 0)); ``iparams`` = [loss_code, mode_code, schedule_code,
 truncation, fit_intercept, average_start, trace_every, batch_size].  ``eulerian[d, k]`` =
 (-1)^k A(d, k), the Eulerian-number coefficients of the sigmoid derivatives (logistic only).
 """
@@ -127,8 +130,9 @@ def _margins(addresses, like, offset, m, theta, intercept, fit_intercept, margin
 
 
 @jit
-def _logistic_scalars(z, w, tau, truncation, label_tilde, private, eulerian):
-    """(a, c) of the K-truncated logistic IWP loss at margin z, with w = exp(-|z|).
+def _logistic_scalars(z, w, tau, truncation, weight_z, weight_minus_z, private, eulerian):
+    """(a, c) of the K-truncated logistic IWP loss at margin z, with w = exp(-|z|), label weights
+    (weight_z, weight_minus_z) of (F(z), F(-z)) (binary: S~ and 1 - S~).
 
     f'(v) = -S(-v); f^(n)(v) = S^(n-1)(v) for n >= 2, and for r = |z| >= 0 the sigmoid
     derivatives are S^(d)(r) = (-1)^(d+1) w (sum_k (-1)^k A(d,k) w^k) / (1+w)^(d+1) (Eulerian form,
@@ -169,18 +173,27 @@ def _logistic_scalars(z, w, tau, truncation, label_tilde, private, eulerian):
     if not private:
         return f1_z, even_part
     f1_minus_z = first_at_minus_z - sign * odd_part
-    a = label_tilde * f1_z - (1.0 - label_tilde) * f1_minus_z
-    c = label_tilde * even_part + (1.0 - label_tilde) * even_part
+    a = weight_z * f1_z - weight_minus_z * f1_minus_z
+    c = weight_z * even_part + weight_minus_z * even_part
     return a, c
 
 
 @jit
-def _row_scalars(loss, iwp, y, m, margin, tau, label_tilde, truncation, eulerian,
+def _row_scalars(loss, iwp, y, m, margin, tau, fparams, truncation, eulerian,
                  weight, curvature):
     """weight[i] = coefficient of x_i in the row gradient (a_i y_i, or u_i - y_i), curvature[i] = c_i.
 
+    Label weights: the 2 x 2 table (fparams[0], fparams[6]; fparams[7], fparams[8]) = weights of
+    (F(z), F(-z)) for a row whose label is the head's class (y = +1) and for one whose label is
+    not (y = -1).  A binary head has two equal rows (S~, 1 - S~) and takes the loops below that
+    read one weight; a k-class one-vs-rest head has two different rows (``_table_row_scalars``).
     Loops have no data-dependent branches so that LLVM vectorizes them (fast_exp included).
     """
+    label_tilde = fparams[0]
+    if not (fparams[7] == label_tilde and fparams[8] == fparams[6]):
+        _table_row_scalars(loss, y, m, margin, tau, fparams[0], fparams[6], fparams[7],
+                           fparams[8], truncation, eulerian, weight, curvature)
+        return
     private = label_tilde != 1.0
     if loss == LOSS_EXPONENTIAL:
         if private:
@@ -220,7 +233,7 @@ def _row_scalars(loss, iwp, y, m, margin, tau, label_tilde, truncation, eulerian
         for i in range(m):
             yi = np.float64(y[i])
             a, c = _logistic_scalars(yi * margin[i], curvature[i], tau, truncation, label_tilde,
-                                     private, eulerian)
+                                     1.0 - label_tilde, private, eulerian)
             weight[i] = a * yi
             curvature[i] = c
     else:                                           # squared error: gradient (u - y) x - s*theta
@@ -229,12 +242,54 @@ def _row_scalars(loss, iwp, y, m, margin, tau, label_tilde, truncation, eulerian
             curvature[i] = 1.0 if iwp else 0.0
 
 
+@jit
+def _table_row_scalars(loss, y, m, margin, tau, match_z, match_minus_z, other_z, other_minus_z,
+                       truncation, eulerian, weight, curvature):
+    """``_row_scalars`` for a one-vs-rest head of a k-class label (docs/math.md): the weights of
+    (F(z), F(-z)) are (match_z, match_minus_z) where y_i = +1 (the released class is the head's)
+    and (other_z, other_minus_z) where y_i = -1; chosen by a select, so the loops vectorize."""
+    if loss == LOSS_EXPONENTIAL:
+        for i in range(m):
+            yi = np.float64(y[i])
+            match = yi > 0.0
+            w_z = match_z if match else other_z
+            w_minus_z = match_minus_z if match else other_minus_z
+            z = yi * margin[i]
+            e_z = fast_exp(-tau - z)                # -F_1(z) = F_2(z) = exp(-tau - z)
+            e_minus_z = fast_exp(-tau + z)
+            a = w_z * (-e_z) - w_minus_z * (-e_minus_z)
+            weight[i] = a * yi
+            curvature[i] = w_z * e_z + w_minus_z * e_minus_z
+    elif loss == LOSS_QUADRATIC:
+        for i in range(m):
+            yi = np.float64(y[i])
+            match = yi > 0.0
+            w_z = match_z if match else other_z
+            w_minus_z = match_minus_z if match else other_minus_z
+            z = yi * margin[i]
+            a = w_z * (z - 1.0) - w_minus_z * (-z - 1.0)
+            weight[i] = a * yi
+            curvature[i] = w_z + w_minus_z
+    else:                                           # logistic
+        for i in range(m):
+            curvature[i] = fast_exp(-abs(np.float64(y[i]) * margin[i]))
+        for i in range(m):
+            yi = np.float64(y[i])
+            match = yi > 0.0
+            w_z = match_z if match else other_z
+            w_minus_z = match_minus_z if match else other_minus_z
+            a, c = _logistic_scalars(yi * margin[i], curvature[i], tau, truncation, w_z, w_minus_z,
+                                     True, eulerian)
+            weight[i] = a * yi
+            curvature[i] = c
+
+
 @jit_inline
 def _batch(addresses, like, y, offset, m, fparams, iparams, noise_var, eulerian,
            theta, theta_avg, intercept, intercept_avg, counters, telemetry, trace, trace_steps,
            margin, weight, curvature, gradient, lanes, group_lanes, ones):
-    """One SGD update on rows [offset, offset + m) of the columns.  Returns False on divergence."""
-    label_tilde = fparams[0]
+    """One SGD update on rows [offset, offset + m) of the columns, whose labels are y[0:m].
+    Returns False on divergence."""
     alpha = fparams[1]
     learning_rate = fparams[2]
     mu = fparams[3]
@@ -257,8 +312,7 @@ def _batch(addresses, like, y, offset, m, fparams, iparams, noise_var, eulerian,
         tau = 0.5 * tau
     # 2. margins and per-row scalars
     _margins(addresses, like, offset, m, theta, intercept, fit_intercept, margin)
-    _row_scalars(loss, iwp, y[offset:offset + m], m, margin, tau, label_tilde, truncation, eulerian,
-                 weight, curvature)
+    _row_scalars(loss, iwp, y, m, margin, tau, fparams, truncation, eulerian, weight, curvature)
     # 3. mean gradient
     mean_curvature = _sum_lanes(curvature, m, lanes, ones) / m if iwp else 0.0
     norm_sq = 0.0
@@ -399,8 +453,8 @@ def sgd_chunk(addresses, like, y_address, y_like, n_rows, carry_addresses, carry
         counters[C_CARRY] = carried
         if carried == batch_size:
             rows_before = telemetry[T_ROWS]
-            if not _batch_called(carry_addresses, carry_like, carry_y, 0, batch_size, fparams,
-                                 iparams, noise_var, eulerian, theta, theta_avg, intercept,
+            if not _batch_called(carry_addresses, carry_like, carry_y[:batch_size], 0, batch_size,
+                                 fparams, iparams, noise_var, eulerian, theta, theta_avg, intercept,
                                  intercept_avg, counters, telemetry, trace, trace_steps, margin,
                                  weight, curvature, gradient, lanes, group_lanes, ones):
                 return np.int64(rows_before) + batch_size - 1
@@ -430,11 +484,12 @@ def sgd_chunk(addresses, like, y_address, y_like, n_rows, carry_addresses, carry
         else:
             sources = addresses
             first_row = position
-        # _batch reads rows [offset, offset + m) of the columns and of the labels
-        labels = y[position - first_row:]
+        # _batch reads rows [offset, offset + m) of the columns and the m labels it is given
         for b in range(n_batches):
             rows_before = telemetry[T_ROWS]
-            if not _batch(sources, like, labels, first_row + b * batch_size, batch_size, fparams,
+            start = position + b * batch_size
+            if not _batch(sources, like, y[start:start + batch_size], first_row + b * batch_size,
+                          batch_size, fparams,
                           iparams, noise_var, eulerian, theta, theta_avg, intercept,
                           intercept_avg, counters, telemetry, trace, trace_steps, margin, weight,
                           curvature, gradient, lanes, group_lanes, ones):
@@ -469,7 +524,7 @@ def sgd_finish(carry_addresses, carry_like, fparams, iparams, noise_var, euleria
     group_lanes = np.empty(GRADIENT_GROUP * LANES)
     ones = np.ones(carried)
     rows_before = telemetry[T_ROWS]
-    if not _batch_called(carry_addresses, carry_like, carry_y, 0, carried, fparams, iparams,
+    if not _batch_called(carry_addresses, carry_like, carry_y[:carried], 0, carried, fparams, iparams,
                          noise_var, eulerian, theta, theta_avg, intercept, intercept_avg, counters,
                          telemetry, trace, trace_steps, margin, weight, curvature, gradient, lanes,
                          group_lanes, ones):
@@ -500,6 +555,27 @@ def first_invalid_label(y):
 
 
 @jit
+def first_invalid_class(y, n_classes):
+    """Index of the first label that is not a class index 0..n_classes-1, or -1 (the wrapper's
+    check of a class-index label column; branch-free count per block like first_invalid_label)."""
+    n = y.shape[0]
+    block = 4096
+    limit = np.float64(n_classes)
+    for start in range(0, n, block):
+        stop = min(start + block, n)
+        bad = 0
+        for i in range(start, stop):
+            v = np.float64(y[i])
+            bad += not (v >= 0.0 and v < limit and math.floor(v) == v)     # NaN counts as bad
+        if bad:
+            for i in range(start, stop):
+                v = np.float64(y[i])
+                if not (v >= 0.0 and v < limit and math.floor(v) == v):
+                    return i
+    return -1
+
+
+@jit
 def reduction_blocks(weight, column, addresses, like, theta, lanes, group_lanes, margin):
     """The IR reduction blocks of one batch, compiled (for tests/test_kernels.py, which checks
     them bit for bit against their plain-Python definitions in ``_lowlevel``)."""
@@ -507,3 +583,141 @@ def reduction_blocks(weight, column, addresses, like, theta, lanes, group_lanes,
     lane_blocks(weight, column, m // LANES, lanes)
     lane_blocks_group(weight, addresses, 1, 16, like, (m - 16) // LANES, group_lanes)
     margin_blocks(addresses, 8, like, theta, (m - 8) // MARGIN_BLOCK, margin)
+
+
+@jit_inline
+def _class_signs(codes, cls, m, signs):
+    """signs[i] = +1 where the class index codes[i] is the head's class ``cls``, else -1."""
+    for i in range(m):
+        signs[i] = 1.0 if np.float64(codes[i]) == cls else -1.0
+
+
+@jit
+def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, carry_addresses, carry_like,
+                    fparams, iparams, noise_var, eulerian, classes, thetas, theta_avgs, intercepts,
+                    intercept_avgs, carry_X, carry_y, counters, telemetry, traces, trace_steps):
+    """k one-vs-rest heads of one class-index label in one scan (docs/math.md "k classes").
+
+    Row c of each 2-D argument (``fparams``, ``iparams``, ``noise_var``, ``thetas``, ...,
+    ``counters``, ``telemetry``; ``traces[c]`` and ``trace_steps[c]``) is head c; ``classes[c]`` is
+    its class index.  The labels are class indices; the carried rows (carry_X, carry_y: indices)
+    are shared, with counters[c, C_CARRY] equal for every head.  Per batch every head makes its
+    update from the same rows while they are in cache (each with its own +-1 signs); each head's
+    update is ``_batch``, so head c has the bits of a single-head run on +-1 labels
+    (``sgd_chunk``).  Returns -1, or the global index of the last row of the batch after which a
+    head diverged (that head's theta is not finite; the scan stops there).
+    """
+    n_heads = thetas.shape[0]
+    batch_size = iparams[0, 7]
+    n_features = thetas.shape[1]
+    y = column_view(y_address, n_rows, y_like)
+    margin = np.empty(batch_size)
+    weight = np.empty(batch_size)
+    curvature = np.empty(batch_size)
+    gradient = np.empty(n_features)
+    lanes = np.empty(LANES)
+    group_lanes = np.empty(GRADIENT_GROUP * LANES)
+    ones = np.ones(batch_size)
+    signs = np.empty(batch_size)
+    position = 0
+    carried = counters[0, C_CARRY]
+    if carried > 0:
+        take = min(batch_size - carried, n_rows)
+        for j in range(n_features):
+            column = column_view(addresses[j], n_rows, like)
+            for i in range(take):
+                carry_X[j, carried + i] = np.float64(column[i])
+        for i in range(take):
+            carry_y[carried + i] = np.float64(y[i])
+        carried += take
+        position = take
+        for c in range(n_heads):
+            counters[c, C_CARRY] = carried
+        if carried == batch_size:
+            for c in range(n_heads):
+                rows_before = telemetry[c, T_ROWS]
+                _class_signs(carry_y, classes[c], batch_size, signs)
+                if not _batch_called(carry_addresses, carry_like, signs, 0, batch_size, fparams[c],
+                                     iparams[c], noise_var[c], eulerian, thetas[c], theta_avgs[c],
+                                     intercepts[c], intercept_avgs[c], counters[c], telemetry[c],
+                                     traces[c], trace_steps[c], margin, weight, curvature, gradient,
+                                     lanes, group_lanes, ones):
+                    return np.int64(rows_before) + batch_size - 1
+            for c in range(n_heads):
+                counters[c, C_CARRY] = 0
+    staging = n_features >= STAGE_MIN_FEATURES
+    stage_batches = max(1, STAGE_COLUMN_BYTES // (batch_size * like.itemsize))
+    stage_rows = stage_batches * batch_size if staging else 0
+    stage = np.empty((n_features, stage_rows), like.dtype)
+    stage_addresses = np.empty(n_features, np.int64)
+    for j in range(n_features):
+        stage_addresses[j] = stage.ctypes.data + j * stage.strides[0]
+    while position + batch_size <= n_rows:
+        n_batches = (n_rows - position) // batch_size
+        if staging:
+            n_batches = min(n_batches, stage_batches)
+            rows = n_batches * batch_size
+            for j in range(n_features):
+                source = column_view(addresses[j] + position * like.itemsize, rows, like)
+                target = stage[j]
+                for i in range(rows):
+                    target[i] = source[i]
+            sources = stage_addresses
+            first_row = 0
+        else:
+            sources = addresses
+            first_row = position
+        for b in range(n_batches):
+            start = position + b * batch_size
+            codes = y[start:start + batch_size]
+            for c in range(n_heads):
+                rows_before = telemetry[c, T_ROWS]
+                _class_signs(codes, classes[c], batch_size, signs)
+                if not _batch(sources, like, signs, first_row + b * batch_size, batch_size,
+                              fparams[c], iparams[c], noise_var[c], eulerian, thetas[c],
+                              theta_avgs[c], intercepts[c], intercept_avgs[c], counters[c],
+                              telemetry[c], traces[c], trace_steps[c], margin, weight, curvature,
+                              gradient, lanes, group_lanes, ones):
+                    return np.int64(rows_before) + batch_size - 1
+        position += n_batches * batch_size
+    rest = n_rows - position
+    if rest > 0:
+        for j in range(n_features):
+            column = column_view(addresses[j], n_rows, like)
+            for i in range(rest):
+                carry_X[j, i] = np.float64(column[position + i])
+        for i in range(rest):
+            carry_y[i] = np.float64(y[position + i])
+        for c in range(n_heads):
+            counters[c, C_CARRY] = rest
+    return NO_DIVERGENCE
+
+
+@jit
+def sgd_finish_heads(carry_addresses, carry_like, fparams, iparams, noise_var, eulerian, classes,
+                     thetas, theta_avgs, intercepts, intercept_avgs, carry_y, counters, telemetry,
+                     traces, trace_steps):
+    """Run the shared carried partial batch (if any) as every head's last update."""
+    carried = counters[0, C_CARRY]
+    if carried == 0:
+        return NO_DIVERGENCE
+    n_features = thetas.shape[1]
+    margin = np.empty(carried)
+    weight = np.empty(carried)
+    curvature = np.empty(carried)
+    gradient = np.empty(n_features)
+    lanes = np.empty(LANES)
+    group_lanes = np.empty(GRADIENT_GROUP * LANES)
+    ones = np.ones(carried)
+    signs = np.empty(carried)
+    for c in range(thetas.shape[0]):
+        rows_before = telemetry[c, T_ROWS]
+        _class_signs(carry_y, classes[c], carried, signs)
+        if not _batch_called(carry_addresses, carry_like, signs, 0, carried, fparams[c], iparams[c],
+                             noise_var[c], eulerian, thetas[c], theta_avgs[c], intercepts[c],
+                             intercept_avgs[c], counters[c], telemetry[c], traces[c],
+                             trace_steps[c], margin, weight, curvature, gradient, lanes,
+                             group_lanes, ones):
+            return np.int64(rows_before) + carried - 1
+        counters[c, C_CARRY] = 0
+    return NO_DIVERGENCE

@@ -38,7 +38,7 @@ from ..exceptions import DivergenceError, InvalidInputError
 from ..losses import CLASSIFICATION_LOSSES, LOSS_CODES
 from .state import MODE_CODES, SCHEDULE_CODES, TELEMETRY_FIELDS, HeadConfig, HeadState
 
-__all__ = ["run_chunk", "finish", "warmup", "MAX_TRUNCATION"]
+__all__ = ["run_chunk", "finish", "run_chunk_heads", "finish_heads", "warmup", "MAX_TRUNCATION"]
 
 # Eulerian numbers A(2K, k) overflow float64 precision long before this; the estimator's variance
 # explodes already at K ~ 5 (docs/design.md section 3).
@@ -166,7 +166,26 @@ def _pack_config(cfg: HeadConfig):
             raise InvalidInputError(f"HeadConfig.label_keep_prob={keep!r} must be in (0.5, 1] "
                                     "(S(eps_y) = 1/(1+exp(-eps_y)) with eps_y > 0; None = public labels)")
         label_tilde = float(cfg.label_tilde)
-    fparams = np.array([label_tilde, alpha, learning_rate, mu, radius, variance_cap])
+    table = (label_tilde, 1.0 - label_tilde, label_tilde, 1.0 - label_tilde)
+    if cfg.label_weights is not None:
+        if cfg.loss not in CLASSIFICATION_LOSSES:
+            raise InvalidInputError(f"HeadConfig.label_weights is for classification losses, not "
+                                    f"{cfg.loss!r}; drop it")
+        weights = np.asarray(cfg.label_weights, dtype=np.float64) if np.ndim(cfg.label_weights) \
+            else np.zeros(0)
+        if weights.shape not in ((4,), (2, 2)) or not np.all(np.isfinite(weights)):
+            raise InvalidInputError(f"HeadConfig.label_weights={cfg.label_weights!r} must be 4 finite "
+                                    "numbers (match_z, match_minus_z, other_z, other_minus_z): use "
+                                    "iwpfast.estimates.label_weight_table(epsilon_y, k)")
+        if cfg.mode == "iwp":
+            table = tuple(float(w) for w in weights.ravel())
+    if cfg.label_class is not None:
+        if cfg.loss not in CLASSIFICATION_LOSSES:
+            raise InvalidInputError(f"HeadConfig.label_class is for classification losses, not "
+                                    f"{cfg.loss!r}; drop it")
+        _integer(cfg.label_class, "label_class", 0)
+    fparams = np.array([table[0], alpha, learning_rate, mu, radius, variance_cap, table[1], table[2],
+                        table[3]])
     iparams = np.array([LOSS_CODES[cfg.loss], MODE_CODES[cfg.mode], SCHEDULE_CODES[cfg.schedule],
                         truncation, int(bool(cfg.fit_intercept)), int(cfg.average_start),
                         trace_every, batch_size], dtype=np.int64)
@@ -311,7 +330,7 @@ def _carry_addresses(state: HeadState) -> np.ndarray:
     return carry.ctypes.data + np.arange(carry.shape[0], dtype=np.int64) * carry.strides[0]
 
 
-_LIKE = {np.dtype(np.float32): np.empty(0, np.float32), np.dtype(np.float64): np.empty(0, np.float64)}
+_LIKE = {np.dtype(t): np.empty(0, t) for t in (np.float32, np.float64, np.int8, np.int16)}
 
 
 def _raise_divergence(cfg: HeadConfig, row: int) -> None:
@@ -334,6 +353,9 @@ def run_chunk(cfg: HeadConfig, state: HeadState, X, y) -> None:
     result does not depend on how the stream is chunked.  Raises ``InvalidInputError`` for bad
     input (nothing is changed then) and ``DivergenceError`` when theta becomes non-finite.
     """
+    if cfg.label_class is not None:       # class-index labels: the k-head kernel with k = 1
+        run_chunk_heads([cfg], [state], X, y)
+        return
     fparams, iparams, noise_var, eulerian = _kernel_config(cfg)
     _check_state(cfg, state)
     columns, addresses, dtype, n = _columns(X, cfg.n_features)
@@ -355,6 +377,9 @@ def run_chunk(cfg: HeadConfig, state: HeadState, X, y) -> None:
 
 def finish(cfg: HeadConfig, state: HeadState) -> None:
     """Run the carried partial batch (fewer than batch_size rows) as the last update, if any."""
+    if cfg.label_class is not None:
+        finish_heads([cfg], [state])
+        return
     fparams, iparams, noise_var, eulerian = _kernel_config(cfg)
     _check_state(cfg, state)
     if state.carry_n == 0:
@@ -366,6 +391,141 @@ def finish(cfg: HeadConfig, state: HeadState) -> None:
         state.counters, state.telemetry, state.trace, state.trace_steps)
     if row >= 0:
         _raise_divergence(cfg, int(row))
+
+
+# ------------------------------------------------------------------------------------------
+# k one-vs-rest heads of a class-index label, in one scan
+# ------------------------------------------------------------------------------------------
+
+_STACKED = ("theta", "theta_avg", "intercept", "intercept_avg", "counters", "telemetry")
+
+
+#: label dtypes the k-head kernel reads as they are (a release writes int8 class indices)
+_CLASS_DTYPES = tuple(np.dtype(t) for t in (np.int8, np.int16, np.float32, np.float64))
+#: class indices are < MAX_CLASSES (a release writes them as int8 or int16)
+MAX_CLASSES = 32767
+
+
+def _class_labels(y, n: int) -> np.ndarray:
+    """Class indices, checked (integers in [0, MAX_CLASSES)); int8/int16/float32/float64 are read
+    in place, other integer types converted once (int16 when the values fit, else float64)."""
+    y = np.asarray(y)
+    if y.ndim != 1 or y.shape[0] != n:
+        raise InvalidInputError(f"y has shape {y.shape}; expected ({n},), one class index per row of X")
+    if y.dtype.kind not in "iuf":
+        raise InvalidInputError(f"y has dtype {y.dtype}; one-vs-rest heads (label_class) read class "
+                                "indices 0..k-1 (integers)")
+    if y.dtype not in _CLASS_DTYPES:
+        fits = y.dtype.kind in "iu" and n and int(y.min()) >= -32768 and int(y.max()) <= 32767
+        y = y.astype(np.int16 if (fits or not n) else np.float64)
+    y = np.ascontiguousarray(y)
+    if n:
+        row = int(_kernels().first_invalid_class(y, MAX_CLASSES))
+        if row >= 0:
+            raise InvalidInputError(f"y[{row}] = {y[row].item()!r} (row {row} of this chunk) is not a "
+                                    "class index: one-vs-rest heads read integers 0..k-1 (the index of "
+                                    "the label in the declared classes)")
+    return y
+
+
+def _pack_heads(cfgs, states):
+    """Validate k heads that share one scan; return the kernel's per-head arrays."""
+    cfgs, states = list(cfgs), list(states)
+    if not cfgs or len(cfgs) != len(states):
+        raise InvalidInputError(f"run_chunk_heads needs one state per config, got {len(cfgs)} configs "
+                                f"and {len(states)} states")
+    first = cfgs[0]
+    packed = []
+    for c, (cfg, state) in enumerate(zip(cfgs, states)):
+        if cfg.label_class is None:
+            raise InvalidInputError(f"head {c}: HeadConfig.label_class is None; run_chunk_heads trains "
+                                    "one-vs-rest heads of a class-index label (set label_class=c)")
+        for name in ("n_features", "batch_size", "loss", "truncation"):
+            if getattr(cfg, name) != getattr(first, name):
+                raise InvalidInputError(f"head {c}: {name}={getattr(cfg, name)!r} differs from head 0's "
+                                        f"{getattr(first, name)!r}; heads of one scan share it")
+        packed.append(_kernel_config(cfg))
+        _check_state(cfg, state)
+        if state.carry_n != states[0].carry_n:
+            raise InvalidInputError(f"head {c} carries {state.carry_n} rows but head 0 carries "
+                                    f"{states[0].carry_n}: the states were not trained together")
+    fparams = np.stack([p[0] for p in packed])
+    iparams = np.stack([p[1] for p in packed])
+    noise_var = np.stack([p[2] for p in packed])
+    classes = np.array([float(cfg.label_class) for cfg in cfgs])
+    stacked = {name: np.stack([getattr(st, name) for st in states]) for name in _STACKED}
+    capacity = max(st.trace.shape[0] for st in states)
+    traces = np.zeros((len(states), capacity, first.n_features + 1))
+    trace_steps = np.zeros((len(states), capacity), np.int64)
+    for c, st in enumerate(states):
+        traces[c, :st.trace.shape[0]] = st.trace
+        trace_steps[c, :st.trace.shape[0]] = st.trace_steps
+    return fparams, iparams, noise_var, packed[0][3], classes, stacked, traces, trace_steps
+
+
+def _unpack_heads(states, stacked, traces, trace_steps):
+    for c, st in enumerate(states):
+        for name in _STACKED:
+            getattr(st, name)[...] = stacked[name][c]
+        st.trace[...] = traces[c, :st.trace.shape[0]]
+        st.trace_steps[...] = trace_steps[c, :st.trace.shape[0]]
+        if c:
+            st.carry_X[...] = states[0].carry_X
+            st.carry_y[...] = states[0].carry_y
+
+
+def _raise_heads_divergence(cfgs, states, row: int) -> None:
+    bad = [c for c, st in enumerate(states)
+           if not (np.all(np.isfinite(st.theta)) and np.isfinite(st.intercept[0]))]
+    _raise_divergence(cfgs[bad[0] if bad else 0], row)
+
+
+def run_chunk_heads(cfgs, states, X, y) -> None:
+    """k one-vs-rest heads (``HeadConfig.label_class`` set) of one class-index label, in one scan.
+
+    Every batch of rows is read once and used by every head while it is in cache; head c's model
+    has the bits of a single-head run (``run_chunk``) on the labels +1 where y == label_class, -1
+    elsewhere, with its own label weights.  ``y`` holds class indices (integers 0..k-1, any real
+    dtype).  The heads must share n_features, batch_size, loss and truncation, and have been
+    trained together (same carried rows).  States are updated in place.
+    """
+    cfgs, states = list(cfgs), list(states)
+    fparams, iparams, noise_var, eulerian, classes, stacked, traces, trace_steps = \
+        _pack_heads(cfgs, states)
+    columns, addresses, dtype, n = _columns(X, cfgs[0].n_features)
+    codes = _class_labels(y, n)
+    if n == 0:
+        return
+    for cfg, state in zip(cfgs, states):
+        _check_trace_room(cfg, state, (state.carry_n + n) // cfg.batch_size)
+    row = _kernels().sgd_chunk_heads(
+        addresses, _LIKE[dtype], np.int64(codes.ctypes.data), _LIKE[codes.dtype], np.int64(n), _carry_addresses(states[0]), _LIKE[np.dtype(np.float64)], fparams, iparams,
+        noise_var, eulerian, classes, stacked["theta"], stacked["theta_avg"], stacked["intercept"],
+        stacked["intercept_avg"], states[0].carry_X, states[0].carry_y, stacked["counters"],
+        stacked["telemetry"], traces, trace_steps)
+    del columns, codes
+    _unpack_heads(states, stacked, traces, trace_steps)
+    if row >= 0:
+        _raise_heads_divergence(cfgs, states, int(row))
+
+
+def finish_heads(cfgs, states) -> None:
+    """Run the shared carried partial batch as the last update of every head, if any."""
+    cfgs, states = list(cfgs), list(states)
+    fparams, iparams, noise_var, eulerian, classes, stacked, traces, trace_steps = \
+        _pack_heads(cfgs, states)
+    if states[0].carry_n == 0:
+        return
+    for cfg, state in zip(cfgs, states):
+        _check_trace_room(cfg, state, 1)
+    row = _kernels().sgd_finish_heads(
+        _carry_addresses(states[0]), _LIKE[np.dtype(np.float64)], fparams, iparams, noise_var,
+        eulerian, classes, stacked["theta"], stacked["theta_avg"], stacked["intercept"],
+        stacked["intercept_avg"], states[0].carry_y, stacked["counters"], stacked["telemetry"],
+        traces, trace_steps)
+    _unpack_heads(states, stacked, traces, trace_steps)
+    if row >= 0:
+        _raise_heads_divergence(cfgs, states, int(row))
 
 
 def warmup(dtypes=("float32", "float64"), label_dtypes=None) -> None:

@@ -33,12 +33,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..estimates import glm_scalars
+from ..estimates import glm_scalars_table
 from ..exceptions import DivergenceError, InvalidInputError
 from ..losses import CLASSIFICATION_LOSSES, LOSS_CODES, REGRESSION_LOSSES
 from .state import MODE_CODES, SCHEDULE_CODES, TELEMETRY_INDEX, HeadConfig, HeadState
 
-__all__ = ["reference_run_chunk", "reference_finish"]
+__all__ = ["reference_run_chunk", "reference_finish", "reference_run_chunk_heads",
+           "reference_finish_heads"]
 
 _ROWS = TELEMETRY_INDEX["rows_seen"]
 _BATCHES = TELEMETRY_INDEX["batches"]
@@ -116,7 +117,12 @@ def _labels(cfg: HeadConfig, y, n: int) -> np.ndarray:
     if y.dtype.kind not in "biuf":
         raise InvalidInputError(f"y has dtype {y.dtype}; pass real numbers")
     y = y.astype(np.float64, copy=False)
-    if cfg.loss in CLASSIFICATION_LOSSES:
+    if cfg.label_class is not None:
+        bad = np.flatnonzero((y < 0) | (y != np.floor(y)) | ~np.isfinite(y))
+        if bad.size:
+            raise InvalidInputError(f"y[{bad[0]}] = {float(y[bad[0]])!r} (row {bad[0]} of this chunk) is "
+                                    "not a class index: one-vs-rest heads read integers 0..k-1")
+    elif cfg.loss in CLASSIFICATION_LOSSES:
         bad = np.flatnonzero((y != 1.0) & (y != -1.0))
         if bad.size:
             raise InvalidInputError(f"y[{bad[0]}] = {float(y[bad[0]])!r} (row {bad[0]} of this chunk): "
@@ -151,7 +157,8 @@ class _Head:
         self.iwp = iwp
         self.loss = cfg.loss
         self.regression = cfg.loss in REGRESSION_LOSSES
-        self.label_weight = cfg.label_tilde
+        self.label_table = cfg.label_table
+        self.label_class = None if cfg.label_class is None else float(cfg.label_class)
         self.truncation = int(cfg.truncation)
         self.alpha = float(cfg.alpha)
         self.gamma0 = float(cfg.learning_rate)
@@ -179,7 +186,9 @@ def _update(h: _Head, state: HeadState, Xb: np.ndarray, yb: np.ndarray) -> None:
         w = u - yb                      # per-row weight of x_i; c_i = 1 (times s = 0 unless iwp)
         c_mean = 1.0
     else:
-        a, c = glm_scalars(h.loss, yb * u, tau, h.label_weight, h.truncation)
+        if h.label_class is not None:   # class indices -> +1 for the head's class, -1 elsewhere
+            yb = np.where(yb == h.label_class, 1.0, -1.0)
+        a, c = glm_scalars_table(h.loss, yb * u, yb, tau, h.label_table, h.truncation)
         w = a * yb
         c_mean = float(c.sum()) / m
     # 3. mean gradient
@@ -297,3 +306,15 @@ def reference_finish(cfg: HeadConfig, state: HeadState) -> None:
     state.counters[_CARRY] = 0
     with np.errstate(over="ignore", invalid="ignore"):
         _update(_Head(cfg, noise_var), state, state.carry_X[:, :m], state.carry_y[:m])
+
+
+def reference_run_chunk_heads(cfgs, states, X, y) -> None:
+    """Twin of ``engine.run_chunk_heads``: the heads are independent, so one after the other."""
+    for cfg, state in zip(cfgs, states):
+        reference_run_chunk(cfg, state, X, y)
+
+
+def reference_finish_heads(cfgs, states) -> None:
+    """Twin of ``engine.finish_heads``."""
+    for cfg, state in zip(cfgs, states):
+        reference_finish(cfg, state)

@@ -58,6 +58,12 @@ class HeadConfig:
     average_start:   Polyak averaging of theta (and b) over the iterates after update number
                      ``average_start`` (0 = all iterates; a negative value = no averaging).
     trace_every:     record (theta, b) every k updates into the trace buffer (0 = never).
+    label_class:     None: labels are -1/+1.  An integer c: labels are class indices 0..k-1 and this
+                     is the one-vs-rest head of class c (its label is +1 where the index is c).
+    label_weights:   the 2 x 2 table of label weights (match_z, match_minus_z, other_z,
+                     other_minus_z) of (F(z), F(-z)) for rows whose label is / is not the head's
+                     class (docs/math.md "k classes"; ``iwpfast.estimates.label_weight_table``);
+                     None: from ``label_keep_prob`` (the binary S~, 1 - S~).  Mode iwp only.
     """
 
     loss: str
@@ -77,6 +83,8 @@ class HeadConfig:
     fit_intercept: bool = False
     average_start: int = -1
     trace_every: int = 0
+    label_class: int | None = None
+    label_weights: tuple | None = None
 
     @property
     def loss_code(self) -> int:
@@ -89,6 +97,16 @@ class HeadConfig:
     @property
     def schedule_code(self) -> int:
         return SCHEDULE_CODES[self.schedule]
+
+    @property
+    def label_table(self) -> tuple[float, float, float, float]:
+        """(match_z, match_minus_z, other_z, other_minus_z) as the kernel uses it: the given
+        ``label_weights`` in mode iwp, else (S~, 1 - S~) twice (public labels: (1, 0) twice)."""
+        if self.label_weights is not None and self.mode == "iwp":
+            return tuple(float(w) for w in self.label_weights)
+        tilde = self.label_tilde
+        other = 1.0 - tilde
+        return (tilde, other, tilde, other)
 
     @property
     def label_tilde(self) -> float:
