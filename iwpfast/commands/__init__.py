@@ -23,3 +23,34 @@ def split_names(values) -> list[str]:
     for v in values or []:
         out.extend(x for x in v.replace(",", " ").split() if x)
     return out
+
+
+def add_cluster_arguments(parser) -> None:
+    """``--scheduler ADDRESS`` / ``--workers N``: run the command on a Dask cluster."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--scheduler", metavar="ADDRESS",
+                       help="run on the Dask cluster of this scheduler (e.g. tcp://host:8786; "
+                            "needs pip install iwpfast[dask])")
+    group.add_argument("--workers", type=int, metavar="N",
+                       help="run on a local Dask cluster of N worker processes started for this "
+                            "command")
+
+
+def cluster_client(args):
+    """A Dask client for ``--scheduler``/``--workers`` (closed, with its local cluster, when the
+    context exits), or None when neither was given."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def managed():
+        from ..distributed import close_client, connect, local_client
+
+        client = connect(args.scheduler) if args.scheduler else local_client(args.workers)
+        try:
+            yield client
+        finally:
+            close_client(client)
+
+    if args.scheduler is None and args.workers is None:
+        return contextlib.nullcontext(None)
+    return managed()

@@ -1,7 +1,7 @@
 """``iwpfast fit DATA --out model.json``: one IWP-SGD pass over a release, model written as JSON."""
 from __future__ import annotations
 
-from . import add_subparser, split_names
+from . import add_cluster_arguments, add_subparser, split_names
 
 EXAMPLES = """\
   # the noise parameters, features and label are read from the release's metadata
@@ -13,6 +13,10 @@ EXAMPLES = """\
 
   # a long pass: checkpoint every 10M rows; after an interruption, the same command with --resume
   iwpfast fit big_ldp/ --out model.json --checkpoint fit.ckpt --checkpoint-every 10000000 --resume
+
+  # a multi-part release in a bucket, 8 shards on a Dask cluster, merged every quarter of the rows
+  iwpfast fit s3://bucket/release/ --out model.json --scheduler tcp://scheduler:8786 \\
+      --shards 8 --rounds 4
 
   # naive SGD on the same release (for comparison)
   iwpfast fit acs_ldp.parquet --correction none --out naive.json
@@ -87,6 +91,13 @@ def register(subparsers) -> None:
     p.add_argument("--checkpoint-every", type=int, default=None, metavar="ROWS")
     p.add_argument("--resume", action="store_true", help="continue from --checkpoint")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_cluster_arguments(p)
+    p.add_argument("--shards", type=int, default=None, metavar="K",
+                   help="with --scheduler/--workers: shards of about equal rows, one SGD pass each, "
+                        "averaged (default: one per worker)")
+    p.add_argument("--rounds", type=int, default=1, metavar="R",
+                   help="with --scheduler/--workers: merge the shards R times (periodic averaging; "
+                        "default 1)")
     p.set_defaults(handler=run)
 
 
@@ -119,11 +130,22 @@ def run(args) -> int:
         model = IWPClassifier(loss=args.loss or "exponential", truncation=args.truncation, **common)
         noise = dict(epsilon_y=args.epsilon_y)
     features = split_names(args.features) if args.features else None
-    with warnings.catch_warnings(record=True) as caught:
+    from . import cluster_client
+
+    with warnings.catch_warnings(record=True) as caught, cluster_client(args) as client:
         warnings.simplefilter("always")
-        model.fit(args.data, noise_var=args.noise_var, features=features, label=args.label,
-                  override=args.override, checkpoint=args.checkpoint,
-                  checkpoint_every=args.checkpoint_every, resume=args.resume, **noise)
+        if client is not None:
+            if args.checkpoint or args.noise_var is not None or args.override:
+                raise InvalidInputError(
+                    "--scheduler/--workers fit a release (its metadata gives the noise) without "
+                    "checkpoints: drop --checkpoint/--noise-var/--override, or fit on one machine")
+            from ..distributed import fit_files
+            fit_files(client, args.data, model, shards=args.shards, rounds=args.rounds,
+                      features=features, label=args.label)
+        else:
+            model.fit(args.data, noise_var=args.noise_var, features=features, label=args.label,
+                      override=args.override, checkpoint=args.checkpoint,
+                      checkpoint_every=args.checkpoint_every, resume=args.resume, **noise)
     for w in caught:
         print(f"iwpfast: warning: {w.message}")
     model.save(args.out)

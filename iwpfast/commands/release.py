@@ -1,7 +1,7 @@
 """``iwpfast release``: the data holder's one-time local-DP release of a dataset."""
 from __future__ import annotations
 
-from . import add_subparser, split_names
+from . import add_cluster_arguments, add_subparser, split_names
 
 EXAMPLES = """\
   # ACSIncome: 4 features with their public ranges, (1, 1e-5) on features + 1 on labels
@@ -16,6 +16,15 @@ EXAMPLES = """\
   # regression target PINCP scaled from its declared range, Gaussian noise on it too
   iwpfast release acs.parquet inc_ldp.parquet --task regression --label PINCP \\
       --target-range 0:200000 --features AGEP=0:99,SCHL=1:24 --epsilon-x 1 --epsilon-y 1
+
+  # a bucket of files, one part per file, on a Dask cluster (or --workers 8 on this machine)
+  iwpfast release s3://bucket/raw/ s3://bucket/release/ --features AGEP=0:99,SCHL=1:24 \\
+      --epsilon-x 1 --epsilon-y 1 --scheduler tcp://scheduler:8786
+
+A destination ending in / (or an existing folder) makes a multi-part release: one part per input
+file and a manifest written last; it reads back as one release. Paths may be URIs of any pyarrow
+filesystem (s3://, gs://, abfs://, hdfs://, file://; query options such as
+?endpoint_override=HOST:PORT&scheme=http) or fsspec URLs.
 
 A seed (--seed) makes the noise reproducible: use it for simulations only, never for a real
 release (whoever knows the seed can remove the noise). It is never written to the file.
@@ -32,7 +41,9 @@ def register(subparsers) -> None:
         examples=EXAMPLES,
     )
     p.add_argument("source", metavar="IN", help="Parquet/IPC/CSV file, directory or glob")
-    p.add_argument("destination", metavar="OUT", help="output file: *.parquet, or *.arrow/*.feather/*.ipc")
+    p.add_argument("destination", metavar="OUT",
+                   help="output file: *.parquet, or *.arrow/*.feather/*.ipc; or a folder / prefix "
+                        "ending in / for a multi-part release (one part per input file)")
     p.add_argument("--features", nargs="+", required=True, metavar="NAME[=LO:HI]",
                    help="feature columns (space or comma separated), optionally with their range")
     p.add_argument("--ranges", nargs="+", default=[], metavar="NAME=LO:HI",
@@ -72,6 +83,7 @@ def register(subparsers) -> None:
     p.add_argument("--batch-rows", type=int, default=1 << 18, help="rows per chunk (memory bound)")
     p.add_argument("--threads", type=int, help="noise threads (default: min(2, cores))")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_cluster_arguments(p)
     p.set_defaults(handler=run)
 
 
@@ -139,16 +151,39 @@ def run(args) -> int:
         # Show each warning once, as one plain line (not Python's file:line form).
         warnings.simplefilter("always")
         warnings.showwarning = _show_warning
-        result = release(
-            args.source, args.destination, spec, label=label, seed=args.seed,
-            overwrite=args.overwrite, on_invalid=args.on_invalid, format=args.format,
-            compression=None if args.compression == "none" else args.compression,
-            batch_rows=args.batch_rows, threads=args.threads,
-            progress=False if args.no_progress else None,
-        )
+        common = dict(label=label, seed=args.seed, overwrite=args.overwrite,
+                      on_invalid=args.on_invalid, format=args.format,
+                      compression=None if args.compression == "none" else args.compression,
+                      batch_rows=args.batch_rows)
+        from . import cluster_client
+
+        with cluster_client(args) as client:
+            if client is None:
+                result = release(args.source, args.destination, spec, threads=args.threads,
+                                 progress=False if args.no_progress else None, **common)
+            else:
+                from ..distributed import release_files
+
+                destination = args.destination
+                if not destination.split("?", 1)[0].endswith("/"):
+                    destination = _as_folder(destination)
+                result = release_files(client, args.source, destination, spec,
+                                       threads=args.threads or 1, **common)
     print(result.summary())
     print(result.spec.guarantee().statement)
     return 0
+
+
+def _as_folder(destination: str) -> str:
+    """A cluster release writes parts: the destination must be a folder / prefix."""
+    from ..exceptions import InvalidInputError
+    from ..io.filesystem import resolve
+
+    if resolve(destination).kind() == "dir":
+        return destination
+    raise InvalidInputError(
+        f"--scheduler/--workers write one part per input file: give a folder / prefix as OUT, "
+        f"ending in / (e.g. {destination.rstrip('/')}/)")
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):

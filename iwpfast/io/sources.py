@@ -555,6 +555,49 @@ class FileSource(Source):
             row = last if n is None else row + n
 
 
+class RowRangeSource(Source):
+    """Rows ``[start, stop)`` of a seekable source with a known row count: one shard of a
+    distributed pass.  Batches come from the base source (which seeks to ``start``: Parquet and
+    IPC files skip whole row groups); rows are numbered from 0 inside the range."""
+
+    def __init__(self, base: Source, start: int, stop: int):
+        if base.num_rows is None or not base.rereadable:
+            raise InvalidInputError(
+                f"{base.description}: a row range needs a source that knows its row count and can "
+                f"be re-read (Parquet/IPC files, tables); convert CSV data to Parquet first")
+        if not 0 <= int(start) <= int(stop) <= base.num_rows:
+            raise InvalidInputError(f"rows {start}:{stop} are not a range of the "
+                                    f"{base.num_rows} rows of {base.description}")
+        self.base = base
+        self.start, self.stop = int(start), int(stop)
+        self.description = f"{base.description} (rows {self.start}:{self.stop})"
+        self.cheap_decode = base.cheap_decode
+        super().__init__(base.full_schema, base.columns, base.batch_rows, self.stop - self.start)
+        # the release metadata stays the whole release's (its row count is the release's)
+
+    def group_ends(self) -> list[int] | None:
+        ends = self.base.group_ends()
+        if ends is None:
+            return None
+        inside = [e - self.start for e in ends if self.start < e < self.stop]
+        return inside + [self.stop - self.start] if self.stop > self.start else []
+
+    def _located(self, columns, start_row, batch_rows):
+        first = self.start + start_row
+        if first >= self.stop:
+            return
+        for origin, batch in self.base.located_batches(columns, first, batch_rows):
+            if origin.global_row >= self.stop:
+                break
+            n = min(batch.num_rows, self.stop - origin.global_row)
+            if n < batch.num_rows:
+                batch = batch.slice(0, n)
+            yield BatchOrigin(origin.file_index, origin.file, origin.row_group, origin.group_row,
+                              origin.global_row - self.start), batch
+            if origin.global_row + n >= self.stop:
+                break
+
+
 # --------------------------------------------------------------------------- entry point
 def _expand_path(loc: Location) -> tuple[list[Location], str]:
     """The data files ``loc`` names: a glob, a folder / prefix (a multi-part release's manifest

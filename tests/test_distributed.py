@@ -1,0 +1,202 @@
+"""The Dask release and training on a real local cluster (2 worker processes, 1 thread each),
+started and stopped by this module; compared with the serial release and with fit."""
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import iwpfast
+from iwpfast.exceptions import InvalidInputError
+from iwpfast.io import open_source
+from iwpfast.io.sources import FileSource, RowRangeSource
+from iwpfast.privacy import ReleaseSpec, release
+
+from s3_server import s3_server
+
+distributed = pytest.importorskip("distributed")
+dist = pytest.importorskip("iwpfast.distributed")
+
+FEATURES = ["a", "b", "c"]
+ROWS = [3000, 4100, 2500, 3400]
+
+
+@pytest.fixture(scope="module")
+def s3():
+    with s3_server() as server:  # before the cluster: the workers inherit its credentials
+        server.filesystem().create_dir("bkt")
+        yield server
+
+
+@pytest.fixture(scope="module")
+def client(s3):
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=None)
+    client = distributed.Client(cluster)
+    yield client
+    client.close()
+    cluster.close()
+
+
+def spec():
+    return ReleaseSpec(epsilon_x=2.0, delta=1e-5, bound=1.5, epsilon_y=1.0,
+                       ranges="a=-1:1,b=-1:1,c=0:5")
+
+
+@pytest.fixture(scope="module")
+def raw(tmp_path_factory):
+    d = tmp_path_factory.mktemp("raw")
+    r = np.random.default_rng(0)
+    for i, n in enumerate(ROWS):
+        x = r.uniform(-1, 1, (n, 2))
+        y = (x[:, 0] - 0.5 * x[:, 1] + 0.3 * r.standard_normal(n) > 0).astype(np.int64)
+        pq.write_table(pa.table({"a": x[:, 0], "b": x[:, 1], "c": r.uniform(0, 5, n), "y": y}),
+                       d / f"f{i}.parquet", row_group_size=1024)
+    return d
+
+
+def test_dask_release_with_a_seed_is_the_serial_release(client, raw, tmp_path):
+    serial = release(raw, str(tmp_path / "serial") + "/", spec(), FEATURES, "y", seed=42)
+    res = dist.release_files(client, raw, str(tmp_path / "dask") + "/", spec(), features=FEATURES,
+                             label="y", seed=42)
+    assert res.rows_written == serial.rows_written == sum(ROWS) and len(res.parts) == 4
+    assert "guarantee" not in res.summary() and res.spec.guarantee().epsilon == 3.0
+    for i in range(4):
+        name = f"part-{i:06d}.parquet"
+        a, b = pq.read_table(tmp_path / "serial" / name), pq.read_table(tmp_path / "dask" / name)
+        assert a.equals(b)  # same bits: part i's key comes from (seed, i) wherever it runs
+    s, d = open_source(tmp_path / "serial"), open_source(tmp_path / "dask")
+    assert s.num_rows == d.num_rows == sum(ROWS)
+    # parts of one release differ from each other (independent keys per part), and two
+    # unseeded releases differ (fresh OS entropy per part)
+    p0 = pq.read_table(tmp_path / "dask" / "part-000000.parquet")["a"].to_numpy()[:100]
+    p1 = pq.read_table(tmp_path / "dask" / "part-000001.parquet")["a"].to_numpy()[:100]
+    assert not np.array_equal(p0, p1)
+    u1 = dist.release_files(client, raw, str(tmp_path / "u1") + "/", spec(), features=FEATURES,
+                            label="y")
+    assert u1.rows_written == sum(ROWS)
+    q0 = pq.read_table(tmp_path / "u1" / "part-000000.parquet")["a"].to_numpy()[:100]
+    assert not np.array_equal(p0, q0)
+
+
+def test_failed_dask_release_publishes_nothing(client, raw, tmp_path):
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for i in range(3):
+        t = pq.read_table(raw / f"f{i}.parquet")
+        if i == 2:
+            c = t["c"].to_numpy().copy()
+            c[7] = np.inf
+            t = t.set_column(2, "c", pa.array(c))
+        pq.write_table(t, bad / f"f{i}.parquet")
+    with pytest.raises(InvalidInputError, match="non-finite"):
+        dist.release_files(client, bad, str(tmp_path / "out") + "/", spec(), features=FEATURES,
+                           label="y", seed=1)
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+@pytest.fixture(scope="module")
+def released(raw, tmp_path_factory):
+    out = tmp_path_factory.mktemp("rel") / "rel"
+    release(raw, str(out) + "/", spec(), FEATURES, "y", seed=3)
+    return out
+
+
+def test_fit_files_with_one_shard_is_fit(client, released):
+    kw = dict(learning_rate=0.005, batch_size=16, average="tail", variance_cap=2.0)
+    ref = iwpfast.IWPClassifier(**kw).fit(released)
+    got = dist.fit_files(client, released, iwpfast.IWPClassifier(**kw), shards=1)
+    np.testing.assert_array_equal(got.coef_, ref.coef_)
+    np.testing.assert_array_equal(got.intercept_, ref.intercept_)
+    assert got.n_rows_seen_ == ref.n_rows_seen_ == sum(ROWS)
+    assert got.n_iter_ == ref.n_iter_ and got.features_ == ref.features_
+    assert got.telemetry_["batches"] == ref.telemetry_["batches"]
+
+
+def test_fit_files_merges_shards_by_row_weighted_averaging(client, released):
+    kw = dict(learning_rate=0.005, batch_size=16, average="tail", variance_cap=2.0)
+    got = dist.fit_files(client, released, iwpfast.IWPClassifier(**kw), shards=2)
+    # the same two shards fitted here, one after the other, with the step x 2
+    n = sum(ROWS)
+    bounds = dist.shard_bounds(n, 2)
+    base = FileSource(open_source(released).locations, None, 1 << 16)
+    fits = [iwpfast.IWPClassifier(**{**kw, "learning_rate": 0.01}).fit(RowRangeSource(base, a, b))
+            for a, b in bounds]
+    w = np.array([b - a for a, b in bounds], dtype=float) / n
+    want = w[0] * fits[0].coef_ + w[1] * fits[1].coef_
+    np.testing.assert_allclose(got.coef_, want, rtol=1e-12, atol=1e-15)
+    assert got.n_rows_seen_ == n
+    assert got.n_iter_ == fits[0].n_iter_ + fits[1].n_iter_
+    assert got.telemetry_["projection_hits"] == sum(f.telemetry_["projection_hits"] for f in fits)
+    # periodic averaging: 3 rounds still see every row once
+    r3 = dist.fit_files(client, released, iwpfast.IWPClassifier(**kw), shards=2, rounds=3)
+    assert r3.n_rows_seen_ == n and r3.telemetry_["rounds"] == 3
+    assert np.all(np.sign(r3.coef_) == np.sign(got.coef_))
+
+
+def test_release_a_bucket_on_dask_and_train_from_the_bucket(client, raw, s3, tmp_path):
+    fs = s3.filesystem()
+    for i in range(len(ROWS)):
+        pq.write_table(pq.read_table(raw / f"f{i}.parquet"), f"bkt/raw/f{i}.parquet", filesystem=fs,
+                       row_group_size=1024)  # the same row groups: the same chunks, the same noise
+    res = dist.release_files(client, s3.uri("bkt/raw/"), s3.uri("bkt/rel/"), spec(),
+                             features=FEATURES, label="y", seed=8)
+    assert res.rows_written == sum(ROWS)
+    assert s3.keys("bkt/rel")[0] == "bkt/rel/_iwpfast_manifest.json"
+    local = release(raw, str(tmp_path / "rel") + "/", spec(), FEATURES, "y", seed=8)
+    assert local.rows_written == res.rows_written
+    kw = dict(learning_rate=0.005, batch_size=16, average="tail", variance_cap=2.0)
+    remote = dist.fit_files(client, s3.uri("bkt/rel"), iwpfast.IWPClassifier(**kw), shards=2)
+    here = dist.fit_files(client, tmp_path / "rel", iwpfast.IWPClassifier(**kw), shards=2)
+    np.testing.assert_array_equal(remote.coef_, here.coef_)
+
+
+def test_merge_states_is_the_weighted_mean():
+    from iwpfast.sgd.state import TELEMETRY_INDEX, HeadConfig, HeadState
+
+    cfg = HeadConfig(loss="exponential", mode="iwp", n_features=3, noise_var=np.ones(3))
+    r = np.random.default_rng(1)
+    states = []
+    for k in range(3):
+        s = HeadState.new(cfg)
+        s.theta[:] = r.standard_normal(3)
+        s.theta_avg[:] = r.standard_normal(3)
+        s.intercept[:] = r.standard_normal()
+        s.counters[:2] = [10 + k, 5 + k]
+        s.telemetry[TELEMETRY_INDEX["batches"]] = 10 + k
+        s.telemetry[TELEMETRY_INDEX["rows_seen"]] = 100 * (k + 1)
+        s.telemetry[TELEMETRY_INDEX["grad_norm_mean"]] = k + 1.0
+        states.append(s)
+    w = [1.0, 2.0, 3.0]
+    m = dist.merge_states(states, w)
+    ww = np.array(w) / 6
+    np.testing.assert_allclose(m.theta, sum(wk * s.theta for wk, s in zip(ww, states)))
+    np.testing.assert_allclose(m.theta_avg, sum(wk * s.theta_avg for wk, s in zip(ww, states)))
+    np.testing.assert_allclose(m.intercept, sum(wk * s.intercept for wk, s in zip(ww, states)))
+    assert m.telemetry[TELEMETRY_INDEX["rows_seen"]] == 600
+    assert m.telemetry[TELEMETRY_INDEX["batches"]] == 33
+    # pooled mean of the per-update gradient norms: weighted by updates
+    assert m.telemetry[TELEMETRY_INDEX["grad_norm_mean"]] == pytest.approx((10 + 22 + 36) / 33)
+    assert m.step == round(float(ww @ [10, 11, 12]))
+
+
+def test_cli_release_and_fit_on_the_cluster(client, raw, tmp_path, capsys):
+    from iwpfast.cli import main
+
+    address = client.scheduler.address
+    out = str(tmp_path / "rel") + "/"
+    assert main(["release", str(raw), out, "--features", *FEATURES, "--ranges", "a=-1:1",
+                 "b=-1:1", "c=0:5", "--epsilon-x", "2", "--epsilon-y", "1", "--bound", "1.5",
+                 "--seed", "4", "--no-progress", "--scheduler", address]) == 0
+    assert "in 4 parts" in capsys.readouterr().out
+    model = tmp_path / "m.json"
+    assert main(["fit", out, "--out", str(model), "--learning-rate", "0.005", "--average", "tail",
+                 "--scheduler", address, "--shards", "2", "--rounds", "2", "--no-progress"]) == 0
+    text = capsys.readouterr().out
+    assert f"on {sum(ROWS):,} rows" in text
+    back = iwpfast.load(model)
+    assert back.n_rows_seen_ == sum(ROWS) and back.telemetry_["shards"] == 2
+    # a file destination cannot hold parts: one line naming the fix
+    assert main(["release", str(raw), str(tmp_path / "x.parquet"), "--features", *FEATURES,
+                 "--ranges", "a=-1:1", "b=-1:1", "c=0:5", "--epsilon-x", "2", "--epsilon-y", "1",
+                 "--scheduler", address]) == 2
+    assert "ending in /" in capsys.readouterr().err
