@@ -49,6 +49,11 @@ def s3_server():
     server.start()
     try:
         host, port = server.get_host_and_port()
+        # moto keeps its buckets in process-wide state, shared by every server of the process:
+        # start from an empty store
+        import urllib.request
+        urllib.request.urlopen(urllib.request.Request(
+            f"http://{host}:{port}/moto-api/reset", method="POST"), timeout=10).close()
         yield S3Server(host, port)
     finally:
         server.stop()
