@@ -16,6 +16,7 @@ from ._version import __version__
 
 #: command modules, in the order they appear in ``iwpfast --help``
 COMMANDS = [
+    "iwpfast.commands.plan",
     "iwpfast.commands.release",
     "iwpfast.commands.info",
     "iwpfast.commands.fit",

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import NamedTuple
 
 import numpy as np
 
@@ -45,7 +46,8 @@ from .losses import (
 )
 
 __all__ = ["iwp_loss", "iwp_gradient", "label_tilde", "label_weight_table", "glm_scalars",
-           "glm_loss_values", "glm_scalars_table", "glm_loss_values_table"]
+           "glm_loss_values", "glm_scalars_table", "glm_loss_values_table",
+           "RiskEstimate", "RiskAccumulator", "noise_variance_factor"]
 
 
 def label_tilde(epsilon_y: float | None) -> float:
@@ -397,3 +399,171 @@ def _one_vs_rest(theta, X, y, classes, loss, noise_var, epsilon_y, truncation, i
             None if intercept is None else float(intercept[c]), correction, target_noise_var)
         heads.append((signs, u, tau, table, theta_c, X_c, s, intercept is not None))
     return heads
+
+
+# --------------------------------------------------------------------------------------------
+# The private risk: an estimate, its standard error, and whether to believe them.
+# --------------------------------------------------------------------------------------------
+#: an estimate is unreliable when fewer than this many rows effectively carry the sum
+#: ((sum |v|)^2 / sum v^2, Kish's effective sample size of the per-row values v)
+MIN_EFFECTIVE_ROWS = 30.0
+#: ... or when one row carries more than this share of sum |v|
+MAX_LARGEST_SHARE = 0.05
+#: ... or when the feature noise inflates the per-row variance by more than n / this (then the rare
+#: rows whose noise dominates the mean are seldom in the sample, and the sample sd misses them)
+MIN_ROWS_PER_VARIANCE_FACTOR = 100.0
+
+
+def noise_variance_factor(loss: str, noise_energy: float) -> float:
+    """How much the feature noise multiplies the second moment of a row's IWP loss (leading order).
+
+    ``noise_energy`` is sigma^2 |theta|^2 = sum_j s_j theta_j^2 (= 2 tau): the variance of the
+    noise theta^T eta in the released score.  For the exponential loss the IWP loss of a row is
+    exp(-tau - z~) with z~ = z + theta^T eta, so E[value^2] / (clean value)^2 = E[e^{-2 theta^T eta}]
+    e^{-2 tau} = e^{2 noise_energy - noise_energy} = exp(sigma^2 |theta|^2): a log-normal factor, which
+    grows without bound.  The quadratic, logistic (truncated series) and squared-error values are
+    polynomials in the noise, whose moments grow polynomially; for them this returns 1 + noise_energy
+    (the variance added to the score), a scale, not a bound.
+    """
+    v = max(float(noise_energy), 0.0)
+    if loss == "exponential":
+        return math.exp(min(v, 700.0))
+    return 1.0 + v
+
+
+class RiskEstimate(NamedTuple):
+    """An estimate of the clean risk from a private hold-out, its standard error, and diagnostics.
+
+    risk, stderr, n_rows: the mean of the per-row IWP losses, their sample sd / sqrt(n), the rows.
+    largest_share: the largest |value| over sum |value| (one row's weight in the estimate).
+    effective_rows: (sum |v|)^2 / sum v^2, the rows that effectively carry the sum (n when all
+      rows weigh the same).
+    noise_energy: sigma^2 |theta|^2 of the model scored (0 on clean data).
+    variance_factor: ``noise_variance_factor(loss, noise_energy)``.
+    reliable: False when any warning below applies; then ``ci95`` is None and ``describe()`` says
+      why instead of printing an interval.
+    warnings: the reasons, one sentence each.
+
+    ``risk +- 1.96 stderr`` is a 95% interval only when ``reliable``: the per-row IWP values can be
+    so heavy-tailed (exponential loss, large sigma^2 |theta|^2) that the rows which dominate the
+    mean are absent from the sample; then the sample mean and the sample sd are both too small.
+    """
+
+    risk: float
+    stderr: float
+    n_rows: int
+    largest_share: float = float("nan")
+    effective_rows: float = float("nan")
+    noise_energy: float = 0.0
+    variance_factor: float = 1.0
+    reliable: bool = True
+    warnings: tuple = ()
+
+    @property
+    def ci95(self) -> tuple[float, float] | None:
+        """The 95% normal interval, or None when the estimate is not reliable."""
+        if not self.reliable:
+            return None
+        return (self.risk - 1.96 * self.stderr, self.risk + 1.96 * self.stderr)
+
+    def describe(self) -> str:
+        """One paragraph: the estimate, the standard error, the interval only when it can be trusted."""
+        head = f"{self.risk:.5f} +- {self.stderr:.5f} (standard error, {self.n_rows:,} rows)"
+        diag = (f"effective rows {self.effective_rows:,.0f}, largest row's share "
+                f"{self.largest_share:.3g}, sigma^2|theta|^2 {self.noise_energy:.3g}")
+        if self.reliable:
+            lo, hi = self.ci95
+            return f"{head}; 95% CI [{lo:.5f}, {hi:.5f}]; {diag}"
+        return (f"{head}; UNRELIABLE, no interval shown: " + " ".join(self.warnings)
+                + f" ({diag})")
+
+
+class RiskAccumulator:
+    """Streaming sums of per-row IWP loss values for k models at once (one column each).
+
+    ``add(values)`` with an (m,) or (m, k) array per batch; ``estimates(...)`` at the end.  Means
+    and squared deviations are merged per batch (Chan et al.), so no sum of squares cancels.
+    """
+
+    def __init__(self, k: int = 1):
+        self.k = int(k)
+        self.n = 0
+        self.mean = np.zeros(self.k)
+        self.m2 = np.zeros(self.k)
+        self.sum_abs = np.zeros(self.k)
+        self.sum_sq = np.zeros(self.k)
+        self.max_abs = np.zeros(self.k)
+        self.comoment = np.zeros((self.k, self.k))  # sum of (v_i - mean)(v_i - mean)^T
+
+    def covariance_of_means(self) -> np.ndarray:
+        """(k, k) covariance of the k estimates (paired: the same rows score every model), so the
+        standard error of a difference of two estimates is sqrt(C_aa + C_bb - 2 C_ab)."""
+        if self.n < 2:
+            return np.full((self.k, self.k), np.inf)
+        return self.comoment / ((self.n - 1) * self.n)
+
+    def add(self, values: np.ndarray) -> None:
+        v = np.asarray(values, dtype=np.float64)
+        if v.ndim == 1:
+            v = v[:, None]
+        m = v.shape[0]
+        if m == 0:
+            return
+        with np.errstate(over="ignore", invalid="ignore"):
+            bmean = v.mean(axis=0)
+            centred = v - bmean
+            bm2 = (centred * centred).sum(axis=0)
+            n = self.n + m
+            delta = bmean - self.mean
+            self.mean = self.mean + delta * (m / n)
+            self.m2 = self.m2 + bm2 + delta * delta * (self.n * m / n)
+            if self.k > 1:
+                self.comoment += centred.T @ centred + np.outer(delta, delta) * (self.n * m / n)
+            a = np.abs(v)
+            self.sum_abs += a.sum(axis=0)
+            self.sum_sq += (a * a).sum(axis=0)
+            self.max_abs = np.maximum(self.max_abs, a.max(axis=0))
+        self.n = n
+
+    def estimates(self, loss: str, noise_energy=0.0) -> list[RiskEstimate]:
+        """One RiskEstimate per column; ``noise_energy``: sigma^2 |theta|^2 per column (or one)."""
+        if self.n == 0:
+            raise InvalidInputError("the private hold-out has no rows; pass a release with at least one row")
+        energy = np.broadcast_to(np.asarray(noise_energy, dtype=np.float64), (self.k,))
+        out = []
+        for j in range(self.k):
+            out.append(_judge(loss, float(self.mean[j]), float(self.m2[j]), self.n,
+                              float(self.sum_abs[j]), float(self.sum_sq[j]),
+                              float(self.max_abs[j]), float(energy[j])))
+        return out
+
+
+def _judge(loss, mean, m2, n, sum_abs, sum_sq, max_abs, energy) -> RiskEstimate:
+    var = m2 / (n - 1) if n > 1 else math.inf
+    stderr = math.sqrt(var / n) if math.isfinite(var) else math.inf
+    if sum_abs > 0 and math.isfinite(sum_sq) and sum_sq > 0:
+        share = max_abs / sum_abs
+        eff = sum_abs * sum_abs / sum_sq
+    else:
+        share, eff = (0.0, float(n)) if sum_abs == 0 else (1.0, 1.0)
+    factor = noise_variance_factor(loss, energy)
+    why = []
+    if not (math.isfinite(mean) and math.isfinite(stderr)):
+        why.append("the per-row values overflowed.")
+    if eff < MIN_EFFECTIVE_ROWS:
+        why.append(f"only {eff:.3g} rows effectively carry the sum (fewer than "
+                   f"{MIN_EFFECTIVE_ROWS:g}).")
+    if share > MAX_LARGEST_SHARE:
+        why.append(f"one row carries {share:.1%} of the sum.")
+    if loss == "exponential" and factor * MIN_ROWS_PER_VARIANCE_FACTOR > n:
+        why.append(f"sigma^2|theta|^2 = {energy:.3g} multiplies a row's variance by about "
+                   f"exp({energy:.3g}) = {factor:.3g}, too much for {n:,} rows (the rare rows that "
+                   "dominate the mean are mostly missing, so mean and standard error are too small).")
+    # every loss here is >= 0: an interval reaching below 0 cannot cover the truth's tail honestly
+    if math.isfinite(mean) and math.isfinite(stderr) and mean - 1.96 * stderr < 0:
+        why.append("the 95% interval reaches below 0, impossible for a non-negative loss: the "
+                   "standard error does not describe this estimate.")
+    if why:
+        why.append("Use a model with smaller sigma^2|theta|^2 (a variance cap, a smaller step or a "
+                   "larger alpha) or a larger hold-out.")
+    return RiskEstimate(mean, stderr, int(n), share, eff, energy, factor, not why, tuple(why))

@@ -1,0 +1,171 @@
+"""Plan a release before making it: the noise a budget implies and what one pass can learn from it.
+
+``plan_release(...)`` builds the same ``ReleaseSpec`` a release with these parameters would carry,
+so its sigma and keep probability are the release's own (one calibration code path), then states
+what they mean for learning:
+
+- **variance growth with |theta|**: the IWP gradient of a row, relative to the clean gradient of the
+  same row, has its second moment multiplied by (leading order, rows at the bound B)
+
+      label part    (2 S~ - 1)^2 = 1 / (2 S - 1)^2           (randomized response, S = keep prob.)
+      feature part  1 + p sigma^2 / B^2                        (E|x~|^2 / |x|^2 for |x| = B)
+      score part    exp(sigma^2 |theta|^2)  exponential loss   (log-normal factor of e^{-theta^T eta})
+                    1                       quadratic, logistic, squared error (polynomial in the noise)
+
+  (the label part is the paper's 1 + 4 S~(S~ - 1) of its Theorem 4.3; the score part is why the
+  exponential loss needs a radius or a variance cap: at sigma^2 |theta|^2 = 8 it is ~3000).
+- **what n rows can detect**: at theta = 0 the IWP gradient of feature j is the debiased
+  E[y x_j] (times f'(0)), estimated from n rows with standard error
+  sqrt((E[x_j^2] + sigma^2) / n) / (2S - 1).  A feature whose correlation with the label
+  r_j = E[y x_j] / sqrt(E[x_j^2]) is below two standard errors is indistinguishable from noise:
+
+      r_min = 2 sqrt((1 + p sigma^2 / B^2) / n) / (2S - 1),   with E[x_j^2] = B^2 / p
+
+  (each coordinate's share of the bound; smaller features are harder), and the rows needed to
+  detect a correlation r are n(r) = 4 (1 + p sigma^2 / B^2) / (r (2S - 1))^2.  Regression replaces
+  1/(2S-1)^2 by 1 + sigma_y^2 / B_y^2 (a target at its bound; smaller targets need more rows).
+
+These are orders of magnitude for deciding a budget, not guarantees.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .exceptions import InvalidInputError
+from .losses import CLASSIFICATION_LOSSES, REGRESSION_LOSSES
+
+#: the |theta| at which the plan tabulates the variance growth
+THETA_NORMS = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0)
+#: the label correlations for which the plan states the rows needed
+CORRELATIONS = (0.05, 0.1, 0.2, 0.3)
+
+
+@dataclass
+class ReleasePlan:
+    """What a release with these parameters adds as noise, and what one pass can learn from it."""
+
+    epsilon_x: float
+    epsilon_y: float | None
+    delta: float
+    bound: float
+    n_features: int
+    loss: str
+    task: str
+    calibration: str
+    sigma: float                      # per-feature noise sd of the release
+    label_keep_prob: float | None     # S(eps_y), classification
+    target_noise_scale: float | None  # sigma_y, regression
+    target_bound: float
+    n_rows: int | None = None
+    guarantee: str = ""
+    variance_rows: list = field(default_factory=list)  # (|theta|, sigma^2|theta|^2, factor)
+
+    @property
+    def label_factor(self) -> float:
+        """Second-moment factor of the label noise: 1/(2S-1)^2, or 1 + sigma_y^2/B_y^2."""
+        if self.task == "regression":
+            s = self.target_noise_scale or 0.0
+            return 1.0 + s * s / (self.target_bound ** 2)
+        if self.label_keep_prob is None:
+            return 1.0
+        return 1.0 / (2.0 * self.label_keep_prob - 1.0) ** 2
+
+    @property
+    def feature_factor(self) -> float:
+        """E|x~|^2 / |x|^2 for a row at the bound: 1 + p sigma^2 / B^2."""
+        return 1.0 + self.n_features * self.sigma ** 2 / self.bound ** 2
+
+    def score_factor(self, theta_norm: float) -> float:
+        v = self.sigma ** 2 * theta_norm ** 2
+        return math.exp(min(v, 700.0)) if self.loss == "exponential" else 1.0
+
+    def gradient_variance_factor(self, theta_norm: float) -> float:
+        """Leading-order factor on a row's gradient second moment, IWP vs clean (module docstring)."""
+        return self.label_factor * self.feature_factor * self.score_factor(theta_norm)
+
+    def detectable_correlation(self, n_rows: int | None = None) -> float | None:
+        """r_min: the smallest feature-label correlation n rows tell from noise (two standard errors)."""
+        n = self.n_rows if n_rows is None else n_rows
+        if n is None:
+            return None
+        return 2.0 * math.sqrt(self.label_factor * self.feature_factor / n)
+
+    def rows_needed(self, correlation: float) -> int:
+        """Rows for a correlation ``correlation`` to stand two standard errors above the noise."""
+        return int(math.ceil(4.0 * self.label_factor * self.feature_factor / correlation ** 2))
+
+    def describe(self) -> str:
+        p = self.n_features
+        lines = [f"budget:        epsilon_x={self.epsilon_x:g}"
+                 + (f", epsilon_y={self.epsilon_y:g}" if self.epsilon_y is not None else
+                    ", public labels") + f", delta={self.delta:g}; {self.guarantee}",
+                 f"features:      p={p}, L2 bound B={self.bound:g}, calibration {self.calibration}",
+                 f"sigma:         {self.sigma:.6g} per feature (what the release will add; "
+                 f"sigma^2 = {self.sigma ** 2:.4g}, p sigma^2 / B^2 = {p * self.sigma ** 2 / self.bound ** 2:.3g})"]
+        if self.task == "classification":
+            if self.label_keep_prob is not None:
+                lines.append(f"keep prob.:    {self.label_keep_prob:.6g} (randomized response; the "
+                             f"debiasing weight S~ = {self.label_keep_prob / (2 * self.label_keep_prob - 1):.4g})")
+            else:
+                lines.append("keep prob.:    1 (labels released without noise)")
+        elif self.target_noise_scale is not None:
+            lines.append(f"target sigma:  {self.target_noise_scale:.6g} (target bound {self.target_bound:g})")
+        lines.append(f"gradient variance, IWP vs clean, loss {self.loss} (leading order, rows at the bound):")
+        lines.append(f"  label x{self.label_factor:.3g}, features x{self.feature_factor:.3g}"
+                     + (", score x exp(sigma^2 |theta|^2):" if self.loss == "exponential" else ":"))
+        lines.append("    |theta|   sigma^2|theta|^2   variance factor")
+        for r, v, f in self.variance_rows:
+            lines.append(f"    {r:7.3g}   {v:16.4g}   {f:15.4g}")
+        if self.loss == "exponential":
+            lines.append("  keep sigma^2|theta|^2 small: a variance cap of 2 (fit --variance-cap 2) "
+                         f"bounds |theta| by {math.sqrt(2.0) / self.sigma:.3g}")
+        if self.n_rows is not None:
+            r = self.detectable_correlation()
+            lines.append(f"with {self.n_rows:,} rows: one pass tells from noise only features whose "
+                         f"correlation with the label is above r_min = {r:.3g}")
+            if r >= 0.3:
+                lines.append("  that is more than most real features have: expect a model no better "
+                             "than the intercept (majority class); release more rows or spend more budget")
+            elif r >= 0.1:
+                lines.append("  only strong features will be learned; weak ones stay near 0")
+        lines.append("rows needed to detect a correlation r: "
+                     + ", ".join(f"r={c:g}: {self.rows_needed(c):,}" for c in CORRELATIONS))
+        return "\n".join(lines)
+
+
+def plan_release(*, epsilon_x: float, delta: float, bound: float, n_features: int,
+                 epsilon_y: float | None = None, n_rows: int | None = None,
+                 loss: str | None = None, task: str | None = None,
+                 calibration: str = "analytic", target_bound: float = 1.0) -> ReleasePlan:
+    """The noise of a release with these parameters (from the release's own ``ReleaseSpec``) and
+    what one pass of ``n_rows`` rows can learn from it (module docstring)."""
+    if isinstance(n_features, bool) or not isinstance(n_features, int) or n_features < 1:
+        raise InvalidInputError(f"n_features={n_features!r} must be a positive integer (the number "
+                                "of released features; CLI: --features P)")
+    if n_rows is not None and (isinstance(n_rows, bool) or not isinstance(n_rows, int) or n_rows < 1):
+        raise InvalidInputError(f"n_rows={n_rows!r} must be a positive integer (CLI: --rows N)")
+    if task is None:
+        task = "regression" if loss in REGRESSION_LOSSES else "classification"
+    if loss is None:
+        loss = "squared_error" if task == "regression" else "exponential"
+    allowed = REGRESSION_LOSSES if task == "regression" else CLASSIFICATION_LOSSES
+    if loss not in allowed:
+        raise InvalidInputError(f"loss={loss!r} does not fit task {task!r}; choose one of "
+                                f"{', '.join(allowed)}")
+    from .privacy import ReleaseSpec
+    features = tuple(f"x{j}" for j in range(n_features))
+    kw = {}
+    if task == "regression":
+        kw = dict(target_range=(-1.0, 1.0), target_bound=target_bound)
+    spec = ReleaseSpec(epsilon_x=epsilon_x, delta=delta, bound=bound, epsilon_y=epsilon_y,
+                       features=features, ranges={f: (-1.0, 1.0) for f in features}, label="y",
+                       task=task, calibration=calibration, **kw)
+    plan = ReleasePlan(
+        epsilon_x=spec.epsilon_x, epsilon_y=spec.epsilon_y, delta=spec.delta, bound=spec.bound,
+        n_features=n_features, loss=loss, task=task, calibration=calibration, sigma=spec.sigma,
+        label_keep_prob=spec.label_keep_prob, target_noise_scale=spec.target_noise_scale,
+        target_bound=float(target_bound), n_rows=n_rows, guarantee=spec.guarantee().statement)
+    plan.variance_rows = [(r, spec.sigma ** 2 * r * r, plan.gradient_variance_factor(r))
+                          for r in THETA_NORMS]
+    return plan

@@ -1,0 +1,408 @@
+"""Hyper-parameters by private validation: a grid of heads in one scan, scored on a private hold-out.
+
+No clean data is needed.  ``tune_stream`` trains every (alpha, learning rate) pair of a grid as one
+head of the streaming driver, all in the same scan of the training part of a release, then scores
+every head on a private validation part with the unbiased private risk (the IWP loss, whose mean
+over the release noise is the clean risk; ``iwpfast.estimates``), drops heads whose estimate is not
+reliable, and picks one by the one-standard-error rule (``select``).  docs/tuning.md derives the
+default grid (``default_grid``) and states the cost.
+
+The validation part (``validation_fraction`` f of a stream, ``SplitSource``): the rows are cut
+into blocks of ``block_rows`` consecutive rows and every m-th block (m = round(1/f), the last of
+each group of m) is held out.  Blocks spread the hold-out over the whole file (a file sorted by,
+say, state is not validated on its last state only) while every piece stays a zero-copy slice.
+The split depends only on the row numbers: the same data always splits the same way.
+
+Cost: one read of the data for training (each training row updates every head: k heads cost k
+kernel updates per row, the reading and decoding is shared), then one read of the validation
+part to score the k heads (one (rows x p) @ (p x k) product per batch).  For a file source the
+second read decodes the row groups holding validation blocks, i.e. up to the whole file: at most
+2 reads and k + 1 kernel-equivalents of work per row in all; with a separate validation release
+the second read is that release.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .exceptions import InvalidInputError, NumericalWarning
+
+#: default share of a stream held out for validation
+VALIDATION_FRACTION = 0.1
+#: multipliers of the derived step gamma*(alpha) tried for each alpha
+STEP_MULTIPLIERS = (1.0, 2.0, 4.0, 8.0, 16.0)
+#: alpha = curvature scale kappa = f''(0) B^2 / p times these
+ALPHA_MULTIPLIERS = (0.01, 0.03, 0.1, 0.3, 1.0)
+#: the variance cap "auto" uses for IWP heads when none is given (sigma^2 |theta|^2 <= 2)
+AUTO_VARIANCE_CAP = 2.0
+
+# |f'(z)| and f''(z) bounds on |z| <= zmax, for the constants of the paper's Theorem 4.4
+_F2_AT_0 = {"exponential": 1.0, "quadratic": 1.0, "logistic": 0.25, "squared_error": 1.0}
+
+
+def _derivative_bounds(loss: str, zmax: float, target_bound: float = 1.0) -> tuple[float, float]:
+    if loss == "logistic":
+        return 1.0, 0.25
+    if loss == "quadratic":
+        return zmax + 1.0, 1.0
+    if loss == "exponential":
+        e = math.exp(min(zmax, 700.0))
+        return e, e
+    if loss == "squared_error":
+        return zmax + target_bound, 1.0
+    raise InvalidInputError(f"unknown loss {loss!r}")
+
+
+def derived_step(*, loss: str, alpha: float, n_updates: int, bound: float, batch_size: int,
+                 noise_var: float, label_keep_prob: float | None, n_features: int,
+                 radius: float, target_noise_var: float = 0.0) -> float:
+    """gamma*(alpha): the step of the paper's Theorem 4.4 with the IWP gradient's second moment.
+
+    gamma* = log(max(2, mu^2 R^2 T / A)) / (mu T), capped at 1 / (2 K), with mu = alpha, T updates,
+    R the radius theta can reach, K = B^2 max f'' + alpha the smoothness, and
+    A = C^2 L F G / batch: C = B max|f'| on |z| <= R B (the paper's C), L = 1/(2S-1)^2 the label
+    factor, F = 1 + p sigma^2 / B^2 the feature factor, G = exp(sigma^2 R^2) for the exponential
+    loss (1 otherwise) -- the variance factors of ``iwpfast.planning`` (docs/tuning.md).
+    """
+    mu = float(alpha)
+    if mu <= 0:
+        raise InvalidInputError("the derived step needs alpha > 0 (strong convexity)")
+    B = float(bound)
+    R = float(radius)
+    fp, fpp = _derivative_bounds(loss, R * B)
+    label = 1.0 if label_keep_prob is None else 1.0 / (2.0 * label_keep_prob - 1.0) ** 2
+    if loss == "squared_error":
+        label = 1.0 + target_noise_var
+    feature = 1.0 + n_features * noise_var / (B * B)
+    score = math.exp(min(noise_var * R * R, 700.0)) if loss == "exponential" else 1.0
+    A = (B * fp) ** 2 * label * feature * score / max(int(batch_size), 1)
+    K = B * B * fpp + mu
+    T = max(int(n_updates), 1)
+    gamma = math.log(max(2.0, mu * mu * R * R * T / A)) / (mu * T)
+    return min(gamma, 1.0 / (2.0 * K))
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    alpha: float
+    learning_rate: float
+
+    @property
+    def name(self) -> str:
+        return f"alpha={self.alpha:.4g},lr={self.learning_rate:.4g}"
+
+
+def default_grid(*, loss: str, n_rows: int, bound: float, batch_size: int, noise_var: float,
+                 label_keep_prob: float | None, n_features: int, variance_cap: float,
+                 radius_of: Callable[[float], float], alphas: Sequence[float] | None = None,
+                 learning_rates: Sequence[float] | None = None,
+                 target_noise_var: float = 0.0) -> list[GridPoint]:
+    """The (alpha, learning rate) pairs tried by "auto" (derivation in docs/tuning.md).
+
+    alphas (unless given): kappa x ALPHA_MULTIPLIERS with the curvature scale kappa = f''(0) B^2 / p
+    (the Hessian of the risk at 0 for features spread evenly over the bound).  For each alpha, the
+    steps (unless given): gamma*(alpha) x STEP_MULTIPLIERS (``derived_step`` with T the updates of
+    the training part and R the reachable radius: the projection radius, or sqrt(cap) / sigma
+    when the variance cap binds first).
+    """
+    if alphas is None:
+        kappa = _F2_AT_0[loss] * bound * bound / max(n_features, 1)
+        alphas = [kappa * m for m in ALPHA_MULTIPLIERS]
+    n_updates = -(-max(int(n_rows), 1) // int(batch_size))
+    points = []
+    for a in alphas:
+        if learning_rates is not None:
+            points += [GridPoint(float(a), float(g)) for g in learning_rates]
+            continue
+        R = radius_of(float(a))
+        if noise_var > 0 and math.isfinite(variance_cap):
+            R = min(R, math.sqrt(variance_cap / noise_var))
+        if not math.isfinite(R):
+            R = bound / float(a)
+        g0 = derived_step(loss=loss, alpha=float(a), n_updates=n_updates, bound=bound,
+                          batch_size=batch_size, noise_var=noise_var, label_keep_prob=label_keep_prob,
+                          n_features=n_features, radius=R, target_noise_var=target_noise_var)
+        points += [GridPoint(float(a), g0 * m) for m in STEP_MULTIPLIERS]
+    return points
+
+
+# ------------------------------------------------------------------------------ the split
+def _block_rows(n_rows: int | None, period: int) -> int:
+    """Blocks small enough for >= 20 validation blocks, large enough to keep slicing cheap."""
+    if n_rows is None:
+        return 8192
+    return int(min(8192, max(1, n_rows // (20 * period))))
+
+
+def validation_period(fraction: float) -> int:
+    """m = round(1/f): every m-th block is held out."""
+    if not (isinstance(fraction, (int, float)) and not isinstance(fraction, bool)
+            and 0.0 < fraction <= 0.5):
+        raise InvalidInputError(f"validation_fraction={fraction!r} must be in (0, 0.5]; e.g. 0.1 holds "
+                                "out a tenth of the rows for choosing the hyper-parameters")
+    return max(2, int(round(1.0 / fraction)))
+
+
+def make_split(source, fraction: float, relabel=None):
+    """(training part, validation part) of a Source: two ``PartSource`` views.
+
+    relabel: (label column, function) mapping the training part's labels to the kernel's
+    encoding on the fly (the validation part is read with its own labels)."""
+    from .io.sources import Source, open_source
+    src = source if isinstance(source, Source) else open_source(source)
+    if not src.rereadable:
+        raise InvalidInputError(
+            f"{src.description} can be read only once, but a validation split reads it twice; pass a "
+            "file, a Table or arrays, or a separate validation release (validation=...)")
+    period = validation_period(fraction)
+    block = _block_rows(src.num_rows, period)
+    return (PartSource(src, period, block, False, relabel), PartSource(src, period, block, True))
+
+
+def _split_counts(n: int, period: int, block: int) -> tuple[int, int]:
+    """(training rows, validation rows) of n rows."""
+    group = period * block
+    full, rest = divmod(n, group)
+    val = full * block + max(0, rest - (period - 1) * block)
+    return n - val, val
+
+
+_PART_CLASS = None
+
+
+def _part_source_class():
+    global _PART_CLASS
+    if _PART_CLASS is not None:
+        return _PART_CLASS
+    import pyarrow as pa
+
+    from .io.sources import BatchOrigin, Source
+
+    class _Part(Source):
+        """The training (or validation) rows of a source: every ``period``-th block of ``block``
+        rows is validation (period None: all rows).  Row numbers (origins, start_row) count the
+        part's own rows.  ``relabel=(column, fn)`` maps that column through fn (to float64)."""
+
+        def __init__(self, inner, period, block, validation, relabel):
+            self.inner = inner
+            self.period = None if period is None else int(period)
+            self.block = int(block)
+            self.validation = bool(validation)
+            self.relabel = relabel
+            part = "validation" if validation else "training"
+            self.description = (inner.description if period is None else
+                                f"{inner.description} ({part} part, 1 block in {period})")
+            self.rereadable = inner.rereadable
+            self.cheap_decode = inner.cheap_decode
+            n = inner.num_rows
+            if n is not None and self.period is not None:
+                tr, va = _split_counts(int(n), self.period, self.block)
+                n = va if validation else tr
+            schema = inner.full_schema
+            if relabel is not None:
+                i = schema.get_field_index(relabel[0])
+                schema = schema.set(i, pa.field(relabel[0], pa.float64()))
+            super().__init__(schema, inner.columns, inner.batch_rows, n)
+
+        def _keep(self, block_index):
+            return (block_index % self.period == self.period - 1) == self.validation
+
+        def _map(self, piece):
+            if self.relabel is None:
+                return piece
+            name, fn = self.relabel
+            i = piece.schema.get_field_index(name)
+            if i < 0:
+                return piece
+            values = piece.column(i).to_numpy(zero_copy_only=False)
+            return piece.set_column(i, name, pa.array(np.asarray(fn(values), dtype=np.float64)))
+
+        def _located(self, columns, start_row, batch_rows):
+            row = 0  # the part's own row counter
+            for origin, batch in self.inner.located_batches(columns, 0, batch_rows):
+                g0 = origin.global_row
+                g_end = g0 + batch.num_rows
+                if self.period is None:
+                    if g_end > start_row:
+                        cut = max(0, start_row - g0)
+                        yield (BatchOrigin(origin.file_index, origin.file, origin.row_group,
+                                           origin.group_row + cut, g0 + cut),
+                               self._map(batch.slice(cut)))
+                    continue
+                pos = g0
+                while pos < g_end:
+                    b = pos // self.block
+                    stop = min(g_end, (b + 1) * self.block)
+                    if self._keep(b):
+                        piece_n = stop - pos
+                        if row + piece_n > start_row:
+                            cut = max(0, start_row - row)
+                            piece = batch.slice(pos - g0 + cut, piece_n - cut)
+                            yield (BatchOrigin(origin.file_index, origin.file, origin.row_group,
+                                               origin.group_row + (pos - g0) + cut, row + cut),
+                                   self._map(piece))
+                        row += piece_n
+                    pos = stop
+
+    _PART_CLASS = _Part
+    return _Part
+
+
+def PartSource(inner, period, block, validation, relabel=None):
+    """A view of ``inner``: its training or validation part (``make_split``), or all of it
+    (period None) with labels mapped by ``relabel``."""
+    return _part_source_class()(inner, period, block, validation, relabel)
+
+
+# ------------------------------------------------------------------------------ scoring + choice
+@dataclass
+class TuningResult:
+    """What ``tune_stream`` did: the grid, every head's private validation risk, the choice."""
+
+    points: list[GridPoint]
+    estimates: list            # RiskEstimate per point
+    states: dict               # head name -> HeadState
+    configs: dict              # head name -> HeadConfig
+    telemetry: dict            # head name -> dict
+    chosen: int                # index into points
+    rule: str
+    n_train: int
+    n_validation: int
+    passes: float              # reads of the data, training + validation
+    head_updates_per_row: int
+    notes: list = field(default_factory=list)
+
+    def table(self) -> dict:
+        """Column-wise table (``pandas.DataFrame(model.tuning_)`` shows it)."""
+        cols = {k: [] for k in ("alpha", "learning_rate", "risk", "stderr", "reliable",
+                                "effective_rows", "noise_energy", "capped", "on_sphere", "chosen")}
+        for i, (pt, est) in enumerate(zip(self.points, self.estimates)):
+            tel = self.telemetry.get(pt.name, {})
+            cols["alpha"].append(pt.alpha)
+            cols["learning_rate"].append(pt.learning_rate)
+            cols["risk"].append(est.risk)
+            cols["stderr"].append(est.stderr)
+            cols["reliable"].append(bool(est.reliable))
+            cols["effective_rows"].append(est.effective_rows)
+            cols["noise_energy"].append(est.noise_energy)
+            cols["capped"].append(bool(tel.get("capped", False)))
+            cols["on_sphere"].append(bool(tel.get("on_sphere", False)))
+            cols["chosen"].append(i == self.chosen)
+        return cols
+
+
+def select(points: Sequence[GridPoint], estimates: Sequence,
+           covariance: np.ndarray | None = None) -> tuple[int, str, list[str]]:
+    """The one-standard-error rule over reliable heads, with paired standard errors (docs/tuning.md).
+
+    best = the reliable head with the lowest estimated risk.  Every head is scored on the same
+    validation rows, so the difference of two estimates has the paired standard error
+    se_j = sqrt(C_jj + C_bb - 2 C_jb) (``covariance``: the estimates' covariance; without it, best's
+    own standard error).  Candidates: reliable heads with risk_j - risk_best <= se_j, i.e. those
+    the hold-out cannot tell from the best; among them the largest alpha (the most regularized,
+    the simplest model), then the lowest estimate.  Without any reliable head: the head with the
+    smallest sigma^2 |theta|^2 (the least heavy-tailed estimate), with a note.
+    """
+    notes = []
+    reliable = [i for i, e in enumerate(estimates) if e.reliable and math.isfinite(e.risk)]
+    if not reliable:
+        i = min(range(len(points)), key=lambda j: (estimates[j].noise_energy, -points[j].alpha))
+        notes.append("no head's private validation risk is reliable (see tuning_); chose the head "
+                     "with the smallest sigma^2|theta|^2. Release more rows, or use a larger hold-out.")
+        return i, "fallback: smallest sigma^2|theta|^2", notes
+    best = min(reliable, key=lambda j: estimates[j].risk)
+
+    def se_diff(j):
+        if covariance is None:
+            return estimates[best].stderr
+        c = covariance
+        return math.sqrt(max(c[j, j] + c[best, best] - 2.0 * c[j, best], 0.0))
+
+    cand = [j for j in reliable if estimates[j].risk - estimates[best].risk <= se_diff(j)]
+    chosen = max(cand, key=lambda j: (points[j].alpha, -estimates[j].risk))
+    dropped = len(points) - len(reliable)
+    if dropped:
+        notes.append(f"{dropped} of {len(points)} heads discarded: their private risk is unreliable")
+    return chosen, "one standard error (paired)", notes
+
+
+def score_heads(source, features: Sequence[str], label: str, heads: Sequence, states: dict,
+                configs: dict, *, loss: str, encode=None):
+    """(RiskEstimate per head, covariance of the estimates) on a (validation) source: one read,
+    one (rows x p) @ (p x k) product per batch."""
+    from .estimates import RiskAccumulator, glm_loss_values
+    k = len(heads)
+    theta = np.stack([states[h].coef(configs[h].average_start >= 0)[0] for h in heads], axis=1)
+    b = np.array([states[h].coef(configs[h].average_start >= 0)[1] for h in heads])
+    s = np.stack([np.asarray(configs[h].noise_var, dtype=np.float64) for h in heads], axis=1)
+    tau = 0.5 * np.sum(s * theta * theta, axis=0)                        # (k,)
+    cfg0 = configs[heads[0]]
+    weight = cfg0.label_tilde
+    acc = RiskAccumulator(k)
+    from .io.sources import Source, open_source
+    src = source if isinstance(source, Source) else open_source(source)
+    for batch in src.batches([*features, label]):
+        X = np.column_stack([np.asarray(batch.column(f).to_numpy(zero_copy_only=False),
+                                        dtype=np.float64) for f in features])
+        y = batch.column(label).to_numpy(zero_copy_only=False)
+        y = np.asarray(encode(y) if encode is not None else y, dtype=np.float64)
+        U = X @ theta + b                                                 # (m, k)
+        if loss == "squared_error":
+            r = U - y[:, None]
+            vals = 0.5 * r * r - tau - 0.5 * cfg0.target_noise_var
+        else:
+            vals = glm_loss_values(loss, y[:, None] * U, tau, weight, int(cfg0.truncation))
+        acc.add(vals)
+    return acc.estimates(loss, 2.0 * tau), acc.covariance_of_means()
+
+
+def tune_stream(source, features: Sequence[str], label: str, points: Sequence[GridPoint],
+                make_config: Callable[[GridPoint, int | None], object], *, loss: str,
+                validation_fraction: float = VALIDATION_FRACTION, validation=None,
+                encode=None, engine: str = "numba", progress=True, chunk_rows=None,
+                feature_bound=None) -> TuningResult:
+    """Train every grid point as a head in one scan, score each privately, choose one.
+
+    source: the training data (a Source or anything ``open_source`` takes), its labels already in
+    the kernel's encoding.  validation: None (hold out ``validation_fraction`` of ``source``) or a
+    separate private release (its labels mapped by ``encode``).  make_config(point, n_train):
+    the HeadConfig of a grid point for a pass over n_train rows.
+    """
+    from .io.sources import Source, open_source
+    from .sgd import driver
+    src = source if isinstance(source, Source) else open_source(source)
+    relabel = None if encode is None else (label, encode)
+    if validation is None:
+        train, val = make_split(src, validation_fraction, relabel)
+        passes = 2.0
+    else:
+        val = validation if isinstance(validation, Source) else open_source(validation)
+        train = src if relabel is None else PartSource(src, None, 1, False, relabel)
+        passes = 1.0 + (1.0 if val.num_rows is None or src.num_rows is None
+                        else val.num_rows / max(src.num_rows, 1))
+    heads = []
+    for pt in points:
+        cfg = make_config(pt, train.num_rows)
+        heads.append(driver.Head(pt.name, cfg, list(features), label))
+    kw = dict(progress=progress, engine=engine)
+    if chunk_rows is not None:
+        kw["chunk_rows"] = int(chunk_rows)
+    if feature_bound is not None:
+        kw["feature_bound"] = feature_bound
+    with warnings.catch_warnings():
+        # per-head telemetry warnings (sphere, cap) are reported in the table, not 15 times over
+        warnings.simplefilter("ignore", NumericalWarning)
+        result = driver.fit_stream(train, heads, **kw)
+    names = [pt.name for pt in points]
+    estimates, cov = score_heads(val, features, label, names, result.states, result.configs,
+                                 loss=loss, encode=encode)
+    chosen, rule, notes = select(points, estimates, cov)
+    n_val = estimates[0].n_rows if estimates else 0
+    return TuningResult(points=list(points), estimates=estimates, states=result.states,
+                        configs=result.configs, telemetry=result.telemetry, chosen=chosen,
+                        rule=rule, n_train=int(result.n_rows), n_validation=int(n_val),
+                        passes=passes, head_updates_per_row=len(points), notes=notes)
