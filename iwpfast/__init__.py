@@ -33,6 +33,9 @@ _LAZY = {
     "PrivacyLeakWarning": "iwpfast.exceptions",
     "PrivacyCalibrationWarning": "iwpfast.exceptions",
     "NumericalWarning": "iwpfast.exceptions",
+    "UnitsWarning": "iwpfast.exceptions",
+    # planning a release, tuning without clean data
+    "plan_release": "iwpfast.planning",
 }
 
 __all__ = ["__version__", *sorted(_LAZY)]

@@ -40,3 +40,7 @@ class PrivacyCalibrationWarning(UserWarning):
 
 class NumericalWarning(UserWarning):
     """Estimator variance or stability problem (large exp(sigma^2 |theta|^2), pass ended on the sphere...)."""
+
+
+class UnitsWarning(UserWarning):
+    """Data passed in units that do not look like the ones the call assumes (raw vs scaled)."""

@@ -92,6 +92,13 @@ def model_document(est) -> dict:
         "schedule": est._pass.config.schedule,
         "learning_rate": _jsonable(est._pass.config.learning_rate),
         "telemetry": _jsonable(dict(est.telemetry_)),
+        # the declared ranges raw data is scaled by (in the model's feature order) and the bound
+        "feature_ranges": (None if not getattr(est, "feature_ranges_", None) else
+                           [[n, *map(float, est.feature_ranges_[n])] for n in est.features_]),
+        "feature_bound": _jsonable(getattr(est, "feature_bound_", None)),
+        # hyper-parameters chosen by private validation ("auto"), and the step/alpha run
+        "alpha": _jsonable(est._pass.config.alpha),
+        "tuning": _jsonable(getattr(est, "tuning_", None)),
     }
     release = None
     if getattr(est, "release_spec_", None) is not None:
@@ -198,6 +205,12 @@ def load_model(path, filesystem=None):
         est.truncation_ = int(f["truncation"])
         est.mode_ = f["mode"]
         est.telemetry_ = {k: (_float(v) if isinstance(v, str) else v) for k, v in f["telemetry"].items()}
+        if f.get("feature_ranges"):
+            est.feature_ranges_ = {n: (_float(lo), _float(hi)) for n, lo, hi in f["feature_ranges"]}
+            est.feature_bound_ = _float(f["feature_bound"])
+        if f.get("tuning") is not None:
+            est.tuning_ = f["tuning"]
+        alpha_run = _float(f["alpha"]) if f.get("alpha") is not None else None
         release = doc.get("release")
         est.release_spec_ = None
         if release is not None:
@@ -210,7 +223,8 @@ def load_model(path, filesystem=None):
         config = HeadConfig(
             loss=v["loss"], mode=est.mode_, n_features=p, noise_var=est.noise_var_,
             label_keep_prob=est.label_keep_prob_, target_noise_var=est.target_noise_var_,
-            truncation=est.truncation_, batch_size=v["batch_size"], alpha=v["alpha"],
+            truncation=est.truncation_, batch_size=v["batch_size"],
+            alpha=v["alpha"] if alpha_run is None else alpha_run,
             schedule=f.get("schedule", "constant" if est.schedule == "paper" else est.schedule),
             learning_rate=_float(f.get("learning_rate", v["learning_rate"])), mu=v["mu"], radius=est.radius_,
             variance_cap=float("inf") if est.variance_cap is None else float(est.variance_cap),

@@ -147,12 +147,11 @@ def validation_period(fraction: float) -> int:
     return max(2, int(round(1.0 / fraction)))
 
 
-def make_split(source, fraction: float, relabel=None):
-    """(training part, validation part) of a Source: two ``PartSource`` views.
-
-    relabel: (label column, function) mapping the training part's labels to the kernel's
-    encoding on the fly (the validation part is read with its own labels)."""
+def make_split(source, fraction: float, mapper=None):
+    """(training part, validation part) of a Source: two ``iwpfast.io.views.PartSource`` views,
+    both with their batches mapped by ``mapper`` (labels recoded, raw features scaled...)."""
     from .io.sources import Source, open_source
+    from .io.views import PartSource
     src = source if isinstance(source, Source) else open_source(source)
     if not src.rereadable:
         raise InvalidInputError(
@@ -160,102 +159,13 @@ def make_split(source, fraction: float, relabel=None):
             "file, a Table or arrays, or a separate validation release (validation=...)")
     period = validation_period(fraction)
     block = _block_rows(src.num_rows, period)
-    return (PartSource(src, period, block, False, relabel), PartSource(src, period, block, True))
+    return (PartSource(src, period=period, block=block, validation=False, mapper=mapper),
+            PartSource(src, period=period, block=block, validation=True, mapper=mapper))
 
 
 def _split_counts(n: int, period: int, block: int) -> tuple[int, int]:
-    """(training rows, validation rows) of n rows."""
-    group = period * block
-    full, rest = divmod(n, group)
-    val = full * block + max(0, rest - (period - 1) * block)
-    return n - val, val
-
-
-_PART_CLASS = None
-
-
-def _part_source_class():
-    global _PART_CLASS
-    if _PART_CLASS is not None:
-        return _PART_CLASS
-    import pyarrow as pa
-
-    from .io.sources import BatchOrigin, Source
-
-    class _Part(Source):
-        """The training (or validation) rows of a source: every ``period``-th block of ``block``
-        rows is validation (period None: all rows).  Row numbers (origins, start_row) count the
-        part's own rows.  ``relabel=(column, fn)`` maps that column through fn (to float64)."""
-
-        def __init__(self, inner, period, block, validation, relabel):
-            self.inner = inner
-            self.period = None if period is None else int(period)
-            self.block = int(block)
-            self.validation = bool(validation)
-            self.relabel = relabel
-            part = "validation" if validation else "training"
-            self.description = (inner.description if period is None else
-                                f"{inner.description} ({part} part, 1 block in {period})")
-            self.rereadable = inner.rereadable
-            self.cheap_decode = inner.cheap_decode
-            n = inner.num_rows
-            if n is not None and self.period is not None:
-                tr, va = _split_counts(int(n), self.period, self.block)
-                n = va if validation else tr
-            schema = inner.full_schema
-            if relabel is not None:
-                i = schema.get_field_index(relabel[0])
-                schema = schema.set(i, pa.field(relabel[0], pa.float64()))
-            super().__init__(schema, inner.columns, inner.batch_rows, n)
-
-        def _keep(self, block_index):
-            return (block_index % self.period == self.period - 1) == self.validation
-
-        def _map(self, piece):
-            if self.relabel is None:
-                return piece
-            name, fn = self.relabel
-            i = piece.schema.get_field_index(name)
-            if i < 0:
-                return piece
-            values = piece.column(i).to_numpy(zero_copy_only=False)
-            return piece.set_column(i, name, pa.array(np.asarray(fn(values), dtype=np.float64)))
-
-        def _located(self, columns, start_row, batch_rows):
-            row = 0  # the part's own row counter
-            for origin, batch in self.inner.located_batches(columns, 0, batch_rows):
-                g0 = origin.global_row
-                g_end = g0 + batch.num_rows
-                if self.period is None:
-                    if g_end > start_row:
-                        cut = max(0, start_row - g0)
-                        yield (BatchOrigin(origin.file_index, origin.file, origin.row_group,
-                                           origin.group_row + cut, g0 + cut),
-                               self._map(batch.slice(cut)))
-                    continue
-                pos = g0
-                while pos < g_end:
-                    b = pos // self.block
-                    stop = min(g_end, (b + 1) * self.block)
-                    if self._keep(b):
-                        piece_n = stop - pos
-                        if row + piece_n > start_row:
-                            cut = max(0, start_row - row)
-                            piece = batch.slice(pos - g0 + cut, piece_n - cut)
-                            yield (BatchOrigin(origin.file_index, origin.file, origin.row_group,
-                                               origin.group_row + (pos - g0) + cut, row + cut),
-                                   self._map(piece))
-                        row += piece_n
-                    pos = stop
-
-    _PART_CLASS = _Part
-    return _Part
-
-
-def PartSource(inner, period, block, validation, relabel=None):
-    """A view of ``inner``: its training or validation part (``make_split``), or all of it
-    (period None) with labels mapped by ``relabel``."""
-    return _part_source_class()(inner, period, block, validation, relabel)
+    from .io.views import split_counts
+    return split_counts(n, period, block)
 
 
 # ------------------------------------------------------------------------------ scoring + choice
@@ -331,7 +241,7 @@ def select(points: Sequence[GridPoint], estimates: Sequence,
 
 
 def score_heads(source, features: Sequence[str], label: str, heads: Sequence, states: dict,
-                configs: dict, *, loss: str, encode=None):
+                configs: dict, *, loss: str):
     """(RiskEstimate per head, covariance of the estimates) on a (validation) source: one read,
     one (rows x p) @ (p x k) product per batch."""
     from .estimates import RiskAccumulator, glm_loss_values
@@ -348,8 +258,7 @@ def score_heads(source, features: Sequence[str], label: str, heads: Sequence, st
     for batch in src.batches([*features, label]):
         X = np.column_stack([np.asarray(batch.column(f).to_numpy(zero_copy_only=False),
                                         dtype=np.float64) for f in features])
-        y = batch.column(label).to_numpy(zero_copy_only=False)
-        y = np.asarray(encode(y) if encode is not None else y, dtype=np.float64)
+        y = np.asarray(batch.column(label).to_numpy(zero_copy_only=False), dtype=np.float64)
         U = X @ theta + b                                                 # (m, k)
         if loss == "squared_error":
             r = U - y[:, None]
@@ -363,25 +272,28 @@ def score_heads(source, features: Sequence[str], label: str, heads: Sequence, st
 def tune_stream(source, features: Sequence[str], label: str, points: Sequence[GridPoint],
                 make_config: Callable[[GridPoint, int | None], object], *, loss: str,
                 validation_fraction: float = VALIDATION_FRACTION, validation=None,
-                encode=None, engine: str = "numba", progress=True, chunk_rows=None,
+                mapper=None, validation_mapper=None, engine: str = "numba", progress=True, chunk_rows=None,
                 feature_bound=None) -> TuningResult:
     """Train every grid point as a head in one scan, score each privately, choose one.
 
-    source: the training data (a Source or anything ``open_source`` takes), its labels already in
-    the kernel's encoding.  validation: None (hold out ``validation_fraction`` of ``source``) or a
-    separate private release (its labels mapped by ``encode``).  make_config(point, n_train):
+    source: the training data (a Source or anything ``open_source`` takes); ``mapper`` (see
+    ``iwpfast.io.views``) turns its batches into the kernel's form (labels +-1, features scaled).
+    validation: None (hold out ``validation_fraction`` of ``source``) or a separate private
+    release (mapped by ``validation_mapper``).  make_config(point, n_train):
     the HeadConfig of a grid point for a pass over n_train rows.
     """
     from .io.sources import Source, open_source
     from .sgd import driver
+    from .io.views import PartSource
     src = source if isinstance(source, Source) else open_source(source)
-    relabel = None if encode is None else (label, encode)
     if validation is None:
-        train, val = make_split(src, validation_fraction, relabel)
+        train, val = make_split(src, validation_fraction, mapper)
         passes = 2.0
     else:
         val = validation if isinstance(validation, Source) else open_source(validation)
-        train = src if relabel is None else PartSource(src, None, 1, False, relabel)
+        if validation_mapper is not None:
+            val = PartSource(val, mapper=validation_mapper)
+        train = src if mapper is None else PartSource(src, mapper=mapper)
         passes = 1.0 + (1.0 if val.num_rows is None or src.num_rows is None
                         else val.num_rows / max(src.num_rows, 1))
     heads = []
@@ -399,7 +311,7 @@ def tune_stream(source, features: Sequence[str], label: str, points: Sequence[Gr
         result = driver.fit_stream(train, heads, **kw)
     names = [pt.name for pt in points]
     estimates, cov = score_heads(val, features, label, names, result.states, result.configs,
-                                 loss=loss, encode=encode)
+                                 loss=loss)
     chosen, rule, notes = select(points, estimates, cov)
     n_val = estimates[0].n_rows if estimates else 0
     return TuningResult(points=list(points), estimates=estimates, states=result.states,

@@ -78,7 +78,7 @@ def test_fit_errors_are_one_line_with_the_fix(files, capsys):
      ["label column 'PINCP' not in the source", "--label"]),
     (["--features", "AGEP", "WKHP"], ["label column is unknown", "--label"]),
     (["--features", "AGEP", "WKHP", "--label", "AGEP"],
-     ["label column 'AGEP' has values", "not {-1, 1} or {0, 1}", "recode it"]),
+     ["label column 'AGEP' has values", "needs two classes, {-1, 1}, {0, 1}", "recode it"]),
 ])
 def test_fit_input_errors_are_one_line_naming_the_fix(files, capsys, extra, needles):
     """What a user meets on a plain (unreleased) file: exit 2, one `iwpfast: error:` line that names

@@ -29,8 +29,8 @@ def register(subparsers) -> None:
     p.add_argument("--private", action="store_true",
                    help="DATA is a private hold-out (a release): print the debiased risk estimate")
     p.add_argument("--scaled", action="store_true",
-                   help="clean DATA is already in the training scale (default: raw units, scaled "
-                        "by the release's declared ranges when the model has them)")
+                   help="clean DATA is already in the model's [-1, 1] space (default: raw units, "
+                        "scaled by the model's declared ranges when it has them)")
     p.add_argument("--features", nargs="+", default=None, metavar="NAME",
                    help="feature columns of DATA in the model's order (default: the model's names)")
     p.add_argument("--label", default=None, help="label column of DATA (default: the model's)")
@@ -40,6 +40,7 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     import json
+    import sys
 
     from ..estimators import load
     from ..io.sources import open_source
@@ -49,17 +50,27 @@ def run(args) -> int:
     src = open_source(args.data)
     out = {"model": args.model, "data": args.data}
     if args.private or src.release_metadata is not None:
-        est = model.private_risk(src, features=features, label=args.label)
-        out.update(kind="private", risk=est.risk, stderr=est.stderr, rows=est.n_rows)
-        text = (f"debiased risk estimate on the private hold-out {args.data} ({est.n_rows:,} rows): "
-                f"{est.risk:.5f} +- {est.stderr:.5f} (standard error; 95% CI "
-                f"[{est.risk - 1.96 * est.stderr:.5f}, {est.risk + 1.96 * est.stderr:.5f}])")
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the reliability verdict is printed below instead
+            est = model.private_risk(src, features=features, label=args.label)
+        out.update(kind="private", risk=est.risk, stderr=est.stderr, rows=est.n_rows,
+                   reliable=est.reliable, effective_rows=est.effective_rows,
+                   largest_share=est.largest_share, noise_energy=est.noise_energy,
+                   ci95=None if est.ci95 is None else list(est.ci95), warnings=list(est.warnings))
+        text = f"debiased risk estimate on the private hold-out {args.data}: " + est.describe()
         if not args.private:
             text = "DATA is a release, so only the debiased estimate applies:\n" + text
     else:
-        raw = (not args.scaled) and getattr(model, "release_spec_", None) is not None
-        kw = dict(features=features, label=args.label, raw=raw)
-        score, risk = model._clean_score_and_risk(src, **kw)  # one pass for both
+        import warnings
+        has_ranges = model._model_ranges() is not None
+        raw = (not args.scaled) and has_ranges
+        kw = dict(features=features, label=args.label, scaled=bool(args.scaled))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            score, risk = model._clean_score_and_risk(src, **kw)  # one pass for both
+        for w in caught:
+            print(f"iwpfast: warning: {w.message}", file=sys.stderr)
         name = "accuracy" if model._task == "classification" else "R^2"
         out.update(kind="clean", risk=risk, rows=src.num_rows, **{name: score})
         text = (f"clean data {args.data}" + (" (raw units, scaled as the release did)" if raw else "")

@@ -8,29 +8,23 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import NamedTuple
+import warnings
 
 import numpy as np
 
-from ..exceptions import InvalidInputError, NotFittedError, ReleaseSpecError
+from ..estimates import RiskEstimate
+from ..exceptions import InvalidInputError, NotFittedError, NumericalWarning, ReleaseSpecError
 from ..sgd.schedules import default_radius
 from ..sgd.state import HeadConfig, HeadState
 from ._inputs import InputsMixin
 from ._noise import NoiseModel
 from ._params import ParamsMixin
 from ._state import ARRAY_LABEL, HEAD_NAME, PassState
+from ._units import UnitsCheck, resolve_scaled, scale_and_clip
 
 # which update engine the driver runs: "numba" (the fused kernels) or "reference" (the NumPy
 # twin; tests use it to check the facade independently of the kernels)
 _ENGINE = "numba"
-
-
-class RiskEstimate(NamedTuple):
-    """An estimate of the clean risk with its standard error (``risk ± 1.96 * stderr`` is a 95% CI)."""
-
-    risk: float
-    stderr: float
-    n_rows: int
 
 
 def _lazy_driver():
@@ -199,6 +193,11 @@ class IWPBase(ParamsMixin, InputsMixin):
             from ..privacy import ReleaseSpec
             spec = ReleaseSpec.from_metadata(noise.metadata)
         self.release_spec_ = spec
+        # the declared ranges raw data is scaled by (predict & co.; fit(..., ranges=) sets them
+        # for raw training data): a release's own, for the features this model reads
+        if spec is not None and all(f in spec.ranges for f in feats):
+            self.feature_ranges_ = {f: tuple(map(float, spec.ranges[f])) for f in feats}
+            self.feature_bound_ = float(spec.bound)
         self.noise_var_ = np.asarray(cfg.noise_var, dtype=np.float64)
         self.label_keep_prob_ = cfg.label_keep_prob
         self.target_noise_var_ = cfg.target_noise_var
@@ -304,26 +303,29 @@ class IWPBase(ParamsMixin, InputsMixin):
             yield [np.asarray(batch.column(c).to_numpy(zero_copy_only=False), dtype=np.float64)
                    for c in wanted]
 
-    def _raw_to_released_scale(self, cols: list[np.ndarray]) -> list[np.ndarray]:
-        """Map raw clean columns into the release's feature space: the declared ranges onto
-        [-1, 1], then the L2 clip at the bound (what the release did before adding noise)."""
-        spec = getattr(self, "release_spec_", None)
-        if spec is None or not hasattr(spec, "scaler_ranges"):
-            raise InvalidInputError(
-                "raw=True needs a model fitted on a release file (its ranges scale the raw columns); "
-                "this model has no release spec: pass data already in the training scale")
-        from ..privacy import RangeScaler
-        scaler = RangeScaler(list(spec.features), spec.scaler_ranges())
-        out = []
-        for j, c in enumerate(cols):
-            o = np.empty(len(c))
-            scaler.scale_into(j, c, o)
-            out.append(o)
-        norm2 = np.zeros(len(cols[0]))
-        for o in out:
-            norm2 += o * o
-        factor = np.minimum(1.0, float(spec.bound) / np.sqrt(np.maximum(norm2, 1e-300)))
-        return [o * factor for o in out]
+    def _model_ranges(self):
+        """(lo, hi, bound) of the model's features in the model's order, or None when the model
+        has no declared ranges (then raw units are its training units)."""
+        ranges = getattr(self, "feature_ranges_", None)
+        if not ranges:
+            return None
+        names = list(self.features_)
+        lo = np.array([float(ranges[n][0]) for n in names])
+        hi = np.array([float(ranges[n][1]) for n in names])
+        return lo, hi, float(self.feature_bound_)
+
+    def _in_model_units(self, batches, scaled: bool, where: str):
+        """Yield the feature columns of ``batches`` in the model's space (``_units``), then warn
+        once if the data did not look like the units assumed."""
+        ranges = self._model_ranges()
+        check = UnitsCheck(list(self.features_), None if ranges is None else ranges[0],
+                           None if ranges is None else ranges[1], scaled, where)
+        for cols in batches:
+            check.add(cols)
+            if ranges is not None and not scaled:
+                cols = scale_and_clip(cols, *ranges)
+            yield cols
+        check.warn(stacklevel=4)
 
     def _wanted_features(self, features) -> list[str]:
         """The columns to read for the model's features: ``features`` (one per model feature, in
@@ -354,24 +356,25 @@ class IWPBase(ParamsMixin, InputsMixin):
             u += t * c
         return u
 
-    def decision_function(self, X, *, features=None, raw=False) -> np.ndarray:
+    def decision_function(self, X, *, features=None, scaled=None, raw=None) -> np.ndarray:
         """The linear score ``u = theta^T x + b`` for every row of X.
 
-        ``raw=True``: X holds clean data in its original units (e.g. a hold-out of the file that
-        was released); it is scaled and clipped as the release did before the score is taken.
+        X is in raw units by default: a model with declared ranges (fitted on a release, or with
+        ``fit(..., ranges=...)``) scales and clips it as the release did.  ``scaled=True``: X is
+        already in the model's [-1, 1] space.  (``raw=True`` is the older spelling of the default.)
         """
+        scaled = resolve_scaled(scaled, raw)
         theta, b = self._theta_b()
         out = []
-        for cols in self._feature_columns(X, features):
-            if raw:
-                cols = self._raw_to_released_scale(cols)
+        for cols in self._in_model_units(self._feature_columns(X, features), scaled,
+                                         "decision_function"):
             out.append(self._linear_scores(theta, b, cols))
         return np.concatenate(out) if out else np.zeros(0)
 
-    def _clean_xy(self, X, y, features, label, raw):
+    def _clean_xy(self, X, y, features, label, scaled, where="score"):
         """(scores, targets in the kernel's encoding) on clean data: arrays or a source with a label."""
         if y is not None:
-            return (self.decision_function(X, features=features, raw=raw),
+            return (self.decision_function(X, features=features, scaled=scaled),
                     self._encode_targets_stream(np.asarray(y).reshape(-1)))
         self._check_fitted()
         from ..io.sources import open_source
@@ -385,41 +388,52 @@ class IWPBase(ParamsMixin, InputsMixin):
         self._check_names(names, wanted, list(self.features_))
         theta, b = self._theta_b()
         us, ys = [], []
-        for batch in src.batches([*wanted, lab]):
-            cols = [np.asarray(batch.column(c).to_numpy(zero_copy_only=False), dtype=np.float64)
-                    for c in wanted]
-            if raw:
-                cols = self._raw_to_released_scale(cols)
+
+        def batches():
+            for batch in src.batches([*wanted, lab]):
+                ys.append(self._encode_targets_stream(batch.column(lab).to_numpy(zero_copy_only=False)))
+                yield [np.asarray(batch.column(c).to_numpy(zero_copy_only=False), dtype=np.float64)
+                       for c in wanted]
+
+        for cols in self._in_model_units(batches(), scaled, where):
             us.append(self._linear_scores(theta, b, cols))
-            ys.append(self._encode_targets_stream(batch.column(lab).to_numpy(zero_copy_only=False)))
         return np.concatenate(us), np.concatenate(ys)
 
-    def _clean_score_and_risk(self, X, y=None, *, features=None, label=None, raw=False):
+    def _clean_score_and_risk(self, X, y=None, *, features=None, label=None, scaled=None, raw=None):
         """``(score(...), risk(...))`` from one pass over X (the CLI's ``evaluate``)."""
-        u, yv = self._clean_xy(X, y, features, label, raw)
+        u, yv = self._clean_xy(X, y, features, label, resolve_scaled(scaled, raw), "evaluate")
         return self._score_from(u, yv), self._risk_from(u, yv)
 
-    def score(self, X, y=None, *, features=None, label=None, raw=False) -> float:
+    def score(self, X, y=None, *, features=None, label=None, scaled=None, raw=None) -> float:
         """Accuracy (classifier) or R^2 (regressor) on clean data: arrays ``(X, y)`` or a source
-        with the label column."""
-        return self._score_from(*self._clean_xy(X, y, features, label, raw))
+        with the label column.  X in raw units unless ``scaled=True`` (see decision_function)."""
+        return self._score_from(*self._clean_xy(X, y, features, label, resolve_scaled(scaled, raw)))
 
-    def risk(self, X, y=None, *, features=None, label=None, raw=False) -> float:
-        """Mean (unregularized) loss on clean data, the loss the model minimizes."""
-        return self._risk_from(*self._clean_xy(X, y, features, label, raw))
+    def risk(self, X, y=None, *, features=None, label=None, scaled=None, raw=None) -> float:
+        """Mean (unregularized) loss on clean data, the loss the model minimizes.  X in raw units
+        unless ``scaled=True`` (see decision_function)."""
+        return self._risk_from(*self._clean_xy(X, y, features, label, resolve_scaled(scaled, raw),
+                                               "risk"))
 
     # ---- private validation --------------------------------------------------------------------
     def private_risk(self, X, y=None, *, noise_var=None, epsilon_y=None, label_keep_prob=None,
                      target_noise_var=None, features=None, label=None, override=False) -> RiskEstimate:
-        """Unbiased estimate of the *clean* risk from a *private* hold-out, with its standard error.
+        """Unbiased estimate of the *clean* risk from a *private* hold-out, with its standard error
+        and whether to believe them.
 
-        Each row contributes the IWP loss (docs/design.md section 2) at the fitted (theta, b), whose
-        expectation over the release noise is the clean loss; the estimate is their mean and the
-        standard error is their sample sd / sqrt(n) (rows are independent).  For a release file the
-        noise parameters come from its metadata.  The logistic loss uses the fitted truncation K
-        (its estimate is then unbiased up to the K-term truncation bias).
+        Each row contributes the IWP loss at the fitted (theta, b), whose expectation over the
+        release noise is the clean loss; the estimate is their mean and the standard error is their
+        sample sd / sqrt(n) (rows are independent).  For a release file the noise parameters come
+        from its metadata.  The logistic loss uses the fitted truncation K (its estimate is then
+        unbiased up to the K-term truncation bias).
+
+        The returned ``RiskEstimate`` also carries reliability diagnostics (the rows that
+        effectively carry the sum, the largest row's share, sigma^2 |theta|^2 and the variance
+        factor it implies); when they show that a few rows dominate, or that the noise makes the
+        per-row values too heavy-tailed for this many rows, ``reliable`` is False, ``ci95`` is None
+        and a NumericalWarning says why (``iwpfast.estimates``: the thresholds).
         """
-        from ..estimates import glm_loss_values
+        from ..estimates import RiskAccumulator, glm_loss_values
         theta, b = self._theta_b()
         kw = dict(noise_var=noise_var, epsilon_y=epsilon_y, label_keep_prob=label_keep_prob,
                   target_noise_var=target_noise_var, feature_bound=None)
@@ -433,9 +447,7 @@ class IWPBase(ParamsMixin, InputsMixin):
         tau = 0.5 * float(np.dot(s, theta * theta))
         keep = noise.label_keep_prob
         weight = 1.0 if keep is None else keep / (2.0 * keep - 1.0)  # S~ = S/(2S-1) = 1/(1-e^-eps)
-        total = 0.0
-        total_sq = 0.0
-        n = 0
+        acc = RiskAccumulator(1)
         for cols, yv in self._iter_xy(source, feats, lab):
             u = self._linear_scores(theta, b, cols)
             if self._task == "regression":
@@ -443,14 +455,12 @@ class IWPBase(ParamsMixin, InputsMixin):
                 vals = 0.5 * r * r - tau - 0.5 * noise.target_noise_var
             else:
                 vals = glm_loss_values(self.loss, yv * u, tau, weight, int(getattr(self, "truncation_", 0)))
-            total += float(vals.sum())
-            total_sq += float(np.dot(vals, vals))
-            n += len(vals)
-        if n == 0:
-            raise InvalidInputError("the private hold-out has no rows; pass a release with at least one row")
-        mean = total / n
-        var = max(total_sq / n - mean * mean, 0.0) * n / max(n - 1, 1)
-        return RiskEstimate(mean, math.sqrt(var / n), n)
+            acc.add(vals)
+        est = acc.estimates(self.loss, 2.0 * tau)[0]
+        if not est.reliable:
+            warnings.warn("private_risk: the estimate is not reliable: " + " ".join(est.warnings),
+                          NumericalWarning, stacklevel=2)
+        return est
 
     def _iter_xy(self, source, feats, lab):
         """Yield (feature columns, targets in the kernel's encoding) per batch of a prepared source."""

@@ -105,22 +105,18 @@ class IWPClassifier(IWPBase):
         """Released labels are +-1 already; other label columns ({0, 1}) are mapped batch by batch."""
         meta = source.release_metadata
         if meta is not None and meta.get("label_encoding", "pm1") == "pm1":
-            self._pass.classes = np.array([-1, 1])
+            # released labels are -1/+1; label_classes gives back the values the data owner had
+            self._pass.classes = np.asarray(meta.get("label_classes") or [-1, 1])
             return source
-        import pyarrow as pa
+        mapper = self._label_mapper(lab)
+        from ..io.views import PartSource
+        return PartSource(source, mapper=mapper)
+
+    def _label_mapper(self, lab):
+        """A batch mapper (``iwpfast.io.views``) recoding the label column to +-1."""
+        from ..io.views import column_mapper
         first: dict = {}
-
-        def batches():
-            for batch in source.batches():
-                yv = batch.column(lab).to_numpy(zero_copy_only=False)
-                enc = self._encode_targets_stream(yv, first, column=lab)
-                idx = batch.schema.get_field_index(lab)
-                yield batch.set_column(idx, lab, pa.array(enc))
-
-        schema = source.schema
-        idx = schema.get_field_index(lab)
-        schema = schema.set(idx, pa.field(lab, pa.float64()))
-        return pa.RecordBatchReader.from_batches(schema, batches())
+        return column_mapper({lab: lambda yv: self._encode_targets_stream(yv, first, column=lab)})
 
     def _encode_targets_stream(self, y, first=None, column=None):
         """Map streamed labels to +-1: {-1, 1} as is, {0, 1} with 0 -> -1 (or the fitted classes)."""
@@ -139,12 +135,15 @@ class IWPClassifier(IWPBase):
             classes = np.array([-1, 1])
         elif np.isin(vals, [0, 1]).all():
             classes = np.array([0, 1])
+        elif vals.size == 2:
+            classes = vals   # any two values (strings...): sorted, the second is the positive class
         else:
             where = f"label column {column!r}" if column is not None else "the labels"
             raise InvalidInputError(
-                f"{where} has values {vals.tolist()[:10]}, not {{-1, 1}} or {{0, 1}}: a streamed label "
-                "must be one of these encodings; recode it (e.g. 1 for the positive class, 0 else), or "
-                "fit on arrays, fit(X, y), which maps any two classes")
+                f"{where} has values {vals.tolist()[:10]} in its first batch: a streamed label needs "
+                "two classes, {-1, 1}, {0, 1}, or two values seen in the first batch; recode it (e.g. "
+                "1 for the positive class, 0 else), or fit on arrays, fit(X, y), which maps any two "
+                "classes")
         if not np.isin(vals, classes).all():
             raise InvalidInputError(
                 f"label values {vals.tolist()[:10]} mix encodings (classes so far {classes.tolist()}); "
@@ -161,18 +160,19 @@ class IWPClassifier(IWPBase):
             found = self._pass.classes
             self.classes_ = np.asarray(np.array([-1, 1]) if found is None else found)
 
-    def predict(self, X, *, features=None, raw=False) -> np.ndarray:
-        """The predicted class of each row (``classes_[1]`` where the score is positive)."""
-        u = self.decision_function(X, features=features, raw=raw)
+    def predict(self, X, *, features=None, scaled=None, raw=None) -> np.ndarray:
+        """The predicted class of each row (``classes_[1]`` where the score is positive), in the
+        label values the model was fitted with.  X in raw units unless ``scaled=True``."""
+        u = self.decision_function(X, features=features, scaled=scaled, raw=raw)
         return self.classes_[(u > 0).astype(np.intp)]
 
-    def predict_proba(self, X, *, features=None, raw=False) -> np.ndarray:
+    def predict_proba(self, X, *, features=None, scaled=None, raw=None) -> np.ndarray:
         """Class probabilities (logistic loss only: the other losses are not likelihoods)."""
         if self.loss != "logistic":
             raise InvalidInputError(
                 f"predict_proba needs loss='logistic' (this model uses {self.loss!r}, whose score is not "
                 "a log-odds); use decision_function, or refit with loss='logistic'")
-        u = self.decision_function(X, features=features, raw=raw)
+        u = self.decision_function(X, features=features, scaled=scaled, raw=raw)
         pos = 0.5 * (1.0 + np.tanh(0.5 * u))  # overflow-free sigmoid
         return np.column_stack([1.0 - pos, pos])
 

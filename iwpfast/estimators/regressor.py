@@ -34,8 +34,9 @@ class IWPRegressor(IWPBase):
                                     "drop or impute such rows before fitting")
         return yf
 
-    def predict(self, X, *, features=None, raw=False) -> np.ndarray:
-        return self.decision_function(X, features=features, raw=raw)
+    def predict(self, X, *, features=None, scaled=None, raw=None) -> np.ndarray:
+        """Predicted targets; X in raw units unless ``scaled=True`` (see decision_function)."""
+        return self.decision_function(X, features=features, scaled=scaled, raw=raw)
 
     def _score_from(self, pred, yv) -> float:
         """R^2 (scikit-learn's regressor convention)."""

@@ -627,7 +627,9 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
     # With on_invalid="error" every row read is written, so a known row count is final now;
     # otherwise the writer fixes the metadata at the end (free for Parquet, a rewrite for IPC).
     expected_rows = src.num_rows if on_invalid == "error" else None
-    schema = _output_schema(spec, {METADATA_KEY: _metadata_json(spec, expected_rows, part)})
+    label_classes = _peek_label_classes(spec, src)
+    schema = _output_schema(spec, {METADATA_KEY: _metadata_json(spec, expected_rows, part,
+                                                                label_classes)})
     engine = _Privatizer(spec, seed, threads, kernel, src.num_rows)
     result = ReleaseResult(destination=destination if isinstance(destination, Path)
                            else destination.display, spec=spec)
@@ -680,7 +682,10 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
                     except BaseException:
                         pass
             spec = ReleaseSpec.from_metadata(spec.to_metadata(result.rows_written))
-            writer.commit({METADATA_KEY: _metadata_json(spec, result.rows_written, part)})
+            if engine.label_encoding is not None:
+                label_classes = [0, 1] if engine.label_encoding == "01" else [-1, 1]
+            writer.commit({METADATA_KEY: _metadata_json(spec, result.rows_written, part,
+                                                        label_classes)})
     finally:
         write_pool.shutdown(wait=True)
         bar.close()
@@ -691,16 +696,38 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
     return result
 
 
-def _metadata_json(spec: ReleaseSpec, rows, part: dict | None) -> str:
-    """The release metadata as stored: the spec, the row count, and a part's fields (multi-part
-    releases: release id, part index, the part's rows; see iwpfast/io/parts.py)."""
-    if part is None:
+def _peek_label_classes(spec: ReleaseSpec, src) -> list | None:
+    """The source's binary label values, [0, 1] or [-1, 1], from its first batch (so the schema
+    written first already carries them: no IPC rewrite at the end), or None if unknown yet."""
+    if spec.label is None or spec.task != "classification" or not src.rereadable:
+        return None
+    for batch in src.batches([spec.label]):
+        values = batch.column(0).drop_null().to_numpy(zero_copy_only=False)
+        if values.size == 0:
+            continue
+        if values.dtype == np.bool_ or (values == 0).any():
+            return [0, 1]
+        if (values == -1).any():
+            return [-1, 1]
+        return None
+    return None
+
+
+def _metadata_json(spec: ReleaseSpec, rows, part: dict | None, label_classes=None) -> str:
+    """The release metadata as stored: the spec, the row count, a part's fields (multi-part
+    releases: release id, part index, the part's rows; see iwpfast/io/parts.py), and
+    ``label_classes``: the label values of the source (the released column holds -1/+1; a learner
+    maps them back, so a model predicts the user's own values)."""
+    if part is None and label_classes is None:
         return spec.to_json(rows)
     import json
 
     meta = spec.to_metadata(rows)
-    meta["part"] = {"release_id": str(part["release_id"]), "index": int(part["index"]),
-                    "rows": None if rows is None else int(rows)}
+    if label_classes is not None:
+        meta["label_classes"] = list(label_classes)
+    if part is not None:
+        meta["part"] = {"release_id": str(part["release_id"]), "index": int(part["index"]),
+                        "rows": None if rows is None else int(rows)}
     return json.dumps(meta, sort_keys=True, allow_nan=False)
 
 

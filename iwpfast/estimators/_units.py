@@ -1,0 +1,126 @@
+"""One rule for units: data handed to a model is in raw units unless ``scaled=True``.
+
+A model that knows its features' declared public ranges (fitted on a release, whose spec carries
+them, or on raw data with ``fit(..., ranges=...)``) maps raw columns the way a release does:
+each declared range [lo, hi] onto [-1, 1] (values outside clipped to it), then each row clipped
+to the L2 ball of the feature bound.  ``scaled=True`` (CLI ``--scaled``) says the data is already
+in that space.  A model without ranges (fitted on arrays as given) has one space only: its
+training units.
+
+Two mistakes are caught, with a warning that names the fix (``UnitsCheck``):
+- raw-unit data that looks already scaled: every value of every feature lies in [-1, 1] while
+  some declared range is much wider (its half-width > ``SCALED_LOOKING_HALF_WIDTH``): scaling it
+  again would squeeze it into a sliver around the range's midpoint;
+- a share above ``OUT_OF_RANGE_SHARE`` of a feature's values outside its declared range (raw), or
+  beyond [-1, 1] with ``scaled=True``: wrong units or wrong ranges (those values are clipped).
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from ..exceptions import InvalidInputError, UnitsWarning
+
+#: warn when more than this share of a feature's values lies outside its declared range
+OUT_OF_RANGE_SHARE = 0.01
+#: raw data inside [-1, 1] "looks scaled" when some declared range has a half-width above this
+SCALED_LOOKING_HALF_WIDTH = 2.0
+
+
+def resolve_scaled(scaled, raw) -> bool:
+    """``scaled`` (new) and ``raw`` (kept from before: raw=True is scaled=False) -> scaled."""
+    if raw is not None and scaled is not None and bool(raw) == bool(scaled):
+        raise InvalidInputError(f"raw={raw!r} and scaled={scaled!r} contradict each other; pass "
+                                "scaled=True for data already in the model's [-1, 1] space, nothing "
+                                "(the default) for raw units")
+    if scaled is not None:
+        return bool(scaled)
+    if raw is not None:
+        return not bool(raw)
+    return False
+
+
+def scale_and_clip(cols: list[np.ndarray], lo: np.ndarray, hi: np.ndarray,
+                   bound: float) -> list[np.ndarray]:
+    """Raw columns -> the release's feature space: [lo, hi] onto [-1, 1] (clipped), then the
+    L2 clip of each row at ``bound`` (what a release does before adding noise)."""
+    mid = 0.5 * (lo + hi)
+    half = 0.5 * (hi - lo)
+    out = []
+    for j, c in enumerate(cols):
+        o = (np.asarray(c, dtype=np.float64) - mid[j]) * (1.0 / half[j])
+        np.clip(o, -1.0, 1.0, out=o)
+        out.append(o)
+    if not out or not len(out[0]):
+        return out
+    norm2 = np.zeros(len(out[0]))
+    for o in out:
+        norm2 += o * o
+    factor = np.minimum(1.0, float(bound) / np.sqrt(np.maximum(norm2, 1e-300)))
+    return [o * factor for o in out]
+
+
+class UnitsCheck:
+    """Streaming counts over the batches of one call; ``warn()`` once at the end."""
+
+    def __init__(self, names: list[str], lo: np.ndarray | None, hi: np.ndarray | None,
+                 scaled: bool, where: str):
+        self.names = list(names)
+        self.lo, self.hi = lo, hi
+        self.scaled = scaled
+        self.where = where
+        p = len(self.names)
+        self.n = 0
+        self.outside = np.zeros(p, dtype=np.int64)
+        self.inside_unit = np.ones(p, dtype=bool)
+
+    def add(self, cols: list[np.ndarray]) -> None:
+        if self.lo is None or not cols:
+            return
+        self.n += len(cols[0])
+        for j, c in enumerate(cols):
+            if not len(c):
+                continue
+            cmin, cmax = float(np.min(c)), float(np.max(c))
+            if self.scaled:
+                if cmin < -1.0 or cmax > 1.0:
+                    self.outside[j] += int(np.count_nonzero(np.abs(c) > 1.0))
+            else:
+                if cmin < -1.0 or cmax > 1.0:
+                    self.inside_unit[j] = False
+                if cmin < self.lo[j] or cmax > self.hi[j]:
+                    self.outside[j] += int(np.count_nonzero((c < self.lo[j]) | (c > self.hi[j])))
+
+    def warn(self, stacklevel: int = 3) -> None:
+        if self.lo is None or self.n == 0:
+            return
+        if self.scaled:
+            bad = [(self.names[j], self.outside[j] / self.n) for j in range(len(self.names))
+                   if self.outside[j] / self.n > OUT_OF_RANGE_SHARE]
+            if bad:
+                text = ", ".join(f"{name} {share:.1%}" for name, share in bad)
+                warnings.warn(
+                    f"{self.where}: scaled=True but values lie outside [-1, 1] (share per feature: "
+                    f"{text}); is the data in raw units? Then drop scaled=True (CLI: --scaled), the "
+                    "model scales raw data by its declared ranges itself.", UnitsWarning,
+                    stacklevel=stacklevel)
+            return
+        half = 0.5 * (self.hi - self.lo)
+        if self.inside_unit.all() and np.any(half > SCALED_LOOKING_HALF_WIDTH):
+            wide = [f"{self.names[j]}={self.lo[j]:g}:{self.hi[j]:g}" for j in range(len(self.names))
+                    if half[j] > SCALED_LOOKING_HALF_WIDTH]
+            warnings.warn(
+                f"{self.where}: the data look already scaled (every value in [-1, 1]) but are read as "
+                f"raw units and scaled again by the declared ranges ({', '.join(wide[:4])}); if they "
+                "are already scaled pass scaled=True (CLI: --scaled).", UnitsWarning,
+                stacklevel=stacklevel)
+            return
+        bad = [(self.names[j], self.outside[j] / self.n, self.lo[j], self.hi[j])
+               for j in range(len(self.names)) if self.outside[j] / self.n > OUT_OF_RANGE_SHARE]
+        if bad:
+            text = ", ".join(f"{name} {share:.1%} outside {lo:g}:{hi:g}" for name, share, lo, hi in bad)
+            warnings.warn(
+                f"{self.where}: values outside the declared ranges ({text}); they are clipped to the "
+                "range's edge. Check the units of the data and the ranges.", UnitsWarning,
+                stacklevel=stacklevel)

@@ -1,0 +1,124 @@
+"""Views of a Source: a part of its rows (training / validation blocks) and batches mapped on the fly.
+
+``PartSource(inner, period=m, block=b, validation=...)``: the rows are cut into blocks of ``b``
+consecutive rows; every m-th block (the last of each group of m) is the validation part, the rest
+the training part.  Every piece is a zero-copy slice of a batch of ``inner``; row numbers
+(origins, ``start_row``) count the part's own rows, so the driver's resume works on a part.
+``period=None``: every row (a pure mapping view).
+
+``mapper=(schema_fn, batch_fn)``: the view's schema is ``schema_fn(inner schema)`` and each
+yielded batch is ``batch_fn(batch)`` (e.g. labels recoded to +-1, raw features scaled and clipped
+as a release does).  One call per batch: nothing runs per row in Python.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import pyarrow as pa
+
+from .sources import BatchOrigin, Source
+
+
+def split_counts(n: int, period: int, block: int) -> tuple[int, int]:
+    """(training rows, validation rows) of n rows."""
+    group = period * block
+    full, rest = divmod(n, group)
+    val = full * block + max(0, rest - (period - 1) * block)
+    return n - val, val
+
+
+def column_mapper(functions: dict[str, Callable[[np.ndarray], np.ndarray]]):
+    """A mapper that replaces each named column by ``fn(values)`` as float64."""
+
+    def schema_fn(schema: pa.Schema) -> pa.Schema:
+        for name in functions:
+            i = schema.get_field_index(name)
+            if i >= 0:
+                schema = schema.set(i, pa.field(name, pa.float64()))
+        return schema
+
+    def batch_fn(batch: pa.RecordBatch) -> pa.RecordBatch:
+        for name, fn in functions.items():
+            i = batch.schema.get_field_index(name)
+            if i >= 0:
+                values = batch.column(i).to_numpy(zero_copy_only=False)
+                batch = batch.set_column(i, name, pa.array(np.asarray(fn(values), dtype=np.float64)))
+        return batch
+
+    return schema_fn, batch_fn
+
+
+def chain_mappers(*mappers):
+    """One mapper applying ``mappers`` in order (None entries skipped)."""
+    ms = [m for m in mappers if m is not None]
+    if not ms:
+        return None
+
+    def schema_fn(schema):
+        for m in ms:
+            schema = m[0](schema)
+        return schema
+
+    def batch_fn(batch):
+        for m in ms:
+            batch = m[1](batch)
+        return batch
+
+    return schema_fn, batch_fn
+
+
+class PartSource(Source):
+    """Training or validation rows of ``inner`` (or all rows, ``period=None``), batches mapped."""
+
+    def __init__(self, inner: Source, *, period: int | None = None, block: int = 1,
+                 validation: bool = False, mapper=None):
+        self.inner = inner
+        self.period = None if period is None else int(period)
+        self.block = int(block)
+        self.validation = bool(validation)
+        self.mapper = mapper
+        part = "validation" if validation else "training"
+        self.description = (inner.description if period is None else
+                            f"{inner.description} ({part} part, 1 block in {period})")
+        self.rereadable = inner.rereadable
+        self.cheap_decode = inner.cheap_decode and mapper is None
+        n = inner.num_rows
+        if n is not None and self.period is not None:
+            tr, va = split_counts(int(n), self.period, self.block)
+            n = va if validation else tr
+        schema = inner.full_schema if mapper is None else mapper[0](inner.full_schema)
+        super().__init__(schema, inner.columns, inner.batch_rows, n)
+
+    def group_ends(self):
+        return self.inner.group_ends() if self.period is None else None
+
+    def _keep(self, block_index: int) -> bool:
+        return (block_index % self.period == self.period - 1) == self.validation
+
+    def _map(self, piece: pa.RecordBatch) -> pa.RecordBatch:
+        return piece if self.mapper is None else self.mapper[1](piece)
+
+    def _located(self, columns, start_row, batch_rows):
+        if self.period is None:
+            for origin, batch in self.inner.located_batches(columns, start_row, batch_rows):
+                yield origin, self._map(batch)
+            return
+        row = 0  # the part's own row counter
+        for origin, batch in self.inner.located_batches(columns, 0, batch_rows):
+            g0 = origin.global_row
+            g_end = g0 + batch.num_rows
+            pos = g0
+            while pos < g_end:
+                b = pos // self.block
+                stop = min(g_end, (b + 1) * self.block)
+                if self._keep(b):
+                    piece_n = stop - pos
+                    if row + piece_n > start_row:
+                        cut = max(0, start_row - row)
+                        piece = batch.slice(pos - g0 + cut, piece_n - cut)
+                        yield (BatchOrigin(origin.file_index, origin.file, origin.row_group,
+                                           origin.group_row + (pos - g0) + cut, row + cut),
+                               self._map(piece))
+                    row += piece_n
+                pos = stop
