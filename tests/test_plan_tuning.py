@@ -11,7 +11,7 @@ from iwpfast.cli import main
 from iwpfast.estimates import RiskAccumulator, noise_variance_factor
 from iwpfast.planning import plan_release
 from iwpfast.privacy import ReleaseSpec
-from iwpfast.tuning import (GridPoint, _split_counts, default_grid, derived_step, make_split,
+from iwpfast.sgd.tuning import (GridPoint, _split_counts, default_grid, derived_step, make_split,
                             select, validation_period)
 
 

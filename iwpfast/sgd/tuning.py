@@ -29,7 +29,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .exceptions import InvalidInputError, NumericalWarning
+from ..exceptions import InvalidInputError, NumericalWarning
 
 #: default share of a stream held out for validation
 VALIDATION_FRACTION = 0.1
@@ -150,8 +150,8 @@ def validation_period(fraction: float) -> int:
 def make_split(source, fraction: float, mapper=None):
     """(training part, validation part) of a Source: two ``iwpfast.io.views.PartSource`` views,
     both with their batches mapped by ``mapper`` (labels recoded, raw features scaled...)."""
-    from .io.sources import Source, open_source
-    from .io.views import PartSource
+    from ..io.sources import Source, open_source
+    from ..io.views import PartSource
     src = source if isinstance(source, Source) else open_source(source)
     if not src.rereadable:
         raise InvalidInputError(
@@ -164,7 +164,7 @@ def make_split(source, fraction: float, mapper=None):
 
 
 def _split_counts(n: int, period: int, block: int) -> tuple[int, int]:
-    from .io.views import split_counts
+    from ..io.views import split_counts
     return split_counts(n, period, block)
 
 
@@ -244,7 +244,7 @@ def score_heads(source, features: Sequence[str], label: str, heads: Sequence, st
                 configs: dict, *, loss: str):
     """(RiskEstimate per head, covariance of the estimates) on a (validation) source: one read,
     one (rows x p) @ (p x k) product per batch."""
-    from .estimates import RiskAccumulator, glm_loss_values
+    from ..estimates import RiskAccumulator, glm_loss_values
     k = len(heads)
     theta = np.stack([states[h].coef(configs[h].average_start >= 0)[0] for h in heads], axis=1)
     b = np.array([states[h].coef(configs[h].average_start >= 0)[1] for h in heads])
@@ -253,7 +253,7 @@ def score_heads(source, features: Sequence[str], label: str, heads: Sequence, st
     cfg0 = configs[heads[0]]
     weight = cfg0.label_tilde
     acc = RiskAccumulator(k)
-    from .io.sources import Source, open_source
+    from ..io.sources import Source, open_source
     src = source if isinstance(source, Source) else open_source(source)
     for batch in src.batches([*features, label]):
         X = np.column_stack([np.asarray(batch.column(f).to_numpy(zero_copy_only=False),
@@ -282,9 +282,9 @@ def tune_stream(source, features: Sequence[str], label: str, points: Sequence[Gr
     release (mapped by ``validation_mapper``).  make_config(point, n_train):
     the HeadConfig of a grid point for a pass over n_train rows.
     """
-    from .io.sources import Source, open_source
-    from .sgd import driver
-    from .io.views import PartSource
+    from ..io.sources import Source, open_source
+    from . import driver
+    from ..io.views import PartSource
     src = source if isinstance(source, Source) else open_source(source)
     if validation is None:
         train, val = make_split(src, validation_fraction, mapper)
