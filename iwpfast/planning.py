@@ -102,11 +102,13 @@ class ReleasePlan:
                     ", public labels") + f", delta={self.delta:g}; {self.guarantee}",
                  f"features:      p={p}, L2 bound B={self.bound:g}, calibration {self.calibration}",
                  f"sigma:         {self.sigma:.6g} per feature (what the release will add; "
-                 f"sigma^2 = {self.sigma ** 2:.4g}, p sigma^2 / B^2 = {p * self.sigma ** 2 / self.bound ** 2:.3g})"]
+                 f"sigma^2 = {self.sigma ** 2:.4g}, "
+                 f"p sigma^2 / B^2 = {p * self.sigma ** 2 / self.bound ** 2:.3g})"]
         if self.task == "classification":
             if self.label_keep_prob is not None:
-                lines.append(f"keep prob.:    {self.label_keep_prob:.6g} (randomized response; the "
-                             f"debiasing weight S~ = {self.label_keep_prob / (2 * self.label_keep_prob - 1):.4g})")
+                keep = self.label_keep_prob
+                lines.append(f"keep prob.:    {keep:.6g} (randomized response; the debiasing "
+                             f"weight S~ = {keep / (2 * keep - 1):.4g})")
             else:
                 lines.append("keep prob.:    1 (labels released without noise)")
         elif self.target_noise_scale is not None:

@@ -11,8 +11,15 @@ from iwpfast.cli import main
 from iwpfast.estimates import RiskAccumulator, noise_variance_factor
 from iwpfast.planning import plan_release
 from iwpfast.privacy import ReleaseSpec
-from iwpfast.sgd.tuning import (GridPoint, _split_counts, default_grid, derived_step, make_split,
-                            select, validation_period)
+from iwpfast.sgd.tuning import (
+    GridPoint,
+    _split_counts,
+    default_grid,
+    derived_step,
+    make_split,
+    select,
+    validation_period,
+)
 
 
 # ------------------------------------------------------------------ the accumulator

@@ -1,14 +1,13 @@
 """Issue 14: one rule for units (raw by default, scaled=True), its warnings, labels kept as given,
 and the private risk's reliability diagnostics on a release."""
-import math
 import warnings
 
 import numpy as np
 import pytest
 
 from iwpfast import IWPClassifier
-from iwpfast.exceptions import NumericalWarning, UnitsWarning
 from iwpfast.estimators._units import scale_and_clip
+from iwpfast.exceptions import NumericalWarning, UnitsWarning
 
 pytestmark = pytest.mark.kernels
 

@@ -26,7 +26,8 @@ def register(subparsers) -> None:
     p.add_argument("--epsilon-y", type=float, default=None,
                    help="budget of the label / target (default: public labels)")
     p.add_argument("--delta", type=float, default=1e-5, help="delta (default 1e-5)")
-    p.add_argument("--bound", type=float, default=1.0, help="L2 bound of the scaled feature vector (default 1)")
+    p.add_argument("--bound", type=float, default=1.0,
+                   help="L2 bound of the scaled feature vector (default 1)")
     p.add_argument("--features", type=int, required=True, metavar="P", help="number of features p")
     p.add_argument("--rows", type=int, default=None, metavar="N", help="rows the release will have")
     p.add_argument("--loss", default=None,

@@ -12,7 +12,7 @@ as a release does).  One call per batch: nothing runs per row in Python.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -190,7 +190,7 @@ class TuningResult:
         """Column-wise table (``pandas.DataFrame(model.tuning_)`` shows it)."""
         cols = {k: [] for k in ("alpha", "learning_rate", "risk", "stderr", "reliable",
                                 "effective_rows", "noise_energy", "capped", "on_sphere", "chosen")}
-        for i, (pt, est) in enumerate(zip(self.points, self.estimates)):
+        for i, (pt, est) in enumerate(zip(self.points, self.estimates, strict=True)):
             tel = self.telemetry.get(pt.name, {})
             cols["alpha"].append(pt.alpha)
             cols["learning_rate"].append(pt.learning_rate)
@@ -283,8 +283,8 @@ def tune_stream(source, features: Sequence[str], label: str, points: Sequence[Gr
     the HeadConfig of a grid point for a pass over n_train rows.
     """
     from ..io.sources import Source, open_source
-    from . import driver
     from ..io.views import PartSource
+    from . import driver
     src = source if isinstance(source, Source) else open_source(source)
     if validation is None:
         train, val = make_split(src, validation_fraction, mapper)
