@@ -34,13 +34,12 @@ import pyarrow as pa
 
 from ..exceptions import InvalidInputError, ReleaseSpecError
 from .filesystem import Location, resolve
+from .formats import CSV_SUFFIXES, IPC_SUFFIXES, PARQUET_SUFFIXES, has_data_suffix, input_format
+from .formats import RELEASE_METADATA_KEY_BYTES as RELEASE_METADATA_KEY
 
-RELEASE_METADATA_KEY = b"iwpfast.release"
 DEFAULT_BATCH_ROWS = 1 << 16
-
-PARQUET_SUFFIXES = (".parquet", ".pq", ".parq")
-IPC_SUFFIXES = (".arrow", ".feather", ".ipc", ".arrows")
-CSV_SUFFIXES = (".csv", ".csv.gz", ".csv.bz2", ".csv.zst", ".tsv")
+__all__ = ["open_source", "Source", "BatchOrigin", "RELEASE_METADATA_KEY", "PARQUET_SUFFIXES",
+           "IPC_SUFFIXES", "CSV_SUFFIXES"]
 
 
 @dataclass(frozen=True)
@@ -271,16 +270,7 @@ class ScannerSource(Source):
 
 # --------------------------------------------------------------------------- files
 def _file_format(path: str) -> str:
-    low = path.lower()
-    if low.endswith(PARQUET_SUFFIXES):
-        return "parquet"
-    if low.endswith(IPC_SUFFIXES):
-        return "ipc"
-    if low.endswith(CSV_SUFFIXES):
-        return "csv"
-    raise InvalidInputError(
-        f"{path!r}: unknown file type; use one of {PARQUET_SUFFIXES + IPC_SUFFIXES + CSV_SUFFIXES} "
-        f"or open the data yourself and pass a pyarrow Table/Dataset")
+    return input_format(path)
 
 
 def _corrupt(path: str, fmt: str, exc: Exception, where: str = "") -> InvalidInputError:
@@ -616,7 +606,7 @@ def _expand_path(loc: Location) -> tuple[list[Location], str]:
             return parts, path
         entries = loc.listdir()
         found = [e for e in entries if not e.name.startswith((".", "_"))
-                 and e.name.lower().endswith(PARQUET_SUFFIXES + IPC_SUFFIXES + CSV_SUFFIXES)]
+                 and has_data_suffix(e.name)]
         if not found:
             raise InvalidInputError(
                 f"directory {path!r} holds no Parquet/IPC/CSV file (by extension); found "

@@ -26,31 +26,11 @@ import pyarrow as pa
 
 from ..exceptions import InvalidInputError
 from .filesystem import Location, publish, resolve
+from .formats import OUTPUT_FORMATS, output_format
 
-PARQUET_SUFFIXES = (".parquet", ".pq", ".parq")
-IPC_SUFFIXES = (".arrow", ".feather", ".ipc")
-FORMATS = ("parquet", "ipc")
-
-
-def output_format(destination, format: str | None = None) -> str:
-    """"parquet" or "ipc" from ``format`` or the destination's extension."""
-    if format is not None:
-        fmt = {"feather": "ipc", "arrow": "ipc"}.get(format, format)
-        if fmt not in FORMATS:
-            raise InvalidInputError(
-                f"format must be 'parquet' or 'ipc' (alias 'arrow'/'feather'), got {format!r}"
-            )
-        return fmt
-    name = destination.path if isinstance(destination, Location) else os.fspath(destination)
-    suffix = os.path.splitext(name.split("?", 1)[0])[1].lower()
-    if suffix in PARQUET_SUFFIXES:
-        return "parquet"
-    if suffix in IPC_SUFFIXES:
-        return "ipc"
-    raise InvalidInputError(
-        f"cannot tell the output format of {str(destination)!r} from its extension; name it "
-        f"*.parquet or *.arrow/*.feather/*.ipc, or pass format='parquet'|'ipc' (CLI: --format)"
-    )
+# re-exported: callers import the output format from here
+__all__ = ["FORMATS", "output_format", "check_destination", "AtomicArrowWriter"]
+FORMATS = OUTPUT_FORMATS
 
 
 def check_destination(destination, overwrite: bool = False, filesystem=None) -> Path | Location:

@@ -74,7 +74,7 @@ def plan_parts(source, destination, spec, features=None, label=_UNSET, *, ranges
     from ..io.filesystem import is_uri, resolve
     from ..io.parts import MANIFEST_NAME, read_manifest
     from ..io.sources import _expand_path
-    from ..io.writer import output_format
+    from ..io.formats import output_format
 
     if not isinstance(source, (str, os.PathLike)):
         raise InvalidInputError(

@@ -15,13 +15,16 @@ from typing import NamedTuple
 
 from .._version import __version__
 from ..exceptions import InvalidInputError, ReleaseSpecError
+from ..io.formats import RELEASE_METADATA_KEY
 from .calibration import check_delta
 from .mechanisms import (GaussianFeatureMechanism, GaussianTargetMechanism, KaryRandomizedResponse,
                          RandomizedResponse)
 from .scaling import check_range, parse_ranges
 
-METADATA_KEY = "iwpfast.release"
-FORMAT_NAME = "iwpfast.release"
+# the schema metadata key (defined with the file formats, where the reader finds it) is also the
+# "format" field's value inside the JSON
+METADATA_KEY = RELEASE_METADATA_KEY
+FORMAT_NAME = RELEASE_METADATA_KEY
 FORMAT_VERSION = 1
 TASKS = ("classification", "regression")
 FEATURE_DTYPES = ("float32", "float64")
