@@ -37,6 +37,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .exceptions import InvalidInputError
+from .label_noise import check_classes, label_tilde, label_weight_table
 from .losses import (
     CLASSIFICATION_LOSSES,
     REGRESSION_LOSSES,
@@ -48,36 +49,6 @@ from .losses import (
 __all__ = ["iwp_loss", "iwp_gradient", "label_tilde", "label_weight_table", "glm_scalars",
            "glm_loss_values", "glm_scalars_table", "glm_loss_values_table",
            "RiskEstimate", "RiskAccumulator", "noise_variance_factor"]
-
-
-def label_tilde(epsilon_y: float | None) -> float:
-    """S~(epsilon_y) = 1 / (1 - exp(-epsilon_y)), the inverse-Bernoulli weight; 1 for public labels."""
-    if epsilon_y is None or math.isinf(epsilon_y):
-        return 1.0
-    return 1.0 / (-math.expm1(-float(epsilon_y)))
-
-
-def label_weight_table(epsilon_y: float | None, n_classes: int) -> tuple[float, float, float, float]:
-    """Label weights of a one-vs-rest head under k-ary randomized response (docs/math.md):
-    (match_z, match_minus_z, other_z, other_minus_z), the weights of (F(z), F(-z)) where the
-    released class is the head's (z = u) and where it is not (z = -u):
-
-        ((1 - r)/(q - r), -r (k - 1)/(q - r))   and   (q/(q - r), -r/(q - r)).
-
-    k = 2 gives (S~, 1 - S~) twice, the binary inverse; public labels (1, 0) twice.
-    """
-    k = int(n_classes)
-    if k < 2:
-        raise InvalidInputError(f"n_classes={n_classes!r}: one-vs-rest needs at least 2 classes")
-    if epsilon_y is None or math.isinf(epsilon_y):
-        return (1.0, 0.0, 1.0, 0.0)
-    if k == 2:
-        tilde = label_tilde(epsilon_y)
-        return (tilde, 1.0 - tilde, tilde, 1.0 - tilde)
-    from .privacy.mechanisms import kary_probabilities
-    q, r = kary_probabilities(epsilon_y, k)
-    gap = q - r
-    return ((1.0 - r) / gap, -r * (k - 1) / gap, q / gap, -r / gap)
 
 
 # --------------------------------------------------------------------------------------------
@@ -354,7 +325,6 @@ def class_indices(y, classes) -> tuple[np.ndarray, int]:
             raise InvalidInputError(f"y[{row}] = {codes[row].item()!r} is not a class index 0..{k - 1}; "
                                     "pass indices, or classes=[the class values]")
         return codes.astype(np.int64), k
-    from .privacy.spec import check_classes
     values = check_classes(classes)
     labels = np.asarray(y, dtype=object if isinstance(values[0], str) else None)
     if labels.ndim != 1:

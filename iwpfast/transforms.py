@@ -31,8 +31,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .estimates import label_tilde
 from .exceptions import InvalidInputError
+from .label_noise import keep_probability, label_tilde
 from .losses import CLASSIFICATION_LOSSES, check_loss, check_order, derivative, series_F
 
 __all__ = [
@@ -132,15 +132,6 @@ def inverse_weierstrass(loss: str, v, variance: float, *, truncation: int = 2) -
 # --------------------------------------------------------------------------------------------
 # Bernoulli transform and its inverse
 # --------------------------------------------------------------------------------------------
-
-def keep_probability(epsilon: float | None) -> float:
-    """S(eps) = 1 / (1 + e^{-eps}), the probability randomized response keeps a label (1 if None)."""
-    if epsilon is None or math.isinf(epsilon):
-        return 1.0
-    if not epsilon > 0:
-        raise InvalidInputError(f"epsilon={epsilon!r} must be > 0 (or None for public labels)")
-    return 1.0 / (1.0 + math.exp(-float(epsilon)))
-
 
 def bernoulli(g: Callable, y, epsilon: float | None):
     """``B_eps[g](y) = S g(y) + (1 - S) g(-y)``: the expectation of g over randomized response."""

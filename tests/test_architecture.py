@@ -17,7 +17,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "iwpfast"
 LAYER_OF = {
     "exceptions": "base", "_version": "base",
     "_kernels": "kernels",
-    "losses": "spec", "estimates": "spec", "transforms": "spec", "solvers": "spec",
+    "losses": "spec", "label_noise": "spec", "estimates": "spec", "transforms": "spec", "solvers": "spec",
     "io": "io",
     "privacy": "privacy",
     "sgd": "sgd",

@@ -83,7 +83,10 @@ def test_row_scalars_exponential_loop_vectorized():
     margin = rng.standard_normal(m)
     weight, curvature = np.empty(m), np.empty(m)
     label_tilde = 1.5
-    row_scalars(sgd.LOSS_EXPONENTIAL, True, y, m, margin, 0.1, label_tilde, 0, np.zeros((1, 1)),
+    # a binary head: the 2 x 2 label-weight table has two equal rows (S~, 1 - S~)
+    fparams = np.zeros(9)
+    fparams[[0, 6, 7, 8]] = label_tilde, 1 - label_tilde, label_tilde, 1 - label_tilde
+    row_scalars(sgd.LOSS_EXPONENTIAL, True, y, m, margin, 0.1, fparams, 0, np.zeros((1, 1)),
                 weight, curvature)
     z = y * margin
     e_z, e_minus_z = np.exp(-0.1 - z), np.exp(-0.1 + z)

@@ -11,6 +11,7 @@ import math
 import warnings
 
 from ..exceptions import InvalidInputError, PrivacyCalibrationWarning
+from ..label_noise import keep_probability
 
 CALIBRATIONS = ("analytic", "classic")
 
@@ -162,4 +163,4 @@ def label_keep_probability(epsilon_y) -> float | None:
     epsilon_y = _check_positive(
         "epsilon_y", epsilon_y, "choose a label budget such as 1.0, or None for public labels"
     )
-    return 1.0 / (1.0 + math.exp(-epsilon_y))
+    return keep_probability(epsilon_y)

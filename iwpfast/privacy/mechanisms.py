@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..exceptions import InvalidInputError
+from ..label_noise import kary_probabilities  # noqa: F401 (re-exported; defined there)
 from .calibration import (
     CALIBRATIONS,
     check_bound,
@@ -130,25 +131,6 @@ class RandomizedResponse:
             return flipped.astype(np.int8, copy=False)
         np.copyto(out, flipped, casting="unsafe")
         return out
-
-
-def kary_probabilities(epsilon_y, n_classes: int) -> tuple[float, float]:
-    """(q, r) of k-ary randomized response: keep with q = e^eps/(e^eps + k - 1), report each other
-    class with r = 1/(e^eps + k - 1) (q + (k-1) r = 1).  Computed from e^-eps: no overflow.
-
-    >>> q, r = kary_probabilities(1.0, 3); round(q, 6), round(r, 6)
-    (0.576117, 0.211942)
-    """
-    epsilon_y = check_epsilon(epsilon_y, "epsilon_y")
-    k = int(n_classes)
-    if k < 2:
-        raise InvalidInputError(f"k-ary randomized response needs at least 2 classes, got {n_classes!r}")
-    if k == 2:                         # the binary mechanism's own formula, bit for bit
-        keep = label_keep_probability(epsilon_y)
-        return keep, 1.0 - keep
-    shrink = np.exp(-epsilon_y)        # e^-eps in (0, 1)
-    denominator = 1.0 + (k - 1) * shrink
-    return float(1.0 / denominator), float(shrink / denominator)
 
 
 class KaryRandomizedResponse:

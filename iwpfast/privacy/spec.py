@@ -16,6 +16,7 @@ from typing import NamedTuple
 from .._version import __version__
 from ..exceptions import InvalidInputError, ReleaseSpecError
 from ..io.formats import RELEASE_METADATA_KEY
+from ..label_noise import check_classes
 from .calibration import check_delta
 from .mechanisms import (GaussianFeatureMechanism, GaussianTargetMechanism, KaryRandomizedResponse,
                          RandomizedResponse)
@@ -377,36 +378,3 @@ class ReleaseSpec:
             lines.append(f"rows:          {self.row_count:,}")
         lines.append(f"guarantee:     {self.guarantee().statement}")
         return "\n".join(lines)
-
-
-def check_classes(classes) -> tuple:
-    """The declared classes as a tuple of distinct Python numbers or of strings (>= 2 of them)."""
-    import numbers
-
-    if isinstance(classes, (str, bytes)) or not isinstance(classes, (Sequence, set, frozenset)) \
-            and not hasattr(classes, "tolist"):
-        raise InvalidInputError(f"classes must be a list of the label's values, got {classes!r}; "
-                                "e.g. classes=['A', 'B', 'C'] (CLI: --classes A B C)")
-    values = list(classes.tolist() if hasattr(classes, "tolist") else classes)
-    out = []
-    for value in values:
-        if hasattr(value, "item") and not isinstance(value, str):
-            value = value.item()                  # numpy scalars -> Python
-        if isinstance(value, bool) or not isinstance(value, (str, numbers.Real)):
-            raise InvalidInputError(f"classes holds {value!r} ({type(value).__name__}); classes are the "
-                                    "label column's values: numbers or strings")
-        if isinstance(value, numbers.Real) and not isinstance(value, str):
-            if not math.isfinite(value):
-                raise InvalidInputError(f"classes holds {value!r}; classes must be finite numbers or strings")
-            value = int(value) if float(value).is_integer() else float(value)
-        out.append(value)
-    if len(out) < 2:
-        raise InvalidInputError(f"classes={out!r}: declare at least 2 classes")
-    if len({type(v) is str for v in out}) > 1:
-        raise InvalidInputError(f"classes={out!r} mixes numbers and strings; use the label column's type")
-    if len(set(out)) != len(out):
-        dup = next(v for v in out if out.count(v) > 1)
-        raise InvalidInputError(f"classes={out!r} names {dup!r} twice; list each class once")
-    if len(out) > 32767:
-        raise InvalidInputError(f"{len(out)} classes: at most 32767 are supported")
-    return tuple(out)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..label_noise import label_tilde_from_keep
 from ..losses import LOSS_CODES
 
 MODE_CODES = {"clean": 0, "naive": 1, "iwp": 2}
@@ -113,8 +114,7 @@ class HeadConfig:
         """S~ = 1/(1 - exp(-eps_y)) = S / (2S - 1); 1 for public labels (and for clean/naive)."""
         if self.label_keep_prob is None or self.mode != "iwp":
             return 1.0
-        s = float(self.label_keep_prob)
-        return s / (2.0 * s - 1.0)
+        return label_tilde_from_keep(self.label_keep_prob)
 
 
 @dataclass
