@@ -1,7 +1,8 @@
 """The one place where Numba compilation options are chosen (every kernel uses ``jit`` from here).
 
 - ``nogil=True``: the driver decodes the next Arrow chunk on another thread while a kernel runs.
-- ``cache=True``: a second process loads the machine code from ``__pycache__`` instead of compiling.
+- caching: a second process loads the machine code from an on-disk cache instead of compiling
+  (see "Where the compiled kernels are cached" below).
 - ``fastmath=False``: no reassociation.  Results must not depend on how the stream is chunked, so a
   batch computed from the float64 carry buffer must give the same bits as the same rows computed in
   place; reductions are vectorized by hand (fixed lane order, see ``sgd._dot_lanes``) instead.
@@ -9,17 +10,133 @@
 - ``error_model="numpy"``: division by zero gives inf/nan (caught as divergence) instead of
   raising inside the kernel, and lets LLVM vectorize divisions.
 - ``boundscheck=False``: the wrapper (``iwpfast.sgd.engine``) validates every shape beforehand.
+
+Where the compiled kernels are cached
+-------------------------------------
+Never in the installed package: Numba's default writes ``__pycache__/*.nbi`` next to the sources,
+i.e. into ``site-packages/iwpfast/_kernels``; left there by one install, those files turn a later
+install's ``iwpfast`` into an empty namespace package.  The cache lives in a per-user folder,
+``$IWPFAST_CACHE_DIR`` if set, else the platform's user cache folder (``~/.cache/iwpfast`` on
+Linux), in a sub-folder named after a hash of *all* the sources of ``iwpfast/_kernels/`` (and the
+Numba and Python versions).  Numba's own check looks at the kernel's file only, so an edit of a
+helper module (``_lowlevel.py``) would otherwise load stale machine code; with the hash every edit
+compiles afresh.  An unwritable folder falls back to one in the temporary directory, and if that
+is unwritable too the kernels run uncached: quietly, since caching only saves time.
 """
 from __future__ import annotations
 
+import hashlib
+import os
+import sys
+import tempfile
+from pathlib import Path
+
 import numba
 
-JIT_OPTIONS = dict(nogil=True, cache=True, fastmath=False, error_model="numpy", boundscheck=False)
+JIT_OPTIONS = dict(nogil=True, fastmath=False, error_model="numpy", boundscheck=False)
+
+CACHE_ENV = "IWPFAST_CACHE_DIR"
+_KERNEL_SOURCES = Path(__file__).resolve().parent
+
+
+def kernel_source_hash() -> str:
+    """A hash of every source file of ``iwpfast/_kernels/`` (names and contents) and the versions
+    of Numba and Python: the key of the kernel cache."""
+    digest = hashlib.sha256()
+    digest.update(f"numba {numba.__version__} python {sys.version_info[:3]}".encode())
+    for path in sorted(_KERNEL_SOURCES.glob("*.py")):
+        digest.update(path.name.encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:20]
+
+
+def user_cache_root() -> Path:
+    """The per-user cache folder: ``$IWPFAST_CACHE_DIR``, else the platform's user cache folder."""
+    given = os.environ.get(CACHE_ENV)
+    if given:
+        return Path(given).expanduser()
+    if sys.platform == "win32":
+        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+        return base / "iwpfast" / "Cache"
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches" / "iwpfast"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "iwpfast"
+
+
+def _writable_folder(path: Path) -> bool:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=path).close()
+        return True
+    except OSError:
+        return False
+
+
+def _choose_cache_folder() -> Path | None:
+    """The folder of this kernel version's cache, or None when no location is writable."""
+    name = f"kernels-{kernel_source_hash()}"
+    try:
+        preferred = user_cache_root() / name
+    except (RuntimeError, OSError):          # no home folder to expand
+        preferred = None
+    if preferred is not None and _writable_folder(preferred):
+        return preferred
+    user = os.getuid() if hasattr(os, "getuid") else (os.environ.get("USERNAME") or "user")
+    fallback = Path(tempfile.gettempdir()) / f"iwpfast-cache-{user}" / name
+    if _writable_folder(fallback):
+        return fallback
+    return None
+
+
+CACHE_FOLDER = _choose_cache_folder()
+
+
+def _make_cache_class():
+    """A Numba function cache whose only locator is ``CACHE_FOLDER`` (Numba's own locators would
+    fall back to the package's ``__pycache__``)."""
+    from numba.core.caching import (CompileResultCacheImpl, FunctionCache, _CacheLocator,
+                                    _SourceFileBackedLocatorMixin)
+
+    source_stamp = kernel_source_hash()
+
+    class KernelCacheLocator(_SourceFileBackedLocatorMixin, _CacheLocator):
+        def __init__(self, py_func, py_file):
+            self._py_file = py_file
+            self._lineno = py_func.__code__.co_firstlineno
+
+        def get_cache_path(self):
+            return str(CACHE_FOLDER)
+
+        def get_source_stamp(self):
+            # the folder is keyed by the sources' content already; a stamp from the content (not
+            # the file's mtime) lets two installs of the same sources share the cache
+            return source_stamp
+
+    class KernelCacheImpl(CompileResultCacheImpl):
+        _locator_classes = [KernelCacheLocator]
+
+    class KernelCache(FunctionCache):
+        _impl_class = KernelCacheImpl
+
+    return KernelCache
+
+
+_CACHE_CLASS = None if CACHE_FOLDER is None else _make_cache_class()
+
+
+def _cached(dispatcher):
+    """Give a compiled function the project's on-disk cache (none if no folder is writable)."""
+    if _CACHE_CLASS is not None and hasattr(dispatcher, "enable_caching"):  # not with NUMBA_DISABLE_JIT
+        try:
+            dispatcher._cache = _CACHE_CLASS(dispatcher.py_func)
+        except RuntimeError:        # no locator after all (the folder vanished): run uncached
+            pass
+    return dispatcher
 
 
 def jit(function):
     """Compile ``function`` lazily (at its first call) with the project's options."""
-    return numba.njit(**JIT_OPTIONS)(function)
+    return _cached(numba.njit(**JIT_OPTIONS)(function))
 
 
 def jit_inline(function):
@@ -29,4 +146,4 @@ def jit_inline(function):
     decrements each array's reference count (atomic operations, ~20 of them per batch), which
     costs as much as the arithmetic of a small batch; inlined, the refcount pruning removes them.
     """
-    return numba.njit(inline="always", **JIT_OPTIONS)(function)
+    return _cached(numba.njit(inline="always", **JIT_OPTIONS)(function))

@@ -90,6 +90,9 @@ def register(subparsers) -> None:
     p.add_argument("--checkpoint", default=None, metavar="PATH", help="checkpoint file")
     p.add_argument("--checkpoint-every", type=int, default=None, metavar="ROWS")
     p.add_argument("--resume", action="store_true", help="continue from --checkpoint")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing --out file (and --checkpoint file when not resuming); "
+                        "without it they are refused. Input files are never overwritten")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_cluster_arguments(p)
     p.add_argument("--shards", type=int, default=None, metavar="K",
@@ -102,17 +105,28 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    import os
     import warnings
 
     import numpy as np
 
     from ..estimators import IWPClassifier, IWPRegressor
     from ..exceptions import InvalidInputError
+    from ..io.outputs import check_output_path, source_files
     from ..io.sources import open_source
 
+    source = open_source(args.data)
+    # refuse unsafe outputs before the pass, not after it
+    check_output_path(args.out, what="model", overwrite=args.overwrite, inputs=source_files(source))
+    if args.checkpoint is not None:
+        if os.path.abspath(args.checkpoint) == os.path.abspath(args.out):
+            raise InvalidInputError(f"--checkpoint and --out are the same file {args.out!r}; give two paths")
+        check_output_path(args.checkpoint, what="checkpoint", inputs=source_files(source),
+                          overwrite=args.overwrite or (args.resume and os.path.exists(args.checkpoint)),
+                          flag="--resume to continue from it, or --overwrite to restart")
     task = args.task
     if task == "auto":
-        meta = open_source(args.data).release_metadata
+        meta = source.release_metadata
         task = (meta or {}).get("task", "classification")
         if args.loss == "squared_error":
             task = "regression"
@@ -145,10 +159,11 @@ def run(args) -> int:
         else:
             model.fit(args.data, noise_var=args.noise_var, features=features, label=args.label,
                       override=args.override, checkpoint=args.checkpoint,
-                      checkpoint_every=args.checkpoint_every, resume=args.resume, **noise)
+                      checkpoint_every=args.checkpoint_every, resume=args.resume,
+                      overwrite=args.overwrite, **noise)
     for w in caught:
         print(f"iwpfast: warning: {w.message}")
-    model.save(args.out)
+    model.save(args.out, overwrite=args.overwrite)
     tel = model.telemetry_
     print(f"fitted {type(model).__name__}(loss={model.loss!r}, correction={model.correction!r}) on "
           f"{model.n_rows_seen_:,} rows of {args.data} ({model.mode_} mode)")

@@ -76,7 +76,8 @@ class IWPBase(ParamsMixin, InputsMixin):
     # ---- fitting -----------------------------------------------------------------------------
     def fit(self, X, y=None, *, noise_var=None, epsilon_y=None, label_keep_prob=None,
             target_noise_var=None, feature_bound=None, features=None, label=None,
-            override: bool = False, checkpoint=None, checkpoint_every=None, resume: bool = False):
+            override: bool = False, checkpoint=None, checkpoint_every=None, resume: bool = False,
+            overwrite: bool = False):
         """Fit in one pass over ``X``.
 
         ``fit(source)``: a Parquet/IPC/CSV path, directory, pyarrow Table/Dataset/RecordBatchReader
@@ -84,7 +85,9 @@ class IWPBase(ParamsMixin, InputsMixin):
         release metadata (give ``features=``/``label=`` to select others).
         ``fit(X, y, noise_var=..., epsilon_y=...)``: in-memory arrays with explicit noise parameters
         (none = clean data).  Parameters that contradict a file's metadata are an error unless
-        ``override=True``.
+        ``override=True``.  ``checkpoint``: a file written every ``checkpoint_every`` rows;
+        ``resume=True`` continues from it, an existing one is otherwise replaced only with
+        ``overwrite=True``.
         """
         for attr in list(vars(self)):
             if attr.endswith("_") and not attr.startswith("_"):
@@ -95,7 +98,7 @@ class IWPBase(ParamsMixin, InputsMixin):
                                           target_noise_var=target_noise_var, feature_bound=feature_bound),
                               features=features, label=label, override=override, n_rows_total=None,
                               finish=True, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
-                              resume=resume)
+                              resume=resume, overwrite=overwrite)
 
     def partial_fit(self, X, y=None, *, classes=None, n_rows_total=None, noise_var=None,
                     epsilon_y=None, label_keep_prob=None, target_noise_var=None, feature_bound=None,
@@ -223,7 +226,7 @@ class IWPBase(ParamsMixin, InputsMixin):
         self._update_fitted(ps.head, dict(result.telemetry.get(HEAD_NAME, {})))
 
     def _fit_pass(self, X, y, noise_kw, *, features, label, override, n_rows_total, finish,
-                  checkpoint, checkpoint_every, resume):
+                  checkpoint, checkpoint_every, resume, overwrite=False):
         v = self._validated()
         source, feats, lab, noise, n_rows, names_in = self._prepare_source(
             X, y, noise_kw=noise_kw, features=features, label=label, override=override)
@@ -233,7 +236,8 @@ class IWPBase(ParamsMixin, InputsMixin):
             source = self._label_mapped_source(source, lab)
         kwargs = {}
         if checkpoint is not None:
-            kwargs.update(checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume)
+            kwargs.update(checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume,
+                          overwrite=overwrite)
         self._run(source, kwargs)
         return self
 
@@ -476,9 +480,14 @@ class IWPBase(ParamsMixin, InputsMixin):
         return np.asarray(y, dtype=np.float64)
 
     # ---- persistence ---------------------------------------------------------------------------
-    def save(self, path) -> None:
-        """Write the fitted model as a small self-describing JSON file (see iwpfast.load)."""
+    def save(self, path, *, overwrite: bool = False) -> None:
+        """Write the fitted model as a small self-describing JSON file (see iwpfast.load).
+
+        An existing file is replaced only with ``overwrite=True``; the write is atomic."""
+        from ..io.outputs import check_output_path
         from ..model_io import save_model
+        self._check_fitted()
+        check_output_path(path, what="model", overwrite=overwrite)
         save_model(self, path)
 
 

@@ -48,8 +48,12 @@ def _canon(value):
     if isinstance(value, (list, tuple)):
         return [_canon(v) for v in value]
     if isinstance(value, dict):
-        return {str(k): _canon(v) for k, v in sorted(value.items())}
-    return value
+        return {str(k): _canon(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).hex()
+    if value is None or isinstance(value, str):
+        return value
+    return repr(value)            # e.g. datetime statistics of a Parquet footer
 
 
 def _digest(obj) -> str:
@@ -70,14 +74,67 @@ def config_hash(heads, epochs: int) -> str:
     return _digest({"heads": desc, "epochs": int(epochs)})
 
 
+#: bytes hashed at each end of a file whose format has no footer with statistics (IPC, CSV)
+EDGE_BYTES = 1 << 20
+
+
+def _file_identity(f) -> dict:
+    """What identifies one file's content cheaply (nothing is read beyond the footer for Parquet):
+    its size, and for Parquet the footer -- row count and byte size of every row group and, per
+    column chunk, its statistics (min, max, null count), value count, encoding sizes and offset;
+    two Parquet files with the same schema and row count but other values differ in these
+    statistics (and almost always in the compressed sizes).  IPC/CSV have no such footer: the
+    SHA-256 of the first and last ``EDGE_BYTES`` of the file stands in."""
+    path = f.path
+    try:
+        size = os.path.getsize(path)
+    except (OSError, TypeError):
+        size = None
+    ident: dict = {"size": size}
+    pf = getattr(f, "pf", None)
+    if pf is not None:
+        ident["parquet_footer"] = pf.metadata.to_dict()
+    elif size is not None:
+        digest = hashlib.sha256()
+        with open(path, "rb") as fh:
+            digest.update(fh.read(EDGE_BYTES))
+            if size > EDGE_BYTES:
+                fh.seek(max(EDGE_BYTES, size - EDGE_BYTES))
+                digest.update(fh.read(EDGE_BYTES))
+        ident["edges_sha256"] = digest.hexdigest()
+    return ident
+
+
+def _content_identity(source, columns) -> dict | None:
+    """The content part of ``dataset_hash``: per file ``_file_identity`` for file sources; for an
+    in-memory table the SHA-256 of the used columns' values (one pass over them, ~1 GB/s);
+    None for a one-shot stream (a RecordBatchReader cannot be read twice, nor resumed)."""
+    files = getattr(source, "files", None)
+    if files is not None:
+        return {"files": [_file_identity(f) for f in files]}
+    table = getattr(source, "table", None)
+    if table is not None:
+        digest = hashlib.sha256()
+        for c in columns:
+            for chunk in table.column(c).chunks:
+                for buf in chunk.buffers():
+                    if buf is not None:
+                        digest.update(memoryview(buf))
+        return {"columns_sha256": digest.hexdigest()}
+    return None
+
+
 def dataset_hash(source, columns) -> str:
     """Hash of the data's identity: release metadata, names and types of the used columns, row
-    count.  (File paths are left out: moving the files does not change the data.)"""
+    count, and the content (``_content_identity``: Parquet footers with their row-group statistics
+    and the file sizes; cost: the footers are already read to open the files, ~1 ms per 100 row
+    groups to serialize).  File paths are left out: moving the files does not change the data."""
     schema = source.full_schema
     return _digest({
         "release": source.release_metadata,
         "columns": [[c, str(schema.field(c).type)] for c in columns],
         "num_rows": source.num_rows,
+        "content": _content_identity(source, columns),
     })
 
 

@@ -413,7 +413,7 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
                resume: bool = False, epochs: int = 1,
                states: dict[str, HeadState] | None = None, engine: str = "numba",
                prefetch: bool = True, feature_bound: float | None = None,
-               head_threads: int | None = None) -> StreamResult:
+               head_threads: int | None = None, overwrite: bool = False) -> StreamResult:
     """Train ``heads`` in one scan of ``source`` (anything ``open_source`` accepts).
 
     chunk_rows: rows per kernel call (default: ~16 MiB of columns; does not change the model).
@@ -433,6 +433,8 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
       every head has its own state, so the models are bit-identical to a sequential run).
       None: ``default_head_threads`` (one per head when 2 cores are free for kernels); 1:
       sequential, in the calling thread.
+    overwrite: replace an existing ``checkpoint`` file when not resuming (else refused); a
+      checkpoint path that is one of the source's files is always refused.
     """
     t_start = time.perf_counter()
     heads = list(heads)
@@ -518,8 +520,9 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
             if cmeta.get("dataset_hash") != dhash:
                 raise CheckpointError(
                     f"checkpoint {os.fspath(checkpoint)!r} was written for another dataset "
-                    f"(release metadata, column types or row count differ): resume on the same "
-                    f"data, or delete the checkpoint to restart.")
+                    f"(its release metadata, column types, row count, file sizes or Parquet "
+                    f"row-group statistics differ): resume on the same data, or restart with "
+                    f"overwrite=True (CLI: --overwrite) instead of resume.")
             cur = {n: loaded[n] for n in names}
             start_epoch = int(cmeta["position"]["epoch"])
             start_row = int(cmeta["position"]["row"])
@@ -527,6 +530,12 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
         else:
             warnings.warn(f"resume=True but no checkpoint at {os.fspath(checkpoint)!r}: starting "
                           f"from the beginning", UserWarning, stacklevel=2)
+    if checkpoint is not None:
+        from ..io.outputs import check_output_path, source_files
+        check_output_path(checkpoint, what="checkpoint", inputs=source_files(src),
+                          overwrite=overwrite or (resume and os.path.exists(checkpoint)),
+                          flag="resume=True to continue from it, or overwrite=True (CLI: --resume, "
+                               "--overwrite)")
     if checkpoint is not None and checkpoint_every is None:
         checkpoint_every = DEFAULT_CHECKPOINT_ROWS
     if checkpoint_every is not None and int(checkpoint_every) < 1:

@@ -1,0 +1,44 @@
+"""Safe outputs: never overwrite a file silently, never write onto an input.
+
+Every file iwpfast writes (a model, a checkpoint) goes through ``check_output_path`` before any
+work starts, so a refused path costs nothing, and the write itself is atomic (a temporary file
+renamed into place), so an interrupted job leaves no half-written output.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from ..exceptions import InvalidInputError
+
+
+def source_files(source) -> list[str]:
+    """The local files a source reads (empty for in-memory data and streams)."""
+    return [os.fspath(p) for p in (getattr(source, "paths", None) or ())]
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.abspath(a) == os.path.abspath(b)
+
+
+def check_output_path(path, *, what: str, overwrite: bool, inputs: Iterable[str] = (),
+                      flag: str = "overwrite=True (CLI: --overwrite)") -> str:
+    """Refuse ``path`` if it is one of ``inputs`` (always) or exists (unless ``overwrite``).
+
+    what: what is written there ("model", "checkpoint"), for the message."""
+    path = os.fspath(path)
+    for item in inputs:
+        if _same_file(path, item):
+            raise InvalidInputError(
+                f"the {what} path {path!r} is an input file of this job; writing the {what} there "
+                f"would destroy the data: choose another path")
+    if os.path.isdir(path):
+        raise InvalidInputError(f"the {what} path {path!r} is a directory; give a file name")
+    if os.path.exists(path) and not overwrite:
+        raise InvalidInputError(
+            f"the {what} file {path!r} exists already; choose another path, or pass {flag} to "
+            f"replace it")
+    return path
