@@ -4,13 +4,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from test_driver import heads, make_table
 
 from iwpfast import IWPClassifier
 from iwpfast.cli import main
 from iwpfast.exceptions import CheckpointError, InvalidInputError
 from iwpfast.sgd.driver import fit_stream
-
-from test_driver import heads, make_table
 
 N = 2000
 

@@ -94,8 +94,12 @@ CACHE_FOLDER = _choose_cache_folder()
 def _make_cache_class():
     """A Numba function cache whose only locator is ``CACHE_FOLDER`` (Numba's own locators would
     fall back to the package's ``__pycache__``)."""
-    from numba.core.caching import (CompileResultCacheImpl, FunctionCache, _CacheLocator,
-                                    _SourceFileBackedLocatorMixin)
+    from numba.core.caching import (
+        CompileResultCacheImpl,
+        FunctionCache,
+        _CacheLocator,
+        _SourceFileBackedLocatorMixin,
+    )
 
     source_stamp = kernel_source_hash()
 
