@@ -699,6 +699,8 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
 def _peek_label_classes(spec: ReleaseSpec, src) -> list | None:
     """The source's binary label values, [0, 1] or [-1, 1], from its first batch (so the schema
     written first already carries them: no IPC rewrite at the end), or None if unknown yet."""
+    if spec.classes is not None:       # declared: -1/+1 stand for classes[0]/[1] (k = 2)
+        return list(spec.classes) if len(spec.classes) == 2 else None
     if spec.label is None or spec.task != "classification" or not src.rereadable:
         return None
     for batch in src.batches([spec.label]):
