@@ -96,6 +96,29 @@ def test_row_scalars_exponential_loop_vectorized():
         f"the exponential loss's row loop is not vectorized {width}-wide on {register}")
 
 
+def test_one_vs_rest_row_scalars_exponential_loop_vectorized():
+    # a k-class head picks its label weights per row (a select on y = +-1): still packed
+    register, width = _target_width()
+    from iwpfast._kernels import sgd
+
+    row_scalars = _fresh(sgd._table_row_scalars)
+    m = 8 * width
+    rng = np.random.default_rng(0)
+    y = np.where(rng.random(m) < 0.5, -1.0, 1.0)
+    margin = rng.standard_normal(m)
+    weight, curvature = np.empty(m), np.empty(m)
+    table = (1.6, -0.6, 1.3, -0.3)
+    row_scalars(sgd.LOSS_EXPONENTIAL, y, m, margin, 0.1, *table, 0, np.zeros((1, 1)), weight,
+                curvature)
+    z = y * margin
+    w_z = np.where(y > 0, table[0], table[2])
+    w_minus_z = np.where(y > 0, table[1], table[3])
+    np.testing.assert_allclose(curvature, w_z * np.exp(-0.1 - z) + w_minus_z * np.exp(-0.1 + z),
+                               rtol=1e-13)
+    assert _packed(_asm(row_scalars), "vfmadd", register) >= 22, (
+        f"the one-vs-rest row loop is not vectorized {width}-wide on {register}")
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_reduction_blocks_are_8_wide(dtype):
     # the fixed-order reductions are <8 x double> vectors in LLVM IR (hardware independent), and
