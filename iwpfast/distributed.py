@@ -253,6 +253,12 @@ def fit_files(client, source, estimator, *, rounds: int = 1, shards: int | None 
             delattr(est, attr)
     est._pass = PassState()
     v = est._validated()
+    if not isinstance(v["alpha"], float) or (not isinstance(v["learning_rate"], float)
+                                             and est.schedule != "paper"):
+        raise InvalidInputError(
+            "fit_files needs numbers for alpha and learning_rate ('auto' chooses them on a private "
+            "hold-out in one pass on one machine): fit a sample with 'auto' first and pass its "
+            "alpha_ and learning_rate_")
     _, feats, lab, noise, _, _ = est._prepare_source(
         src, None, noise_kw={}, features=features, label=label, override=False)
     bounds = shard_bounds(n, shards)

@@ -176,7 +176,7 @@ def load_model(path, filesystem=None):
             doc["estimator"]]
         params = dict(doc["params"])
         for key in ("radius", "variance_cap", "alpha", "learning_rate", "mu"):
-            if isinstance(params.get(key), str):
+            if isinstance(params.get(key), str) and params[key] != "auto":
                 params[key] = _float(params[key])
         est = cls(**params)
         f = doc["fitted"]
@@ -210,6 +210,9 @@ def load_model(path, filesystem=None):
             est.feature_bound_ = _float(f["feature_bound"])
         if f.get("tuning") is not None:
             est.tuning_ = f["tuning"]
+        if f.get("alpha") is not None:
+            est.alpha_ = _float(f["alpha"])
+            est.learning_rate_ = _float(f["learning_rate"])
         alpha_run = _float(f["alpha"]) if f.get("alpha") is not None else None
         release = doc.get("release")
         est.release_spec_ = None
@@ -226,7 +229,8 @@ def load_model(path, filesystem=None):
             truncation=est.truncation_, batch_size=v["batch_size"],
             alpha=v["alpha"] if alpha_run is None else alpha_run,
             schedule=f.get("schedule", "constant" if est.schedule == "paper" else est.schedule),
-            learning_rate=_float(f.get("learning_rate", v["learning_rate"])), mu=v["mu"], radius=est.radius_,
+            learning_rate=_float(f.get("learning_rate", v["learning_rate"])),
+            mu=v["mu"] if v["mu"] is not None else alpha_run, radius=est.radius_,
             variance_cap=float("inf") if est.variance_cap is None else float(est.variance_cap),
             fit_intercept=bool(est.fit_intercept), average_start=int(f.get("average_start", -1)))
         noise = NoiseModel(est.noise_var_, est.label_keep_prob_, est.target_noise_var_, None, release)

@@ -102,7 +102,7 @@ def released(raw, tmp_path_factory):
 
 
 def test_fit_files_with_one_shard_is_fit(client, released):
-    kw = dict(learning_rate=0.005, batch_size=16, average="tail", variance_cap=2.0)
+    kw = dict(alpha=1.0, learning_rate=0.005, batch_size=16, average="tail", variance_cap=2.0)
     ref = iwpfast.IWPClassifier(**kw).fit(released)
     got = dist.fit_files(client, released, iwpfast.IWPClassifier(**kw), shards=1)
     np.testing.assert_array_equal(got.coef_, ref.coef_)
@@ -113,7 +113,7 @@ def test_fit_files_with_one_shard_is_fit(client, released):
 
 
 def test_fit_files_merges_shards_by_row_weighted_averaging(client, released):
-    kw = dict(learning_rate=0.005, batch_size=16, average="tail", variance_cap=2.0)
+    kw = dict(alpha=1.0, learning_rate=0.005, batch_size=16, average="tail", variance_cap=2.0)
     got = dist.fit_files(client, released, iwpfast.IWPClassifier(**kw), shards=2)
     # the same two shards fitted here, one after the other, with the step x 2
     n = sum(ROWS)
@@ -144,7 +144,7 @@ def test_release_a_bucket_on_dask_and_train_from_the_bucket(client, raw, s3, tmp
     assert s3.keys("bkt/rel")[0] == "bkt/rel/_iwpfast_manifest.json"
     local = release(raw, str(tmp_path / "rel") + "/", spec(), FEATURES, "y", seed=8)
     assert local.rows_written == res.rows_written
-    kw = dict(learning_rate=0.005, batch_size=16, average="tail", variance_cap=2.0)
+    kw = dict(alpha=1.0, learning_rate=0.005, batch_size=16, average="tail", variance_cap=2.0)
     remote = dist.fit_files(client, s3.uri("bkt/rel"), iwpfast.IWPClassifier(**kw), shards=2)
     here = dist.fit_files(client, tmp_path / "rel", iwpfast.IWPClassifier(**kw), shards=2)
     np.testing.assert_array_equal(remote.coef_, here.coef_)

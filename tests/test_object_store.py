@@ -125,7 +125,7 @@ def test_multipart_release_on_s3_reads_as_one_release(s3, raw_files, tmp_path, c
 def test_fit_from_s3_equals_fit_from_local_and_models_and_checkpoints_on_s3(s3, raw_files, tmp_path):
     release(raw_files, str(tmp_path / "parts") + "/", spec(), FEATURES, "y", seed=5)
     release(raw_files, s3.uri("bkt/fitparts/"), spec(), FEATURES, "y", seed=5)
-    kw = dict(learning_rate=0.01, batch_size=32, average="tail", variance_cap=2.0)
+    kw = dict(alpha=1.0, learning_rate=0.01, batch_size=32, average="tail", variance_cap=2.0)
     local = iwpfast.IWPClassifier(**kw).fit(tmp_path / "parts")
     remote = iwpfast.IWPClassifier(**kw).fit(s3.uri("bkt/fitparts"),
                                              checkpoint=s3.uri("bkt/ckpt/fit.ckpt"),

@@ -20,7 +20,7 @@ from ._inputs import InputsMixin
 from ._noise import NoiseModel
 from ._params import ParamsMixin
 from ._state import ARRAY_LABEL, HEAD_NAME, PassState
-from ._units import UnitsCheck, resolve_scaled, scale_and_clip
+from ._units import UnitsCheck, resolve_scaled, scale_and_clip, scaling_mapper
 
 # which update engine the driver runs: "numba" (the fused kernels) or "reference" (the NumPy
 # twin; tests use it to check the facade independently of the kernels)
@@ -66,7 +66,8 @@ class IWPBase(ParamsMixin, InputsMixin):
             label_keep_prob=noise.label_keep_prob if mode != "clean" else None,
             target_noise_var=noise.target_noise_var,
             truncation=int(truncation), batch_size=v["batch_size"], alpha=v["alpha"],
-            schedule=self.schedule, learning_rate=v["learning_rate"], mu=v["mu"],
+            schedule=self.schedule, learning_rate=v["learning_rate"],
+            mu=v["alpha"] if v["mu"] is None else v["mu"],
             radius=float(radius), variance_cap=cap, fit_intercept=bool(self.fit_intercept),
             average_start=self._average_start(n_rows, v["batch_size"]), trace_every=0)
 
@@ -77,7 +78,7 @@ class IWPBase(ParamsMixin, InputsMixin):
     def fit(self, X, y=None, *, noise_var=None, epsilon_y=None, label_keep_prob=None,
             target_noise_var=None, feature_bound=None, features=None, label=None,
             override: bool = False, checkpoint=None, checkpoint_every=None, resume: bool = False,
-            overwrite: bool = False):
+            overwrite: bool = False, ranges=None, validation=None):
         """Fit in one pass over ``X``.
 
         ``fit(source)``: a Parquet/IPC/CSV path, directory, pyarrow Table/Dataset/RecordBatchReader
@@ -88,6 +89,11 @@ class IWPBase(ParamsMixin, InputsMixin):
         ``override=True``.  ``checkpoint``: a file written every ``checkpoint_every`` rows;
         ``resume=True`` continues from it, an existing one is otherwise replaced only with
         ``overwrite=True``.
+        ``ranges={name: (lo, hi)}`` (or "A=0:99,B=1:24"): X is raw, un-noised data; it is scaled
+        and clipped as a release with these ranges and ``feature_bound`` (default 1, as a
+        release's) would be, without noise: the clean baseline a data owner compares with.
+        ``validation``: a separate private release to choose the "auto" hyper-parameters on
+        (default: ``validation_fraction`` of X's rows).
         """
         for attr in list(vars(self)):
             if attr.endswith("_") and not attr.startswith("_"):
@@ -98,7 +104,8 @@ class IWPBase(ParamsMixin, InputsMixin):
                                           target_noise_var=target_noise_var, feature_bound=feature_bound),
                               features=features, label=label, override=override, n_rows_total=None,
                               finish=True, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
-                              resume=resume, overwrite=overwrite)
+                              resume=resume, overwrite=overwrite, ranges=ranges,
+                              validation=validation)
 
     def partial_fit(self, X, y=None, *, classes=None, n_rows_total=None, noise_var=None,
                     epsilon_y=None, label_keep_prob=None, target_noise_var=None, feature_bound=None,
@@ -120,6 +127,12 @@ class IWPBase(ParamsMixin, InputsMixin):
         noise_kw = dict(noise_var=noise_var, epsilon_y=epsilon_y, label_keep_prob=label_keep_prob,
                         target_noise_var=target_noise_var, feature_bound=feature_bound)
         v = self._validated()
+        if not isinstance(v["alpha"], float) or (not isinstance(v["learning_rate"], float)
+                                                  and self.schedule != "paper"):
+            raise InvalidInputError(
+                "partial_fit needs numbers for alpha and learning_rate: 'auto' chooses them by "
+                "private validation over a whole pass, which only fit runs. Pass alpha=..., "
+                "learning_rate=... (e.g. the alpha_ and learning_rate_ a fit with 'auto' chose)")
         continuing = ps.started and hasattr(self, "coef_")
         if y is None:
             src, feats, lab, noise, _, _ = self._prepare_source(
@@ -226,23 +239,205 @@ class IWPBase(ParamsMixin, InputsMixin):
         self._update_fitted(ps.head, dict(result.telemetry.get(HEAD_NAME, {})))
 
     def _fit_pass(self, X, y, noise_kw, *, features, label, override, n_rows_total, finish,
-                  checkpoint, checkpoint_every, resume, overwrite=False):
+                  checkpoint, checkpoint_every, resume, overwrite=False, ranges=None,
+                  validation=None):
         v = self._validated()
+        if ranges is not None:
+            # raw, un-noised data: scaled and clipped as a release would, at the release's bound
+            noise_kw = dict(noise_kw)
+            if noise_kw.get("feature_bound") is None:
+                noise_kw["feature_bound"] = 1.0
         source, feats, lab, noise, n_rows, names_in = self._prepare_source(
             X, y, noise_kw=noise_kw, features=features, label=label, override=override)
+        mapper = None
+        scaling = None
+        if ranges is not None:
+            scaling = self._clean_ranges(ranges, feats, noise)
+            if isinstance(source, dict):
+                cols = scale_and_clip([source[f] for f in feats], *scaling)
+                source = {**source, **dict(zip(feats, cols, strict=True))}
+            else:
+                mapper = scaling_mapper(feats, *scaling)
+        if y is None:
+            label_mapper = self._label_mapper_for(source, lab)
+            from ..io.views import chain_mappers
+            mapper = chain_mappers(mapper, label_mapper)
+        tune = not isinstance(v["alpha"], float) or (not isinstance(v["learning_rate"], float)
+                                                     and self.schedule != "paper")
+        if tune:
+            self._fit_tuned(source, mapper, feats, lab, noise, n_rows, names_in, v, validation,
+                            scaling, dict(checkpoint=checkpoint, checkpoint_every=checkpoint_every,
+                                          resume=resume, overwrite=overwrite))
+            return self
+        if not isinstance(v["learning_rate"], float):   # schedule='paper' resolves the step itself
+            v = dict(v, learning_rate=1.0)
         cfg = self._make_config(v, noise, len(feats), n_rows)
         self._start_pass(cfg, feats, lab, noise, names_in)
-        if y is None:
-            source = self._label_mapped_source(source, lab)
+        self._set_scaling(scaling, feats)
+        if mapper is not None:
+            from ..io.sources import open_source
+            from ..io.views import PartSource
+            source = PartSource(open_source(source), mapper=mapper)
         kwargs = {}
         if checkpoint is not None:
             kwargs.update(checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume,
                           overwrite=overwrite)
-        self._run(source, kwargs)
+        self._run_explaining_divergence(source, kwargs, feats, scaling)
+        self.alpha_ = self._pass.config.alpha
+        self.learning_rate_ = self._pass.config.learning_rate
         return self
 
+    # ---- the clean baseline path ----------------------------------------------------------------
+    def _clean_ranges(self, ranges, feats, noise):
+        """(lo, hi, bound) for fit(..., ranges=...): raw clean data, every feature's range declared."""
+        if noise.metadata is not None:
+            raise InvalidInputError(
+                "ranges=... is for raw, un-noised data; this source is a release (already scaled "
+                "and noised): drop ranges")
+        if not noise.is_clean:
+            raise InvalidInputError(
+                "ranges=... scales raw clean data as a release would; it cannot be combined with "
+                "noise parameters (noise_var/epsilon_y): release the data instead (iwpfast release)")
+        from ..privacy.scaling import parse_ranges
+        parsed = parse_ranges(ranges)
+        missing = [f for f in feats if f not in parsed]
+        if missing:
+            raise InvalidInputError(
+                f"no declared range for feature(s) {', '.join(missing)}; give every feature's public "
+                "range, e.g. ranges={" + ", ".join(f"'{m}': (lo, hi)" for m in missing[:3])
+                + "} (CLI: --ranges " + " ".join(f"{m}=LO:HI" for m in missing[:3]) + ")")
+        lo = np.array([float(parsed[f][0]) for f in feats])
+        hi = np.array([float(parsed[f][1]) for f in feats])
+        return lo, hi, float(noise.feature_bound)
+
+    def _set_scaling(self, scaling, feats):
+        if scaling is not None:
+            lo, hi, bound = scaling
+            self.feature_ranges_ = {f: (float(a), float(b)) for f, a, b in zip(feats, lo, hi, strict=True)}
+            self.feature_bound_ = bound
+
+    def _run_explaining_divergence(self, source, kwargs, feats, scaling):
+        """``_run``; a divergence on data that look unscaled says so and names ranges=/--ranges."""
+        from ..exceptions import DivergenceError
+        try:
+            self._run(source, kwargs)
+        except DivergenceError as exc:
+            hint = None if scaling is not None or self._pass.noise.metadata is not None \
+                else _unscaled_hint(source, feats)
+            if hint is None:
+                raise
+            raise DivergenceError(f"{exc} {hint}") from None
+
+    # ---- hyper-parameters by private validation ----------------------------------------------
+    def _fit_tuned(self, source, mapper, feats, lab, noise, n_rows, names_in, v, validation,
+                   scaling, ckpt):
+        """alpha / learning_rate = 'auto': a grid of heads in one scan, chosen on a private hold-out
+        (``iwpfast.sgd.tuning``; docs/tuning.md)."""
+        import dataclasses
+
+        from ..sgd import tuning
+        p = len(feats)
+        probe = self._make_config(dict(v, alpha=1.0, learning_rate=1.0, mu=v["mu"]), noise, p, n_rows)
+        mode = probe.mode
+        bound = noise.feature_bound
+        notes = []
+        if bound is None:
+            bound = math.sqrt(p)
+            notes.append(f"no feature bound known: the grid assumes features in [-1, 1] (bound "
+                         f"sqrt(p) = {bound:.3g}); pass feature_bound=... for a better grid")
+        cap = (tuning.AUTO_VARIANCE_CAP if (self.variance_cap is None and mode == "iwp")
+               else (math.inf if self.variance_cap is None else float(self.variance_cap)))
+        sval = float(np.max(noise.noise_var)) if mode != "clean" and p else 0.0
+        keep = noise.label_keep_prob if mode == "iwp" else None
+        val_src = None
+        if validation is not None:
+            val_src = self._validation_source(validation, feats, lab, noise)
+            n_train = n_rows
+        else:
+            period = tuning.validation_period(v["validation_fraction"])
+            n_train = None if n_rows is None else n_rows - n_rows // period
+        if n_train is None:
+            raise InvalidInputError(
+                "learning_rate/alpha='auto' needs the number of rows to derive the grid, which this "
+                "source does not know (CSV or a stream): convert it to Parquet/IPC, or pass numbers")
+        paper = self.schedule == "paper"
+        points = tuning.default_grid(
+            loss=v["loss"], n_rows=n_train, bound=bound, batch_size=v["batch_size"],
+            noise_var=sval, label_keep_prob=keep, n_features=p, variance_cap=cap,
+            radius_of=lambda a: (self.radius if self.radius is not None else
+                                 default_radius(v["loss"], bound, a)),
+            alphas=_grid_values(v["alpha"]),
+            learning_rates=[1.0] if paper else _grid_values(v["learning_rate"]),
+            target_noise_var=noise.target_noise_var)
+
+        def make_config(pt, rows):
+            vv = dict(v, alpha=pt.alpha, learning_rate=pt.learning_rate,
+                      mu=pt.alpha if v["mu"] is None else v["mu"])
+            cfg = self._make_config(vv, noise, p, rows)
+            return dataclasses.replace(cfg, variance_cap=cap)
+
+        from ..io.sources import open_source
+        src = open_source(source)
+        kw = dict(loss=v["loss"], validation_fraction=v["validation_fraction"], validation=val_src,
+                  mapper=mapper, engine=_ENGINE, progress=self.progress, chunk_rows=self.chunk_rows,
+                  feature_bound=noise.feature_bound,
+                  noise=(noise.noise_var if mode != "clean" else np.zeros(p),
+                         noise.label_keep_prob if mode != "clean" else None,
+                         noise.target_noise_var if mode != "clean" else 0.0))
+        if ckpt.get("checkpoint") is not None:
+            kw.update(ckpt)
+        result = tuning.tune_stream(src, feats, lab, points, make_config, **kw)
+        chosen = result.points[result.chosen]
+        cfg = result.configs[chosen.name]
+        self._start_pass(cfg, feats, lab, noise, names_in)
+        self._set_scaling(scaling, feats)
+        self._pass.head = result.states[chosen.name]
+        self._update_fitted(self._pass.head, dict(result.telemetry.get(chosen.name, {})))
+        self.alpha_ = cfg.alpha
+        self.learning_rate_ = cfg.learning_rate
+        self.tuning_ = dict(result.table(), rule=result.rule, n_train=result.n_train,
+                            n_validation=result.n_validation, passes=result.passes,
+                            heads=result.head_updates_per_row, variance_cap=cap,
+                            notes=notes + result.notes)
+        for note in result.notes:
+            warnings.warn(f"auto hyper-parameters: {note}", NumericalWarning, stacklevel=3)
+        # the chosen head's own warnings, as a plain fit would give them (an ending on the cap
+        # "auto" set is by design: it is in tuning_["capped"], not a warning)
+        tel = dict(self.telemetry_)
+        if self.variance_cap is None:
+            tel["capped"] = False
+        _lazy_driver()._warn_telemetry(chosen.name, cfg, tel)
+
+    def _validation_source(self, validation, feats, lab, noise):
+        """A separate private release for choosing the hyper-parameters: same features, same noise."""
+        from ..io.sources import open_source
+        from ._noise import noise_from_metadata
+        src = open_source(validation)
+        meta = src.release_metadata
+        if meta is None:
+            raise InvalidInputError("validation=... must be a private release (with iwpfast release "
+                                    "metadata) of the same features; or leave it out to hold out "
+                                    "validation_fraction of the training rows")
+        vnoise = noise_from_metadata(meta, feats)
+        if not (np.allclose(vnoise.noise_var, noise.noise_var, rtol=1e-9)
+                and vnoise.label_keep_prob == noise.label_keep_prob):
+            raise ReleaseSpecError("the validation release's noise differs from the training data's; "
+                                   "release both with the same parameters")
+        if lab not in src.full_schema.names:
+            raise InvalidInputError(f"the validation release has no label column {lab!r}")
+        return src
+
+    def _label_mapper_for(self, source, lab):
+        """A batch mapper (``iwpfast.io.views``) putting ``lab`` into the kernel's encoding, or None."""
+        return None
+
     def _label_mapped_source(self, source, lab):
-        return source
+        """``source`` with its labels in the kernel's encoding (a re-readable view)."""
+        mapper = self._label_mapper_for(source, lab)
+        if mapper is None:
+            return source
+        from ..io.views import PartSource
+        return PartSource(source, mapper=mapper)
 
     def _check_same_setup(self, feats, noise: NoiseModel) -> None:
         started_with = list(self._pass.features)
@@ -491,3 +686,33 @@ class IWPBase(ParamsMixin, InputsMixin):
         save_model(self, path)
 
 
+
+
+def _unscaled_hint(source, feats) -> str | None:
+    """A sentence naming ranges=/--ranges when the first rows' features look unscaled (some
+    |value| above 10, while a release's features lie within [-1, 1] plus noise)."""
+    try:
+        if isinstance(source, dict):
+            big = {f: float(np.max(np.abs(source[f][:65536]))) for f in feats if len(source[f])}
+        else:
+            from ..io.sources import open_source
+            batch = next(iter(open_source(source).batches(list(feats))), None)
+            if batch is None:
+                return None
+            big = {f: float(np.max(np.abs(batch.column(f).to_numpy(zero_copy_only=False))))
+                   for f in feats}
+    except Exception:  # the hint is a courtesy: never hide the divergence behind another error
+        return None
+    large = [f"{f} up to {m:g}" for f, m in big.items() if m > 10.0]
+    if not large:
+        return None
+    return ("The features look unscaled (" + ", ".join(large[:4]) + "): give their declared ranges "
+            "so they are scaled into [-1, 1] and clipped as a release would: ranges={name: (lo, hi)} "
+            "(CLI: --ranges NAME=LO:HI ...).")
+
+
+def _grid_values(value):
+    """'auto' -> None (the derived grid), a list -> the list, a number -> [number]."""
+    if isinstance(value, str):
+        return None
+    return list(value) if isinstance(value, list) else [float(value)]

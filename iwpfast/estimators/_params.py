@@ -90,17 +90,33 @@ class ParamsMixin:
                 f"unknown schedule {self.schedule!r}; choose one of {', '.join(map(repr, SCHEDULES))}")
         for name in ("alpha", "learning_rate"):
             val = getattr(self, name)
-            ok = isinstance(val, numbers.Real) and not isinstance(val, bool) and math.isfinite(val)
-            if not ok or val < 0 or (name == "learning_rate" and val == 0):
-                raise InvalidInputError(f"{name} must be a finite {'positive' if name == 'learning_rate' else 'non-negative'} "
-                                        f"number (got {val!r})")
-        if self.schedule == "paper" and self.alpha <= 0:
+            if isinstance(val, str) and val == "auto":
+                v[name] = "auto"
+                continue
+            grid = isinstance(val, (list, tuple, np.ndarray))
+            values = list(val) if grid else [val]
+            for x in values:
+                ok = isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
+                if not ok or x < 0 or (name == "learning_rate" and x == 0) or (grid and x == 0):
+                    kind = "positive" if name == "learning_rate" or grid else "non-negative"
+                    raise InvalidInputError(
+                        f"{name} must be 'auto' (chosen by private validation), a finite {kind} "
+                        f"number, or a list of positive numbers to choose from (got {val!r})")
+            if grid and not values:
+                raise InvalidInputError(f"{name}=[] is an empty grid; give at least one value or 'auto'")
+            v[name] = [float(x) for x in values] if grid else float(val)
+        if self.schedule == "paper" and isinstance(v["alpha"], float) and v["alpha"] <= 0:
             raise InvalidInputError("schedule='paper' needs alpha > 0 (the strong convexity mu = alpha)")
-        v["alpha"] = float(self.alpha)
-        v["learning_rate"] = float(self.learning_rate)
         if self.mu is not None and not (isinstance(self.mu, numbers.Real) and self.mu >= 0):
             raise InvalidInputError(f"mu must be None (= alpha) or a non-negative number (got {self.mu!r})")
-        v["mu"] = float(self.alpha if self.mu is None else self.mu)
+        # mu = alpha unless given; an 'auto' alpha gets its mu per grid point
+        v["mu"] = (v["alpha"] if isinstance(v["alpha"], float) else None) if self.mu is None \
+            else float(self.mu)
+        vf = self.validation_fraction
+        if not (isinstance(vf, numbers.Real) and not isinstance(vf, bool) and 0.0 < vf <= 0.5):
+            raise InvalidInputError(f"validation_fraction must be in (0, 0.5] (got {vf!r}); it is the "
+                                    "share of the rows held out to choose the 'auto' hyper-parameters")
+        v["validation_fraction"] = float(vf)
         if not (isinstance(self.batch_size, numbers.Integral) and not isinstance(self.batch_size, bool)
                 and self.batch_size >= 1):
             raise InvalidInputError(f"batch_size must be a positive integer (got {self.batch_size!r})")

@@ -124,3 +124,24 @@ class UnitsCheck:
                 f"{self.where}: values outside the declared ranges ({text}); they are clipped to the "
                 "range's edge. Check the units of the data and the ranges.", UnitsWarning,
                 stacklevel=stacklevel)
+
+
+def scaling_mapper(names: list[str], lo: np.ndarray, hi: np.ndarray, bound: float):
+    """A batch mapper (``iwpfast.io.views``) applying ``scale_and_clip`` to the named columns."""
+    import pyarrow as pa
+
+    def schema_fn(schema):
+        for name in names:
+            i = schema.get_field_index(name)
+            schema = schema.set(i, pa.field(name, pa.float64()))
+        return schema
+
+    def batch_fn(batch):
+        cols = [np.asarray(batch.column(n).to_numpy(zero_copy_only=False), dtype=np.float64)
+                for n in names]
+        for name, col in zip(names, scale_and_clip(cols, lo, hi, bound), strict=True):
+            i = batch.schema.get_field_index(name)
+            batch = batch.set_column(i, name, pa.array(col))
+        return batch
+
+    return schema_fn, batch_fn

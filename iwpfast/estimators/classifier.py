@@ -19,8 +19,14 @@ class IWPClassifier(IWPBase):
     loss: "exponential" (exact correction) | "logistic" (truncated series, see ``truncation``) |
         "quadratic".
     correction: "iwp" (unbiased gradients) | "none" (naive SGD on the noisy data).
-    alpha: l2 strength lambda (the regularized risk is alpha-strongly convex).
-    learning_rate: gamma0.  schedule: "constant" | "inverse" (gamma0/(1+mu gamma0 t)) | "paper".
+    alpha: l2 strength lambda (the regularized risk is alpha-strongly convex), or "auto" (default):
+        chosen by private validation with learning_rate (docs/tuning.md; fitted ``alpha_``).
+    learning_rate: gamma0, or "auto" (default): a grid of (alpha, step) heads is trained in the
+        same scan of (1 - validation_fraction) of the rows, each head is scored by its unbiased
+        private risk on the rest, unreliable estimates are dropped, and the one-standard-error rule
+        picks (fitted ``learning_rate_``, ``alpha_``, ``tuning_``).  Without a variance_cap, IWP
+        heads then run with the cap sigma^2 |theta|^2 <= 2.
+    schedule: "constant" | "inverse" (gamma0/(1+mu gamma0 t)) | "paper".
     mu: mu of the inverse schedule (None = alpha).
     batch_size: rows per update (the last partial batch is used).
     radius: projection radius on theta (None = feature_bound * |f'(0)| / alpha, docs/design.md section 2).
@@ -31,15 +37,17 @@ class IWPClassifier(IWPBase):
     chunk_rows: rows per chunk read from the source (None = the driver's default).
     shuffle, random_state: permute in-memory arrays once before the pass (files are read in order).
     progress: show a progress bar.
+    validation_fraction: share of the rows held out by "auto" (default 0.1), in blocks spread over
+        the whole stream; or pass a separate private release with ``fit(..., validation=...)``.
     """
 
     _task = "classification"
     _losses = CLASSIFICATION_LOSSES
 
-    def __init__(self, *, loss="exponential", correction="iwp", alpha=1.0, learning_rate=1e-3,
+    def __init__(self, *, loss="exponential", correction="iwp", alpha="auto", learning_rate="auto",
                  schedule="constant", mu=None, batch_size=128, radius=None, variance_cap=None,
                  average=False, fit_intercept=True, truncation=2, chunk_rows=None, shuffle=False,
-                 random_state=None, progress=True):
+                 random_state=None, progress=True, validation_fraction=0.1):
         self._store_params(locals())
 
     def _validated_truncation(self):
@@ -101,16 +109,15 @@ class IWPClassifier(IWPBase):
         ps.classes = classes
         return np.where(y == classes[1], 1.0, -1.0)
 
-    def _label_mapped_source(self, source, lab):
-        """Released labels are +-1 already; other label columns ({0, 1}) are mapped batch by batch."""
+    def _label_mapper_for(self, source, lab):
+        """Released labels are +-1 already (None); other label columns ({0, 1}, two strings...)
+        are mapped batch by batch."""
         meta = source.release_metadata
         if meta is not None and meta.get("label_encoding", "pm1") == "pm1":
             # released labels are -1/+1; label_classes gives back the values the data owner had
             self._pass.classes = np.asarray(meta.get("label_classes") or [-1, 1])
-            return source
-        mapper = self._label_mapper(lab)
-        from ..io.views import PartSource
-        return PartSource(source, mapper=mapper)
+            return None
+        return self._label_mapper(lab)
 
     def _label_mapper(self, lab):
         """A batch mapper (``iwpfast.io.views``) recoding the label column to +-1."""

@@ -11,17 +11,18 @@ from ._base import IWPBase
 class IWPRegressor(IWPBase):
     """Linear regression (squared error) trained in one pass by IWP-SGD on noisy features and targets.
 
-    Same parameters as ``IWPClassifier`` minus ``truncation``; ``loss`` is "squared_error".  The
+    Same parameters as ``IWPClassifier`` minus ``truncation`` (``alpha`` and ``learning_rate``
+    default to "auto": chosen by private validation); ``loss`` is "squared_error".  The
     target noise needs no gradient correction (the gradient is linear in y); the feature noise does.
     """
 
     _task = "regression"
     _losses = REGRESSION_LOSSES
 
-    def __init__(self, *, loss="squared_error", correction="iwp", alpha=1.0, learning_rate=1e-3,
+    def __init__(self, *, loss="squared_error", correction="iwp", alpha="auto", learning_rate="auto",
                  schedule="constant", mu=None, batch_size=128, radius=None, variance_cap=None,
                  average=False, fit_intercept=True, chunk_rows=None, shuffle=False,
-                 random_state=None, progress=True):
+                 random_state=None, progress=True, validation_fraction=0.1):
         self._store_params(locals())
 
     def _encode_targets_fit(self, y):

@@ -37,6 +37,8 @@ VALIDATION_FRACTION = 0.1
 STEP_MULTIPLIERS = (1.0, 2.0, 4.0, 8.0, 16.0)
 #: alpha = curvature scale kappa = f''(0) B^2 / p times these
 ALPHA_MULTIPLIERS = (0.01, 0.03, 0.1, 0.3, 1.0)
+#: |margin| over which the step's constants (|f'|, f'') are bounded
+MARGIN_SCALE = 2.0
 #: the variance cap "auto" uses for IWP heads when none is given (sigma^2 |theta|^2 <= 2)
 AUTO_VARIANCE_CAP = 2.0
 
@@ -64,7 +66,8 @@ def derived_step(*, loss: str, alpha: float, n_updates: int, bound: float, batch
 
     gamma* = log(max(2, mu^2 R^2 T / A)) / (mu T), capped at 1 / (2 K), with mu = alpha, T updates,
     R the radius theta can reach, K = B^2 max f'' + alpha the smoothness, and
-    A = C^2 L F G / batch: C = B max|f'| on |z| <= R B (the paper's C), L = 1/(2S-1)^2 the label
+    A = C^2 L F G / batch: C = B max|f'| on |z| <= min(R B, MARGIN_SCALE) (the paper's C, over the
+    margins a model meets rather than the whole ball), L = 1/(2S-1)^2 the label
     factor, F = 1 + p sigma^2 / B^2 the feature factor, G = exp(sigma^2 R^2) for the exponential
     loss (1 otherwise) -- the variance factors of ``iwpfast.planning`` (docs/tuning.md).
     """
@@ -73,7 +76,9 @@ def derived_step(*, loss: str, alpha: float, n_updates: int, bound: float, batch
         raise InvalidInputError("the derived step needs alpha > 0 (strong convexity)")
     B = float(bound)
     R = float(radius)
-    fp, fpp = _derivative_bounds(loss, R * B)
+    # the margins the constants are taken over: |z| <= R B, but at most MARGIN_SCALE (the sup of
+    # e^{-z} over a large ball is a worst case no useful model meets; it would make the step vanish)
+    fp, fpp = _derivative_bounds(loss, min(R * B, MARGIN_SCALE))
     label = 1.0 if label_keep_prob is None else 1.0 / (2.0 * label_keep_prob - 1.0) ** 2
     if loss == "squared_error":
         label = 1.0 + target_noise_var
@@ -241,17 +246,24 @@ def select(points: Sequence[GridPoint], estimates: Sequence,
 
 
 def score_heads(source, features: Sequence[str], label: str, heads: Sequence, states: dict,
-                configs: dict, *, loss: str):
+                configs: dict, *, loss: str, noise=None):
     """(RiskEstimate per head, covariance of the estimates) on a (validation) source: one read,
-    one (rows x p) @ (p x k) product per batch."""
+    one (rows x p) @ (p x k) product per batch.  ``noise``: (noise_var, label_keep_prob,
+    target_noise_var) of the validation data (default: the heads' own; naive heads need it given,
+    since their configs run without the correction)."""
     from ..estimates import RiskAccumulator, glm_loss_values
     k = len(heads)
     theta = np.stack([states[h].coef(configs[h].average_start >= 0)[0] for h in heads], axis=1)
     b = np.array([states[h].coef(configs[h].average_start >= 0)[1] for h in heads])
-    s = np.stack([np.asarray(configs[h].noise_var, dtype=np.float64) for h in heads], axis=1)
-    tau = 0.5 * np.sum(s * theta * theta, axis=0)                        # (k,)
     cfg0 = configs[heads[0]]
-    weight = cfg0.label_tilde
+    if noise is None:
+        noise = (cfg0.noise_var, cfg0.label_keep_prob if cfg0.mode == "iwp" else None,
+                 cfg0.target_noise_var)
+    s = np.asarray(noise[0], dtype=np.float64)[:, None]
+    tau = 0.5 * np.sum(s * theta * theta, axis=0)                        # (k,)
+    keep = noise[1]
+    weight = 1.0 if keep is None else keep / (2.0 * keep - 1.0)          # S~ = S / (2S - 1)
+    target_var = float(noise[2])
     acc = RiskAccumulator(k)
     from ..io.sources import Source, open_source
     src = source if isinstance(source, Source) else open_source(source)
@@ -262,7 +274,7 @@ def score_heads(source, features: Sequence[str], label: str, heads: Sequence, st
         U = X @ theta + b                                                 # (m, k)
         if loss == "squared_error":
             r = U - y[:, None]
-            vals = 0.5 * r * r - tau - 0.5 * cfg0.target_noise_var
+            vals = 0.5 * r * r - tau - 0.5 * target_var
         else:
             vals = glm_loss_values(loss, y[:, None] * U, tau, weight, int(cfg0.truncation))
         acc.add(vals)
@@ -272,15 +284,19 @@ def score_heads(source, features: Sequence[str], label: str, heads: Sequence, st
 def tune_stream(source, features: Sequence[str], label: str, points: Sequence[GridPoint],
                 make_config: Callable[[GridPoint, int | None], object], *, loss: str,
                 validation_fraction: float = VALIDATION_FRACTION, validation=None,
-                mapper=None, validation_mapper=None, engine: str = "numba", progress=True, chunk_rows=None,
-                feature_bound=None) -> TuningResult:
+                mapper=None, validation_mapper=None, engine: str = "numba", progress=True,
+                chunk_rows=None, feature_bound=None, noise=None, checkpoint=None,
+                checkpoint_every=None, resume: bool = False, overwrite: bool = False) -> TuningResult:
     """Train every grid point as a head in one scan, score each privately, choose one.
 
     source: the training data (a Source or anything ``open_source`` takes); ``mapper`` (see
     ``iwpfast.io.views``) turns its batches into the kernel's form (labels +-1, features scaled).
     validation: None (hold out ``validation_fraction`` of ``source``) or a separate private
     release (mapped by ``validation_mapper``).  make_config(point, n_train):
-    the HeadConfig of a grid point for a pass over n_train rows.
+    the HeadConfig of a grid point for a pass over n_train rows.  noise: (noise_var,
+    label_keep_prob, target_noise_var) the validation risk debiases for (default: the heads').
+    checkpoint, checkpoint_every, resume: as ``fit_stream`` (the grid's heads are checkpointed
+    together; the split is a function of the row numbers, so a resumed scan sees the same rows).
     """
     from ..io.sources import Source, open_source
     from ..io.views import PartSource
@@ -305,13 +321,16 @@ def tune_stream(source, features: Sequence[str], label: str, points: Sequence[Gr
         kw["chunk_rows"] = int(chunk_rows)
     if feature_bound is not None:
         kw["feature_bound"] = feature_bound
+    if checkpoint is not None:
+        kw.update(checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume,
+                  overwrite=overwrite)
     with warnings.catch_warnings():
         # per-head telemetry warnings (sphere, cap) are reported in the table, not 15 times over
         warnings.simplefilter("ignore", NumericalWarning)
         result = driver.fit_stream(train, heads, **kw)
     names = [pt.name for pt in points]
     estimates, cov = score_heads(val, features, label, names, result.states, result.configs,
-                                 loss=loss)
+                                 loss=loss, noise=noise)
     chosen, rule, notes = select(points, estimates, cov)
     n_val = estimates[0].n_rows if estimates else 0
     return TuningResult(points=list(points), estimates=estimates, states=result.states,
