@@ -1,4 +1,4 @@
-"""GLM losses: name -> integer code, and their scalar derivatives f^(n) in NumPy (the spec).
+"""GLM losses: the names, and their scalar derivatives f^(n) in NumPy (the spec).
 
 A classification loss is ``l(theta, x, y) = f(y * theta^T x)`` for a scalar function ``f`` of the
 margin ``v``; the regression loss ``squared_error`` is ``f(r) = r^2 / 2`` of the residual
@@ -42,9 +42,10 @@ import numpy as np
 
 from .exceptions import InvalidInputError
 
-LOSS_CODES = {"exponential": 0, "quadratic": 1, "logistic": 2, "squared_error": 3}
 CLASSIFICATION_LOSSES = ("exponential", "quadratic", "logistic")
 REGRESSION_LOSSES = ("squared_error",)
+#: every loss name; the kernels' integer code of each is in iwpfast._kernels.abi.LOSS_CODES
+LOSSES = CLASSIFICATION_LOSSES + REGRESSION_LOSSES
 
 
 def check_loss(loss: str, *, allowed: tuple[str, ...] | None = None, parameter: str = "loss") -> str:
@@ -52,7 +53,7 @@ def check_loss(loss: str, *, allowed: tuple[str, ...] | None = None, parameter: 
 
     The error lists the valid choices so the caller can fix the call.
     """
-    choices = tuple(LOSS_CODES) if allowed is None else tuple(allowed)
+    choices = LOSSES if allowed is None else tuple(allowed)
     if not isinstance(loss, str) or loss not in choices:
         raise InvalidInputError(
             f"{parameter}={loss!r} is not a known loss here; choose one of {', '.join(choices)}")

@@ -23,13 +23,14 @@ empty array of the column dtype (float32 or float64).  So one compiled kernel pe
 label dtype) serves every p, (p, n) arrays and lists of 1-D arrays, writable or read-only.  Every argument has been validated by the wrapper
 ``iwpfast.sgd.engine``: the kernels check nothing and never raise.
 
-Parameter packing (so the signature stays stable): ``fparams`` = [label_tilde, alpha,
-learning_rate, mu, radius, variance_cap, match_minus_z, other_z, other_minus_z] (the label
-weights of (F(z), F(-z)) as a 2 x 2 table: (label_tilde, match_minus_z) where the row's label is
-the head's class, (other_z, other_minus_z) where it is not; binary heads have two equal rows
-(S~, 1 - S~), public labels (1, 0)); ``iparams`` = [loss_code, mode_code, schedule_code,
-truncation, fit_intercept, average_start, trace_every, batch_size].  ``eulerian[d, k]`` =
-(-1)^k A(d, k), the Eulerian-number coefficients of the sigmoid derivatives (logistic only).
+Parameter packing (so the signature stays stable): ``fparams`` (float64) and ``iparams``
+(int64) hold one head's configuration at the positions ``F_*`` / ``I_*`` of ``abi.py``, which
+also defines the codes, the ``counters`` and ``telemetry`` positions and ``NO_DIVERGENCE``: the
+ABI shared with ``iwpfast.sgd``.  The label weights of (F(z), F(-z)) are a 2 x 2 table:
+(match_z, match_minus_z) where the row's label is the head's class, (other_z, other_minus_z)
+where it is not; binary heads have two equal rows (S~, 1 - S~), public labels (1, 0).
+``eulerian[d, k]`` = (-1)^k A(d, k), the Eulerian-number coefficients of the sigmoid derivatives
+(logistic only).
 """
 from __future__ import annotations
 
@@ -47,18 +48,43 @@ from ._lowlevel import (
     margin_blocks,
 )
 from ._options import jit, jit_inline
+from .abi import (  # codes and positions: the ABI shared with iwpfast.sgd (abi.py)
+    C_CARRY,
+    C_NAVG,
+    C_STEP,
+    C_TRACE,
+    F_ALPHA,
+    F_LEARNING_RATE,
+    F_MATCH_MINUS_Z,
+    F_MATCH_Z,
+    F_MU,
+    F_OTHER_MINUS_Z,
+    F_OTHER_Z,
+    F_RADIUS,
+    F_VARIANCE_CAP,
+    I_AVERAGE_START,
+    I_BATCH_SIZE,
+    I_FIT_INTERCEPT,
+    I_LOSS,
+    I_MODE,
+    I_SCHEDULE,
+    I_TRACE_EVERY,
+    I_TRUNCATION,
+    LOSS_EXPONENTIAL,
+    LOSS_LOGISTIC,
+    LOSS_QUADRATIC,
+    MODE_IWP,
+    NO_DIVERGENCE,
+    SCHEDULE_CONSTANT,
+    T_BATCHES,
+    T_CAP,
+    T_ENERGY,
+    T_GM2,
+    T_GMEAN,
+    T_PROJ,
+    T_ROWS,
+)
 from .fastexp import fast_exp
-
-LOSS_EXPONENTIAL, LOSS_QUADRATIC, LOSS_LOGISTIC, LOSS_SQUARED_ERROR = 0, 1, 2, 3
-MODE_CLEAN, MODE_NAIVE, MODE_IWP = 0, 1, 2
-SCHEDULE_CONSTANT, SCHEDULE_INVERSE = 0, 1
-
-# HeadState.telemetry indices (iwpfast.sgd.state.TELEMETRY_FIELDS)
-T_ROWS, T_BATCHES, T_PROJ, T_GMEAN, T_GM2, T_ENERGY, T_CAP = 0, 1, 2, 3, 4, 5, 6
-# HeadState.counters indices
-C_STEP, C_NAVG, C_CARRY, C_TRACE = 0, 1, 2, 3
-
-NO_DIVERGENCE = -1
 
 # With many columns a batch reads p short runs side by side, more streams than the hardware
 # prefetcher follows; the chunk loop then copies STAGE_COLUMN_BYTES of each column at a time
@@ -183,16 +209,18 @@ def _row_scalars(loss, iwp, y, m, margin, tau, fparams, truncation, eulerian,
                  weight, curvature):
     """weight[i] = coefficient of x_i in the row gradient (a_i y_i, or u_i - y_i), curvature[i] = c_i.
 
-    Label weights: the 2 x 2 table (fparams[0], fparams[6]; fparams[7], fparams[8]) = weights of
+    Label weights: the 2 x 2 table (fparams[F_MATCH_Z], [F_MATCH_MINUS_Z]; [F_OTHER_Z],
+    [F_OTHER_MINUS_Z]) = weights of
     (F(z), F(-z)) for a row whose label is the head's class (y = +1) and for one whose label is
     not (y = -1).  A binary head has two equal rows (S~, 1 - S~) and takes the loops below that
     read one weight; a k-class one-vs-rest head has two different rows (``_table_row_scalars``).
     Loops have no data-dependent branches so that LLVM vectorizes them (fast_exp included).
     """
-    label_tilde = fparams[0]
-    if not (fparams[7] == label_tilde and fparams[8] == fparams[6]):
-        _table_row_scalars(loss, y, m, margin, tau, fparams[0], fparams[6], fparams[7],
-                           fparams[8], truncation, eulerian, weight, curvature)
+    label_tilde = fparams[F_MATCH_Z]
+    if not (fparams[F_OTHER_Z] == label_tilde and fparams[F_OTHER_MINUS_Z] == fparams[F_MATCH_MINUS_Z]):
+        _table_row_scalars(loss, y, m, margin, tau, fparams[F_MATCH_Z], fparams[F_MATCH_MINUS_Z],
+                           fparams[F_OTHER_Z], fparams[F_OTHER_MINUS_Z], truncation, eulerian,
+                           weight, curvature)
         return
     private = label_tilde != 1.0
     if loss == LOSS_EXPONENTIAL:
@@ -290,18 +318,18 @@ def _batch(addresses, like, y, offset, m, fparams, iparams, noise_var, eulerian,
            margin, weight, curvature, gradient, lanes, group_lanes, ones):
     """One SGD update on rows [offset, offset + m) of the columns, whose labels are y[0:m].
     Returns False on divergence."""
-    alpha = fparams[1]
-    learning_rate = fparams[2]
-    mu = fparams[3]
-    radius = fparams[4]
-    variance_cap = fparams[5]
-    loss = iparams[0]
-    iwp = iparams[1] == MODE_IWP
-    schedule = iparams[2]
-    truncation = iparams[3]
-    fit_intercept = iparams[4] != 0
-    average_start = iparams[5]
-    trace_every = iparams[6]
+    alpha = fparams[F_ALPHA]
+    learning_rate = fparams[F_LEARNING_RATE]
+    mu = fparams[F_MU]
+    radius = fparams[F_RADIUS]
+    variance_cap = fparams[F_VARIANCE_CAP]
+    loss = iparams[I_LOSS]
+    iwp = iparams[I_MODE] == MODE_IWP
+    schedule = iparams[I_SCHEDULE]
+    truncation = iparams[I_TRUNCATION]
+    fit_intercept = iparams[I_FIT_INTERCEPT] != 0
+    average_start = iparams[I_AVERAGE_START]
+    trace_every = iparams[I_TRACE_EVERY]
     n_features = theta.shape[0]
 
     # 1. tau (IWP only)
@@ -428,7 +456,7 @@ def sgd_chunk(addresses, like, y_address, y_like, n_rows, carry_addresses, carry
 
     Returns -1, or the global index of the last row of the batch after which theta diverged.
     """
-    batch_size = iparams[7]
+    batch_size = iparams[I_BATCH_SIZE]
     n_features = theta.shape[0]
     y = column_view(y_address, n_rows, y_like)
     margin = np.empty(batch_size)
@@ -608,7 +636,7 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, carry_addresses,
     head diverged (that head's theta is not finite; the scan stops there).
     """
     n_heads = thetas.shape[0]
-    batch_size = iparams[0, 7]
+    batch_size = iparams[0, I_BATCH_SIZE]
     n_features = thetas.shape[1]
     y = column_view(y_address, n_rows, y_like)
     margin = np.empty(batch_size)

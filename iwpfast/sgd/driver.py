@@ -35,11 +35,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._kernels.abi import C_TRACE
 from ..exceptions import CheckpointError, InvalidInputError, NumericalWarning, ReleaseSpecError
 from ..io.reader import ChunkReader
 from ..io.sources import Source, open_source
-from .checkpoint import (checkpoint_exists, config_hash, dataset_hash, read_checkpoint,
-                         write_checkpoint)
+from .checkpoint import checkpoint_exists, config_hash, dataset_hash, read_checkpoint, write_checkpoint
 from .schedules import resolve_paper_schedule
 from .state import TELEMETRY_INDEX, HeadConfig, HeadState
 
@@ -303,7 +303,7 @@ def _drain_traces(heads, states, callback):
         if k:
             steps[h.name] = st.trace_steps[:k].copy()
             params[h.name] = st.trace[:k].copy()
-            st.counters[3] = 0
+            st.counters[C_TRACE] = 0
     if steps and callback is not None:
         callback(steps, params)
 

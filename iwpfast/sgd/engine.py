@@ -27,22 +27,27 @@ Example::
 """
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
 
+from .._kernels.abi import (
+    C_CARRY,
+    COUNTER_FIELDS,
+    LOSS_CODES,
+    MODE_CODES,
+    SCHEDULE_CODES,
+    TELEMETRY_FIELDS,
+    pack_fparams,
+    pack_iparams,
+)
 from ..exceptions import DivergenceError, InvalidInputError
-from ..losses import CLASSIFICATION_LOSSES, LOSS_CODES
-from .state import MODE_CODES, SCHEDULE_CODES, TELEMETRY_FIELDS, HeadConfig, HeadState
+from ..losses import CLASSIFICATION_LOSSES
+from .state import MAX_TRUNCATION, HeadConfig, HeadState, check_config
 
 __all__ = ["run_chunk", "finish", "run_chunk_heads", "finish_heads", "warmup", "MAX_TRUNCATION"]
-
-# Eulerian numbers A(2K, k) overflow float64 precision long before this; the estimator's variance
-# explodes already at K ~ 5 (docs/design.md section 3).
-MAX_TRUNCATION = 40
 _FEATURE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
@@ -67,27 +72,6 @@ def _eulerian_table(truncation: int) -> np.ndarray:
             table[d, k] = (-1) ** k * float(value)
     table.setflags(write=False)
     return table
-
-
-def _finite_number(value, name: str, *, minimum: float | None = None, strict: bool = False,
-                   allow_inf: bool = False) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise InvalidInputError(f"HeadConfig.{name}={value!r} must be a number") from None
-    if math.isnan(number) or (math.isinf(number) and not allow_inf):
-        raise InvalidInputError(f"HeadConfig.{name}={value!r} must be a finite number")
-    if minimum is not None and (number < minimum or (strict and number == minimum)):
-        relation = ">" if strict else ">="
-        raise InvalidInputError(f"HeadConfig.{name}={value!r} must be {relation} {minimum}")
-    return number
-
-
-def _integer(value, name: str, minimum: int) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
-            or value < minimum:
-        raise InvalidInputError(f"HeadConfig.{name}={value!r} must be an integer >= {minimum}")
-    return int(value)
 
 
 # _kernel_config results by id(cfg): the driver calls run_chunk once per head per chunk, and
@@ -119,82 +103,18 @@ def _noise_snapshot(cfg: HeadConfig) -> bytes:
 
 
 def _pack_config(cfg: HeadConfig):
-    if not isinstance(cfg, HeadConfig):
-        raise InvalidInputError(f"cfg must be an iwpfast.sgd.state.HeadConfig, got {type(cfg).__name__}")
-    if cfg.loss not in LOSS_CODES:
-        raise InvalidInputError(f"HeadConfig.loss={cfg.loss!r} is unknown; choose one of "
-                                f"{', '.join(LOSS_CODES)}")
-    if cfg.mode not in MODE_CODES:
-        raise InvalidInputError(f"HeadConfig.mode={cfg.mode!r} is unknown; choose one of "
-                                f"{', '.join(MODE_CODES)}")
-    if cfg.schedule not in SCHEDULE_CODES:
-        hint = (" (the driver turns 'paper' into a constant step with "
-                "iwpfast.sgd.schedules.paper_learning_rate)" if cfg.schedule == "paper" else "")
-        raise InvalidInputError(f"HeadConfig.schedule={cfg.schedule!r} cannot run in the kernel; "
-                                f"choose one of {', '.join(SCHEDULE_CODES)}{hint}")
-    p = _integer(cfg.n_features, "n_features", 1)
-    noise_var = np.asarray(cfg.noise_var, dtype=np.float64)
-    if noise_var.ndim == 0:
-        noise_var = np.full(p, float(noise_var))
-    if noise_var.shape != (p,):
-        raise InvalidInputError(f"HeadConfig.noise_var has shape {noise_var.shape}; pass one variance "
-                                f"per feature, shape ({p},)")
-    if not np.all(np.isfinite(noise_var)) or np.any(noise_var < 0):
-        bad = int(np.flatnonzero(~(np.isfinite(noise_var) & (noise_var >= 0)))[0])
-        raise InvalidInputError(f"HeadConfig.noise_var[{bad}]={noise_var[bad]!r}: noise variances "
-                                "sigma_j^2 must be finite and >= 0")
-    truncation = _integer(cfg.truncation, "truncation", 0)
-    if truncation > MAX_TRUNCATION:
-        raise InvalidInputError(f"HeadConfig.truncation={truncation} is too large (at most "
-                                f"{MAX_TRUNCATION}; the estimator's variance explodes beyond K ~ 5): "
-                                "choose K by iwpfast.transforms")
-    batch_size = _integer(cfg.batch_size, "batch_size", 1)
-    trace_every = _integer(cfg.trace_every, "trace_every", 0)
-    if isinstance(cfg.average_start, (bool, np.bool_)) or not isinstance(cfg.average_start, (int, np.integer)):
-        raise InvalidInputError(f"HeadConfig.average_start={cfg.average_start!r} must be an integer "
-                                "(negative = no averaging)")
-    alpha = _finite_number(cfg.alpha, "alpha", minimum=0.0)
-    learning_rate = _finite_number(cfg.learning_rate, "learning_rate", minimum=0.0, strict=True)
-    mu = _finite_number(cfg.mu, "mu", minimum=0.0)
-    radius = _finite_number(cfg.radius, "radius", minimum=0.0, strict=True, allow_inf=True)
-    variance_cap = _finite_number(cfg.variance_cap, "variance_cap", minimum=0.0, strict=True,
-                                  allow_inf=True)
-    label_tilde = 1.0
-    if cfg.loss in CLASSIFICATION_LOSSES and cfg.mode == "iwp" and cfg.label_keep_prob is not None:
-        keep = _finite_number(cfg.label_keep_prob, "label_keep_prob")
-        if not 0.5 < keep <= 1.0:
-            raise InvalidInputError(f"HeadConfig.label_keep_prob={keep!r} must be in (0.5, 1] "
-                                    "(S(eps_y) = 1/(1+exp(-eps_y)) with eps_y > 0; None = public labels)")
-        label_tilde = float(cfg.label_tilde)
-    table = (label_tilde, 1.0 - label_tilde, label_tilde, 1.0 - label_tilde)
-    if cfg.label_weights is not None:
-        if cfg.loss not in CLASSIFICATION_LOSSES:
-            raise InvalidInputError(f"HeadConfig.label_weights is for classification losses, not "
-                                    f"{cfg.loss!r}; drop it")
-        weights = np.asarray(cfg.label_weights, dtype=np.float64) if np.ndim(cfg.label_weights) \
-            else np.zeros(0)
-        if weights.shape not in ((4,), (2, 2)) or not np.all(np.isfinite(weights)):
-            raise InvalidInputError(f"HeadConfig.label_weights={cfg.label_weights!r} must be 4 finite "
-                                    "numbers (match_z, match_minus_z, other_z, other_minus_z): use "
-                                    "iwpfast.estimates.label_weight_table(epsilon_y, k)")
-        if cfg.mode == "iwp":
-            table = tuple(float(w) for w in weights.ravel())
-    if cfg.label_class is not None:
-        if cfg.loss not in CLASSIFICATION_LOSSES:
-            raise InvalidInputError(f"HeadConfig.label_class is for classification losses, not "
-                                    f"{cfg.loss!r}; drop it")
-        _integer(cfg.label_class, "label_class", 0)
-    fparams = np.array([table[0], alpha, learning_rate, mu, radius, variance_cap, table[1], table[2],
-                        table[3]])
-    iparams = np.array([LOSS_CODES[cfg.loss], MODE_CODES[cfg.mode], SCHEDULE_CODES[cfg.schedule],
-                        truncation, int(bool(cfg.fit_intercept)), int(cfg.average_start),
-                        trace_every, batch_size], dtype=np.int64)
-    eulerian = _eulerian_table(truncation if cfg.loss == "logistic" else 0)
-    # Outside mode iwp nothing is corrected: s = 0 everywhere (no -c s*theta term, no variance
-    # cap, max_noise_energy stays 0), as docs/internals.md decides.
-    if cfg.mode != "iwp":
-        noise_var = np.zeros(p)
-    return fparams, iparams, np.ascontiguousarray(noise_var), eulerian
+    """(fparams, iparams, noise_var, eulerian) at the positions of ``_kernels/abi.py``."""
+    c = check_config(cfg)
+    match_z, match_minus_z, other_z, other_minus_z = c.label_table
+    fparams = pack_fparams(match_z=match_z, alpha=c.alpha, learning_rate=c.learning_rate, mu=c.mu,
+                           radius=c.radius, variance_cap=c.variance_cap, match_minus_z=match_minus_z,
+                           other_z=other_z, other_minus_z=other_minus_z)
+    iparams = pack_iparams(loss=LOSS_CODES[c.loss], mode=MODE_CODES[c.mode],
+                           schedule=SCHEDULE_CODES[c.schedule], truncation=c.truncation,
+                           fit_intercept=int(c.fit_intercept), average_start=c.average_start,
+                           trace_every=c.trace_every, batch_size=c.batch_size)
+    eulerian = _eulerian_table(c.truncation if c.loss == "logistic" else 0)
+    return fparams, iparams, c.noise_var, eulerian
 
 
 def _check_state(cfg: HeadConfig, state: HeadState) -> None:
@@ -207,7 +127,8 @@ def _check_state(cfg: HeadConfig, state: HeadState) -> None:
         "theta": ((p,), np.float64), "theta_avg": ((p,), np.float64),
         "intercept": ((1,), np.float64), "intercept_avg": ((1,), np.float64),
         "carry_X": ((p, batch), np.float64), "carry_y": ((batch,), np.float64),
-        "telemetry": ((len(TELEMETRY_FIELDS),), np.float64), "counters": ((4,), np.int64),
+        "telemetry": ((len(TELEMETRY_FIELDS),), np.float64),
+        "counters": ((len(COUNTER_FIELDS),), np.int64),
     }
     for name, (shape, dtype) in expected.items():
         array = getattr(state, name)
@@ -227,9 +148,9 @@ def _check_state(cfg: HeadConfig, state: HeadState) -> None:
         raise InvalidInputError(f"state.trace must be a writable float64 (capacity, {p + 1}) array "
                                 "with an int64 trace_steps of length capacity: use "
                                 "HeadState.new(cfg, trace_capacity=...)")
-    carried = int(state.counters[2])
+    carried = int(state.counters[C_CARRY])
     if not 0 <= carried < batch:
-        raise InvalidInputError(f"state.counters[2] (carried rows) = {carried} is outside "
+        raise InvalidInputError(f"state.carry_n (carried rows) = {carried} is outside "
                                 f"[0, batch_size={batch}): the state does not belong to this config")
 
 
@@ -242,8 +163,8 @@ def _check_trace_room(cfg: HeadConfig, state: HeadState, updates: int) -> None:
     if needed > room:
         raise InvalidInputError(
             f"state.trace has room for {room} more rows but this chunk records {needed} "
-            f"(trace_every={cfg.trace_every}): drain the trace (reset state.counters[3]) or create "
-            "the state with a larger trace_capacity")
+            f"(trace_every={cfg.trace_every}): drain the trace (set state.counters[C_TRACE] = 0, "
+            "C_TRACE from iwpfast._kernels.abi) or create the state with a larger trace_capacity")
 
 
 # ------------------------------------------------------------------------------------------

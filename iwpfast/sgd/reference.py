@@ -33,10 +33,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .._kernels.abi import C_CARRY, C_NAVG, C_STEP, C_TRACE, TELEMETRY_INDEX
 from ..estimates import glm_scalars_table
 from ..exceptions import DivergenceError, InvalidInputError
-from ..losses import CLASSIFICATION_LOSSES, LOSS_CODES, REGRESSION_LOSSES
-from .state import MODE_CODES, SCHEDULE_CODES, TELEMETRY_INDEX, HeadConfig, HeadState
+from ..losses import CLASSIFICATION_LOSSES, REGRESSION_LOSSES
+from .state import CheckedConfig, HeadConfig, HeadState, check_config
 
 __all__ = ["reference_run_chunk", "reference_finish", "reference_run_chunk_heads",
            "reference_finish_heads"]
@@ -48,33 +49,12 @@ _GMEAN = TELEMETRY_INDEX["grad_norm_mean"]
 _GM2 = TELEMETRY_INDEX["grad_norm_m2"]
 _ENERGY = TELEMETRY_INDEX["max_noise_energy"]
 _CAP = TELEMETRY_INDEX["cap_hits"]
-_STEP, _NAVG, _CARRY, _TRACE = 0, 1, 2, 3
+_STEP, _NAVG, _CARRY, _TRACE = C_STEP, C_NAVG, C_CARRY, C_TRACE
 
 
 # --------------------------------------------------------------------------------------------
 # Input checks (the wrapper's job: nothing is validated per batch)
 # --------------------------------------------------------------------------------------------
-
-def _check_config(cfg: HeadConfig) -> np.ndarray:
-    if cfg.loss not in LOSS_CODES:
-        raise InvalidInputError(f"HeadConfig.loss={cfg.loss!r}; choose one of {', '.join(LOSS_CODES)}")
-    if cfg.mode not in MODE_CODES:
-        raise InvalidInputError(f"HeadConfig.mode={cfg.mode!r}; choose one of {', '.join(MODE_CODES)}")
-    if cfg.schedule not in SCHEDULE_CODES:
-        raise InvalidInputError(f"HeadConfig.schedule={cfg.schedule!r}; the kernel runs "
-                                f"{', '.join(SCHEDULE_CODES)} (the driver resolves 'paper')")
-    if int(cfg.batch_size) < 1:
-        raise InvalidInputError(f"HeadConfig.batch_size={cfg.batch_size}; use an integer >= 1")
-    if int(cfg.truncation) < 0:
-        raise InvalidInputError(f"HeadConfig.truncation={cfg.truncation}; K must be an integer >= 0")
-    noise_var = np.asarray(cfg.noise_var, dtype=np.float64)
-    if noise_var.shape != (cfg.n_features,):
-        raise InvalidInputError(f"HeadConfig.noise_var has shape {noise_var.shape}; expected "
-                                f"({cfg.n_features},), one variance sigma_j^2 per feature")
-    if not np.all(np.isfinite(noise_var)) or np.any(noise_var < 0):
-        raise InvalidInputError("HeadConfig.noise_var must hold finite variances >= 0")
-    return noise_var
-
 
 def _feature_major(cfg: HeadConfig, X) -> np.ndarray:
     """(p, n) float64 view/copy of a (p, n) array or a sequence of p 1-D arrays."""
@@ -150,25 +130,25 @@ def _check_trace_capacity(cfg: HeadConfig, state: HeadState, n_updates: int) -> 
 class _Head:
     """Config-derived constants of one head, computed once per call."""
 
-    def __init__(self, cfg: HeadConfig, noise_var: np.ndarray):
+    def __init__(self, cfg: CheckedConfig):
         iwp = cfg.mode == "iwp"
         # Outside mode iwp nothing is corrected: s = 0 everywhere (gradient, cap, telemetry).
-        self.s = noise_var if iwp else np.zeros_like(noise_var)
+        self.s = cfg.noise_var          # zeros outside mode iwp (check_config)
         self.iwp = iwp
         self.loss = cfg.loss
         self.regression = cfg.loss in REGRESSION_LOSSES
         self.label_table = cfg.label_table
         self.label_class = None if cfg.label_class is None else float(cfg.label_class)
-        self.truncation = int(cfg.truncation)
-        self.alpha = float(cfg.alpha)
-        self.gamma0 = float(cfg.learning_rate)
+        self.truncation = cfg.truncation
+        self.alpha = cfg.alpha
+        self.gamma0 = cfg.learning_rate
         self.inverse = cfg.schedule == "inverse"
-        self.mu = float(cfg.mu)
-        self.radius = float(cfg.radius)
-        self.cap = float(cfg.variance_cap)
-        self.fit_intercept = bool(cfg.fit_intercept)
-        self.average_start = int(cfg.average_start)
-        self.trace_every = int(cfg.trace_every)
+        self.mu = cfg.mu
+        self.radius = cfg.radius
+        self.cap = cfg.variance_cap
+        self.fit_intercept = cfg.fit_intercept
+        self.average_start = cfg.average_start
+        self.trace_every = cfg.trace_every
 
 
 def _update(h: _Head, state: HeadState, Xb: np.ndarray, yb: np.ndarray) -> None:
@@ -255,7 +235,7 @@ def reference_run_chunk(cfg: HeadConfig, state: HeadState, X, y) -> None:
     Raises ``InvalidInputError`` on bad input (before any update) and ``DivergenceError`` when an
     iterate becomes non-finite (``state`` then holds the non-finite iterate).
     """
-    noise_var = _check_config(cfg)
+    checked = check_config(cfg)
     columns = _feature_major(cfg, X)
     n = columns.shape[1] if columns.ndim == 2 else 0
     y = _labels(cfg, y, n)
@@ -265,7 +245,7 @@ def reference_run_chunk(cfg: HeadConfig, state: HeadState, X, y) -> None:
                                 "for another batch_size or n_features: use HeadState.new(cfg)")
     carry_n = int(state.counters[_CARRY])
     _check_trace_capacity(cfg, state, (carry_n + n) // B)
-    h = _Head(cfg, noise_var)
+    h = _Head(checked)
     # overflow on the way to a divergence is reported by step 10, not by NumPy warnings
     with np.errstate(over="ignore", invalid="ignore"):
         _run_batches(h, state, columns, y, carry_n, B, n)
@@ -298,14 +278,14 @@ def _run_batches(h: _Head, state: HeadState, columns: np.ndarray, y: np.ndarray,
 
 def reference_finish(cfg: HeadConfig, state: HeadState) -> None:
     """Run the carried partial batch (m < batch_size rows), if any, as the last update."""
-    noise_var = _check_config(cfg)
+    checked = check_config(cfg)
     m = int(state.counters[_CARRY])
     if m == 0:
         return
     _check_trace_capacity(cfg, state, 1)
     state.counters[_CARRY] = 0
     with np.errstate(over="ignore", invalid="ignore"):
-        _update(_Head(cfg, noise_var), state, state.carry_X[:, :m], state.carry_y[:m])
+        _update(_Head(checked), state, state.carry_X[:, :m], state.carry_y[:m])
 
 
 def reference_run_chunk_heads(cfgs, states, X, y) -> None:

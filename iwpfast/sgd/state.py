@@ -6,41 +6,52 @@ everything that must be carried from one chunk to the next (and written in a che
 the result does not depend on how the stream is chunked.
 
 Codes are small integers because only arrays, scalars and integer codes cross into a kernel;
-names are turned into codes once, here.
+names are turned into codes here, with the tables of ``iwpfast._kernels.abi`` (the kernels' ABI:
+codes, packed-parameter, counter and telemetry positions, defined once).  ``check_config`` is the
+one validation of a ``HeadConfig``, shared by the kernel wrapper and the NumPy twin.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
+from .._kernels.abi import (  # the kernels' ABI (codes, positions): defined once there
+    C_CARRY,
+    C_NAVG,
+    C_STEP,
+    C_TRACE,
+    COUNTER_FIELDS,
+    LOSS_CODES,
+    MODE_CODES,
+    SCHEDULE_CODES,
+    TELEMETRY_FIELDS,
+    TELEMETRY_INDEX,
+)
+from ..exceptions import InvalidInputError
 from ..label_noise import label_tilde_from_keep
-from ..losses import LOSS_CODES
+from ..losses import CLASSIFICATION_LOSSES
 
-MODE_CODES = {"clean": 0, "naive": 1, "iwp": 2}
-SCHEDULE_CODES = {"constant": 0, "inverse": 1}
+__all__ = ["HeadConfig", "HeadState", "CheckedConfig", "check_config", "SCHEDULES", "MODE_CODES",
+           "SCHEDULE_CODES", "LOSS_CODES", "TELEMETRY_FIELDS", "TELEMETRY_INDEX", "COUNTER_FIELDS",
+           "MAX_TRUNCATION"]
+
 # "paper" is resolved by the driver into a constant step (it needs n), so it has no kernel code.
 SCHEDULES = ("constant", "inverse", "paper")
 
-# Indices into HeadState.telemetry (float64 array).
-TELEMETRY_FIELDS = (
-    "rows_seen",          # rows consumed by updates (the partial carried batch is not counted yet)
-    "batches",            # number of SGD updates done
-    "projection_hits",    # updates after which the projection was active
-    "grad_norm_mean",     # running mean of the per-batch gradient norm (Welford)
-    "grad_norm_m2",       # running sum of squared deviations (Welford); variance = m2/(batches-1)
-    "max_noise_energy",   # largest sigma^2 |theta|^2 = 2*tau reached (0 without feature noise)
-    "cap_hits",           # updates after which the variance cap was active
-)
-TELEMETRY_INDEX = {name: i for i, name in enumerate(TELEMETRY_FIELDS)}
+# Eulerian numbers A(2K, k) overflow float64 precision long before this; the estimator's variance
+# explodes already at K ~ 5 (docs/design.md section 3).
+MAX_TRUNCATION = 40
 
 
 @dataclass(frozen=True)
 class HeadConfig:
     """What one head computes.  All fields are plain Python/NumPy values (no names in kernels).
 
-    loss:            key of ``iwpfast.losses.LOSS_CODES`` ("exponential", "quadratic", "logistic",
-                     "squared_error").
+    loss:            one of ``iwpfast.losses.LOSSES`` ("exponential", "quadratic", "logistic",
+                     "squared_error"); its kernel code is ``iwpfast._kernels.abi.LOSS_CODES``.
     mode:            "clean" | "naive" | "iwp" (naive = IWP formulas with tau = 0 and S~ = 1).
     n_features:      p.
     noise_var:       (p,) float64 per-feature noise variances s_j = sigma_j^2 (zeros for clean).
@@ -117,6 +128,134 @@ class HeadConfig:
         return label_tilde_from_keep(self.label_keep_prob)
 
 
+class CheckedConfig(NamedTuple):
+    """A ``HeadConfig`` validated and converted once (``check_config``): what the kernel wrapper
+    packs and the NumPy twin runs, so both refuse the same configs with the same messages."""
+
+    loss: str
+    mode: str
+    schedule: str
+    n_features: int
+    noise_var: np.ndarray       # (p,) float64 s as the update uses it: zeros outside mode iwp
+    truncation: int
+    batch_size: int
+    trace_every: int
+    average_start: int
+    alpha: float
+    learning_rate: float
+    mu: float
+    radius: float
+    variance_cap: float
+    fit_intercept: bool
+    label_table: tuple          # (match_z, match_minus_z, other_z, other_minus_z)
+    label_class: int | None
+
+
+def _finite_number(value, name: str, *, minimum: float | None = None, strict: bool = False,
+                   allow_inf: bool = False) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise InvalidInputError(f"HeadConfig.{name}={value!r} must be a number") from None
+    if math.isnan(number) or (math.isinf(number) and not allow_inf):
+        raise InvalidInputError(f"HeadConfig.{name}={value!r} must be a finite number")
+    if minimum is not None and (number < minimum or (strict and number == minimum)):
+        relation = ">" if strict else ">="
+        raise InvalidInputError(f"HeadConfig.{name}={value!r} must be {relation} {minimum}")
+    return number
+
+
+def _integer(value, name: str, minimum: int) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
+            or value < minimum:
+        raise InvalidInputError(f"HeadConfig.{name}={value!r} must be an integer >= {minimum}")
+    return int(value)
+
+
+def check_config(cfg: HeadConfig) -> CheckedConfig:
+    """Validate every field of ``cfg`` (``InvalidInputError`` naming the field and the fix) and
+    return them converted: the one check shared by ``iwpfast.sgd.engine`` and its NumPy twin
+    ``iwpfast.sgd.reference``.
+
+    Outside mode iwp nothing is corrected: the returned ``noise_var`` is zeros there (no
+    ``-c s*theta`` term, no variance cap, max_noise_energy stays 0; docs/internals.md)."""
+    if not isinstance(cfg, HeadConfig):
+        raise InvalidInputError(f"cfg must be an iwpfast.sgd.state.HeadConfig, got {type(cfg).__name__}")
+    if cfg.loss not in LOSS_CODES:
+        raise InvalidInputError(f"HeadConfig.loss={cfg.loss!r} is unknown; choose one of "
+                                f"{', '.join(LOSS_CODES)}")
+    if cfg.mode not in MODE_CODES:
+        raise InvalidInputError(f"HeadConfig.mode={cfg.mode!r} is unknown; choose one of "
+                                f"{', '.join(MODE_CODES)}")
+    if cfg.schedule not in SCHEDULE_CODES:
+        hint = (" (the driver turns 'paper' into a constant step with "
+                "iwpfast.sgd.schedules.paper_learning_rate)" if cfg.schedule == "paper" else "")
+        raise InvalidInputError(f"HeadConfig.schedule={cfg.schedule!r} cannot run in the kernel; "
+                                f"choose one of {', '.join(SCHEDULE_CODES)}{hint}")
+    p = _integer(cfg.n_features, "n_features", 1)
+    noise_var = np.asarray(cfg.noise_var, dtype=np.float64)
+    if noise_var.ndim == 0:
+        noise_var = np.full(p, float(noise_var))
+    if noise_var.shape != (p,):
+        raise InvalidInputError(f"HeadConfig.noise_var has shape {noise_var.shape}; pass one variance "
+                                f"per feature, shape ({p},)")
+    if not np.all(np.isfinite(noise_var)) or np.any(noise_var < 0):
+        bad = int(np.flatnonzero(~(np.isfinite(noise_var) & (noise_var >= 0)))[0])
+        raise InvalidInputError(f"HeadConfig.noise_var[{bad}]={noise_var[bad]!r}: noise variances "
+                                "sigma_j^2 must be finite and >= 0")
+    truncation = _integer(cfg.truncation, "truncation", 0)
+    if truncation > MAX_TRUNCATION:
+        raise InvalidInputError(f"HeadConfig.truncation={truncation} is too large (at most "
+                                f"{MAX_TRUNCATION}; the estimator's variance explodes beyond K ~ 5): "
+                                "choose K by iwpfast.transforms")
+    batch_size = _integer(cfg.batch_size, "batch_size", 1)
+    trace_every = _integer(cfg.trace_every, "trace_every", 0)
+    if isinstance(cfg.average_start, (bool, np.bool_)) \
+            or not isinstance(cfg.average_start, (int, np.integer)):
+        raise InvalidInputError(f"HeadConfig.average_start={cfg.average_start!r} must be an integer "
+                                "(negative = no averaging)")
+    alpha = _finite_number(cfg.alpha, "alpha", minimum=0.0)
+    learning_rate = _finite_number(cfg.learning_rate, "learning_rate", minimum=0.0, strict=True)
+    mu = _finite_number(cfg.mu, "mu", minimum=0.0)
+    radius = _finite_number(cfg.radius, "radius", minimum=0.0, strict=True, allow_inf=True)
+    variance_cap = _finite_number(cfg.variance_cap, "variance_cap", minimum=0.0, strict=True,
+                                  allow_inf=True)
+    label_tilde = 1.0
+    if cfg.loss in CLASSIFICATION_LOSSES and cfg.mode == "iwp" and cfg.label_keep_prob is not None:
+        keep = _finite_number(cfg.label_keep_prob, "label_keep_prob")
+        if not 0.5 < keep <= 1.0:
+            raise InvalidInputError(f"HeadConfig.label_keep_prob={keep!r} must be in (0.5, 1] "
+                                    "(S(eps_y) = 1/(1+exp(-eps_y)) with eps_y > 0; None = public labels)")
+        label_tilde = label_tilde_from_keep(keep)
+    table = (label_tilde, 1.0 - label_tilde, label_tilde, 1.0 - label_tilde)
+    if cfg.label_weights is not None:
+        if cfg.loss not in CLASSIFICATION_LOSSES:
+            raise InvalidInputError(f"HeadConfig.label_weights is for classification losses, not "
+                                    f"{cfg.loss!r}; drop it")
+        weights = np.asarray(cfg.label_weights, dtype=np.float64) if np.ndim(cfg.label_weights) \
+            else np.zeros(0)
+        if weights.shape not in ((4,), (2, 2)) or not np.all(np.isfinite(weights)):
+            raise InvalidInputError(f"HeadConfig.label_weights={cfg.label_weights!r} must be 4 finite "
+                                    "numbers (match_z, match_minus_z, other_z, other_minus_z): use "
+                                    "iwpfast.label_noise.label_weight_table(epsilon_y, k)")
+        if cfg.mode == "iwp":
+            table = tuple(float(w) for w in weights.ravel())
+    label_class = None
+    if cfg.label_class is not None:
+        if cfg.loss not in CLASSIFICATION_LOSSES:
+            raise InvalidInputError(f"HeadConfig.label_class is for classification losses, not "
+                                    f"{cfg.loss!r}; drop it")
+        label_class = _integer(cfg.label_class, "label_class", 0)
+    if cfg.mode != "iwp":
+        noise_var = np.zeros(p)
+    return CheckedConfig(
+        loss=cfg.loss, mode=cfg.mode, schedule=cfg.schedule, n_features=p,
+        noise_var=np.ascontiguousarray(noise_var), truncation=truncation, batch_size=batch_size,
+        trace_every=trace_every, average_start=int(cfg.average_start), alpha=alpha,
+        learning_rate=learning_rate, mu=mu, radius=radius, variance_cap=variance_cap,
+        fit_intercept=bool(cfg.fit_intercept), label_table=table, label_class=label_class)
+
+
 @dataclass
 class HeadState:
     """Everything carried across chunks for one head (float64 accumulation throughout).
@@ -138,8 +277,8 @@ class HeadState:
     telemetry: np.ndarray
     trace: np.ndarray
     trace_steps: np.ndarray
-    counters: np.ndarray = field(default_factory=lambda: np.zeros(4, dtype=np.int64))
-    # counters: [step, n_avg, carry_n, trace_n]
+    counters: np.ndarray = field(default_factory=lambda: np.zeros(len(COUNTER_FIELDS), dtype=np.int64))
+    # counters: COUNTER_FIELDS = (step, n_avg, carry_n, trace_n), positions C_* of _kernels/abi.py
 
     @classmethod
     def new(cls, cfg: HeadConfig, theta0: np.ndarray | None = None, intercept0: float = 0.0,
@@ -163,19 +302,19 @@ class HeadState:
     # named views of the integer counters (kept in one array so the kernel updates them in place)
     @property
     def step(self) -> int:
-        return int(self.counters[0])
+        return int(self.counters[C_STEP])
 
     @property
     def n_avg(self) -> int:
-        return int(self.counters[1])
+        return int(self.counters[C_NAVG])
 
     @property
     def carry_n(self) -> int:
-        return int(self.counters[2])
+        return int(self.counters[C_CARRY])
 
     @property
     def trace_n(self) -> int:
-        return int(self.counters[3])
+        return int(self.counters[C_TRACE])
 
     def arrays(self) -> dict[str, np.ndarray]:
         """All state as named arrays (what a checkpoint stores)."""
