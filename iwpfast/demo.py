@@ -49,11 +49,12 @@ import os
 import sys
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .exceptions import InvalidInputError
+from .exceptions import InvalidInputError, PrivacyLeakWarning
 
 HEADS = ("clean", "naive", "iwp")
 PAPER_LEARNING_RATE = 1e-4
@@ -199,7 +200,11 @@ def run_demo(*, rows: int = 1_000_000, features: int = 10, epsilon: float | None
         sim_path = os.path.join(tmp, "released_with_clean.parquet")
         # raw training data (for ACS: raw units; the release scales them by the declared ranges)
         pq.write_table(pa.table({**{f: Xtr[:, j] for j, f in enumerate(names)}, "y": ytr}), clean_path)
-        rel = release(clean_path, released_path, spec, seed=seed + 1, progress=False)
+        with warnings.catch_warnings():
+            # the demo is a simulation by design: its seeded release (marked "seeded" in the
+            # file) is expected, no need to warn about it
+            warnings.filterwarnings("ignore", message="seeded release", category=PrivacyLeakWarning)
+            rel = release(clean_path, released_path, spec, seed=seed + 1, progress=False)
         spec = rel.spec
         # the clean head reads the clean columns of the same file (a simulation: never ship this).
         # Clean features in the released space: scaled by the declared ranges (identity for [-1, 1]).
@@ -217,8 +222,11 @@ def run_demo(*, rows: int = 1_000_000, features: int = 10, epsilon: float | None
         del sim, released
 
         sigma = float(spec.sigma)
-        keep = float(spec.label_keep_prob)
-        noise_var = np.full(p, sigma * sigma)
+        # the learner's noise parameters come from the release's metadata (the law applied)
+        from .sgd.driver import noise_from_release
+        found = noise_from_release(spec.to_metadata(rel.rows_written), list(names))
+        keep = float(found.label_keep_prob)
+        noise_var = found.noise_var
         common = dict(loss=loss, n_features=p, batch_size=batch_size, alpha=float(alpha),
                       schedule="constant", learning_rate=float(learning_rate), radius=radius,
                       fit_intercept=fit_intercept, average_start=tail_start, trace_every=trace_every)

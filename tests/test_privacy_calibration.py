@@ -71,7 +71,12 @@ def test_huge_epsilon_does_not_overflow():
 def test_keep_probability():
     assert label_keep_probability(None) is None
     assert label_keep_probability(1.0) == pytest.approx(1 / (1 + math.exp(-1)))
-    assert label_keep_probability(1000.0) == 1.0
+    # a keep probability that rounds to 1 would add no noise while epsilon_y is printed: refused
+    with pytest.raises(InvalidInputError, match="rounds to 1"):
+        label_keep_probability(1000.0)
+    with pytest.raises(InvalidInputError, match="rounds to 1"):
+        label_keep_probability(37.0)
+    assert label_keep_probability(36.0) < 1.0
 
 
 @pytest.mark.parametrize("kwargs, fix", [

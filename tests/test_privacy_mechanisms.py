@@ -4,6 +4,8 @@ import numpy as np
 import pytest
 
 from iwpfast.exceptions import InvalidInputError, ReleaseSpecError
+from iwpfast.privacy.discrete import WordBuffer
+from iwpfast.privacy.randomness import NoiseKey
 from iwpfast.privacy import (
     GaussianFeatureMechanism,
     GaussianTargetMechanism,
@@ -19,6 +21,13 @@ Z = 5.0
 
 def rng(seed=0):
     return np.random.Generator(np.random.SFC64(seed))
+
+
+def source(noise, seed):
+    """The randomness each law draws from: SFC64 (float) or an AES-CTR keystream (discrete)."""
+    if noise == "float":
+        return rng(seed)
+    return WordBuffer(NoiseKey.from_seed(seed).stream(0))
 
 
 def test_mechanism_validation_names_the_fix():
@@ -61,12 +70,13 @@ def test_clip_shortcut_when_bound_covers_the_cube():
     assert mech.clip_(X * 1.5) == 10  # without the promise the norm is checked
 
 
-def test_feature_noise_sd_and_mean():
-    mech = GaussianFeatureMechanism(1.0, 1e-5, bound=1.0)
+@pytest.mark.parametrize("noise", ["discrete", "float"])
+def test_feature_noise_sd_and_mean(noise):
+    mech = GaussianFeatureMechanism(1.0, 1e-5, bound=1.0, noise=noise, dims=3)
     n, p = 200_000, 3
     X = np.zeros((p, n), dtype=np.float32)
     X[0] = 0.5
-    mech.add_noise_(X, rng(2), np.empty_like(X))
+    mech.add_noise_(X, source(noise, 2), np.empty_like(X))
     noise = X.astype(np.float64)
     noise[0] -= 0.5
     var = noise.var(axis=1)
@@ -104,28 +114,30 @@ def test_randomized_response_neighbour_probability_ratio():
     assert ratio >= math.exp(eps) * (1 - Z * rel_se)
 
 
-def test_gaussian_neighbour_probability_on_half_spaces():
+@pytest.mark.parametrize("noise", ["discrete", "float"])
+def test_gaussian_neighbour_probability_on_half_spaces(noise):
     # Empirical neighbour check: x and x' at opposite ends of the ball (distance 2B); for the
     # half-spaces C = {t > c} along x - x', P[M(x) in C] <= e^eps P[M(x') in C] + delta must hold
     # up to sampling error (5 SE of the difference; the binomial SEs add).
     eps, delta, bound = 1.0, 1e-5, 1.0
-    mech = GaussianFeatureMechanism(eps, delta, bound)
+    mech = GaussianFeatureMechanism(eps, delta, bound, noise=noise)
     n = 400_000
     a = np.full((1, n), bound, np.float32)
     b = np.full((1, n), -bound, np.float32)
-    mech.add_noise_(a, rng(7), np.empty_like(a))
-    mech.add_noise_(b, rng(8), np.empty_like(b))
+    mech.add_noise_(a, source(noise, 7), np.empty_like(a))
+    mech.add_noise_(b, source(noise, 8), np.empty_like(b))
     for c in np.linspace(-2 * mech.sigma, 3 * mech.sigma, 11):
         pa, pb = np.mean(a > c), np.mean(b > c)
         se = math.sqrt(pa * (1 - pa) / n + math.exp(2 * eps) * pb * (1 - pb) / n)
         assert pa <= math.exp(eps) * pb + delta + Z * se
 
 
-def test_target_mechanism_clips_and_noises():
-    mech = GaussianTargetMechanism(1.0, 1e-5, bound=0.5)
+@pytest.mark.parametrize("noise", ["discrete", "float"])
+def test_target_mechanism_clips_and_noises(noise):
+    mech = GaussianTargetMechanism(1.0, 1e-5, bound=0.5, noise=noise)
     n = 200_000
     t = np.full(n, 0.9)
-    clipped = mech.apply_(t, rng(9))
+    clipped = mech.apply_(t, source(noise, 9))
     assert clipped == n
     assert abs(t.mean() - 0.5) < Z * mech.sigma / math.sqrt(n)
     assert abs(t.var() / mech.sigma**2 - 1) < Z * math.sqrt(2 / (n - 1))

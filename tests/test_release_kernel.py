@@ -30,6 +30,8 @@ def small_blocks(monkeypatch):
     monkeypatch.setattr(release_module, "_SUB_VALUES", 4096)
     monkeypatch.setattr(release_module, "_MIN_ROWS_PER_THREAD", 1000)
     monkeypatch.setattr(release_module, "_LABEL_SUB_ROWS", 700)
+    # keystream buffers of 300 words: the discrete sampler refills in the middle of columns
+    monkeypatch.setattr(release_module, "_WORD_BUFFER", 300)
 
 
 def mixed_columns(n, seed=0):
@@ -44,23 +46,25 @@ def mixed_columns(n, seed=0):
     }
 
 
-def make_spec(bound, names):
+def make_spec(bound, names, noise="discrete"):
     return ReleaseSpec(epsilon_x=1.0, delta=1e-5, bound=bound, epsilon_y=1.0,
-                       ranges={k: RANGES[k] for k in names}, features=tuple(names), label="y")
+                       ranges={k: RANGES[k] for k in names}, features=tuple(names), label="y",
+                       noise=noise)
 
 
 # bound 0.5 clips almost every vector, 1.2 some, 3 none (>= sqrt(5): the norm pass is skipped)
 @pytest.mark.parametrize("bound", [0.5, 1.2, 3.0])
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("labels", ["01", "pm1", "bool"])
+@pytest.mark.parametrize("noise", ["discrete", "float"])
 @pytest.mark.filterwarnings("ignore:values outside the declared ranges")
-def test_fused_gives_the_numpy_bits(small_blocks, bound, threads, labels):
+def test_fused_gives_the_numpy_bits(small_blocks, bound, threads, labels, noise):
     n = 4321
     X = mixed_columns(n)
     r = np.random.default_rng(1)
     y = r.integers(0, 2, n)
     y = {"01": y, "pm1": 2 * y - 1, "bool": y.astype(bool)}[labels]
-    spec = make_spec(bound, list(X))
+    spec = make_spec(bound, list(X), noise)
     fused_X, fused_y = privatize(X, y, spec, seed=5, threads=threads, kernel="fused")
     numpy_X, numpy_y = privatize(X, y, spec, seed=5, threads=threads, kernel="numpy")
     np.testing.assert_array_equal(fused_X, numpy_X)
@@ -103,7 +107,8 @@ def test_fused_pre_noise_vectors_within_bound(small_blocks, monkeypatch):
     X = {"a": r.uniform(0, 100, n).astype(np.float32), "c": r.integers(17, 96, n),
          "e": r.integers(1, 3, n).astype(np.int8)}
     bound = 0.8
-    released, _ = privatize(X, None, make_spec(bound, list(X)), seed=1, threads=2, kernel="fused")
+    released, _ = privatize(X, None, make_spec(bound, list(X), "float"), seed=1, threads=2,
+                            kernel="fused")
     ref = np.array([np.clip((X[k] - np.mean(RANGES[k])) / (np.diff(RANGES[k])[0] / 2), -1, 1)
                     for k in X])
     norms = np.sqrt((ref**2).sum(axis=0))

@@ -89,3 +89,107 @@ def randomized_response(labels, zero_one, uniforms, keep_probability, out):
         else:
             y = np.int8(labels[i])
         out[i] = y if uniforms[i] < keep_probability else -y
+
+
+# ------------------------------------------------------------------------------ discrete noise
+# The exact discrete Gaussian sampler (tables and accounting: ``iwpfast.privacy.discrete``; NumPy
+# twin: ``discrete.sample_numpy``).  Each attempt reads two 64-bit words of an AES-CTR keystream:
+# the first picks a bin (top bits) and its alias coin (low 53 bits), the second an offset in the
+# bin (low bits) and the acceptance uniform (top bits).  The kernels return where they stopped when
+# the words run out, and the caller refills the buffer and calls again: the attempts consume the
+# logical stream in order whatever the buffer size, so the NumPy twin gives the same bits.
+
+@jit
+def _discrete_draw(words, pos, thresholds, aliases, correction, half_bins, bin_log2, inv_two_s2,
+                   bin_shift, coin_mask, offset_mask, accept_shift, accept_scale):
+    """One sample: returns (z, new position), or (0, -1) when fewer than 2 words are left.
+
+    Bin b covers z in [(b - half_bins) 2^bin_log2, ... + 2^bin_log2); its envelope point is its z
+    closest to 0.  The acceptance test u < rho_b exp(-x) is decided by the squeeze
+    1 - x <= exp(-x) <= 1 - x + x^2/2 (x >= 0) where it can, exp only in between (~1% of draws).
+    """
+    n_words = words.shape[0]
+    width = np.int64(1) << bin_log2
+    while pos + 2 <= n_words:
+        w1 = words[pos]
+        w2 = words[pos + 1]
+        pos += 2
+        b = np.int64(w1 >> bin_shift)
+        # selects, not branches: the alias coin is a fair-ish coin, a branch on it mispredicts
+        alias = aliases[b]
+        b = alias if (w1 & coin_mask) >= thresholds[b] else b
+        lo = (b - half_bins) << bin_log2
+        z = lo + np.int64(w2 & offset_mask)
+        near = max(lo, -lo - width + 1)  # the bin's |z| closest to 0 (bins never straddle 0)
+        za = max(z, -z)
+        x = np.float64((za - near) * (za + near)) * inv_two_s2
+        u = np.float64(w2 >> accept_shift) * accept_scale
+        rho = correction[b]
+        low = rho * (1.0 - x)
+        if u < low:
+            return z, pos
+        if u >= low + rho * (0.5 * x * x):
+            continue
+        if u < rho * np.exp(-x):
+            return z, pos
+    return np.int64(0), np.int64(-1)
+
+
+@jit
+def discrete_finish_f32(raw, mid, inv_half, factor, use_factor, inv_grid, grid, start, out,
+                        words, pos, thresholds, aliases, correction, half_bins, bin_log2, inv_two_s2,
+                        bin_shift, coin_mask, offset_mask, accept_shift, accept_scale):
+    """``out[i] = float32(rint(v_i / grid) + Z_i) * grid`` for i >= start, v_i the clipped scaled value.
+
+    ``v_i`` exactly as ``finish_f32`` computes it (then snapped: ``v * 2^k`` is exact, ``rint``
+    rounds ties to even).  Returns (rows done, word position); rows done < len(out) means the
+    words ran out.
+    """
+    one = np.float32(1.0)
+    for i in range(start, raw.shape[0]):
+        z, new_pos = _discrete_draw(words, pos, thresholds, aliases, correction, half_bins, bin_log2,
+                                    inv_two_s2, bin_shift, coin_mask, offset_mask, accept_shift,
+                                    accept_scale)
+        if new_pos < 0:
+            return i, pos
+        pos = new_pos
+        v = np.float32(raw[i] - mid) * inv_half
+        v = min(max(v, -one), one)
+        if use_factor:
+            v = v * factor[i]
+        m = np.int64(np.rint(np.float64(v) * inv_grid))
+        out[i] = np.float32(m + z) * grid
+    return raw.shape[0], pos
+
+
+@jit
+def discrete_snap_add(values, inv_grid, grid, start, words, pos, thresholds, aliases, correction,
+                      half_bins, bin_log2, inv_two_s2, bin_shift, coin_mask, offset_mask,
+                      accept_shift, accept_scale):
+    """In place: ``values[i] = (rint(values[i] / grid) + Z_i) * grid`` in the array's dtype."""
+    for i in range(start, values.shape[0]):
+        z, new_pos = _discrete_draw(words, pos, thresholds, aliases, correction, half_bins, bin_log2,
+                                    inv_two_s2, bin_shift, coin_mask, offset_mask, accept_shift,
+                                    accept_scale)
+        if new_pos < 0:
+            return i, pos
+        pos = new_pos
+        m = np.int64(np.rint(np.float64(values[i]) * inv_grid))
+        # (m + z) * grid is exact in float64; storing rounds once, as the float32 kernel does
+        values[i] = np.float64(m + z) * grid
+    return values.shape[0], pos
+
+
+@jit
+def randomized_response_words(labels, zero_one, words, keep_threshold, out):
+    """Randomized response from keystream words: keep where ``words[i] >> 11 < keep_threshold``.
+
+    ``keep_threshold`` = floor(keep probability * 2^53) - 1: the keep probability as implemented
+    is keep_threshold / 2^53, never above the stated one.
+    """
+    for i in range(labels.shape[0]):
+        if zero_one:
+            y = np.int8(2 * np.int8(labels[i]) - 1)
+        else:
+            y = np.int8(labels[i])
+        out[i] = y if (words[i] >> np.uint64(11)) < keep_threshold else -y

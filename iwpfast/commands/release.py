@@ -27,7 +27,8 @@ filesystem (s3://, gs://, abfs://, hdfs://, file://; query options such as
 ?endpoint_override=HOST:PORT&scheme=http) or fsspec URLs.
 
 A seed (--seed) makes the noise reproducible: use it for simulations only, never for a real
-release (whoever knows the seed can remove the noise). It is never written to the file.
+release (whoever knows the seed can remove the noise). It is never written to the file; the file
+records "seeded": true and `iwpfast info` shows it.
 """
 
 
@@ -36,8 +37,10 @@ def register(subparsers) -> None:
         subparsers, "release",
         help="release a dataset under local differential privacy (Parquet/IPC out)",
         description="Scale features from declared public ranges into [-1, 1], clip each feature "
-                    "vector to the L2 ball of radius --bound, add Gaussian noise; randomized "
-                    "response on binary labels. The privacy parameters are stored in the file.",
+                    "vector to the L2 ball of radius --bound, snap it to a power-of-two grid and add "
+                    "exact discrete Gaussian noise from a cryptographic keystream (--noise float: "
+                    "floating-point Gaussian noise); randomized response on binary labels. The "
+                    "privacy parameters are stored in the file.",
         examples=EXAMPLES,
     )
     p.add_argument("source", metavar="IN", help="Parquet/IPC/CSV file, directory or glob")
@@ -67,6 +70,11 @@ def register(subparsers) -> None:
                    help="L2 norm bound of the scaled feature vector (default 1; sqrt(p) never clips)")
     p.add_argument("--calibration", choices=["analytic", "classic"], default="analytic",
                    help="Gaussian noise calibration (default analytic; classic = the paper's formula)")
+    p.add_argument("--noise", choices=["discrete", "float"], default="discrete",
+                   help="noise law: discrete (default: exact discrete Gaussian on a power-of-two grid "
+                        "from an AES-CTR keystream; the printed guarantee holds for the bits written) or "
+                        "float (floating-point Gaussian, the paper's; its guarantee holds for "
+                        "real-valued noise only, the float implementation leaks low-order bits)")
     p.add_argument("--task", choices=["classification", "regression"], default="classification")
     p.add_argument("--target-range", metavar="LO:HI", help="declared range of the regression target (write --target-range=LO:HI when LO < 0)")
     p.add_argument("--target-bound", type=float, default=1.0,
@@ -144,7 +152,7 @@ def run(args) -> int:
         features=tuple(features), ranges=ranges, label=label, task=args.task,
         calibration=args.calibration, feature_dtype=args.feature_dtype,
         ranges_from_data=args.ranges_from_data, target_range=_target_range(args.target_range),
-        target_bound=args.target_bound, delta_y=args.delta_y,
+        target_bound=args.target_bound, delta_y=args.delta_y, noise=args.noise,
         classes=parse_classes(args.classes),
     )
     with warnings.catch_warnings():

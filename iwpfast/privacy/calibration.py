@@ -99,7 +99,8 @@ def gaussian_noise_scale(epsilon, delta, bound, calibration: str = "analytic") -
     Wang (2018), found by bisection and rounded toward more noise; valid for every epsilon > 0.
     calibration="classic": ``sigma = sqrt(8 ln(1.25/delta)) * bound / epsilon`` (Dwork & Roth,
     the paper's formula); its proof needs epsilon < 1, so a ``PrivacyCalibrationWarning`` is issued
-    above 1.
+    above 1, and where the exact condition shows that this sigma gives a delta above the requested
+    one (epsilon above ~8.4 at delta = 1e-5), it is refused (InvalidInputError naming the true delta).
 
     >>> round(gaussian_noise_scale(1.0, 1e-5, 0.5), 4)   # sensitivity 1
     3.7306
@@ -114,15 +115,30 @@ def gaussian_noise_scale(epsilon, delta, bound, calibration: str = "analytic") -
         )
     sensitivity = 2.0 * bound
     if calibration == "classic":
+        sigma = classic_sigma(epsilon, delta, bound)
+        true_delta = analytic_gaussian_delta(sigma, epsilon, sensitivity)
+        if true_delta > delta:
+            raise InvalidInputError(classic_refusal(epsilon, delta, true_delta))
         if epsilon > 1.0:
             warnings.warn(
-                f"the classic Gaussian calibration is proven only for epsilon < 1 (got {epsilon:g}); "
+                f"the classic Gaussian calibration is proven only for epsilon < 1 by its own formula (got {epsilon:g}); "
                 "use calibration='analytic', which is exact for every epsilon and adds less noise",
                 PrivacyCalibrationWarning,
                 stacklevel=2,
             )
-        return math.sqrt(2.0 * math.log(1.25 / delta)) * sensitivity / epsilon
+        return sigma
     return _analytic_sigma(epsilon, delta, sensitivity)
+
+
+def classic_sigma(epsilon: float, delta: float, bound: float) -> float:
+    """The paper's (Dwork & Roth) sigma = sqrt(2 ln(1.25/delta)) * 2 bound / epsilon."""
+    return math.sqrt(2.0 * math.log(1.25 / delta)) * 2.0 * bound / epsilon
+
+
+def classic_refusal(epsilon: float, delta: float, true_delta: float) -> str:
+    return (f"the classic calibration's sigma at epsilon={epsilon:g} gives delta={true_delta:.3g} "
+            f"(exact), more than the requested delta={delta:g}: refusing to print a guarantee it "
+            "does not give; use calibration='analytic' (CLI: --calibration analytic)")
 
 
 def _analytic_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
@@ -163,4 +179,18 @@ def label_keep_probability(epsilon_y) -> float | None:
     epsilon_y = _check_positive(
         "epsilon_y", epsilon_y, "choose a label budget such as 1.0, or None for public labels"
     )
-    return keep_probability(epsilon_y)
+    keep = keep_probability(epsilon_y)
+    if keep >= 1.0:
+        raise InvalidInputError(
+            f"epsilon_y={epsilon_y:g} keeps every label (the keep probability rounds to 1 in "
+            "double precision): no noise would be added while epsilon_y is printed; use "
+            "epsilon_y <= 30, or public labels (epsilon_y=None; CLI: --public-labels)")
+    return keep
+
+
+def keep_threshold(keep_probability: float) -> int:
+    """The randomized response as implemented keeps a label when a 53-bit uniform integer is below
+    this threshold: floor(keep * 2^53) - 1, one below the float's value so that the implemented
+    keep probability threshold / 2^53 never exceeds the exact S(eps_y) (the float S is within an
+    ulp of it): the label's epsilon as implemented is at most the printed one."""
+    return max(0, math.floor(keep_probability * 2.0**53) - 1)

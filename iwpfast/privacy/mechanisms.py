@@ -15,9 +15,73 @@ from .calibration import (
     check_bound,
     check_delta,
     check_epsilon,
+    classic_refusal,
     gaussian_noise_scale,
+    keep_threshold,
     label_keep_probability,
 )
+
+#: the noise laws: "discrete" (default) = exact discrete Gaussian on a power-of-two grid from an
+#: AES-CTR keystream, a guarantee for the bits written; "float" = floating-point Gaussian from
+#: SFC64 (fast, reproduces the paper; its guarantee holds for real-valued noise only)
+NOISES = ("discrete", "float")
+NOISE_LAWS = {"discrete": "discrete_gaussian", "float": "float_gaussian"}
+
+
+def check_noise(noise: str) -> str:
+    if noise not in NOISES:
+        raise InvalidInputError(
+            f"noise must be one of {NOISES}, got {noise!r}; use 'discrete' (default: exact discrete "
+            "Gaussian on a grid, a guarantee for the bits written) or 'float' (speed comparisons)")
+    return noise
+
+
+class _NoiseLaw:
+    """Sigma and law of a Gaussian-type mechanism on vectors of ``dims`` coordinates.
+
+    float: sigma from the analytic/classic calibration of the continuous Gaussian.
+    discrete: ``iwpfast.privacy.discrete.calibrate_discrete`` (grid, sigma, every delta term).
+    """
+
+    def _calibrate(self, dims: int, coord_bound: float, dtype: str) -> None:
+        if self.noise == "float":
+            self.sigma = gaussian_noise_scale(self.epsilon, self.delta, self.bound, self.calibration)
+            self.discrete = None
+            return
+        from .discrete import calibrate_discrete
+
+        fixed = None
+        if self.calibration == "classic":
+            # the paper's sigma (refused when the exact condition shows it misses delta even for
+            # real-valued noise); the discrete accounting of that sigma is checked below
+            fixed = gaussian_noise_scale(self.epsilon, self.delta, self.bound, "classic")
+            sigma0 = fixed
+        else:
+            sigma0 = gaussian_noise_scale(self.epsilon, self.delta, self.bound, "analytic")
+        law = calibrate_discrete(self.epsilon, self.delta, self.bound, dims, coord_bound, dtype,
+                                 sigma0, fixed_sigma=fixed)
+        if law.terms.total > self.delta:
+            raise InvalidInputError(classic_refusal(self.epsilon, self.delta, law.terms.total))
+        self.discrete = law
+        self.sigma = law.sigma
+
+    @property
+    def law(self) -> str:
+        return NOISE_LAWS[self.noise]
+
+    @property
+    def grid(self) -> float | None:
+        return None if self.discrete is None else self.discrete.grid
+
+    @property
+    def variance(self) -> float:
+        """The exact per-coordinate variance of the noise added (scaled units squared)."""
+        return self.sigma**2 if self.discrete is None else self.discrete.variance
+
+    def noise_metadata(self) -> dict:
+        if self.discrete is not None:
+            return self.discrete.metadata()
+        return {"law": "float_gaussian", "grid": None, "sigma": self.sigma, "variance": self.sigma**2}
 
 # Clipping multiplies by bound/||x|| in floating point; aim a little inside the ball so that the
 # rounding of that product and of the norm (a few float32 ulps) never lands outside it.
@@ -33,18 +97,42 @@ def _check_calibration(calibration: str) -> str:
     return calibration
 
 
-class GaussianFeatureMechanism:
-    """Clip each feature vector to the L2 ball of radius ``bound``, then add N(0, sigma^2 I).
+def _discrete_noise_(law, rows: np.ndarray, source) -> None:
+    from .discrete import DiscreteNoise, WordBuffer
+    from .randomness import NoiseKey
 
-    ``(epsilon, delta)``-LDP with sigma from :func:`gaussian_noise_scale` (sensitivity 2*bound).
+    if isinstance(source, NoiseKey):
+        source = WordBuffer(source.stream(0))
+    if not isinstance(source, WordBuffer):
+        raise InvalidInputError(
+            "the discrete law draws from a keystream: pass a discrete.WordBuffer or a "
+            "randomness.NoiseKey (e.g. NoiseKey.from_os_entropy()), not "
+            f"{type(source).__name__}; noise='float' takes a numpy Generator")
+    noiser = DiscreteNoise(law)
+    for row in rows:
+        noiser.snap_add_numpy(row, source)
+
+
+class GaussianFeatureMechanism(_NoiseLaw):
+    """Clip each feature vector to the L2 ball of radius ``bound``, then add Gaussian noise.
+
+    noise="discrete" (default): snap each coordinate to the grid 2^-k and add grid * Z, Z exact
+    discrete Gaussian (``iwpfast.privacy.discrete``); ``(epsilon, delta)``-LDP for the bits
+    written, every approximation in delta.  ``dims`` (the number of features) enters through the
+    snapping; ``dtype`` is the output dtype (the grid keeps every output exact in it).
+    noise="float": N(0, sigma^2 I) in floating point, sigma from :func:`gaussian_noise_scale`
+    (sensitivity 2*bound); a guarantee for real-valued noise only.
     """
 
-    def __init__(self, epsilon, delta, bound, calibration: str = "analytic"):
+    def __init__(self, epsilon, delta, bound, calibration: str = "analytic", noise: str = "discrete",
+                 dims: int | None = None, dtype: str = "float32"):
         self.epsilon = check_epsilon(epsilon, "epsilon_x")
         self.delta = check_delta(delta, "delta")
         self.bound = check_bound(bound, "bound")
         self.calibration = _check_calibration(calibration)
-        self.sigma = gaussian_noise_scale(self.epsilon, self.delta, self.bound, self.calibration)
+        self.noise = check_noise(noise)
+        self.dims = int(dims) if dims else 1
+        self._calibrate(self.dims, min(1.0, self.bound), dtype)
 
     @property
     def sensitivity(self) -> float:
@@ -53,7 +141,8 @@ class GaussianFeatureMechanism:
     def __repr__(self):
         return (
             f"GaussianFeatureMechanism(epsilon={self.epsilon:g}, delta={self.delta:g}, "
-            f"bound={self.bound:g}, calibration={self.calibration!r}, sigma={self.sigma:.6g})"
+            f"bound={self.bound:g}, calibration={self.calibration!r}, noise={self.noise!r}, "
+            f"sigma={self.sigma:.6g})"
         )
 
     def clip_(self, X: np.ndarray, scratch: np.ndarray | None = None, *, coords_in_unit: bool = False) -> int:
@@ -95,8 +184,21 @@ class GaussianFeatureMechanism:
                 np.multiply(X[j], factor, out=X[j])
         return count
 
-    def add_noise_(self, X: np.ndarray, rng: np.random.Generator, noise: np.ndarray) -> None:
-        """``X += sigma * N(0, I)`` in place; ``noise`` is a C-contiguous scratch of X's shape/dtype."""
+    def add_noise_(self, X: np.ndarray, rng, noise: np.ndarray | None = None) -> None:
+        """Add the noise in place to feature-major ``X`` (p, n).
+
+        discrete law: ``rng`` is a ``discrete.WordBuffer`` (or a ``NoiseKey``: its stream 0);
+        each row is snapped to the grid and ``grid * Z`` added (NumPy twin of the kernel).
+        float law: ``rng`` is a ``numpy.random.Generator``; ``X += sigma * N(0, I)``, ``noise`` a
+        C-contiguous scratch of X's shape/dtype.
+        """
+        if self.discrete is not None:
+            _discrete_noise_(self.discrete, X.reshape(-1, X.shape[-1]), rng)
+            return
+        if not isinstance(rng, np.random.Generator):
+            raise InvalidInputError("the float law draws from a numpy.random.Generator")
+        if noise is None:
+            noise = np.empty_like(X)
         rng.standard_normal(dtype=X.dtype, out=noise)
         np.multiply(noise, X.dtype.type(self.sigma), out=noise)
         np.add(X, noise, out=X)
@@ -115,6 +217,8 @@ class RandomizedResponse:
     def __init__(self, epsilon):
         self.epsilon = check_epsilon(epsilon, "epsilon_y")
         self.keep_probability = label_keep_probability(self.epsilon)
+        #: keep when a 53-bit uniform integer is below it (the discrete law's keystream path)
+        self.keep_threshold = keep_threshold(self.keep_probability)
 
     def __repr__(self):
         return f"RandomizedResponse(epsilon={self.epsilon:g}, keep_probability={self.keep_probability:.6g})"
@@ -131,6 +235,13 @@ class RandomizedResponse:
             return flipped.astype(np.int8, copy=False)
         np.copyto(out, flipped, casting="unsafe")
         return out
+
+    def apply_words(self, y: np.ndarray, words: np.ndarray) -> np.ndarray:
+        """Randomized response in place on int8 {-1, +1} labels from keystream words (one each):
+        keep where ``words >> 11 < keep_threshold`` (kernel twin: ``randomized_response_words``)."""
+        keep = (words[: y.shape[0]] >> np.uint64(11)) < np.uint64(self.keep_threshold)
+        np.negative(y, out=y, where=~keep)
+        return y
 
 
 class KaryRandomizedResponse:
@@ -169,15 +280,20 @@ class KaryRandomizedResponse:
         return out
 
 
-class GaussianTargetMechanism:
-    """Regression target: clip to [-bound, bound], add N(0, sigma^2); sensitivity 2*bound."""
 
-    def __init__(self, epsilon, delta, bound=1.0, calibration: str = "analytic"):
+
+class GaussianTargetMechanism(_NoiseLaw):
+    """Regression target: clip to [-bound, bound], add Gaussian noise (discrete by default, as
+    :class:`GaussianFeatureMechanism` with one coordinate); sensitivity 2*bound."""
+
+    def __init__(self, epsilon, delta, bound=1.0, calibration: str = "analytic", noise: str = "discrete",
+                 dtype: str = "float32"):
         self.epsilon = check_epsilon(epsilon, "epsilon_y")
         self.delta = check_delta(delta, "delta_y")
         self.bound = check_bound(bound, "target_bound")
         self.calibration = _check_calibration(calibration)
-        self.sigma = gaussian_noise_scale(self.epsilon, self.delta, self.bound, self.calibration)
+        self.noise = check_noise(noise)
+        self._calibrate(1, min(1.0, self.bound), dtype)
 
     def __repr__(self):
         return (
@@ -185,10 +301,16 @@ class GaussianTargetMechanism:
             f"bound={self.bound:g}, calibration={self.calibration!r}, sigma={self.sigma:.6g})"
         )
 
-    def apply_(self, t: np.ndarray, rng: np.random.Generator, noise: np.ndarray | None = None) -> int:
-        """Clip ``t`` to [-bound, bound] and add noise, in place; return the number clipped."""
+    def apply_(self, t: np.ndarray, rng, noise: np.ndarray | None = None) -> int:
+        """Clip ``t`` to [-bound, bound] and add noise, in place; return the number clipped.
+
+        ``rng``: a ``numpy.random.Generator`` (float law) or a ``discrete.WordBuffer`` (discrete).
+        """
         clipped = int(np.count_nonzero(np.abs(t) > self.bound))
         np.clip(t, -self.bound, self.bound, out=t)
+        if self.discrete is not None:
+            _discrete_noise_(self.discrete, t.reshape(1, -1), rng)
+            return clipped
         if noise is None or noise.shape != t.shape:
             noise = np.empty_like(t)
         rng.standard_normal(dtype=t.dtype, out=noise)

@@ -32,7 +32,9 @@ from pathlib import Path
 import numpy as np
 
 from ..exceptions import InvalidInputError, ReleaseSpecError
+from .discrete import DiscreteNoise, WordBuffer
 from .mechanisms import _CLIP_SAFETY, GaussianTargetMechanism, KaryRandomizedResponse, RandomizedResponse
+from .randomness import NoiseKey
 from .scaling import RangeScaler, ranges_from_data as _ranges_from_data_warned
 from .spec import METADATA_KEY, ReleaseSpec
 
@@ -48,6 +50,13 @@ _LABEL_SUB_ROWS = 1 << 15
 # Once loaded (a second release in the same process), the kernels run from FUSED_WARM_MIN_ROWS.
 FUSED_MIN_ROWS = 1 << 24
 FUSED_WARM_MIN_ROWS = 1 << 16
+# The discrete law's NumPy twin costs ~45 ns a value against ~10 ns for its kernel: at p = 10 the
+# kernels save ~0.35 us a row and pay for their set-up from ~2 M rows.
+DISCRETE_FUSED_MIN_ROWS = 1 << 21
+# Keystream words per thread buffer (256 KiB: refilled by AES-CTR in place, read while in L2).
+_WORD_BUFFER = 1 << 15
+# Stream ids are chunk * _MAX_THREADS + thread part.
+_MAX_THREADS = 1 << 10
 KERNELS = ("auto", "fused", "numpy")
 # Raw column types the kernels take (others, e.g. float16, go through NumPy: same result, since
 # the paths consume the streams identically).
@@ -126,14 +135,38 @@ class _Privatizer:
             if spec.task == "regression" and spec.label is not None else None
         )
         self.n_threads = max(1, int(threads if threads is not None else min(2, os.cpu_count() or 1)))
+        if self.n_threads > _MAX_THREADS:
+            raise InvalidInputError(f"threads={threads}: at most {_MAX_THREADS} noise threads")
         # Default: fresh OS entropy.  A seed is for simulations only (a known seed makes the noise
         # reproducible, i.e. removable, by anyone who knows it).
-        seq = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
-        self.rngs = [np.random.Generator(np.random.SFC64(s)) for s in seq.spawn(self.n_threads)]
+        self.seeded = seed is not None and not (isinstance(seed, NoiseKey) and not seed.seeded)
+        self.discrete = spec.noise == "discrete"
+        self.chunk_index = 0
+        if self.discrete:
+            # AES-CTR keystreams: one per (chunk, thread part), ids chunk * _MAX_THREADS + part
+            self.key = NoiseKey.coerce(seed)
+            self.noiser = DiscreteNoise(spec.feature_mechanism.discrete)
+            lm = spec.label_mechanism
+            self.target_noiser = (DiscreteNoise(lm.discrete)
+                                  if isinstance(lm, GaussianTargetMechanism) else None)
+            self.word_store = [np.empty(_WORD_BUFFER, dtype=np.uint64) for _ in range(self.n_threads)]
+            self.rngs = None
+        else:
+            if isinstance(seed, NoiseKey):  # a derived key for a float release: its first words seed SFC64
+                seed = np.random.SeedSequence([int(w) for w in seed.stream(0).words(4)])
+            seq = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+            self.rngs = [np.random.Generator(np.random.SFC64(s)) for s in seq.spawn(self.n_threads)]
         self.sub_rows = max(1024, _SUB_VALUES // self.p)
         self.scratch = [np.empty(self.p * self.sub_rows, dtype=self.dtype) for _ in range(self.n_threads)]
         self.pool = ThreadPoolExecutor(self.n_threads - 1) if self.n_threads > 1 else None
-        self.fused = _use_fused_kernels(kernel, self.dtype, expected_rows)
+        self.fused = _use_fused_kernels(kernel, self.dtype, expected_rows, self.discrete)
+        # discrete law, float64 output: NumPy scaling and clipping, the kernel for the noise
+        self.noise_kernels = self.discrete and kernel != "numpy" and (
+            self.fused or _use_fused_kernels(kernel, np.dtype(np.float32), expected_rows, True))
+        if self.fused or self.noise_kernels:
+            from .._kernels import release as kernels  # imports Numba: only when the kernels run
+
+            self.kernels = kernels
         if self.fused:
             from .._kernels import release as kernels  # imports Numba: only when the kernels run
 
@@ -337,6 +370,11 @@ class _Privatizer:
         n = out.shape[1]
         parts = self.n_threads if n >= self.n_threads * _MIN_ROWS_PER_THREAD else 1
         bounds = np.linspace(0, n, parts + 1).astype(np.int64)
+        if self.discrete:  # fresh keystreams for this chunk: independent of every other chunk's
+            base = self.chunk_index * _MAX_THREADS
+            self.buffers = [WordBuffer(self.key.stream(base + k), storage=self.word_store[k])
+                            for k in range(parts)]
+        self.chunk_index += 1
         # Part k always uses stream k, so a seeded release is reproducible for a given chunking.
         futures = [
             self.pool.submit(self._part, k, features, label, int(bounds[k]), int(bounds[k + 1]), out, label_out)
@@ -351,11 +389,24 @@ class _Privatizer:
     def _part(self, k, features, label, r0, r1, out, label_out):
         spec = self.spec
         mech = spec.feature_mechanism
-        rng = self.rngs[k]
+        rng = self.buffers[k] if self.discrete else self.rngs[k]
         p = self.p
         clipped = 0
         if self.fused and all(f.dtype in _FUSED_RAW_DTYPES for f in features):
             clipped = self._features_fused(k, features, r0, r1, out)
+        elif self.discrete:
+            sub = self.sub_rows
+            for s in range(r0, r1, sub):
+                e = min(s + sub, r1)
+                X = out[:, s:e]
+                for j in range(p):
+                    self.scaler.scale_into(j, features[j][s:e], X[j])
+                clipped += mech.clip_(X, coords_in_unit=True)
+                for j in range(p):
+                    if self.noise_kernels:
+                        self.noiser.snap_add_kernel(self.kernels, X[j], rng)
+                    else:
+                        self.noiser.snap_add_numpy(X[j], rng)
         else:
             scratch = self.scratch[k]
             sub = self.sub_rows
@@ -374,10 +425,10 @@ class _Privatizer:
             if spec.label_encoding == "class_index":
                 np.copyto(y_out, y, casting="unsafe")         # class indices 0..k-1
                 if isinstance(lm, KaryRandomizedResponse):
-                    lm.apply(y_out, rng, out=y_out)
+                    lm.apply(y_out, _KeystreamUniforms(rng) if self.discrete else rng, out=y_out)
             elif (spec.task == "classification" and self.fused and isinstance(lm, RandomizedResponse)
                     and y.dtype in _FUSED_RAW_DTYPES):
-                self._labels_fused(k, y, y_out, lm.keep_probability)
+                self._labels_fused(k, y, y_out, lm)
             elif spec.task == "classification":
                 if self.label_encoding == "pm1":
                     np.copyto(y_out, y, casting="unsafe")
@@ -385,7 +436,12 @@ class _Privatizer:
                     np.multiply(y, 2, out=y_out, casting="unsafe")
                     np.subtract(y_out, 1, out=y_out)
                 if isinstance(lm, RandomizedResponse):
-                    lm.apply(y_out, rng, out=y_out)
+                    if self.discrete:
+                        for s in range(0, y_out.shape[0], _LABEL_SUB_ROWS):
+                            e = min(s + _LABEL_SUB_ROWS, y_out.shape[0])
+                            lm.apply_words(y_out[s:e], rng.take(e - s))
+                    else:
+                        lm.apply(y_out, rng, out=y_out)
             else:
                 self.target_scaler.scale_into(0, y, y_out)
                 if isinstance(lm, GaussianTargetMechanism):
@@ -401,7 +457,6 @@ class _Privatizer:
         """
         K = self.kernels
         mech = self.spec.feature_mechanism
-        rng = self.rngs[k]
         p = self.p
         # |scaled coordinate| <= 1, so no vector can exceed the ball when bound**2 >= p.
         need_norm = mech.bound * mech.bound < p
@@ -422,17 +477,46 @@ class _Privatizer:
                     K.scaled_norm2_f32(features[j][s:e], mids[j], inv_half[j], norm2, j > 0)
                 count = K.clip_factors_f32(norm2, limit, factor)
                 clipped += count
+            if self.discrete:
+                buf = self.buffers[k]
+                noiser = self.noiser
+                grid = np.float32(noiser.grid)
+                for j in range(p):
+                    row = out[j, s:e]
+                    buf.align()
+                    i = 0
+                    while True:
+                        if buf.pos >= buf.words.size:
+                            buf.refill()
+                        i, buf.pos = K.discrete_finish_f32(
+                            features[j][s:e], mids[j], inv_half[j], factor, count > 0,
+                            noiser.inv_grid, grid, i, row, buf.words, buf.pos, *noiser.kernel_args)
+                        if i >= m:
+                            break
+                        buf.pos = buf.words.size
+                continue
+            rng = self.rngs[k]
             for j in range(p):
                 row = out[j, s:e]
                 rng.standard_normal(dtype=np.float32, out=row)
                 K.finish_f32(features[j][s:e], mids[j], inv_half[j], factor, count > 0, sigma, row)
         return clipped
 
-    def _labels_fused(self, k, y, y_out, keep_probability) -> None:
-        """Randomized response in blocks: the same float64 uniforms as ``RandomizedResponse.apply``."""
+    def _labels_fused(self, k, y, y_out, lm) -> None:
+        """Randomized response in blocks: the same float64 uniforms as ``RandomizedResponse.apply``
+        (float law), or the same keystream words as ``RandomizedResponse.apply_words`` (discrete)."""
+        zero_one = self.label_encoding != "pm1"
+        if self.discrete:
+            buf = self.buffers[k]
+            threshold = np.uint64(lm.keep_threshold)
+            for s in range(0, y.shape[0], _LABEL_SUB_ROWS):
+                e = min(s + _LABEL_SUB_ROWS, y.shape[0])
+                self.kernels.randomized_response_words(y[s:e], zero_one, buf.take(e - s), threshold,
+                                                       y_out[s:e])
+            return
+        keep_probability = lm.keep_probability
         uniforms = self.uniforms[k]
         rng = self.rngs[k]
-        zero_one = self.label_encoding != "pm1"
         for s in range(0, y.shape[0], _LABEL_SUB_ROWS):
             e = min(s + _LABEL_SUB_ROWS, y.shape[0])
             u = uniforms[: e - s]
@@ -440,13 +524,13 @@ class _Privatizer:
             self.kernels.randomized_response(y[s:e], zero_one, u, keep_probability, y_out[s:e])
 
 
-def _use_fused_kernels(kernel: str, dtype, expected_rows) -> bool:
+def _use_fused_kernels(kernel: str, dtype, expected_rows, discrete: bool = False) -> bool:
     if kernel not in KERNELS:
         raise InvalidInputError(f"kernel must be one of {KERNELS}, got {kernel!r}; use 'auto' (default)")
     if kernel == "numpy":
         return False
     if dtype != np.float32:
-        if kernel == "fused":
+        if kernel == "fused" and not discrete:
             raise InvalidInputError(
                 f"kernel='fused' supports feature_dtype float32 only, got {dtype}; use kernel='auto'"
             )
@@ -455,7 +539,8 @@ def _use_fused_kernels(kernel: str, dtype, expected_rows) -> bool:
         return True
     if expected_rows is None:  # a stream of unknown length: large ones are what streams are for
         return True
-    return expected_rows >= (FUSED_WARM_MIN_ROWS if _kernels_loaded() else FUSED_MIN_ROWS)
+    cold = DISCRETE_FUSED_MIN_ROWS if discrete else FUSED_MIN_ROWS
+    return expected_rows >= (FUSED_WARM_MIN_ROWS if _kernels_loaded() else cold)
 
 
 def _kernels_loaded() -> bool:
@@ -463,7 +548,9 @@ def _kernels_loaded() -> bool:
     import sys
 
     module = sys.modules.get("iwpfast._kernels.release")
-    return module is not None and bool(getattr(module.finish_f32, "signatures", ()))
+    return module is not None and any(
+        bool(getattr(getattr(module, name), "signatures", ()))
+        for name in ("finish_f32", "discrete_finish_f32", "discrete_snap_add"))
 
 
 def _output_schema(spec: ReleaseSpec, metadata: dict | None = None):
@@ -624,6 +711,13 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
                 f"regression needs the declared public range of the target {spec.label!r}; "
                 "give target_range=(lo, hi) (CLI: --target-range LO:HI)"
             )
+    seeded = _is_seeded(seed)
+    if seeded != spec.seeded:
+        from dataclasses import replace
+
+        spec = replace(spec, seeded=seeded)
+    if seeded:
+        _warn_seeded(stacklevel=3)
     # With on_invalid="error" every row read is written, so a known row count is final now;
     # otherwise the writer fixes the metadata at the end (free for Parquet, a rewrite for IPC).
     expected_rows = src.num_rows if on_invalid == "error" else None
@@ -731,6 +825,33 @@ def _metadata_json(spec: ReleaseSpec, rows, part: dict | None, label_classes=Non
         meta["part"] = {"release_id": str(part["release_id"]), "index": int(part["index"]),
                         "rows": None if rows is None else int(rows)}
     return json.dumps(meta, sort_keys=True, allow_nan=False)
+
+
+class _KeystreamUniforms:
+    """``random(n)``: float64 uniforms on the 2^-53 grid from keystream words (the discrete law's
+    label randomness for mechanisms written against ``numpy.random.Generator.random``)."""
+
+    def __init__(self, buf: WordBuffer):
+        self.buf = buf
+
+    def random(self, n: int) -> np.ndarray:
+        return (self.buf.take(int(n)) >> np.uint64(11)).astype(np.float64) * 2.0**-53
+
+
+def _is_seeded(seed) -> bool:
+    if seed is None:
+        return False
+    return seed.seeded if isinstance(seed, NoiseKey) else True
+
+
+def _warn_seeded(stacklevel: int) -> None:
+    from ..exceptions import PrivacyLeakWarning
+
+    warnings.warn(
+        "seeded release: the noise is reproducible from the seed (and removable by whoever knows "
+        "it); for simulations only -- a real release must use seed=None (fresh OS entropy). The "
+        "file records \"seeded\": true (never the seed)",
+        PrivacyLeakWarning, stacklevel=stacklevel)
 
 
 def _finish_counts(result: ReleaseResult, engine: _Privatizer) -> None:

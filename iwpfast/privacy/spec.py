@@ -18,8 +18,14 @@ from ..exceptions import InvalidInputError, ReleaseSpecError
 from ..io.formats import RELEASE_METADATA_KEY
 from ..label_noise import check_classes
 from .calibration import check_delta
-from .mechanisms import (GaussianFeatureMechanism, GaussianTargetMechanism, KaryRandomizedResponse,
-                         RandomizedResponse)
+from .mechanisms import (
+    NOISE_LAWS,
+    GaussianFeatureMechanism,
+    GaussianTargetMechanism,
+    KaryRandomizedResponse,
+    RandomizedResponse,
+    check_noise,
+)
 from .scaling import check_range, parse_ranges
 
 # the schema metadata key (defined with the file formats, where the reader finds it) is also the
@@ -63,6 +69,13 @@ class ReleaseSpec:
         with 2 it is today's binary mechanism and format (classes[0] -> -1, classes[1] -> +1).
     calibration: "analytic" (default) or "classic" (the paper's formula, proven for eps < 1).
     feature_dtype: "float32" (default) or "float64" for the released features.
+    noise: "discrete" (default): each scaled, clipped value is snapped to a power-of-two grid and
+        exact discrete Gaussian noise on that grid is added from an AES-CTR keystream; the printed
+        guarantee is a proven bound for the bits written (docs/release.md).  "float": floating-point
+        Gaussian noise (faster; the paper's mechanism), whose guarantee holds for real-valued noise
+        only -- the floating-point implementation leaks low-order bits.
+    seeded: set by the release when its noise came from a user seed (simulations only); recorded as
+        ``"seeded": true`` in the metadata.  Never the seed itself.
     """
 
     epsilon_x: float
@@ -80,7 +93,9 @@ class ReleaseSpec:
     target_bound: float = 1.0
     delta_y: float | None = None
     classes: tuple | None = None
+    noise: str = "discrete"
     row_count: int | None = field(default=None, compare=False, repr=False)
+    seeded: bool = field(default=False, compare=False, repr=False)
 
     def __post_init__(self):
         set_ = object.__setattr__
@@ -98,8 +113,12 @@ class ReleaseSpec:
             raise InvalidInputError(
                 f"feature_dtype must be one of {FEATURE_DTYPES}, got {self.feature_dtype!r}"
             )
+        check_noise(self.noise)
         # Building the mechanisms validates epsilon/delta/bound/calibration with errors naming the fix.
-        set_(self, "_features_mech", GaussianFeatureMechanism(self.epsilon_x, self.delta, self.bound, self.calibration))
+        # The discrete law depends on the number of features (snapping): 1 until features are named.
+        set_(self, "_features_mech", GaussianFeatureMechanism(
+            self.epsilon_x, self.delta, self.bound, self.calibration, noise=self.noise,
+            dims=len(self.features) if self.features else 1, dtype=self.feature_dtype))
         set_(self, "epsilon_x", self._features_mech.epsilon)
         set_(self, "delta", self._features_mech.delta)
         set_(self, "bound", self._features_mech.bound)
@@ -129,7 +148,9 @@ class ReleaseSpec:
             if self.epsilon_y is not None:
                 delta_y = self.delta if self.delta_y is None else check_delta(self.delta_y, "delta_y")
                 set_(self, "delta_y", delta_y)
-                label_mech = GaussianTargetMechanism(self.epsilon_y, delta_y, self.target_bound, self.calibration)
+                label_mech = GaussianTargetMechanism(self.epsilon_y, delta_y, self.target_bound,
+                                                     self.calibration, noise=self.noise,
+                                                     dtype=self.feature_dtype)
             elif self.delta_y is not None:
                 raise InvalidInputError("delta_y without epsilon_y: give epsilon_y, or drop delta_y")
         set_(self, "_label_mech", label_mech)
@@ -214,11 +235,22 @@ class ReleaseSpec:
         eps = self.epsilon_x + (self.epsilon_y or 0.0)
         delta = self.delta + (self.delta_y or 0.0 if self.task == "regression" else 0.0)
         names = "features " + ", ".join(self.features) if self.features else "the features"
+        mech = self._features_mech
+        if self.noise == "discrete":
+            law = (f"the discrete Gaussian mechanism on the grid 2^{mech.discrete.grid_log2} "
+                   f"(epsilon_x={self.epsilon_x:g}, delta={self.delta:g}, {self.calibration} "
+                   f"calibration, L2 bound {self.bound:g}, sigma={self.sigma:.4g}; a proven bound "
+                   "for the values as written: snapping, sampler and tail are in delta, the noise "
+                   "comes from an AES-CTR keystream)")
+        else:
+            law = (f"the Gaussian mechanism with floating-point noise (epsilon_x={self.epsilon_x:g}, "
+                   f"delta={self.delta:g}, {self.calibration} calibration, L2 bound {self.bound:g}, "
+                   f"sigma={self.sigma:.4g}) -- this holds for real-valued noise only: the "
+                   "floating-point implementation leaks low-order bits of the data, so the values "
+                   "as written do NOT carry this guarantee (use noise='discrete')")
         parts = [
             f"Each record is ({eps:g}, {delta:g})-locally differentially private: "
-            f"{names} by the Gaussian mechanism (epsilon_x={self.epsilon_x:g}, "
-            f"delta={self.delta:g}, {self.calibration} calibration, L2 bound {self.bound:g}, "
-            f"sigma={self.sigma:.4g})"
+            f"{names} by {law}"
         ]
         label = self.label or "(the label column)"
         if self.label is None and self._label_mech is None:
@@ -243,6 +275,9 @@ class ReleaseSpec:
             )
         if self.ranges_from_data:
             parts.append("; WARNING: the feature ranges were computed from the data and are not protected")
+        if self.seeded:
+            parts.append("; WARNING: seeded release (simulations only): whoever knows the seed can "
+                         "regenerate and remove the noise")
         return Guarantee(eps, delta, "".join(parts) + ".")
 
     # --- metadata ----------------------------------------------------------------------------------
@@ -279,6 +314,10 @@ class ReleaseSpec:
             "target_noise_scale": self.target_noise_scale,
             "delta_y": self.delta_y if regression else None,
             "guarantee": {"epsilon": g.epsilon, "delta": g.delta},
+            "noise": self._features_mech.noise_metadata(),
+            "target_noise": self._label_mech.noise_metadata()
+            if isinstance(self._label_mech, GaussianTargetMechanism) else None,
+            "seeded": bool(self.seeded),
             "row_count": None if row_count is None else int(row_count),
         }
 
@@ -320,6 +359,8 @@ class ReleaseSpec:
                 target_bound=meta.get("target_bound") or 1.0,
                 delta_y=meta.get("delta_y"),
                 classes=tuple(meta["classes"]) if meta.get("classes") is not None else None,
+                # releases written before the discrete law carry no "noise": they were float
+                noise=_noise_from_law((meta.get("noise") or {}).get("law", "float_gaussian")),
             )
         except KeyError as exc:
             raise ReleaseSpecError(f"release metadata lacks the field {exc}; the file is corrupt") from None
@@ -343,7 +384,28 @@ class ReleaseSpec:
                 f"release metadata is inconsistent: label_keep_prob {keep!r} does not match "
                 f"epsilon_y={spec.epsilon_y!r}; the file was edited or is corrupt"
             )
-        return replace(spec, row_count=meta.get("row_count"))
+        noise_meta = meta.get("noise")
+        if noise_meta is not None:
+            expected = spec.feature_mechanism.noise_metadata()
+            for key in ("grid", "sigma", "variance"):
+                stored_v, want = noise_meta.get(key), expected.get(key)
+                if (stored_v is None) != (want is None) or (want is not None and not math.isclose(
+                        float(stored_v), want, rel_tol=1e-9)):
+                    raise ReleaseSpecError(
+                        f"release metadata is inconsistent: noise.{key} {stored_v!r} does not match "
+                        f"{want!r} recomputed from the parameters; the file was edited or is corrupt")
+        return replace(spec, row_count=meta.get("row_count"), seeded=bool(meta.get("seeded", False)))
+
+    def _noise_line(self) -> str:
+        mech = self._features_mech
+        if mech.discrete is None:
+            return (f"noise:         float_gaussian (floating point, SFC64; variance {mech.variance:.6g}; "
+                    "leaks low-order bits)")
+        law = mech.discrete
+        return (f"noise:         discrete_gaussian on the grid 2^{law.grid_log2} (variance "
+                f"{law.variance:.6g}; delta terms: Gaussian {law.terms.gaussian:.3g}, sampler edge "
+                f"{law.terms.sampler_edge:.2g}, Gaussian tail {law.terms.gaussian_tail:.2g}; "
+                f"AES-CTR keystream)")
 
     def describe(self) -> str:
         """Multi-line human-readable description (used by ``iwpfast info``)."""
@@ -356,6 +418,7 @@ class ReleaseSpec:
             f"feature bound: {self.bound:g} (L2)",
             f"calibration:   {self.calibration}",
             f"sigma:         {self.sigma:.6g} per feature (epsilon_x={self.epsilon_x:g}, delta={self.delta:g})",
+            self._noise_line(),
             f"feature dtype: {self.feature_dtype}",
         ]
         if self.classes is not None:
@@ -376,5 +439,13 @@ class ReleaseSpec:
             lines.append("label noise:   none (public labels)")
         if self.row_count is not None:
             lines.append(f"rows:          {self.row_count:,}")
+        lines.append(f"seeded:        {'yes (simulation: the noise is reproducible from the seed)' if self.seeded else 'no (fresh OS entropy)'}")
         lines.append(f"guarantee:     {self.guarantee().statement}")
         return "\n".join(lines)
+
+
+def _noise_from_law(law: str) -> str:
+    for noise, name in NOISE_LAWS.items():
+        if name == law:
+            return noise
+    raise ReleaseSpecError(f"release metadata names an unknown noise law {law!r}; upgrade iwpfast")

@@ -103,7 +103,8 @@ def noise_from_release(metadata: dict | None, features: Sequence[str], *,
                        noise_var=None, label_keep_prob=None, target_noise_var=None,
                        rtol: float = 1e-9) -> NoiseParameters:
     """The noise parameters of ``features`` from a release's metadata (docs/internals.md fields
-    ``features``, ``feature_noise_scale``, ``label_keep_prob``, ``target_noise_scale``).
+    ``features``, ``noise.variance`` (else ``feature_noise_scale`` squared), ``label_keep_prob``,
+    ``target_noise.variance`` (else ``target_noise_scale`` squared)).
 
     Without metadata, the parameters must be given explicitly (``noise_var`` at least); that
     works with a warning, since nothing then ties the correction to the noise actually added.
@@ -133,12 +134,23 @@ def noise_from_release(metadata: dict | None, features: Sequence[str], *,
         raise ReleaseSpecError(
             f"feature(s) {unknown} are not among the released (noised) features {released}; "
             f"train on released columns, or pass noise_var explicitly for a clean head.")
-    sigma = {f: float(s) for f, s in zip(released, scales)}
-    nv = np.array([sigma[f] ** 2 for f in features], dtype=np.float64)
+    # The law that was applied: "noise" holds the exact per-coordinate variance of the noise as
+    # written (discrete Gaussian on a grid: Lambda^2 Var(Z)); releases from before it carry only
+    # sigma (float Gaussian noise: variance sigma^2).
+    law = metadata.get("noise")
+    if law is not None and law.get("variance") is not None:
+        variance = {f: float(law["variance"]) for f in released}
+    else:
+        variance = {f: float(s) ** 2 for f, s in zip(released, scales)}
+    nv = np.array([variance[f] for f in features], dtype=np.float64)
     keep = metadata.get("label_keep_prob")
     keep = None if keep is None else float(keep)
     ts = metadata.get("target_noise_scale")
-    tnv = 0.0 if ts is None else float(ts) ** 2
+    target_law = metadata.get("target_noise")
+    if target_law is not None and target_law.get("variance") is not None:
+        tnv = float(target_law["variance"])
+    else:
+        tnv = 0.0 if ts is None else float(ts) ** 2
     if noise_var is not None:
         given = np.broadcast_to(np.asarray(noise_var, dtype=np.float64), nv.shape)
         if not np.allclose(given, nv, rtol=rtol, atol=0):
