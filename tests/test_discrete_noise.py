@@ -51,7 +51,8 @@ def test_keystream_is_sequential_and_streams_keys_are_independent():
     np.testing.assert_array_equal(whole, pieces)  # any read pattern: the same stream
     assert not np.array_equal(whole[:64], key.stream(4).words(64))
     assert not np.array_equal(whole[:64], key.derive("part", 1).stream(3).words(64))
-    assert not np.array_equal(key.derive("part", 1).stream(0).words(8), key.derive("part", 2).stream(0).words(8))
+    assert not np.array_equal(key.derive("part", 1).stream(0).words(8),
+                              key.derive("part", 2).stream(0).words(8))
     np.testing.assert_array_equal(NoiseKey.from_seed(1).stream(3).words(8), whole[:8])
     assert NoiseKey.from_seed(1).seeded and not NoiseKey.from_os_entropy().seeded
     assert NoiseKey.from_seed(1).derive("x").seeded
@@ -86,7 +87,7 @@ def test_sampler_matches_the_exact_pmf_chi_square(s):
             edges.append(i + 1)
             acc = 0.0
     edges[-1] = len(pmf)
-    expected = np.array([pmf[a:b].sum() for a, b in zip(edges[:-1], edges[1:])])
+    expected = np.array([pmf[a:b].sum() for a, b in zip(edges[:-1], edges[1:], strict=True)])
     expected[0] += (1 - pmf.sum()) / 2
     expected[-1] += (1 - pmf.sum()) / 2
     idx = np.searchsorted(support[np.array(edges[1:-1])], z, side="right")

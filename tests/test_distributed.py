@@ -130,7 +130,8 @@ def test_fit_files_merges_shards_by_row_weighted_averaging(client, released):
     # periodic averaging: 3 rounds still see every row once
     r3 = dist.fit_files(client, released, iwpfast.IWPClassifier(**kw), shards=2, rounds=3)
     assert r3.n_rows_seen_ == n and r3.telemetry_["rounds"] == 3
-    assert np.all(np.sign(r3.coef_) == np.sign(got.coef_))
+    # (feature c is independent of y: its coefficient is ~0 and its sign depends on the noise)
+    assert np.all(np.sign(r3.coef_[:, :2]) == np.sign(got.coef_[:, :2]))
 
 
 def test_release_a_bucket_on_dask_and_train_from_the_bucket(client, raw, s3, tmp_path):

@@ -121,7 +121,8 @@ def gaussian_noise_scale(epsilon, delta, bound, calibration: str = "analytic") -
             raise InvalidInputError(classic_refusal(epsilon, delta, true_delta))
         if epsilon > 1.0:
             warnings.warn(
-                f"the classic Gaussian calibration is proven only for epsilon < 1 by its own formula (got {epsilon:g}); "
+                f"the classic Gaussian calibration is proven only for epsilon < 1 by its own formula "
+                f"(got {epsilon:g}); "
                 "use calibration='analytic', which is exact for every epsilon and adds less noise",
                 PrivacyCalibrationWarning,
                 stacklevel=2,
@@ -188,9 +189,9 @@ def label_keep_probability(epsilon_y) -> float | None:
     return keep
 
 
-def keep_threshold(keep_probability: float) -> int:
+def keep_threshold(keep: float) -> int:
     """The randomized response as implemented keeps a label when a 53-bit uniform integer is below
     this threshold: floor(keep * 2^53) - 1, one below the float's value so that the implemented
     keep probability threshold / 2^53 never exceeds the exact S(eps_y) (the float S is within an
     ulp of it): the label's epsilon as implemented is at most the printed one."""
-    return max(0, math.floor(keep_probability * 2.0**53) - 1)
+    return max(0, math.floor(keep * 2.0**53) - 1)

@@ -44,13 +44,14 @@ class NoiseKey:
         return f"NoiseKey(seeded={self.seeded})"
 
     @classmethod
-    def from_os_entropy(cls) -> "NoiseKey":
+    def from_os_entropy(cls) -> NoiseKey:
         """A fresh key from the operating system's CSPRNG (a real release)."""
         return cls(os.urandom(32), seeded=False)
 
     @classmethod
-    def from_seed(cls, seed) -> "NoiseKey":
-        """A key derived from a user seed (an int >= 0, or bytes/str): simulations only."""
+    def from_seed(cls, seed) -> NoiseKey:
+        """A key derived from a user seed (an int >= 0, bytes/str, or a ``numpy.random.SeedSequence``):
+        simulations only."""
         if isinstance(seed, (bool, np.bool_)):
             raise InvalidInputError(f"seed must be an integer >= 0 or bytes, got {seed!r}")
         if isinstance(seed, (int, np.integer)):
@@ -58,16 +59,22 @@ class NoiseKey:
                 raise InvalidInputError(f"seed must be an integer >= 0, got {seed}")
             material = int(seed).to_bytes((int(seed).bit_length() + 8) // 8, "little")
             material = b"int:" + material
+        elif isinstance(seed, np.random.SeedSequence):
+            # a SeedSequence (e.g. one spawned per part): its entropy and spawn key define the key
+            entropy = seed.entropy if isinstance(seed.entropy, (list, tuple)) else [seed.entropy]
+            material = b"seedseq:" + repr((tuple(int(e) for e in entropy),
+                                           tuple(int(k) for k in seed.spawn_key))).encode()
         elif isinstance(seed, (bytes, str)):
             material = b"bytes:" + (seed.encode() if isinstance(seed, str) else seed)
         else:
             raise InvalidInputError(
-                f"seed must be None (fresh OS entropy), an integer >= 0, bytes or a NoiseKey, got "
+                f"seed must be None (fresh OS entropy), an integer >= 0, bytes, a SeedSequence or a "
+                f"NoiseKey, got "
                 f"{type(seed).__name__}")
         return cls(hashlib.sha256(_SEED_DOMAIN + material).digest(), seeded=True)
 
     @classmethod
-    def coerce(cls, seed) -> "NoiseKey":
+    def coerce(cls, seed) -> NoiseKey:
         """``None`` -> fresh OS entropy; a NoiseKey as is; anything else -> :meth:`from_seed`."""
         if seed is None:
             return cls.from_os_entropy()
@@ -75,7 +82,7 @@ class NoiseKey:
             return seed
         return cls.from_seed(seed)
 
-    def derive(self, *path) -> "NoiseKey":
+    def derive(self, *path) -> NoiseKey:
         """An independent child key for ``path`` (strings and integers), e.g. ``("part", 3)``."""
         parts = []
         for item in path:
@@ -89,7 +96,7 @@ class NoiseKey:
         return NoiseKey(hmac.new(self._key, b"iwpfast.derive\0" + label, hashlib.sha256).digest(),
                         self.seeded)
 
-    def stream(self, stream_id: int) -> "KeyStream":
+    def stream(self, stream_id: int) -> KeyStream:
         """Keystream number ``stream_id`` (0 <= id < 2^64) of this key."""
         return KeyStream(self._key, stream_id)
 

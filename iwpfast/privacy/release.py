@@ -35,7 +35,8 @@ from ..exceptions import InvalidInputError, ReleaseSpecError
 from .discrete import DiscreteNoise, WordBuffer
 from .mechanisms import _CLIP_SAFETY, GaussianTargetMechanism, KaryRandomizedResponse, RandomizedResponse
 from .randomness import NoiseKey
-from .scaling import RangeScaler, ranges_from_data as _ranges_from_data_warned
+from .scaling import RangeScaler
+from .scaling import ranges_from_data as _ranges_from_data_warned
 from .spec import METADATA_KEY, ReleaseSpec
 
 DEFAULT_BATCH_ROWS = 1 << 18

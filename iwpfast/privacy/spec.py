@@ -439,7 +439,9 @@ class ReleaseSpec:
             lines.append("label noise:   none (public labels)")
         if self.row_count is not None:
             lines.append(f"rows:          {self.row_count:,}")
-        lines.append(f"seeded:        {'yes (simulation: the noise is reproducible from the seed)' if self.seeded else 'no (fresh OS entropy)'}")
+        seeded = ("yes (simulation: the noise is reproducible from the seed)" if self.seeded
+                  else "no (fresh OS entropy)")
+        lines.append(f"seeded:        {seeded}")
         lines.append(f"guarantee:     {self.guarantee().statement}")
         return "\n".join(lines)
 
