@@ -185,7 +185,8 @@ def test_partial_fit_over_chunks_equals_one_fit(released):
     parts = _model(average="tail")
     for lo, hi in [(0, 1), (1, 700), (700, 701), (701, 2222), (2222, 3000)]:  # not batch-aligned
         parts.partial_fit(Xr[lo:hi], yr[lo:hi], n_rows_total=3000, **kw)
-    assert parts.n_rows_seen_ == 3000 - 3000 % 128  # the last partial batch is held...
+    # the last partial batch is carried (seen, not yet an update)...
+    assert parts.n_rows_seen_ == 3000 and parts.n_iter_ == 3000 // 128
     parts.finalize()                                 # ...until finalize runs it, as fit does
     np.testing.assert_array_equal(parts.coef_, one.coef_)
     np.testing.assert_array_equal(parts.intercept_, one.intercept_)

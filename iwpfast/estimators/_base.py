@@ -112,10 +112,10 @@ class IWPBase(ParamsMixin, InputsMixin):
                     features=None, label=None, override: bool = False):
         """Continue the same single pass with more rows (same step counter, schedule and average).
 
-        X, y: in-memory arrays (or a small source, read into memory).  Rows that do not fill a
-        whole batch are held until the next call, so ``partial_fit`` over any split of the rows
+        X, y: in-memory arrays, or a source (streamed).  Rows that do not fill a whole batch are
+        carried in the state until the next call, so ``partial_fit`` over any split of the rows
         gives exactly the model of one ``fit`` over all of them once ``finalize()`` has run the
-        held rows as the final partial batch (as ``fit`` does).  ``n_rows_total`` (the rows of
+        carried rows as the final partial batch (as ``fit`` does).  ``n_rows_total`` (the rows of
         the whole pass) is needed on the first call for ``average='tail'`` or a fractional average
         and for ``schedule='paper'``.
         """
@@ -135,20 +135,11 @@ class IWPBase(ParamsMixin, InputsMixin):
                 "learning_rate=... (e.g. the alpha_ and learning_rate_ a fit with 'auto' chose)")
         continuing = ps.started and hasattr(self, "coef_")
         if y is None:
-            src, feats, lab, noise, _, _ = self._prepare_source(
+            src, feats, lab, noise, _, names_in = self._prepare_source(
                 X, None, noise_kw=noise_kw, features=features, label=label, override=override)
-            cols = {f: [] for f in [*feats, lab]}
-            for batch in src.batches([*feats, lab]):
-                for c in cols:
-                    cols[c].append(np.asarray(batch.column(c).to_numpy(zero_copy_only=False)))
-            data = {c: np.concatenate(v_) if v_ else np.zeros(0) for c, v_ in cols.items()}
-            data[lab] = self._encode_targets_stream(data[lab])
-            names_in = None
-            if self._task == "classification" and not hasattr(self, "classes_") and ps.classes is None:
-                ps.classes = np.array([-1, 1])
         else:
-            data, feats, lab, noise, _, names_in = self._prepare_arrays(X, y, noise_kw=noise_kw,
-                                                                        features=features)
+            src, feats, lab, noise, _, names_in = self._prepare_arrays(X, y, noise_kw=noise_kw,
+                                                                       features=features)
         if continuing:
             self._check_same_setup(feats, noise)
         else:
@@ -162,31 +153,22 @@ class IWPBase(ParamsMixin, InputsMixin):
                 from ..sgd.schedules import resolve_paper_schedule
                 cfg = resolve_paper_schedule(cfg, int(n_rows_total), feature_bound=noise.feature_bound)
             self._start_pass(cfg, feats, lab, noise, names_in)
-        # prepend the rows held back last time; pass on whole batches only, hold the rest
-        columns = [*ps.features, ps.label]
-        if ps.held is not None:
-            data = {c: np.concatenate([ps.held[i], np.asarray(data[c], dtype=np.float64)])
-                    for i, c in enumerate(columns)}
-        else:
-            data = {c: np.asarray(data[c], dtype=np.float64) for c in [*feats, lab]}
-        n = len(data[lab])
-        n_full = n - n % ps.config.batch_size
-        ps.held = [data[c][n_full:].copy() for c in columns]
-        if n_full > 0:
-            self._run({c: data[c][:n_full] for c in data}, {})
-        elif not continuing:
-            ps.head = HeadState.new(ps.config)
-            self._update_fitted(ps.head, {})
+        if y is None:
+            src = self._label_mapped_source(src, lab)
+        # the rows of an incomplete last batch stay in the state's carry (finish=False): the next
+        # call completes the batch, finalize() runs it as the pass's last update
+        self._run(src, {"finish": False})
         return self
 
     def finalize(self):
-        """Run the rows held back by ``partial_fit`` (fewer than a batch) as the final partial batch."""
+        """Run the rows ``partial_fit`` carries (fewer than a batch) as the pass's final partial
+        batch, as ``fit`` does at the end of its pass."""
         self._check_fitted()
         ps = self._pass
-        if ps is not None and ps.held is not None and len(ps.held[-1]):
-            self._run({c: ps.held[i] for i, c in enumerate([*ps.features, ps.label])}, {})
-        if ps is not None:
-            ps.held = None
+        if ps is not None and ps.head is not None and ps.head.carry_n:
+            driver = _lazy_driver()
+            driver.finish_states({HEAD_NAME: ps.config}, {HEAD_NAME: ps.head}, engine=_ENGINE)
+            self._update_fitted(ps.head, driver.head_telemetry(ps.config, ps.head))
         return self
 
     def _start_pass(self, cfg, feats, lab, noise, names_in):
@@ -198,7 +180,6 @@ class IWPBase(ParamsMixin, InputsMixin):
         ps.label = lab
         ps.noise = noise
         ps.head = None
-        ps.held = None
         self.n_features_in_ = len(feats)
         if names_in is not None:
             self.feature_names_in_ = np.asarray(names_in, dtype=object)

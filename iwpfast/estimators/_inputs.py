@@ -88,25 +88,35 @@ class InputsMixin:
         return src, feats, lab, noise, src.num_rows, None
 
     def _prepare_arrays(self, X, y, *, noise_kw: dict, features):
+        """(ArraySource, features, label, noise, n_rows, names_in) for in-memory X and y.
+
+        X is not copied: its columns keep their dtype (float32/float64; the kernel runs in it) and
+        are read as views when contiguous, else transposed one chunk at a time by the reader
+        (``iwpfast.io.arrays``).  Only the checks that need no pass over the data run here; the
+        finiteness of X and the label check run chunk by chunk in the reader's thread."""
+        from ..io.arrays import ArraySource, check_feature_columns, feature_dtype
         names_in = None
         if is_tabular(X):
             names_in = column_names(X)
             if features is not None:
                 names_in = list(features)
-            cols = [np.asarray(column(X, c), dtype=np.float64) for c in names_in]
-            n = len(cols[0]) if cols else 0
+            data = [np.asarray(column(X, c)) for c in names_in]
+            check_feature_columns(data, names_in)
+            n = len(data[0]) if data else 0
+            p = len(data)
+            dtype = feature_dtype([c.dtype for c in data])
         else:
-            Xa = np.asarray(X)
-            if Xa.ndim != 2:
+            data = np.asarray(X)
+            if data.ndim != 2:
                 raise InvalidInputError(
-                    f"X must be 2-D (rows, features), got shape {Xa.shape}; reshape with X.reshape(-1, 1) "
-                    "for a single feature")
-            if not np.issubdtype(Xa.dtype, np.number):
-                raise InvalidInputError(f"X must be numeric (got dtype {Xa.dtype}); encode non-numeric "
+                    f"X must be 2-D (rows, features), got shape {data.shape}; reshape with "
+                    "X.reshape(-1, 1) for a single feature")
+            if not np.issubdtype(data.dtype, np.number):
+                raise InvalidInputError(f"X must be numeric (got dtype {data.dtype}); encode non-numeric "
                                         "columns as numbers first")
-            n = Xa.shape[0]
-            cols = list(np.ascontiguousarray(Xa.T, dtype=np.float64))
-        if len(cols) == 0:
+            n, p = data.shape
+            dtype = feature_dtype([data.dtype])
+        if p == 0:
             raise InvalidInputError("X has no feature columns; pass at least one feature")
         ya = np.asarray(y)
         if ya.ndim != 1 and not (ya.ndim == 2 and ya.shape[1] == 1):
@@ -116,26 +126,19 @@ class InputsMixin:
             raise InvalidInputError(f"X has {n} rows but y has {ya.shape[0]}; pass one label per row")
         if n == 0:
             raise InvalidInputError("X has 0 rows; fit needs at least one row")
-        for j, c in enumerate(cols):
-            if not np.all(np.isfinite(c)):
-                bad = int(np.flatnonzero(~np.isfinite(c))[0])
-                raise InvalidInputError(
-                    f"feature {(names_in or [f'x{i}' for i in range(len(cols))])[j]!r} has a non-finite "
-                    f"value at row {bad}; drop or impute such rows before fitting")
-        p = len(cols)
         feats = list(names_in) if names_in is not None else [f"x{j}" for j in range(p)]
-        lab = ARRAY_LABEL
         noise = explicit_noise(p, task=self._task, **noise_kw)
-        yv = self._encode_targets_fit(ya)
-        if self.shuffle:
-            perm = np.random.default_rng(self.random_state).permutation(n)
-            cols = [c[perm] for c in cols]
-            yv = yv[perm]
-        data = {f: c for f, c in zip(feats, cols)}
-        data[lab] = yv
-        return data, feats, lab, noise, n, names_in
+        encode = self._target_encoder(ya)
+        order = (np.random.default_rng(self.random_state).permutation(n) if self.shuffle else None)
+        # classification labels are exactly +-1 in the features' dtype (one kernel specialization);
+        # regression targets stay float64
+        label_dtype = dtype if self._task == "classification" else np.float64
+        source = ArraySource(data, ya, feats, ARRAY_LABEL, encode=encode, label_dtype=label_dtype,
+                             order=order, description="<(X, y) arrays>")
+        return source, feats, ARRAY_LABEL, noise, n, names_in
 
-    def _encode_targets_fit(self, y: np.ndarray) -> np.ndarray:
+    def _target_encoder(self, y: np.ndarray):
+        """``encode(values, first_row)``: the kernel's targets of a chunk of ``y`` (checked)."""
         raise NotImplementedError
 
 

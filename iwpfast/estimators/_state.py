@@ -3,7 +3,8 @@
 A pass is what ``fit`` runs in one go and what successive ``partial_fit`` calls continue.  Its
 state lives in one ``PassState`` (``estimator._pass``), not in private attributes scattered over
 the estimator: the head's configuration and carried SGD state, the columns it reads, the noise it
-debiases for, the rows ``partial_fit`` holds back, and the classes found so far.
+debiases for, and the classes found so far (the rows of an unfinished batch are carried in
+the head state).
 """
 from __future__ import annotations
 
@@ -27,7 +28,6 @@ class PassState:
     label: str = ARRAY_LABEL               # the label column read
     noise: NoiseModel | None = None        # the noise the pass debiases for
     head: HeadState | None = None          # the SGD state; None before the first update
-    held: list[np.ndarray] | None = None   # rows partial_fit holds back (fewer than a batch)
     classes: np.ndarray | None = None      # the two classes found so far (classifier)
     classes_hint: np.ndarray | None = None  # partial_fit(classes=...)
 

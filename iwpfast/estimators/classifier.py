@@ -12,6 +12,19 @@ from ..losses import CLASSIFICATION_LOSSES
 from ._base import IWPBase
 
 
+def _two_classes(y: np.ndarray) -> np.ndarray:
+    """The sorted distinct values of ``y`` when there are at most two (else its first three, enough
+    for the error): numbers by one min/max pass, other labels (strings, ...) by np.unique."""
+    if y.dtype.kind in "iuf":
+        low, high = y.min(), y.max()
+        if y.dtype.kind == "f" and not (np.isfinite(low) and np.isfinite(high)):
+            bad = int(np.flatnonzero(~np.isfinite(y))[0])
+            raise InvalidInputError(f"y has a non-finite value at row {bad}; drop or impute such rows "
+                                    "before fitting")
+        return np.array([low]) if low == high else np.array([low, high])
+    return np.unique(y)
+
+
 class IWPClassifier(IWPBase):
     """Linear classifier trained in one pass by IWP-SGD on a local-DP release (labels in two classes).
 
@@ -77,22 +90,20 @@ class IWPClassifier(IWPBase):
                 NumericalWarning, stacklevel=4)
         return truncation
 
-    def _encode_targets_fit(self, y: np.ndarray) -> np.ndarray:
-        classes = np.unique(y)
+    def _target_encoder(self, y: np.ndarray):
+        """Find the two classes of ``y`` (sorted; the second is the positive one) and return the
+        chunk encoder to +-1, which also checks every value is one of them (in the reader's
+        thread, in the pass).  Numeric labels need one min/max pass here, not a sort."""
         ps = self._pass
-        hint = ps.classes_hint
-        if hint is not None:
-            bad = np.setdiff1d(classes, hint)
-            if bad.size:
-                raise InvalidInputError(f"y has labels {bad.tolist()} not in classes={hint.tolist()}; pass "
-                                        "classes=[...] naming both labels, or recode y")
-            classes = np.unique(hint)
-        if hasattr(self, "classes_") and ps.started:
-            bad = np.setdiff1d(np.unique(y), self.classes_)
-            if bad.size:
-                raise InvalidInputError(
-                    f"y has labels {bad.tolist()} unseen in the classes {self.classes_.tolist()} of this pass")
-            classes = self.classes_
+        if ps.classes_hint is not None:
+            classes = np.unique(ps.classes_hint)
+            source = f"classes={classes.tolist()}"
+        elif hasattr(self, "classes_") and ps.started:
+            classes = np.asarray(self.classes_)
+            source = f"the classes {classes.tolist()} of this pass"
+        else:
+            classes = _two_classes(y)
+            source = None
         if classes.size > 2:
             raise InvalidInputError(
                 f"IWPClassifier is binary but y has {classes.size} classes {classes.tolist()[:10]}; "
@@ -107,7 +118,24 @@ class IWPClassifier(IWPBase):
                     f"y has a single class {classes.tolist()}; pass classes=[negative, positive] to partial_fit "
                     "or data with both classes")
         ps.classes = classes
-        return np.where(y == classes[1], 1.0, -1.0)
+        negative, positive = classes[0], classes[1]
+
+        def encode(values, first_row):
+            is_positive = values == positive
+            known = is_positive | (values == negative)
+            if not known.all():
+                row = int(np.flatnonzero(~known)[0])
+                value = values[row]
+                if source is None:
+                    raise InvalidInputError(
+                        f"IWPClassifier is binary but y has more than 2 classes: {negative!r}, "
+                        f"{positive!r} and {value!r} (row {first_row + row}); encode the task as two "
+                        "classes (one-vs-rest)")
+                raise InvalidInputError(f"y has label {value!r} at row {first_row + row}, not in {source}; "
+                                        "pass classes=[...] naming both labels, or recode y")
+            return np.where(is_positive, 1.0, -1.0)
+
+        return encode
 
     def _label_mapper_for(self, source, lab):
         """Released labels are +-1 already (None); other label columns ({0, 1}, two strings...)

@@ -25,15 +25,20 @@ class IWPRegressor(IWPBase):
                  random_state=None, progress=True, validation_fraction=0.1):
         self._store_params(locals())
 
-    def _encode_targets_fit(self, y):
+    def _target_encoder(self, y):
         if not np.issubdtype(y.dtype, np.number):
             raise InvalidInputError(f"regression targets y must be numeric (got dtype {y.dtype}); convert y "
                                     "with y.astype(float)")
-        yf = y.astype(np.float64)
-        if not np.all(np.isfinite(yf)):
-            raise InvalidInputError(f"y has a non-finite value at row {int(np.flatnonzero(~np.isfinite(yf))[0])}; "
-                                    "drop or impute such rows before fitting")
-        return yf
+
+        def encode(values, first_row):
+            targets = np.asarray(values, dtype=np.float64)
+            if not np.isfinite(np.add.reduce(targets)) and not np.isfinite(targets).all():
+                bad = first_row + int(np.flatnonzero(~np.isfinite(targets))[0])
+                raise InvalidInputError(f"y has a non-finite value at row {bad}; drop or impute such "
+                                        "rows before fitting")
+            return targets
+
+        return encode
 
     def predict(self, X, *, features=None, scaled=None, raw=None) -> np.ndarray:
         """Predicted targets; X in raw units unless ``scaled=True`` (see decision_function)."""

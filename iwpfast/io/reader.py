@@ -308,6 +308,13 @@ class ChunkReader:
         return Chunk(features, labels, origin, n)
 
     def _chunks(self) -> Iterator[Chunk]:
+        from .arrays import ArraySource
+        if isinstance(self.source, ArraySource):   # in-memory arrays: views, no Arrow batches
+            for chunk in self.source.chunks(self.plan, self.start_row, self.chunk_rows, self.stats):
+                yield chunk
+                if self._stop.is_set():
+                    return
+            return
         pending: list = []   # pieces not yet handed out: (origin, arrays, zero_copy)
         have = 0
         batches = self.source.located_batches(self.plan.columns, start_row=self.start_row,

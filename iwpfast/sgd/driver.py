@@ -225,6 +225,16 @@ def _engine(name: str):
     raise InvalidInputError(f"engine={name!r}; use 'numba' (fast) or 'reference' (NumPy twin)")
 
 
+def finish_states(configs: dict[str, HeadConfig], states: dict[str, HeadState], *,
+                  engine: str = "numba") -> None:
+    """Run each head's carried partial batch as its last update (after ``fit_stream(...,
+    finish=False)``: the end of a pass made of several calls)."""
+    _, finish_kernel = _engine(engine)
+    for name, cfg in configs.items():
+        _ensure_trace(cfg, states[name], 0)
+        finish_kernel(cfg, states[name])
+
+
 # ------------------------------------------------------------------------------ signals
 class _SignalGuard:
     """Defer SIGINT/SIGTERM to the end of the current chunk (so every head has seen the same
@@ -425,7 +435,8 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
                resume: bool = False, epochs: int = 1,
                states: dict[str, HeadState] | None = None, engine: str = "numba",
                prefetch: bool = True, feature_bound: float | None = None,
-               head_threads: int | None = None, overwrite: bool = False) -> StreamResult:
+               head_threads: int | None = None, overwrite: bool = False,
+               finish: bool = True) -> StreamResult:
     """Train ``heads`` in one scan of ``source`` (anything ``open_source`` accepts).
 
     chunk_rows: rows per kernel call (default: ~16 MiB of columns; does not change the model).
@@ -447,6 +458,9 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
       sequential, in the calling thread.
     overwrite: replace an existing ``checkpoint`` file when not resuming (else refused); a
       checkpoint path that is one of the source's files is always refused.
+    finish: run each head's last partial batch at the end (True: the pass is complete).  False
+      leaves those rows in the states' carry, for a later call to continue the same pass
+      (``partial_fit``); ``finish_states`` then runs them.
     """
     t_start = time.perf_counter()
     heads = list(heads)
@@ -485,7 +499,7 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
                                          smoothness=h.paper_smoothness, theta0_norm=theta0_norm)
         resolved.append(dataclasses.replace(h, config=cfg))
     heads = resolved
-    run_chunk, finish = _engine(engine)
+    run_chunk, finish_kernel = _engine(engine)
     tracing = any(h.config.trace_every > 0 for h in heads)
     if head_threads is None:
         head_threads = default_head_threads(len(heads), src)
@@ -508,7 +522,8 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
                 f"{list(src.full_schema.names)}")
 
     chash = config_hash(heads, epochs)
-    dhash = dataset_hash(src, used_columns)
+    # the dataset's identity reads footers (or hashes in-memory columns): only for checkpoints
+    dhash = None if checkpoint is None else dataset_hash(src, used_columns)
 
     # starting states and position
     start_epoch, start_row, finished = 0, 0, False
@@ -627,9 +642,10 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
                     if checkpoint is not None and epoch + 1 < epochs:
                         save(epoch + 1, 0, None)
                         last_ckpt = 0
-                for h in heads:
-                    _ensure_trace(h.config, cur[h.name], 0)
-                    finish(h.config, cur[h.name])
+                if finish:
+                    for h in heads:
+                        _ensure_trace(h.config, cur[h.name], 0)
+                        finish_kernel(h.config, cur[h.name])
                 _drain_traces(heads, cur, trace_callback)
                 if checkpoint is not None:
                     save(epochs - 1, n_rows_pass, None, is_finished=True)

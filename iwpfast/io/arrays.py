@@ -1,0 +1,145 @@
+"""In-memory arrays as a training source, read without copying X.
+
+``ArraySource(columns_of_X, labels, feature_names, label_name, encode=...)`` is what ``fit(X, y)``
+hands the driver.  ``ChunkReader`` reads it through ``chunks()`` instead of Arrow batches:
+
+- the features keep their dtype (float32 or float64; the kernel runs in it), and a column that is
+  contiguous in memory -- every column of a Fortran-order (n, p) array, of a (p, n) array, of most
+  DataFrames -- is passed as a view: no copy at all;
+- a row-major (C-order) array, a strided column, an integer column or a shuffled order is copied
+  one chunk at a time (the chunk is transposed into feature-major buffers): at most the chunks in
+  flight (three, see ``ChunkReader``) are ever copied, never X;
+- per chunk, in the reader's thread: the finiteness check of every column (one ``np.add.reduce``
+  each, the row found only when it fails) and ``encode(labels)`` (the label check and the mapping
+  to what the kernel reads), so they ride in the same pass as the training.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from ..exceptions import InvalidInputError
+from .sources import BatchOrigin, Source
+
+FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def feature_dtype(dtypes) -> np.dtype:
+    """The kernel dtype of columns of these dtypes: float32 only when all are float32."""
+    dtypes = [np.dtype(d) for d in dtypes]
+    return np.dtype(np.float32) if dtypes and all(d == np.float32 for d in dtypes) else np.dtype(np.float64)
+
+
+class ArraySource(Source):
+    """Feature columns and labels held in memory (see the module docstring).
+
+    X: an (n, p) NumPy array (any order) or a list of p 1-D arrays.  labels: 1-D, n values, given
+    to ``encode(values, first_row)`` chunk by chunk (returns the kernel's labels, ``label_dtype``).
+    order: an optional permutation of the rows (``shuffle=True``), applied chunk by chunk.
+    """
+
+    cheap_decode = True
+    rereadable = True
+
+    def __init__(self, X, labels: np.ndarray, feature_names: Sequence[str], label_name: str, *,
+                 encode: Callable[[np.ndarray, int], np.ndarray], label_dtype,
+                 order: np.ndarray | None = None, description: str = "<arrays>"):
+        self.description = description
+        self.feature_names = list(feature_names)
+        self.label_name = label_name
+        self._labels = labels
+        self._encode = encode
+        self._order = order
+        if isinstance(X, np.ndarray):
+            self._matrix = X
+            self._columns = None
+            n = X.shape[0]
+            dtypes = [X.dtype]
+        else:
+            self._matrix = None
+            self._columns = list(X)
+            n = self._columns[0].shape[0] if self._columns else 0
+            dtypes = [c.dtype for c in self._columns]
+        self.dtype = feature_dtype(dtypes)
+        self.label_dtype = np.dtype(label_dtype)
+        schema = pa.schema([pa.field(f, pa.from_numpy_dtype(self.dtype)) for f in self.feature_names]
+                           + [pa.field(label_name, pa.from_numpy_dtype(self.label_dtype))])
+        super().__init__(schema, None, 1 << 16, int(n))
+
+    def group_ends(self):
+        return [self.num_rows]
+
+    # ---------------------------------------------------------------- the columns of a row range
+    def _feature_block(self, start: int, stop: int) -> tuple[list[np.ndarray], bool]:
+        """The p feature columns of rows [start, stop) in ``self.dtype``, and whether they are
+        views (no copy)."""
+        dtype = self.dtype
+        if self._order is not None:
+            rows = self._order[start:stop]
+            if self._matrix is not None:
+                block = np.ascontiguousarray(self._matrix[rows].T, dtype=dtype)
+                return list(block), False
+            return [np.ascontiguousarray(c[rows], dtype=dtype) for c in self._columns], False
+        if self._matrix is not None:
+            part = self._matrix[start:stop].T          # (p, rows) view
+            if part.dtype == dtype and part.flags.c_contiguous:
+                return list(part), True                 # Fortran-order X: rows of X.T are columns
+            return list(np.ascontiguousarray(part, dtype=dtype)), False   # one transposed copy
+        out, views = [], True
+        for c in self._columns:
+            piece = c[start:stop]
+            if piece.dtype != dtype or not piece.flags.c_contiguous:
+                piece = np.ascontiguousarray(piece, dtype=dtype)
+                views = False
+            out.append(piece)
+        return out, views
+
+    def chunks(self, plan, start_row: int, chunk_rows: int, stats):
+        """Yield ``Chunk`` objects (``iwpfast.io.reader``) of ``chunk_rows`` rows from ``start_row``."""
+        from .reader import Chunk
+        index = {name: j for j, name in enumerate(self.feature_names)}
+        n = self.num_rows
+        for start in range(start_row, n, chunk_rows):
+            stop = min(n, start + chunk_rows)
+            columns, views = self._feature_block(start, stop)
+            with np.errstate(over="ignore", invalid="ignore"):
+                for j, c in enumerate(columns):
+                    if not np.isfinite(np.add.reduce(c)) and not np.isfinite(c).all():
+                        bad = start + int(np.flatnonzero(~np.isfinite(c))[0])
+                        raise InvalidInputError(
+                            f"feature {self.feature_names[j]!r} has a non-finite value "
+                            f"({c[bad - start]!r}) at row {bad}; drop or impute such rows before fitting")
+            raw = self._labels[start:stop] if self._order is None else self._labels[self._order[start:stop]]
+            labels = np.ascontiguousarray(self._encode(raw, start), dtype=self.label_dtype)
+            nbytes = 0 if views else sum(c.nbytes for c in columns)
+            stats.zero_copy_columns += len(columns) if views else 0
+            stats.copied_columns += 0 if views else len(columns)
+            stats.copied_bytes += nbytes
+            stats.copied_chunks += 0 if views else 1
+            features = [tuple(columns[index[name]] for name in group) for group in plan.groups]
+            yield Chunk(features, {self.label_name: labels},
+                        BatchOrigin(0, self.description, -1, start, start), stop - start)
+
+    # ---------------------------------------------------------------- the plain batch view
+    def _located(self, columns, start_row, batch_rows):
+        n = self.num_rows
+        for start in range(start_row, n, batch_rows):
+            stop = min(n, start + batch_rows)
+            block, _ = self._feature_block(start, stop)
+            data = dict(zip(self.feature_names, block, strict=True))
+            raw = self._labels[start:stop] if self._order is None else self._labels[self._order[start:stop]]
+            data[self.label_name] = np.asarray(self._encode(raw, start), dtype=self.label_dtype)
+            yield (BatchOrigin(0, self.description, -1, start, start),
+                   pa.record_batch([pa.array(data[c]) for c in columns], names=list(columns)))
+
+
+def check_feature_columns(columns: list[np.ndarray], names: Sequence[str]) -> None:
+    """Each column 1-D, numeric, all of one length (the checks that need no pass over the data)."""
+    for name, c in zip(names, columns, strict=True):
+        if c.ndim != 1:
+            raise InvalidInputError(f"feature {name!r} has shape {c.shape}; each column must be 1-D")
+        if not (np.issubdtype(c.dtype, np.number) or c.dtype == np.bool_):
+            raise InvalidInputError(f"feature {name!r} has dtype {c.dtype}; encode non-numeric columns "
+                                    "as numbers first")
