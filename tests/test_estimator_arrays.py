@@ -34,7 +34,7 @@ def _engine_model(model, X, y_pm):
 def test_fit_arrays_equals_the_engine_bit_for_bit(dtype, order):
     X, y = _data(dtype)
     X = np.asarray(X, order=order)
-    model = IWPClassifier(learning_rate=0.05, batch_size=64, chunk_rows=777, progress=False)
+    model = IWPClassifier(alpha=1.0, learning_rate=0.05, batch_size=64, chunk_rows=777, progress=False)
     model.fit(X, y, noise_var=0.05, epsilon_y=2.0)
     assert model.classes_.tolist() == [3, 7]
     theta, b = _engine_model(model, X, np.where(y == 7, 1.0, -1.0).astype(dtype))
@@ -46,8 +46,8 @@ def test_fit_arrays_equals_the_engine_bit_for_bit(dtype, order):
 
 def test_float32_fit_runs_in_float32_not_a_float64_copy():
     X32, y = _data(np.float32)
-    m32 = IWPClassifier(learning_rate=0.05, progress=False).fit(X32, y)
-    m64 = IWPClassifier(learning_rate=0.05, progress=False).fit(X32.astype(np.float64), y)
+    m32 = IWPClassifier(alpha=1.0, learning_rate=0.05, progress=False).fit(X32, y)
+    m64 = IWPClassifier(alpha=1.0, learning_rate=0.05, progress=False).fit(X32.astype(np.float64), y)
     # the same values, so the float32 kernel (float64 accumulation) agrees to rounding ...
     np.testing.assert_allclose(m32.coef_, m64.coef_, rtol=1e-5, atol=1e-7)
     theta, _ = _engine_model(m32, X32, np.where(y == 7, 1.0, -1.0).astype(np.float32))
@@ -58,15 +58,15 @@ def test_frames_equal_arrays():
     pd = pytest.importorskip("pandas")
     X, y = _data(np.float32)
     df = pd.DataFrame(X, columns=list("abcd"))
-    a = IWPClassifier(progress=False).fit(X, y)
-    f = IWPClassifier(progress=False).fit(df, y)
+    a = IWPClassifier(alpha=1.0, learning_rate=0.01, progress=False).fit(X, y)
+    f = IWPClassifier(alpha=1.0, learning_rate=0.01, progress=False).fit(df, y)
     np.testing.assert_array_equal(a.coef_, f.coef_)
     assert list(f.feature_names_in_) == list("abcd")
     try:
         import polars as pl
     except ImportError:
         return
-    g = IWPClassifier(progress=False).fit(pl.from_pandas(df), y)
+    g = IWPClassifier(alpha=1.0, learning_rate=0.01, progress=False).fit(pl.from_pandas(df), y)
     np.testing.assert_array_equal(a.coef_, g.coef_)
 
 
@@ -77,8 +77,8 @@ def test_fit_path_equals_fit_arrays(tmp_path):
     path = tmp_path / "d.parquet"
     pq.write_table(pa.table({**{f"x{j}": X[:, j] for j in range(P)}, "y": (y == 7).astype(np.int8)}),
                    path)
-    a = IWPClassifier(progress=False).fit(X, (y == 7).astype(np.int8))
-    f = IWPClassifier(progress=False).fit(str(path), features=[f"x{j}" for j in range(P)], label="y")
+    a = IWPClassifier(alpha=1.0, learning_rate=0.01, progress=False).fit(X, (y == 7).astype(np.int8))
+    f = IWPClassifier(alpha=1.0, learning_rate=0.01, progress=False).fit(str(path), features=[f"x{j}" for j in range(P)], label="y")
     np.testing.assert_array_equal(a.coef_, f.coef_)
     assert f.intercept_[0] == a.intercept_[0]
 
@@ -87,29 +87,29 @@ def test_non_finite_feature_names_column_and_row():
     X, y = _data(np.float64)
     X[4321, 2] = np.nan
     with pytest.raises(InvalidInputError, match=r"feature 'x2' has a non-finite value .* at row 4321"):
-        IWPClassifier(progress=False, chunk_rows=1000).fit(X, y)
+        IWPClassifier(alpha=1.0, learning_rate=0.01, progress=False, chunk_rows=1000).fit(X, y)
 
 
 def test_third_label_value_is_found_in_the_pass():
     X, y = _data(np.float64)
     y[3210] = 5
     with pytest.raises(InvalidInputError, match=r"binary but y has more than 2 classes.*5.*row 3210"):
-        IWPClassifier(progress=False).fit(X, y)
+        IWPClassifier(alpha=1.0, learning_rate=0.01, progress=False).fit(X, y)
 
 
 def test_regression_targets_stay_float64_and_nan_target_named():
     X, _ = _data(np.float32)
     t = X.astype(np.float64) @ np.ones(P) + 0.1
-    model = IWPRegressor(learning_rate=0.01, progress=False).fit(X, t)
+    model = IWPRegressor(alpha=1.0, learning_rate=0.01, progress=False).fit(X, t)
     assert np.all(np.isfinite(model.coef_))
     t[77] = np.inf
     with pytest.raises(InvalidInputError, match="y has a non-finite value at row 77"):
-        IWPRegressor(progress=False).fit(X, t)
+        IWPRegressor(alpha=1.0, learning_rate=0.01, progress=False).fit(X, t)
 
 
 def test_shuffle_reads_rows_in_the_permuted_order():
     X, y = _data(np.float64)
-    model = IWPClassifier(shuffle=True, random_state=3, progress=False).fit(X, y)
+    model = IWPClassifier(alpha=1.0, learning_rate=0.01, shuffle=True, random_state=3, progress=False).fit(X, y)
     perm = np.random.default_rng(3).permutation(N)
     theta, _ = _engine_model(model, X[perm], np.where(y[perm] == 7, 1.0, -1.0))
     np.testing.assert_array_equal(model.coef_.reshape(-1), theta)

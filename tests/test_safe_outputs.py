@@ -31,7 +31,7 @@ def data(tmp_path):
 def test_save_refuses_an_existing_file_unless_overwrite(tmp_path):
     rng = np.random.default_rng(0)
     X = rng.standard_normal((300, 2))
-    model = IWPClassifier(progress=False).fit(X, X[:, 0] > 0)
+    model = IWPClassifier(alpha=1.0, learning_rate=0.01, progress=False).fit(X, X[:, 0] > 0)
     path = tmp_path / "m.json"
     path.write_text("precious")
     with pytest.raises(InvalidInputError, match="exists already.*overwrite=True"):
