@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ..exceptions import InvalidInputError, ReleaseSpecError
+from ..progress import progress_bar
 from .discrete import DiscreteNoise, WordBuffer
 from .mechanisms import _CLIP_SAFETY, GaussianTargetMechanism, KaryRandomizedResponse, RandomizedResponse
 from .randomness import NoiseKey
@@ -656,7 +657,8 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
     compression: "auto" (default): Parquet features uncompressed (noisy floats do not compress:
         snappy saved 0.01% of the size for 15% more write time), labels snappy; or one codec for
         every column ("snappy", "zstd", "lz4", None).  IPC: "lz4"/"zstd" or none.
-    threads: noise threads (default min(2, cores)).  progress: tqdm bar (None = only on a tty).
+    threads: noise threads (default min(2, cores)).  progress: a bar on a terminal (True or None),
+    never (False, the default) or always ("force"); see ``iwpfast.progress``.
     kernel: "auto" (default): the fused Numba kernels for float32 features from
         ``FUSED_MIN_ROWS`` (2**24) rows on, or when the row count is unknown, or from
         ``FUSED_WARM_MIN_ROWS`` (2**16) once this process has loaded them; NumPy otherwise (the
@@ -729,7 +731,7 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
     result = ReleaseResult(destination=destination if isinstance(destination, Path)
                            else destination.display, spec=spec)
     t0 = time.perf_counter()
-    bar = _progress_bar(src.num_rows, progress)
+    bar = progress_bar(progress, src.num_rows, desc="release")
     # The encoder of chunk k runs in a background thread (pyarrow releases the GIL) while chunk
     # k+1 is read and noised; two output buffers alternate so that the one being written is never
     # overwritten.
@@ -878,24 +880,6 @@ def _record_batch(schema, out: np.ndarray, label_out):
     if label_out is not None:
         arrays.append(pa.array(label_out))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-
-def _progress_bar(total, progress):
-    if progress is False:
-        return _NoBar()
-    from tqdm import tqdm
-
-    # disable=None: tqdm turns itself off when stderr is not a terminal.
-    return tqdm(total=total, unit="rows", unit_scale=True, smoothing=0.1,
-                disable=None if progress is None else not progress, desc="release")
-
-
-class _NoBar:
-    def update(self, n):
-        pass
-
-    def close(self):
-        pass
 
 
 def privatize(X, y=None, spec: ReleaseSpec | None = None, *, seed=None, threads: int | None = None,

@@ -26,7 +26,6 @@ import dataclasses
 import math
 import os
 import signal
-import sys
 import threading
 import time
 import warnings
@@ -39,6 +38,7 @@ from .._kernels.abi import C_TRACE
 from ..exceptions import CheckpointError, InvalidInputError, NumericalWarning, ReleaseSpecError
 from ..io.reader import ChunkReader
 from ..io.sources import Source, open_source
+from ..progress import progress_bar
 from .checkpoint import checkpoint_exists, config_hash, dataset_hash, read_checkpoint, write_checkpoint
 from .schedules import resolve_paper_schedule
 from .state import TELEMETRY_INDEX, HeadConfig, HeadState
@@ -286,17 +286,6 @@ class _SignalGuard:
 
 
 # ------------------------------------------------------------------------------ the pass
-def _progress_bar(progress, total, initial):
-    if not progress:
-        return None
-    stream = sys.stderr
-    if progress != "force" and not (hasattr(stream, "isatty") and stream.isatty()):
-        return None
-    from tqdm.auto import tqdm
-    return tqdm(total=total, initial=initial, unit="rows", unit_scale=True, dynamic_ncols=True,
-                mininterval=0.5, smoothing=0.05, desc="iwpfast")
-
-
 def _trace_capacity(cfg: HeadConfig, state: HeadState, rows: int) -> int:
     k = int(cfg.trace_every)
     if k <= 0:
@@ -583,7 +572,7 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
     if not finished:
         total = None if src.num_rows is None else src.num_rows * epochs
         initial = start_row + start_epoch * (src.num_rows or 0)
-        bar = _progress_bar(progress, total, initial if total else start_row)
+        bar = progress_bar(progress, total, initial=initial if total else start_row)
         pool = (_HeadPool(heads, cur, group_of, run_chunk, head_threads)
                 if head_threads > 1 else None)
         try:
