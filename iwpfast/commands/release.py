@@ -87,6 +87,10 @@ def register(subparsers) -> None:
     p.add_argument("--compression", default="auto",
                    help="auto (default: noisy features uncompressed, labels snappy), snappy, zstd, lz4, none")
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
+    p.add_argument("--shuffle", action="store_true",
+                   help="write the rows in a random order (a source sorted or clustered by the "
+                        "label leaks it through position; in memory when it fits, else a two-pass "
+                        "bucket shuffle through temporary files)")
     p.add_argument("--seed", type=int, help="seed of the noise: for simulations only, never for real data")
     p.add_argument("--batch-rows", type=int, default=1 << 18, help="rows per chunk (memory bound)")
     p.add_argument("--threads", type=int, help="noise threads (default: min(2, cores))")
@@ -168,7 +172,8 @@ def run(args) -> int:
         with cluster_client(args) as client:
             if client is None:
                 result = release(args.source, args.destination, spec, threads=args.threads,
-                                 progress=False if args.no_progress else None, **common)
+                                 progress=False if args.no_progress else None,
+                                 shuffle=args.shuffle, **common)
             else:
                 from ..distributed import release_files
 

@@ -91,8 +91,15 @@ def parse_release_metadata(schema: pa.Schema, where: str) -> dict | None:
 
 
 def _check_columns(schema: pa.Schema, columns: Sequence[str] | None, where: str) -> list[str]:
+    names = list(schema.names)
+    wanted = names if columns is None else list(columns)
+    duplicated = sorted({c for c in wanted if names.count(c) > 1})
+    if duplicated:
+        raise InvalidInputError(
+            f"{where}: column name(s) {duplicated} appear more than once in the file; a column "
+            f"cannot be told apart from its namesake: rename the duplicates before the release")
     if columns is None:
-        return list(schema.names)
+        return names
     columns = list(columns)
     missing = [c for c in columns if c not in schema.names]
     if missing:
@@ -301,13 +308,15 @@ class _ParquetFile:
                 # 20-35% less CPU for uncompressed files, bench/README.md); the mapped pages are
                 # page cache, not memory of the process (RssAnon), and are dropped by the kernel
                 # under pressure.
-                self.pf = pq.ParquetFile(loc.path, pre_buffer=False, memory_map=PARQUET_MEMORY_MAP)
+                self.pf = pq.ParquetFile(loc.path, pre_buffer=False, memory_map=PARQUET_MEMORY_MAP,
+                                         page_checksum_verification=True)
             else:
                 # Remote files cannot be mapped, and each small read is a request: pre_buffer=True
                 # fetches the column chunks of the row group being read in a few large coalesced
                 # (and concurrent) range requests.  Row groups are read one at a time (located()),
                 # so at most one row group is buffered.
-                self.pf = pq.ParquetFile(loc.open_input_file(), pre_buffer=True)
+                self.pf = pq.ParquetFile(loc.open_input_file(), pre_buffer=True,
+                                         page_checksum_verification=True)
             self.schema = self.pf.schema_arrow
         except (pa.ArrowException, OSError) as exc:
             raise _corrupt(self.path, "Parquet", exc) from exc
@@ -363,7 +372,8 @@ class _ParquetFile:
             if not hasattr(handles, "pf"):
                 import pyarrow.parquet as pq
                 handles.pf = pq.ParquetFile(self.loc.open_input_file(), pre_buffer=True,
-                                            metadata=self.pf.metadata)
+                                            metadata=self.pf.metadata,
+                                            page_checksum_verification=True)
             return list(handles.pf.iter_batches(batch_size=batch_rows, row_groups=window,
                                                 columns=cols, use_threads=True))
 
@@ -490,6 +500,7 @@ class _IpcFile:
             self.schema = self.reader.schema
             self.group_rows = None
             self.num_rows = None
+            _check_end_of_stream(self.mm, path, loc.local)
 
     def _groups(self):
         if not self.stream:
@@ -523,6 +534,42 @@ class _IpcFile:
                 file_row += n
         except (pa.ArrowException, OSError) as exc:
             raise _corrupt(self.path, "Arrow IPC", exc, f", record batch {rg + 1}") from exc
+
+
+#: the end-of-stream marker of the Arrow IPC stream format (continuation token, then length 0;
+#: streams from before Arrow 0.15 ended with 4 zero bytes and are refused as unverifiable)
+_IPC_EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
+
+
+def _check_end_of_stream(handle, path: str, local: bool) -> None:
+    """Refuse an IPC stream file that does not end with the end-of-stream marker.
+
+    A stream cut at a record-batch boundary reads as a valid, shorter stream: only the missing
+    marker tells.  Local (memory-mapped) files are walked message by message (bodies are not
+    read): the marker must be exactly the 8 bytes after the last message.  Remote files: the last
+    8 bytes are checked.  (A stream read from a pipe or a RecordBatchReader cannot be checked.)
+    """
+    size = handle.size()
+    tail = handle.read_at(min(8, size), max(0, size - 8)) if size else b""
+    complete = tail == _IPC_EOS
+    if complete and local:
+        handle.seek(0)
+        reader = pa.ipc.open_stream(handle)
+        end = handle.tell()
+        while True:
+            try:
+                reader.read_next_batch()
+            except StopIteration:
+                break
+            end = handle.tell()
+        complete = size - end == len(_IPC_EOS)
+    if not complete:
+        raise InvalidInputError(
+            f"{path!r}: the Arrow IPC stream does not end with its end-of-stream marker: it is "
+            "truncated (e.g. an interrupted write or copy cut at a record batch) and would be read "
+            "as if complete. Re-create or re-copy it (or write the Arrow IPC file format, which "
+            "has a footer)")
+    handle.seek(0)
 
 
 class _CsvFile:

@@ -59,6 +59,9 @@ def check_destination(destination, overwrite: bool = False, filesystem=None) -> 
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         raise InvalidInputError(f"directory {str(parent)!r} of the destination does not exist; create it first")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InvalidInputError(f"directory {str(parent)!r} of the destination is not writable; choose "
+                                "a destination you can write to")
     return path
 
 
@@ -101,6 +104,8 @@ class AtomicArrowWriter:
                     self._sink if self.remote else str(self._tmp), schema.remove_metadata(),
                     compression=self.compression or "none",
                     use_dictionary=list(dictionary_columns or []), store_schema=False,
+                    # CRC32 of every page: readers (iwpfast verifies them) detect flipped bytes
+                    write_page_checksum=True,
                 )
             else:
                 import pyarrow.ipc as ipc
@@ -110,6 +115,11 @@ class AtomicArrowWriter:
                 codec = self.compression if isinstance(self.compression, str) else None
                 options = ipc.IpcWriteOptions(compression=codec if codec in ("lz4", "zstd") else None)
                 self._writer = ipc.new_file(self._sink, schema, options=options)
+        except OSError as exc:  # e.g. permission denied, read-only file system
+            self.abort()
+            raise InvalidInputError(
+                f"cannot write the destination {str(self.destination)!r}: "
+                f"{' '.join(str(exc).split())}; choose a destination you can write to") from None
         except BaseException:
             self.abort()
             raise

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..exceptions import InvalidInputError, ReleaseSpecError
+from ..exceptions import InvalidInputError, PrivacyLeakWarning, ReleaseSpecError
 from ..progress import progress_bar
 from .discrete import DiscreteNoise, WordBuffer
 from .mechanisms import _CLIP_SAFETY, GaussianTargetMechanism, KaryRandomizedResponse, RandomizedResponse
@@ -82,7 +82,8 @@ class ReleaseResult:
     rows_dropped: int = 0
     rows_clipped: int = 0  # feature vectors scaled down to the L2 bound
     values_out_of_range: dict = field(default_factory=dict)  # per feature: values clipped to the range
-    targets_clipped: int = 0
+    targets_clipped: int = 0  # scaled targets clipped to +-target_bound
+    targets_out_of_range: int = 0  # raw targets outside the declared target_range (clipped to it)
     elapsed_s: float = 0.0
 
     @property
@@ -104,6 +105,10 @@ class ReleaseResult:
             if count:
                 lo, hi = self.spec.ranges[name]
                 lines.append(f"{count:,} values of {name} lay outside the declared range {lo:g}:{hi:g} and were clipped to it")
+        if self.targets_out_of_range:
+            lo, hi = self.spec.target_range
+            lines.append(f"{self.targets_out_of_range:,} targets lay outside the declared range "
+                         f"{lo:g}:{hi:g} and were clipped to it")
         if self.targets_clipped:
             lines.append(f"clipped {self.targets_clipped:,} targets to +-{self.spec.target_bound:g}")
         return "\n".join(lines)
@@ -186,6 +191,10 @@ class _Privatizer:
         self.label_encoding: str | None = None  # "01" or "pm1" once seen; bools are "01"
         self.rows_clipped = 0
         self.targets_clipped = 0
+        self.targets_out_of_range = 0
+        # runs test over the binary label stream: positives, rows and label changes seen
+        self.label_runs = [0, 0, 0]
+        self.label_last = None
         self.out_of_range = {f: 0 for f in spec.features}
 
     def close(self):
@@ -268,7 +277,23 @@ class _Privatizer:
             label = arrays[spec.label]
             if spec.task == "classification" and spec.classes is None:
                 self._check_binary(origin, label)
+                self._count_runs(label)
+            elif spec.task == "regression" and self.target_scaler is not None:
+                self.targets_out_of_range += self.target_scaler.count_out_of_range(
+                    0, label, extremes.get(spec.label))
         return features, label, dropped
+
+    def _count_runs(self, y: np.ndarray) -> None:
+        """Label changes between consecutive rows (for the runs test of ``label_order_warning``)."""
+        if y.size == 0:
+            return
+        runs = self.label_runs
+        runs[0] += int(np.count_nonzero(y == 1))
+        runs[1] += int(y.size)
+        runs[2] += int(np.count_nonzero(y[1:] != y[:-1]))
+        if self.label_last is not None and self.label_last != y[0]:
+            runs[2] += 1
+        self.label_last = y[-1]
 
     def _float_extremes(self, batch, names) -> dict:
         """(min, max) of the null-free float columns, half of them on the pool's thread.
@@ -636,7 +661,8 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
             seed=None, overwrite: bool = False, on_invalid: str = "error", format: str | None = None,
             compression: str | None = "auto", batch_rows: int = DEFAULT_BATCH_ROWS,
             threads: int | None = None, progress: bool | None = False,
-            kernel: str = "auto", filesystem=None, part: dict | None = None) -> ReleaseResult:
+            kernel: str = "auto", filesystem=None, part: dict | None = None,
+            shuffle: bool = False) -> ReleaseResult:
     """Release ``source`` under local DP into ``destination`` (Parquet, or Arrow IPC).
 
     source: anything :func:`iwpfast.io.sources.open_source` reads (Parquet/IPC/CSV path or
@@ -673,6 +699,13 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
     :func:`iwpfast.privacy.multipart.release_parts`, which takes the same arguments).
     ``part`` (set by ``release_parts`` and the Dask release, not by hand): ``{"release_id": id,
     "index": i}`` of the part this call writes.
+    shuffle: write the rows in a uniformly random order (from the release's key).  The order of
+        the rows is not protected by the noise: a source sorted or clustered by the label leaks
+        the label through position.  In memory when the source fits in ``SHUFFLE_MEMORY_BYTES``;
+        otherwise a two-pass bucket shuffle through temporary Arrow files (each row to a random
+        bucket, then each bucket permuted in memory; the temporary files hold raw data and are
+        deleted at the end).  Without it, a runs test over the label stream warns when the labels
+        look sorted or clustered.
 
     Returns a :class:`ReleaseResult` (counts of dropped/clipped rows: private, do not publish).
     """
@@ -687,6 +720,10 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
         if dest_loc.trailing_slash or dest_loc.kind() == "dir":
             from .multipart import release_parts
 
+            if shuffle:
+                raise InvalidInputError(
+                    "shuffle=True is for a single output file; a multi-part release writes one "
+                    "part per input file: shuffle the inputs first, or release into one file")
             return release_parts(
                 source, destination, spec, features, label, ranges=ranges, seed=seed,
                 overwrite=overwrite, on_invalid=on_invalid, format=format, compression=compression,
@@ -721,6 +758,9 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
         spec = replace(spec, seeded=seeded)
     if seeded:
         _warn_seeded(stacklevel=3)
+    shuffle_tmp = None
+    if shuffle:
+        src, shuffle_tmp = _shuffled_source(src, columns, int(batch_rows), seed)
     # With on_invalid="error" every row read is written, so a known row count is final now;
     # otherwise the writer fixes the metadata at the end (free for Parquet, a rewrite for IPC).
     expected_rows = src.num_rows if on_invalid == "error" else None
@@ -787,6 +827,8 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
         write_pool.shutdown(wait=True)
         bar.close()
         engine.close()
+        if shuffle_tmp is not None:
+            shuffle_tmp.cleanup()
     result.spec = spec
     result.elapsed_s = time.perf_counter() - t0
     _finish_counts(result, engine)
@@ -830,6 +872,68 @@ def _metadata_json(spec: ReleaseSpec, rows, part: dict | None, label_classes=Non
     return json.dumps(meta, sort_keys=True, allow_nan=False)
 
 
+#: a source up to this size (rows x columns x 8 bytes, estimated) is shuffled in memory
+SHUFFLE_MEMORY_BYTES = 2 << 30
+
+
+def _shuffled_source(src, columns, batch_rows: int, seed):
+    """The source's rows in a uniformly random order: (new source, temporary folder or None).
+
+    The permutation comes from the release's key (``derive("shuffle")``: independent of the
+    noise's keystreams): sorting uniform 64-bit keys gives a uniform permutation (ties, with
+    probability < n^2 / 2^65, keep the input order).
+    """
+    import tempfile
+
+    import pyarrow as pa
+
+    from ..io.sources import open_source
+
+    key = (seed if isinstance(seed, NoiseKey) else NoiseKey.coerce(seed)).derive("shuffle")
+    schema = src.schema
+    width = 8 * max(1, len(columns))
+    if src.num_rows is not None and src.num_rows * width <= SHUFFLE_MEMORY_BYTES:
+        table = pa.Table.from_batches(list(src.batches(columns=columns)), schema=schema)
+        order = np.argsort(key.stream(0).words(table.num_rows), kind="stable")
+        shuffled = table.take(pa.array(order)).replace_schema_metadata(schema.metadata)
+        return open_source(shuffled, columns=columns, batch_rows=batch_rows), None
+    # two passes: each row to one of k buckets at random, then each bucket permuted in memory
+    import pyarrow.ipc as ipc
+
+    estimate = (src.num_rows or 0) * width
+    buckets = max(2, -(-estimate // (SHUFFLE_MEMORY_BYTES // 2))) if estimate else 64
+    tmp = tempfile.TemporaryDirectory(prefix="iwpfast-shuffle-")
+    try:
+        paths = [os.path.join(tmp.name, f"bucket-{b:05d}.arrows") for b in range(buckets)]
+        sinks = [pa.OSFile(p, "wb") for p in paths]
+        writers = [ipc.new_stream(sink, schema) for sink in sinks]
+        stream = key.stream(0)
+        for batch in src.batches(columns=columns):
+            words = stream.words(batch.num_rows)
+            # multiply-shift: a uniform bucket from the top bits (bias < buckets / 2^64)
+            bucket = ((words >> np.uint64(32)) * np.uint64(buckets)) >> np.uint64(32)
+            for b in range(buckets):
+                mask = bucket == b
+                if mask.any():
+                    writers[b].write_batch(batch.filter(pa.array(mask)))
+        for w, sink in zip(writers, sinks, strict=True):
+            w.close()
+            sink.close()
+    except BaseException:
+        tmp.cleanup()
+        raise
+
+    def batches():
+        for b, path in enumerate(paths):
+            with pa.memory_map(path) as mm:
+                table = ipc.open_stream(mm).read_all()
+            order = np.argsort(key.stream(1 + b).words(table.num_rows), kind="stable")
+            yield from table.take(pa.array(order)).to_batches(max_chunksize=batch_rows)
+
+    reader = pa.RecordBatchReader.from_batches(schema, batches())
+    return open_source(reader, columns=columns, batch_rows=batch_rows), tmp
+
+
 class _KeystreamUniforms:
     """``random(n)``: float64 uniforms on the 2^-53 grid from keystream words (the discrete law's
     label randomness for mechanisms written against ``numpy.random.Generator.random``)."""
@@ -848,8 +952,6 @@ def _is_seeded(seed) -> bool:
 
 
 def _warn_seeded(stacklevel: int) -> None:
-    from ..exceptions import PrivacyLeakWarning
-
     warnings.warn(
         "seeded release: the noise is reproducible from the seed (and removable by whoever knows "
         "it); for simulations only -- a real release must use seed=None (fresh OS entropy). The "
@@ -857,9 +959,46 @@ def _warn_seeded(stacklevel: int) -> None:
         PrivacyLeakWarning, stacklevel=stacklevel)
 
 
+def label_order_z(positives: int, rows: int, changes: int) -> float:
+    """Runs test: z-score of the number of label changes against a uniformly random row order.
+
+    For n1 positives among n rows in random order, E[changes] = 2 n1 n0 / n and
+    Var = 2 n1 n0 (2 n1 n0 - n) / (n^2 (n - 1)) (Wald & Wolfowitz).  Very negative z: far fewer
+    changes than chance, i.e. the labels are sorted or clustered.
+    """
+    n1, n = positives, rows
+    n0 = n - n1
+    if n < 3 or n1 == 0 or n0 == 0:
+        return 0.0
+    mean = 2.0 * n1 * n0 / n
+    var = 2.0 * n1 * n0 * (2.0 * n1 * n0 - n) / (n * n * (n - 1.0))
+    return (changes - mean) / math.sqrt(var) if var > 0 else 0.0
+
+
+#: the runs test warns below this z (a false alarm on a random order: probability ~1e-9)
+LABEL_ORDER_Z = -6.0
+
+
 def _finish_counts(result: ReleaseResult, engine: _Privatizer) -> None:
+    positives, rows, changes = engine.label_runs
+    z = label_order_z(positives, rows, changes)
+    if z < LABEL_ORDER_Z:
+        warnings.warn(
+            f"the label column {result.spec.label!r} looks sorted or clustered in the row order "
+            f"({changes:,} label changes between consecutive rows where a random order gives about "
+            f"{2.0 * positives * (rows - positives) / rows:,.0f}; runs test z = {z:.1f}): the "
+            "position of a row can reveal its label, which the noise does not protect. Release "
+            "with shuffle=True (CLI: --shuffle)",
+            PrivacyLeakWarning, stacklevel=3)
     result.rows_clipped = engine.rows_clipped
     result.targets_clipped = engine.targets_clipped
+    result.targets_out_of_range = engine.targets_out_of_range
+    if result.targets_out_of_range:
+        lo, hi = result.spec.target_range
+        warnings.warn(
+            f"{result.targets_out_of_range:,} regression targets lay outside the declared range "
+            f"{lo:g}:{hi:g} and were clipped to it; widen --target-range if that is not intended",
+            UserWarning, stacklevel=3)
     result.values_out_of_range = {k: v for k, v in engine.out_of_range.items() if v}
     if result.values_out_of_range:
         detail = ", ".join(f"{k}: {v:,}" for k, v in result.values_out_of_range.items())

@@ -111,6 +111,10 @@ class RangeScaler:
         """
         # Python-float / output-dtype scalars keep the loops in the output dtype (a NumPy float64
         # scalar would force a float64 loop plus a cast: 3x slower for float32 output).
+        if raw.dtype == np.float16:
+            # float16 arithmetic overflows at 65504 (range 0:200000 turned 30000 into -1) and has
+            # 11 bits: scale it in float64
+            raw = raw.astype(np.float64)
         np.subtract(raw, float(self.mid[j]), out=out, casting="unsafe")
         np.multiply(out, out.dtype.type(1.0 / self.half[j]), out=out)
         np.clip(out, -1.0, 1.0, out=out)
