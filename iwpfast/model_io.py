@@ -70,6 +70,7 @@ def model_document(est) -> dict:
     """The JSON document of a fitted estimator (see the module docstring)."""
     est._check_fitted()
     state = est._pass.head
+    ovr = est._pass.ovr
     fitted = {
         "coef": _jsonable(np.asarray(est.coef_, dtype=np.float64).reshape(-1)),
         "intercept": _jsonable(float(np.asarray(est.intercept_).reshape(-1)[0])),
@@ -104,6 +105,13 @@ def model_document(est) -> dict:
     if getattr(est, "release_spec_", None) is not None:
         spec = est.release_spec_
         release = spec.to_metadata() if hasattr(spec, "to_metadata") else dict(spec)
+    if ovr is not None:
+        # k > 2 classes: one row of coefficients, one intercept and one SGD state per head
+        fitted["coef"] = _jsonable(np.asarray(est.coef_, dtype=np.float64))
+        fitted["intercept"] = _jsonable(np.asarray(est.intercept_, dtype=np.float64))
+        fitted["label_weights"] = _jsonable(list(ovr.table))
+        fitted["telemetry_per_class"] = _jsonable(list(est.telemetry_per_class_))
+        state = None
     doc = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -116,6 +124,9 @@ def model_document(est) -> dict:
         "state": None if state is None else {k: _jsonable(np.asarray(v)) for k, v in state.arrays().items()
                                              if k not in ("trace", "trace_steps")},
     }
+    if ovr is not None:
+        doc["states"] = [{k: _jsonable(np.asarray(v)) for k, v in st.arrays().items()
+                          if k not in ("trace", "trace_steps")} for st in ovr.states]
     doc["sha256"] = _digest(doc)
     return doc
 
@@ -181,10 +192,18 @@ def load_model(path, filesystem=None):
         est = cls(**params)
         f = doc["fitted"]
         p = len(f["features"])
-        coef = np.array([_float(v) for v in f["coef"]], dtype=np.float64)
-        if coef.shape != (p,):
+        multiclass = isinstance(f["intercept"], list)
+        coef = np.array(f["coef"], dtype=np.float64)      # parses "inf"/"nan" strings too
+        if multiclass:
+            if coef.ndim != 2 or coef.shape[1] != p or len(f["intercept"]) != coef.shape[0]:
+                raise ValueError(f"coefficients of shape {coef.shape} for {p} features")
+            est.coef_ = coef
+            est.intercept_ = np.array(f["intercept"], dtype=np.float64)
+            est.classes_ = np.asarray(f["classes"])
+            est.telemetry_per_class_ = f.get("telemetry_per_class") or []
+        elif coef.shape != (p,):
             raise ValueError(f"{coef.size} coefficients for {p} features")
-        if est._task == "classification":
+        elif est._task == "classification":
             est.coef_ = coef.reshape(1, -1)
             est.intercept_ = np.array([_float(f["intercept"])])
             est.classes_ = np.asarray(f["classes"])
@@ -234,18 +253,27 @@ def load_model(path, filesystem=None):
             variance_cap=float("inf") if est.variance_cap is None else float(est.variance_cap),
             fit_intercept=bool(est.fit_intercept), average_start=int(f.get("average_start", -1)))
         noise = NoiseModel(est.noise_var_, est.label_keep_prob_, est.target_noise_var_, None, release)
-        state = doc.get("state")
-        head = None
-        if state is not None:
+        def head_state(state):
             # np.array parses the "inf"/"nan" strings _jsonable wrote for non-finite floats
             arrays = {k: np.array(vv, dtype=np.int64 if k == "counters" else np.float64)
                       for k, vv in state.items()}
             arrays["trace"] = np.zeros((0, p + 1))
             arrays["trace_steps"] = np.zeros(0, dtype=np.int64)
-            head = HeadState.from_arrays(arrays)
+            return HeadState.from_arrays(arrays)
+
+        state = doc.get("state")
+        head = None if state is None else head_state(state)
+        ovr = None
+        if multiclass:
+            from .estimators._multiclass import OneVsRest
+            ovr = OneVsRest(classes=est.classes_, table=tuple(_float(w) for w in f["label_weights"]))
+            ovr.configs = ovr.head_configs(config)
+            states = doc.get("states")
+            ovr.states = None if states is None else [head_state(st) for st in states]
+            head = None if ovr.states is None else ovr.states[0]
         est._pass = PassState(config=config, features=list(est.features_),
                               label=est.label_ if est.label_ is not None else ARRAY_LABEL,
-                              noise=noise, head=head)
+                              noise=noise, head=head, ovr=ovr)
         return est
     except InvalidInputError:
         raise

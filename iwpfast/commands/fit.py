@@ -84,6 +84,9 @@ def register(subparsers) -> None:
                    help="feature noise variance sigma^2 for data without release metadata")
     p.add_argument("--epsilon-y", type=float, default=None,
                    help="label budget for data without release metadata")
+    p.add_argument("--classes", nargs="+", default=None, metavar="CLASS",
+                   help="the label's classes for data without release metadata: k > 2 classes train "
+                        "k one-vs-rest heads in one scan (a release written with --classes carries them)")
     p.add_argument("--override", action="store_true",
                    help="let --noise-var/--epsilon-y override a release's metadata")
     p.add_argument("--chunk-rows", type=int, default=None, help="rows per kernel call (default: automatic)")
@@ -143,6 +146,9 @@ def run(args) -> int:
     else:
         model = IWPClassifier(loss=args.loss or "exponential", truncation=args.truncation, **common)
         noise = dict(epsilon_y=args.epsilon_y)
+        if args.classes:
+            from .release import parse_classes
+            noise["classes"] = parse_classes(args.classes)
     features = split_names(args.features) if args.features else None
     from . import cluster_client
 
@@ -168,9 +174,16 @@ def run(args) -> int:
     print(f"fitted {type(model).__name__}(loss={model.loss!r}, correction={model.correction!r}) on "
           f"{model.n_rows_seen_:,} rows of {args.data} ({model.mode_} mode)")
     print(f"features: {', '.join(model.features_)}; label: {model.label_}")
-    coef = model.coef_.reshape(-1)
-    intercept = float(np.asarray(model.intercept_).reshape(-1)[0])
-    print("coef:", " ".join(f"{c:+.5g}" for c in coef), f" intercept: {intercept:+.5g}")
+    if np.ndim(model.coef_) == 2 and model.coef_.shape[0] > 1:     # k one-vs-rest heads
+        print(f"{model.coef_.shape[0]} classes, one-vs-rest heads trained in one scan:")
+        for cls, coef, intercept in zip(np.asarray(model.classes_).tolist(), model.coef_,
+                                           model.intercept_, strict=True):
+            print(f"  {cls!r}: coef", " ".join(f"{c:+.5g}" for c in coef),
+                  f" intercept: {intercept:+.5g}")
+    else:
+        coef = model.coef_.reshape(-1)
+        intercept = float(np.asarray(model.intercept_).reshape(-1)[0])
+        print("coef:", " ".join(f"{c:+.5g}" for c in coef), f" intercept: {intercept:+.5g}")
     print(f"updates: {tel.get('batches')}, projection hits: {tel.get('projection_hits')}, "
           f"cap hits: {tel.get('cap_hits')}, largest sigma^2|theta|^2: {tel.get('max_noise_energy', 0):.3g}")
     print(f"model written to {args.out}")

@@ -72,7 +72,8 @@ def model_info(path, args) -> str | None:
         return None
     doc = read_model_document(path)  # checks the version and the checksum
     if getattr(args, "json", False):
-        return json.dumps({k: v for k, v in doc.items() if k != "state"}, indent=2, sort_keys=True)
+        return json.dumps({k: v for k, v in doc.items() if k not in ("state", "states")}, indent=2,
+                          sort_keys=True)
     f, prm = doc["fitted"], doc["params"]
     lines = [
         f"{path}: iwpfast model {doc['estimator']} (format version {doc['format_version']}, "
@@ -81,10 +82,20 @@ def model_info(path, args) -> str | None:
         f"learning rate {prm['learning_rate']} ({prm['schedule']}), batch {prm['batch_size']}, "
         f"average {prm['average']}",
         f"trained on {f['n_rows_seen']:,} rows, {f['n_iter']} updates; radius {f['radius']}",
-        "coef:      " + ", ".join(f"{n}={c:+.5g}" for n, c in zip(f["features"], f["coef"]))
-        + f"; intercept {f['intercept']:+.5g}",
-        f"label:     {f['label']}" + (f" (classes {f['classes']})" if f.get("classes") else ""),
     ]
+    if isinstance(f["intercept"], list):      # k > 2 classes: one-vs-rest heads
+        lines.append(f"{len(f['intercept'])} classes, one-vs-rest heads (k-ary label weights "
+                     f"{f.get('label_weights')}):")
+        for cls, coef, b in zip(f["classes"], f["coef"], f["intercept"], strict=True):
+            terms = ", ".join(f"{n}={float(c):+.5g}" for n, c in zip(f["features"], coef, strict=True))
+            lines.append(f"  {cls!r}: {terms}; intercept {float(b):+.5g}")
+        lines.append(f"label:     {f['label']}")
+    else:
+        lines += [
+            "coef:      " + ", ".join(f"{n}={c:+.5g}" for n, c in zip(f["features"], f["coef"]))
+            + f"; intercept {f['intercept']:+.5g}",
+            f"label:     {f['label']}" + (f" (classes {f['classes']})" if f.get("classes") else ""),
+        ]
     if doc.get("release") is not None:
         from ..privacy import ReleaseSpec
         lines.append("trained on a release with spec:")

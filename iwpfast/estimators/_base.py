@@ -530,7 +530,11 @@ class IWPBase(ParamsMixin, InputsMixin):
 
     @staticmethod
     def _linear_scores(theta, b, cols) -> np.ndarray:
-        """``b + sum_j theta_j * cols[j]``: one vectorized pass per feature column."""
+        """``b + sum_j theta_j * cols[j]``: one vectorized pass per feature column; with (k, p)
+        coefficients and k intercepts (one-vs-rest heads) the (n, k) scores."""
+        if np.ndim(theta) == 2:
+            return np.column_stack([IWPBase._linear_scores(t, bb, cols)
+                                    for t, bb in zip(theta, b, strict=True)])
         u = np.full(len(cols[0]), b)
         for t, c in zip(theta, cols):
             u += t * c

@@ -30,6 +30,7 @@ class PassState:
     head: HeadState | None = None          # the SGD state; None before the first update
     classes: np.ndarray | None = None      # the two classes found so far (classifier)
     classes_hint: np.ndarray | None = None  # partial_fit(classes=...)
+    ovr: object | None = None              # k > 2 classes: the heads (_multiclass.OneVsRest)
 
     @property
     def started(self) -> bool:

@@ -10,6 +10,7 @@ import numpy as np
 from ..exceptions import InvalidInputError, NumericalWarning
 from ..losses import CLASSIFICATION_LOSSES
 from ._base import IWPBase
+from ._multiclass import OneVsRestMixin
 
 
 def _two_classes(y: np.ndarray) -> np.ndarray:
@@ -25,34 +26,8 @@ def _two_classes(y: np.ndarray) -> np.ndarray:
     return np.unique(y)
 
 
-class IWPClassifier(IWPBase):
-    """Linear classifier trained in one pass by IWP-SGD on a local-DP release (labels in two classes).
-
-    Parameters (keyword-only; stored as given, validated at fit time):
-    loss: "exponential" (exact correction) | "logistic" (truncated series, see ``truncation``) |
-        "quadratic".
-    correction: "iwp" (unbiased gradients) | "none" (naive SGD on the noisy data).
-    alpha: l2 strength lambda (the regularized risk is alpha-strongly convex), or "auto" (default):
-        chosen by private validation with learning_rate (docs/tuning.md; fitted ``alpha_``).
-    learning_rate: gamma0, or "auto" (default): a grid of (alpha, step) heads is trained in the
-        same scan of (1 - validation_fraction) of the rows, each head is scored by its unbiased
-        private risk on the rest, unreliable estimates are dropped, and the one-standard-error rule
-        picks (fitted ``learning_rate_``, ``alpha_``, ``tuning_``).  Without a variance_cap, IWP
-        heads then run with the cap sigma^2 |theta|^2 <= 2.
-    schedule: "constant" | "inverse" (gamma0/(1+mu gamma0 t)) | "paper".
-    mu: mu of the inverse schedule (None = alpha).
-    batch_size: rows per update (the last partial batch is used).
-    radius: projection radius on theta (None = feature_bound * |f'(0)| / alpha, docs/design.md section 2).
-    variance_cap: cap on sigma^2 |theta|^2 (None = no cap); keeps large steps stable.
-    average: False | True (all iterates) | "tail" (last half) | start fraction | start update number.
-    fit_intercept: learn a noise-free intercept.
-    truncation: K of the logistic IWP series, or "auto" (the MSE-optimal K at the noise level).
-    chunk_rows: rows per chunk read from the source (None = the driver's default).
-    shuffle, random_state: permute in-memory arrays once before the pass (files are read in order).
-    progress: show a progress bar.
-    validation_fraction: share of the rows held out by "auto" (default 0.1), in blocks spread over
-        the whole stream; or pass a separate private release with ``fit(..., validation=...)``.
-    """
+class _TwoClasses(IWPBase):
+    """IWPClassifier's two-class side: the label encoding (-1/+1), the single head, prediction."""
 
     _task = "classification"
     _losses = CLASSIFICATION_LOSSES
@@ -106,8 +81,8 @@ class IWPClassifier(IWPBase):
             source = None
         if classes.size > 2:
             raise InvalidInputError(
-                f"IWPClassifier is binary but y has {classes.size} classes {classes.tolist()[:10]}; "
-                "encode the task as two classes (one-vs-rest)")
+                f"y has {classes.size} classes {classes.tolist()[:10]} but partial_fit trains two; "
+                "train k classes in one pass with fit(X, y, classes=[...])")
         if classes.size == 1:
             if set(classes.tolist()) <= {-1, 1}:
                 classes = np.array([-1, 1])
@@ -128,9 +103,9 @@ class IWPClassifier(IWPBase):
                 value = values[row]
                 if source is None:
                     raise InvalidInputError(
-                        f"IWPClassifier is binary but y has more than 2 classes: {negative!r}, "
-                        f"{positive!r} and {value!r} (row {first_row + row}); encode the task as two "
-                        "classes (one-vs-rest)")
+                        f"y has more than 2 classes: {negative!r}, {positive!r} and {value!r} (row "
+                        f"{first_row + row}); train k classes in one pass with fit(X, y, "
+                        "classes=[...]) (one-vs-rest heads in one scan)")
                 raise InvalidInputError(f"y has label {value!r} at row {first_row + row}, not in {source}; "
                                         "pass classes=[...] naming both labels, or recode y")
             return np.where(is_positive, 1.0, -1.0)
@@ -218,3 +193,36 @@ class IWPClassifier(IWPBase):
     def _risk_from(self, u, ypm) -> float:
         from ..losses import derivative
         return float(np.mean(derivative(self.loss, 0, ypm * u)))
+
+
+class IWPClassifier(OneVsRestMixin, _TwoClasses):
+    """Linear classifier trained in one pass by IWP-SGD on a local-DP release: two classes, or
+    k > 2 classes as k one-vs-rest heads trained in the same scan (``_multiclass``: a release
+    written with ``classes=[...]``, or ``fit(X, y, classes=[...], epsilon_y=...)``; ``coef_`` is
+    then (k, p), ``intercept_`` (k,), ``classes_`` the declared classes and ``predict`` the argmax).
+
+    Parameters (keyword-only; stored as given, validated at fit time):
+    loss: "exponential" (exact correction) | "logistic" (truncated series, see ``truncation``) |
+        "quadratic".
+    correction: "iwp" (unbiased gradients) | "none" (naive SGD on the noisy data).
+    alpha: l2 strength lambda (the regularized risk is alpha-strongly convex), or "auto" (default):
+        chosen by private validation with learning_rate (docs/tuning.md; fitted ``alpha_``).
+    learning_rate: gamma0, or "auto" (default): a grid of (alpha, step) heads is trained in the
+        same scan of (1 - validation_fraction) of the rows, each head is scored by its unbiased
+        private risk on the rest, unreliable estimates are dropped, and the one-standard-error rule
+        picks (fitted ``learning_rate_``, ``alpha_``, ``tuning_``).  Without a variance_cap, IWP
+        heads then run with the cap sigma^2 |theta|^2 <= 2.
+    schedule: "constant" | "inverse" (gamma0/(1+mu gamma0 t)) | "paper".
+    mu: mu of the inverse schedule (None = alpha).
+    batch_size: rows per update (the last partial batch is used).
+    radius: projection radius on theta (None = feature_bound * |f'(0)| / alpha, docs/design.md section 2).
+    variance_cap: cap on sigma^2 |theta|^2 (None = no cap); keeps large steps stable.
+    average: False | True (all iterates) | "tail" (last half) | start fraction | start update number.
+    fit_intercept: learn a noise-free intercept.
+    truncation: K of the logistic IWP series, or "auto" (the MSE-optimal K at the noise level).
+    chunk_rows: rows per chunk read from the source (None = the driver's default).
+    shuffle, random_state: permute in-memory arrays once before the pass (files are read in order).
+    progress: show a progress bar.
+    validation_fraction: share of the rows held out by "auto" (default 0.1), in blocks spread over
+        the whole stream; or pass a separate private release with ``fit(..., validation=...)``.
+    """

@@ -5,9 +5,10 @@
     >>> theta, b = result.states["iwp"].coef(averaged=False)                      # doctest: +SKIP
 
 Per chunk of the stream (``iwpfast.io.reader.ChunkReader``, decoded one chunk ahead in a
-background thread) the driver makes exactly one kernel call per head (``run_chunk``); Python never
-loops per row or per minibatch.  ``finish`` runs each head's last partial batch at the end of the
-stream.  Because the kernels carry the incomplete batch between calls, the model does not depend
+background thread) the driver makes exactly one kernel call per head (``run_chunk``), or per group
+of one-vs-rest heads of one class-index label (``run_chunk_heads``: every batch is used by all k
+heads while it is in cache); Python never loops per row or per minibatch.  ``finish`` runs each
+head's last partial batch at the end of the stream.  Because the kernels carry the incomplete batch between calls, the model does not depend
 on the chunk size or on how the data is split into files: bit for bit.
 
 Around that loop: the tqdm progress bar, the trace callback (the kernel records (theta, b) every k
@@ -216,23 +217,66 @@ def _warn_telemetry(name: str, cfg: HeadConfig, tel: dict) -> None:
 
 # ------------------------------------------------------------------------------ engines
 def _engine(name: str):
+    """(run, finish) of a *unit* of heads (``_units``): ``run(cfgs, states, X, y)``."""
     if name in ("numba", "auto"):
         from . import engine as eng
-        return eng.run_chunk, eng.finish
-    if name == "reference":
+        one, one_finish, many, many_finish = (eng.run_chunk, eng.finish, eng.run_chunk_heads,
+                                              eng.finish_heads)
+    elif name == "reference":
         from . import reference as ref
-        return ref.reference_run_chunk, ref.reference_finish
-    raise InvalidInputError(f"engine={name!r}; use 'numba' (fast) or 'reference' (NumPy twin)")
+        one, one_finish, many, many_finish = (ref.reference_run_chunk, ref.reference_finish,
+                                              ref.reference_run_chunk_heads,
+                                              ref.reference_finish_heads)
+    else:
+        raise InvalidInputError(f"engine={name!r}; use 'numba' (fast) or 'reference' (NumPy twin)")
+
+    def run(cfgs, states, X, y):
+        if len(cfgs) == 1:
+            one(cfgs[0], states[0], X, y)
+        else:
+            many(cfgs, states, X, y)
+
+    def finish(cfgs, states):
+        if len(cfgs) == 1:
+            one_finish(cfgs[0], states[0])
+        else:
+            many_finish(cfgs, states)
+    return run, finish
+
+
+def _units(heads) -> list[list]:
+    """The heads grouped into kernel calls: the one-vs-rest heads of one class-index label
+    (``HeadConfig.label_class`` set) that read the same features and share batch size, loss and
+    truncation run as one k-head call (one scan: every batch is used by every head while in
+    cache); every other head alone.  Order: the first head of each unit, in the given order."""
+    units: list[list] = []
+    together: dict[tuple, list] = {}
+    for h in heads:
+        c = h.config
+        if c.label_class is None:
+            units.append([h])
+            continue
+        key = (tuple(h.features), h.label, c.batch_size, c.loss, c.truncation)
+        if key not in together:
+            together[key] = []
+            units.append(together[key])
+        together[key].append(h)
+    return units
 
 
 def finish_states(configs: dict[str, HeadConfig], states: dict[str, HeadState], *,
                   engine: str = "numba") -> None:
     """Run each head's carried partial batch as its last update (after ``fit_stream(...,
     finish=False)``: the end of a pass made of several calls)."""
-    _, finish_kernel = _engine(engine)
+    _, finish_unit = _engine(engine)
+    units: dict = {}
     for name, cfg in configs.items():
         _ensure_trace(cfg, states[name], 0)
-        finish_kernel(cfg, states[name])
+        # one-vs-rest heads share their carried rows: finished together (as fit_stream does)
+        key = name if cfg.label_class is None else ("ovr", cfg.batch_size, cfg.loss, cfg.truncation)
+        units.setdefault(key, []).append(name)
+    for names in units.values():
+        finish_unit([configs[n] for n in names], [states[n] for n in names])
 
 
 # ------------------------------------------------------------------------------ signals
@@ -357,10 +401,10 @@ class _HeadPool:
     #: chunks a worker may be behind the reader: bounds the decoded chunks kept alive
     LAG = 2
 
-    def __init__(self, heads, states, group_of, run_chunk, threads):
+    def __init__(self, units, states, group_of, run_chunk, threads):
         import queue
-        jobs = [(i, h.config, states[h.name], group_of[h.name], h.label)
-                for i, h in enumerate(heads)]
+        jobs = [(i, [h.config for h in unit], [states[h.name] for h in unit],
+                 group_of[unit[0].name], unit[0].label) for i, unit in enumerate(units)]
         bounds = [round(i * len(jobs) / threads) for i in range(threads + 1)]
         self.groups = [jobs[bounds[i]:bounds[i + 1]] for i in range(threads)]
         self.run_chunk = run_chunk
@@ -381,9 +425,9 @@ class _HeadPool:
                 if chunk is None:
                     return
                 if not failed:
-                    for index, cfg, st, g, label in group:
+                    for index, cfgs, sts, g, label in group:
                         try:
-                            self.run_chunk(cfg, st, chunk.features[g], chunk.labels[label])
+                            self.run_chunk(cfgs, sts, chunk.features[g], chunk.labels[label])
                         except BaseException as exc:
                             with self.lock:
                                 self.errors.append((index, exc))
@@ -488,14 +532,15 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
                                          smoothness=h.paper_smoothness, theta0_norm=theta0_norm)
         resolved.append(dataclasses.replace(h, config=cfg))
     heads = resolved
-    run_chunk, finish_kernel = _engine(engine)
+    run_unit, finish_unit = _engine(engine)
+    units = _units(heads)
     tracing = any(h.config.trace_every > 0 for h in heads)
     if head_threads is None:
-        head_threads = default_head_threads(len(heads), src)
+        head_threads = default_head_threads(len(units), src)
     elif int(head_threads) < 1:
         raise InvalidInputError(f"head_threads={head_threads}; use None (automatic), 1 "
                                 f"(sequential) or a number of threads >= 1")
-    head_threads = min(int(head_threads), len(heads))
+    head_threads = min(int(head_threads), len(units))
 
     groups: list[list[str]] = []
     for h in heads:
@@ -573,7 +618,7 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
         total = None if src.num_rows is None else src.num_rows * epochs
         initial = start_row + start_epoch * (src.num_rows or 0)
         bar = progress_bar(progress, total, initial=initial if total else start_row)
-        pool = (_HeadPool(heads, cur, group_of, run_chunk, head_threads)
+        pool = (_HeadPool(units, cur, group_of, run_unit, head_threads)
                 if head_threads > 1 else None)
         try:
             with _SignalGuard(checkpoint is not None) as guard:
@@ -591,10 +636,10 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
                             for h in heads:
                                 _ensure_trace(h.config, cur[h.name], chunk.n_rows)
                             if pool is None:
-                                for h in heads:
-                                    run_chunk(h.config, cur[h.name],
-                                              chunk.features[group_of[h.name]],
-                                              chunk.labels[h.label])
+                                for unit in units:
+                                    run_unit([h.config for h in unit], [cur[h.name] for h in unit],
+                                             chunk.features[group_of[unit[0].name]],
+                                             chunk.labels[unit[0].label])
                             else:
                                 pool.submit(chunk)
                                 if tracing:  # trace buffers are sized and drained per chunk
@@ -634,7 +679,8 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
                 if finish:
                     for h in heads:
                         _ensure_trace(h.config, cur[h.name], 0)
-                        finish_kernel(h.config, cur[h.name])
+                    for unit in units:
+                        finish_unit([h.config for h in unit], [cur[h.name] for h in unit])
                 _drain_traces(heads, cur, trace_callback)
                 if checkpoint is not None:
                     save(epochs - 1, n_rows_pass, None, is_finished=True)

@@ -1,0 +1,301 @@
+"""k > 2 classes: IWPClassifier's one-vs-rest heads, trained in one scan (docs/math.md "k classes").
+
+A k-class label (a release written with ``classes=[...]``: class indices 0..k-1 after k-ary
+randomized response; or arrays with ``fit(X, y, classes=[...], epsilon_y=...)``) is learned as k
+binary heads, head c for "class c against the rest", each with the label weights of k-ary
+randomized response (``iwpfast.label_noise.label_weight_table``).  The driver runs the k heads as
+one kernel call per chunk (``sgd.engine.run_chunk_heads``): every batch of rows is read once and
+used by every head while it is in cache.  Two classes stay the binary estimator of
+``classifier.py``, bit for bit.
+
+``OneVsRestMixin`` adds to the classifier what differs: the label encoding (class indices), the
+pass over k heads, the fitted (k, p) coefficients, the argmax prediction, the normalized
+one-vs-rest probabilities and the private risk summed over the heads.  The pass's k configs and
+states live in ``PassState.ovr`` (``OneVsRest``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..estimates import class_indices
+from ..exceptions import InvalidInputError, NumericalWarning
+from ..label_noise import check_classes, label_weight_table
+
+PUBLIC_TABLE = (1.0, 0.0, 1.0, 0.0)
+
+
+@dataclass
+class OneVsRest:
+    """The one-vs-rest side of a pass: the declared classes (head c is classes[c]), the label
+    weights of k-ary randomized response, and the k heads' configs and SGD states."""
+
+    classes: np.ndarray
+    table: tuple = PUBLIC_TABLE
+    configs: list = field(default_factory=list)
+    states: list | None = None
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.classes)
+
+    def head_names(self) -> list[str]:
+        return [f"class_{c}" for c in range(self.n_classes)]
+
+    def head_configs(self, base) -> list:
+        """k configs from the pass's base config: head c reads class index c; mode iwp uses the
+        k-ary label weights (the binary keep probability of the base config does not apply)."""
+        weights = self.table if base.mode == "iwp" else None
+        return [dataclasses.replace(base, label_keep_prob=None, label_class=c, label_weights=weights)
+                for c in range(self.n_classes)]
+
+
+def release_table(meta: dict) -> tuple:
+    """The label weights of a k-class release, recomputed from its (checked) epsilon_y."""
+    eps = meta.get("epsilon_y")
+    return PUBLIC_TABLE if eps is None else label_weight_table(eps, len(meta["classes"]))
+
+
+class OneVsRestMixin:
+    """The k > 2 class side of IWPClassifier (used only when the pass has ``PassState.ovr``)."""
+
+    # (declared classes, epsilon_y) of the fit in progress; None outside fit
+    _fit_request = None
+
+    def _ovr(self) -> OneVsRest | None:
+        ps = self._pass
+        return None if ps is None else ps.ovr
+
+    # ---- fitting -----------------------------------------------------------------------------
+    def fit(self, X, y=None, *, classes=None, **kwargs):
+        """Fit in one pass (see ``IWPBase.fit``).  ``classes``: the label's declared classes, in
+        the order that defines the heads (required with ``epsilon_y`` for k > 2: k-ary randomized
+        response's q and r depend on k).  A release written with ``classes=[...]`` carries them."""
+        declared = None if classes is None else check_classes(classes)
+        self._fit_request = (declared, kwargs.get("epsilon_y"), kwargs.get("label_keep_prob"))
+        try:
+            return super().fit(X, y, **kwargs)
+        finally:
+            self._fit_request = None
+
+    def _start_ovr(self, classes, table) -> None:
+        self._pass.ovr = OneVsRest(classes=np.asarray(classes), table=table)
+
+    def _encode_targets_fit(self, y: np.ndarray) -> np.ndarray:
+        ovr = self._ovr()
+        if ovr is not None:                     # a fitted k-class model scoring arrays
+            return class_indices(y, list(ovr.classes))[0].astype(np.float64)
+        declared, eps, keep = self._fit_request or (None, None, None)
+        if self._fit_request is None:
+            return super()._encode_targets_fit(y)
+        values = declared if declared is not None else tuple(np.unique(y).tolist())
+        if len(values) <= 2:
+            if declared is None:
+                return super()._encode_targets_fit(y)
+            # two declared classes: the binary head, classes[1] the positive one (as a release)
+            codes, _ = class_indices(y, list(declared))      # names a label outside them
+            self._pass.classes = np.asarray(declared)
+            return np.where(codes == 1, 1.0, -1.0)
+        if declared is None and (eps is not None or keep is not None):
+            raise InvalidInputError(
+                f"y has {len(values)} classes and epsilon_y is given: declare the classes of the "
+                "k-ary randomized response with classes=[...] (its q and r depend on k, and the "
+                "classes seen in y need not be all of them)")
+        if keep is not None:
+            raise InvalidInputError("label_keep_prob is the binary keep probability; for k classes "
+                                    "give epsilon_y (and classes=[...])")
+        codes, k = class_indices(y, list(values))
+        self._start_ovr(values, PUBLIC_TABLE if eps is None else label_weight_table(eps, k))
+        return codes.astype(np.float64)
+
+    def _label_mapped_source(self, source, lab):
+        meta = source.release_metadata
+        declared, eps, _ = self._fit_request or (None, None, None)
+        if meta is not None and meta.get("label_encoding") == "class_index":
+            classes = list(meta["classes"])
+            if declared is not None and list(declared) != classes:
+                raise InvalidInputError(f"classes={list(declared)} but the release declares {classes}; "
+                                        "drop classes= (the release's own are used)")
+            self._start_ovr(classes, release_table(meta))
+            return source
+        if declared is not None and len(declared) > 2:
+            # a file of clean or explicitly-noised data with the label's values
+            from ..io.views import PartSource, column_mapper
+            self._start_ovr(declared, PUBLIC_TABLE if eps is None else label_weight_table(eps, len(declared)))
+            mapper = column_mapper({lab: lambda yv: class_indices(yv, list(declared))[0].astype(np.float64)})
+            return PartSource(source, mapper=mapper)
+        return super()._label_mapped_source(source, lab)
+
+    def partial_fit(self, X, y=None, *, classes=None, **kwargs):
+        if (classes is not None and len(classes) > 2) or self._ovr() is not None:
+            raise InvalidInputError("partial_fit trains two classes; train k > 2 classes in one pass "
+                                    "with fit(X, y, classes=[...]) or fit(release)")
+        return super().partial_fit(X, y, classes=classes, **kwargs)
+
+    def _run(self, source, kwargs):
+        ovr = self._ovr()
+        if ovr is None:
+            return super()._run(source, kwargs)
+        from ..sgd import driver
+        from ._base import _ENGINE
+        ps = self._pass
+        if not ovr.configs:
+            ovr.configs = ovr.head_configs(ps.config)
+        names = ovr.head_names()
+        heads = [driver.Head(n, c, list(ps.features), ps.label) for n, c in zip(names, ovr.configs, strict=True)]
+        kw = dict(progress=self.progress, engine=_ENGINE, **kwargs)
+        if self.chunk_rows is not None:
+            kw["chunk_rows"] = int(self.chunk_rows)
+        if ovr.states is not None:
+            kw["states"] = dict(zip(names, ovr.states, strict=True))
+        if ps.noise.feature_bound is not None:
+            kw["feature_bound"] = ps.noise.feature_bound
+        result = driver.fit_stream(source, heads, **kw)
+        ovr.configs = [result.configs.get(n, c) for n, c in zip(names, ovr.configs, strict=True)]
+        ovr.states = [result.states[n] for n in names]
+        ps.config = ovr.configs[0]
+        ps.head = ovr.states[0]
+        self._update_fitted(ps.head, {n: dict(result.telemetry.get(n, {})) for n in names})
+
+    def _update_fitted(self, state, telemetry):
+        ovr = self._ovr()
+        if ovr is None:
+            return super()._update_fitted(state, telemetry)
+        averaged = self._pass.config.average_start >= 0
+        coefs = [st.coef(averaged) for st in ovr.states]
+        self.coef_ = np.stack([theta for theta, _ in coefs])
+        self.intercept_ = (np.array([b for _, b in coefs]) if self.fit_intercept
+                           else np.zeros(ovr.n_classes))
+        self.classes_ = np.asarray(ovr.classes)
+        per_class = []
+        for name, st in zip(ovr.head_names(), ovr.states, strict=True):
+            base = self._telemetry_from_state(st)
+            base.update(telemetry.get(name, {}) if isinstance(telemetry, dict) else {})
+            per_class.append(base)
+        merged = dict(per_class[0])
+        for key in ("projection_hits", "cap_hits"):
+            merged[key] = sum(t.get(key, 0) for t in per_class)
+        for key in ("max_noise_energy", "grad_norm_mean", "theta_norm"):
+            if key in merged:
+                merged[key] = max(t.get(key, 0.0) for t in per_class)
+        for key in ("on_sphere", "capped"):
+            if key in merged:
+                merged[key] = any(t.get(key, False) for t in per_class)
+        self.telemetry_ = merged
+        self.telemetry_per_class_ = per_class
+        self.n_rows_seen_ = int(merged["rows_seen"]) + ovr.states[0].carry_n
+        self.n_iter_ = ovr.states[0].step
+
+    # ---- prediction ----------------------------------------------------------------------------
+    def _multiclass(self) -> bool:
+        return np.ndim(getattr(self, "coef_", None)) == 2 and np.shape(self.coef_)[0] > 1
+
+    def _theta_b(self):
+        if not self._multiclass():
+            return super()._theta_b()
+        return np.asarray(self.coef_, dtype=np.float64), np.asarray(self.intercept_, dtype=np.float64)
+
+    def decision_function(self, X, *, features=None, scaled=None, raw=None) -> np.ndarray:
+        """The linear score ``theta^T x + b``: shape (n,) for two classes, (n, k) for k > 2 (column
+        c: head c, classes_[c] against the rest).  Units as in ``IWPBase.decision_function``."""
+        return super().decision_function(X, features=features, scaled=scaled, raw=raw)
+
+    def predict(self, X, *, features=None, scaled=None, raw=None) -> np.ndarray:
+        """The predicted class of each row: for k > 2 classes the argmax over the heads' scores."""
+        if not self._multiclass():
+            return super().predict(X, features=features, scaled=scaled, raw=raw)
+        u = self.decision_function(X, features=features, scaled=scaled, raw=raw)
+        return self.classes_[np.argmax(u, axis=1)]
+
+    def predict_proba(self, X, *, features=None, scaled=None, raw=None) -> np.ndarray:
+        """Class probabilities (logistic loss only); for k > 2 classes the one-vs-rest
+        probabilities sigma(u_c) normalized to sum to 1 over the classes."""
+        if not self._multiclass():
+            return super().predict_proba(X, features=features, scaled=scaled, raw=raw)
+        if self.loss != "logistic":
+            raise InvalidInputError(
+                f"predict_proba needs loss='logistic' (this model uses {self.loss!r}, whose score is not "
+                "a log-odds); use decision_function, or refit with loss='logistic'")
+        u = self.decision_function(X, features=features, scaled=scaled, raw=raw)
+        p = 0.5 * (1.0 + np.tanh(0.5 * u))    # overflow-free sigmoid of each head
+        return p / p.sum(axis=1, keepdims=True)
+
+    def _encode_targets_stream(self, y, first=None, column=None):
+        if self._multiclass():
+            return class_indices(np.asarray(y), list(self.classes_))[0]
+        return super()._encode_targets_stream(y, first, column)
+
+    def _score_from(self, u, y) -> float:
+        if np.ndim(u) == 2:                   # accuracy of the argmax against class indices
+            return float(np.mean(np.argmax(u, axis=1) == y))
+        return super()._score_from(u, y)
+
+    def _risk_from(self, u, y) -> float:
+        if np.ndim(u) == 2:                   # the one-vs-rest loss: sum over the heads, mean over rows
+            from ..losses import derivative
+            signs = np.where(np.asarray(y)[:, None] == np.arange(u.shape[1]), 1.0, -1.0)
+            return float(np.mean(np.sum(derivative(self.loss, 0, signs * u), axis=1)))
+        return super()._risk_from(u, y)
+
+    def private_risk(self, X, y=None, *, noise_var=None, epsilon_y=None, label_keep_prob=None,
+                     target_noise_var=None, features=None, label=None, override=False):
+        """``IWPBase.private_risk``; for k > 2 classes the estimate of the one-vs-rest risk
+        (the sum over the heads of f(y_c u_c), mean over rows), each head debiased with the
+        k-ary label weights of the hold-out (a k-class release, or ``epsilon_y`` for arrays)."""
+        if not self._multiclass():
+            return super().private_risk(X, y, noise_var=noise_var, epsilon_y=epsilon_y,
+                                        label_keep_prob=label_keep_prob,
+                                        target_noise_var=target_noise_var, features=features,
+                                        label=label, override=override)
+        from ..estimates import RiskAccumulator, glm_loss_values_table
+        theta, b = self._theta_b()
+        k = theta.shape[0]
+        kw = dict(noise_var=noise_var, epsilon_y=epsilon_y, label_keep_prob=label_keep_prob,
+                  target_noise_var=target_noise_var, feature_bound=None)
+        source, feats, lab, noise, _, _ = self._prepare_source(
+            X, y, noise_kw=kw, features=features, label=label, override=override)
+        if len(feats) != self.n_features_in_:
+            raise InvalidInputError(
+                f"the hold-out has {len(feats)} features {feats}, the model {self.n_features_in_} "
+                f"{self.features_}; pass features=[...] in the model's order")
+        meta = getattr(source, "release_metadata", None)
+        codes_in_file = meta is not None and meta.get("label_encoding") == "class_index"
+        if codes_in_file:
+            if list(meta["classes"]) != list(self.classes_):
+                raise InvalidInputError(f"the hold-out's classes {meta['classes']} are not the model's "
+                                        f"{self.classes_.tolist()}")
+            table = release_table(meta)
+        else:
+            table = PUBLIC_TABLE if epsilon_y is None else label_weight_table(epsilon_y, k)
+        s = noise.noise_var
+        taus = 0.5 * np.sum(s * theta * theta, axis=1)
+        truncation = int(getattr(self, "truncation_", 0))
+        acc = RiskAccumulator(1)
+
+        def batches():
+            if isinstance(source, dict):
+                yield [np.asarray(source[f], dtype=np.float64) for f in feats], np.asarray(source[lab])
+                return
+            for batch in source.batches([*feats, lab]):
+                cols = [np.asarray(batch.column(f).to_numpy(zero_copy_only=False), dtype=np.float64)
+                        for f in feats]
+                labels = batch.column(lab).to_numpy(zero_copy_only=False)
+                yield cols, (labels if codes_in_file else class_indices(labels, list(self.classes_))[0])
+
+        for cols, codes in batches():
+            codes = np.asarray(codes)
+            u = self._linear_scores(theta, b, cols)
+            vals = np.zeros(u.shape[0])
+            for c in range(k):
+                signs = np.where(codes == c, 1.0, -1.0)
+                vals += glm_loss_values_table(self.loss, signs * u[:, c], signs, float(taus[c]), table,
+                                              truncation)
+            acc.add(vals)
+        est = acc.estimates(self.loss, 2.0 * float(np.max(taus)))[0]
+        if not est.reliable:
+            warnings.warn("private_risk: the estimate is not reliable: " + " ".join(est.warnings),
+                          NumericalWarning, stacklevel=2)
+        return est
