@@ -111,8 +111,8 @@ class OneVsRestMixin:
         self._start_ovr(values, PUBLIC_TABLE if eps is None else label_weight_table(eps, k))
         return codes.astype(np.float64)
 
-    def _label_mapped_source(self, source, lab):
-        meta = source.release_metadata
+    def _label_mapper_for(self, source, lab):
+        meta = source.release_metadata if hasattr(source, "release_metadata") else None
         declared, eps, _ = self._fit_request or (None, None, None)
         if meta is not None and meta.get("label_encoding") == "class_index":
             classes = list(meta["classes"])
@@ -120,14 +120,20 @@ class OneVsRestMixin:
                 raise InvalidInputError(f"classes={list(declared)} but the release declares {classes}; "
                                         "drop classes= (the release's own are used)")
             self._start_ovr(classes, release_table(meta))
-            return source
+            return None                         # class indices already
         if declared is not None and len(declared) > 2:
-            # a file of clean or explicitly-noised data with the label's values
-            from ..io.views import PartSource, column_mapper
+            # a file of clean or explicitly-noised data holding the label's values
+            from ..io.views import column_mapper
             self._start_ovr(declared, PUBLIC_TABLE if eps is None else label_weight_table(eps, len(declared)))
-            mapper = column_mapper({lab: lambda yv: class_indices(yv, list(declared))[0].astype(np.float64)})
-            return PartSource(source, mapper=mapper)
-        return super()._label_mapped_source(source, lab)
+            return column_mapper({lab: lambda yv: class_indices(yv, list(declared))[0].astype(np.float64)})
+        return super()._label_mapper_for(source, lab)
+
+    def _fit_tuned(self, *args, **kwargs):
+        if self._ovr() is not None:
+            raise InvalidInputError(
+                "alpha/learning_rate='auto' tune two-class models; for k > 2 classes give numbers, "
+                "e.g. alpha=0.1, learning_rate=0.05 (CLI: --alpha, --learning-rate)")
+        return super()._fit_tuned(*args, **kwargs)
 
     def partial_fit(self, X, y=None, *, classes=None, **kwargs):
         if (classes is not None and len(classes) > 2) or self._ovr() is not None:
