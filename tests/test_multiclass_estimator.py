@@ -121,6 +121,10 @@ def test_private_risk_is_the_mean_of_the_per_head_estimates(released):
                         intercept=model.intercept_, truncation=model.truncation_)
     np.testing.assert_allclose(est.risk, per_head.sum(axis=1).mean(), rtol=1e-10)
     assert est.n_rows == len(table) and est.stderr > 0
+    # the same hold-out as arrays (the label's values, the noise given explicitly)
+    from_arrays = model.private_risk(Xs, NAMES[table["y"].to_numpy()], noise_var=_spec().sigma ** 2,
+                                     epsilon_y=2.0)
+    np.testing.assert_allclose(from_arrays.risk, est.risk, rtol=1e-10)
 
 
 def test_save_and_load_keep_the_k_heads(released, tmp_path):
@@ -147,7 +151,7 @@ def test_bad_labels_and_calls_name_the_fix():
         _model().fit(X, NAMES[y], noise_var=0.3, epsilon_y=1.0)
     with pytest.raises(InvalidInputError, match="partial_fit trains two"):
         _model().partial_fit(X, NAMES[y], classes=["a", "b", "c"])
-    with pytest.raises(InvalidInputError, match="'auto' tune two-class models; for k > 2 classes give numbers"):
+    with pytest.raises(InvalidInputError, match="'auto' tune two-class models; for k > 2 classes"):
         IWPClassifier(progress=False).fit(X, NAMES[y])
     # public labels: the classes are those seen (sorted)
     public = _model().fit(X, NAMES[y])

@@ -28,6 +28,32 @@ from ..label_noise import check_classes, label_weight_table
 PUBLIC_TABLE = (1.0, 0.0, 1.0, 0.0)
 
 
+def class_codes(values, classes: list, first_row: int = 0) -> np.ndarray:
+    """The index of each label in ``classes`` (float64); a label outside them names its row
+    (``first_row`` + its position in this chunk)."""
+    values = np.asarray(values)
+    try:
+        return class_indices(values, classes)[0].astype(np.float64)
+    except InvalidInputError:
+        if first_row == 0:
+            raise
+    codes = np.full(values.shape[0], -1)
+    for c, value in enumerate(classes):
+        codes[values == value] = c
+    row = int(np.flatnonzero(codes < 0)[0])
+    raise InvalidInputError(f"y[{first_row + row}] = {values[row]!r} is not one of the classes "
+                            f"{list(classes)!r}; declare every class")
+
+
+def _at_most_two_values(y: np.ndarray) -> bool:
+    """Whether y holds at most two distinct values (numbers: min/max and one comparison pass)."""
+    y = np.asarray(y)
+    if y.dtype.kind in "iuf" and y.size:
+        low, high = y.min(), y.max()
+        return bool(((y == low) | (y == high)).all())
+    return np.unique(y).size <= 2
+
+
 @dataclass
 class OneVsRest:
     """The one-vs-rest side of a pass: the declared classes (head c is classes[c]), the label
@@ -84,32 +110,35 @@ class OneVsRestMixin:
     def _start_ovr(self, classes, table) -> None:
         self._pass.ovr = OneVsRest(classes=np.asarray(classes), table=table)
 
-    def _encode_targets_fit(self, y: np.ndarray) -> np.ndarray:
+    def _target_encoder(self, y: np.ndarray):
         ovr = self._ovr()
-        if ovr is not None:                     # a fitted k-class model scoring arrays
-            return class_indices(y, list(ovr.classes))[0].astype(np.float64)
-        declared, eps, keep = self._fit_request or (None, None, None)
+        if ovr is not None:                     # a fitted k-class model reading arrays
+            classes = list(ovr.classes)
+            return lambda values, first_row: class_codes(values, classes, first_row)
         if self._fit_request is None:
-            return super()._encode_targets_fit(y)
-        values = declared if declared is not None else tuple(np.unique(y).tolist())
-        if len(values) <= 2:
-            if declared is None:
-                return super()._encode_targets_fit(y)
+            return super()._target_encoder(y)
+        declared, eps, keep = self._fit_request
+        if declared is None:
+            if _at_most_two_values(y):
+                return super()._target_encoder(y)
+            values = tuple(np.unique(y).tolist())
+            if eps is not None or keep is not None:
+                raise InvalidInputError(
+                    f"y has {len(values)} classes and epsilon_y is given: declare the classes of the "
+                    "k-ary randomized response with classes=[...] (its q and r depend on k, and the "
+                    "classes seen in y need not be all of them)")
+        else:
+            values = declared
+        if len(values) == 2:
             # two declared classes: the binary head, classes[1] the positive one (as a release)
-            codes, _ = class_indices(y, list(declared))      # names a label outside them
-            self._pass.classes = np.asarray(declared)
-            return np.where(codes == 1, 1.0, -1.0)
-        if declared is None and (eps is not None or keep is not None):
-            raise InvalidInputError(
-                f"y has {len(values)} classes and epsilon_y is given: declare the classes of the "
-                "k-ary randomized response with classes=[...] (its q and r depend on k, and the "
-                "classes seen in y need not be all of them)")
+            self._pass.classes = np.asarray(values)
+            return lambda chunk, first_row: np.where(
+                class_codes(chunk, list(values), first_row) == 1, 1.0, -1.0)
         if keep is not None:
             raise InvalidInputError("label_keep_prob is the binary keep probability; for k classes "
                                     "give epsilon_y (and classes=[...])")
-        codes, k = class_indices(y, list(values))
-        self._start_ovr(values, PUBLIC_TABLE if eps is None else label_weight_table(eps, k))
-        return codes.astype(np.float64)
+        self._start_ovr(values, PUBLIC_TABLE if eps is None else label_weight_table(eps, len(values)))
+        return lambda chunk, first_row: class_codes(chunk, list(values), first_row)
 
     def _label_mapper_for(self, source, lab):
         meta = source.release_metadata if hasattr(source, "release_metadata") else None
@@ -124,8 +153,9 @@ class OneVsRestMixin:
         if declared is not None and len(declared) > 2:
             # a file of clean or explicitly-noised data holding the label's values
             from ..io.views import column_mapper
-            self._start_ovr(declared, PUBLIC_TABLE if eps is None else label_weight_table(eps, len(declared)))
-            return column_mapper({lab: lambda yv: class_indices(yv, list(declared))[0].astype(np.float64)})
+            self._start_ovr(declared, PUBLIC_TABLE if eps is None
+                            else label_weight_table(eps, len(declared)))
+            return column_mapper({lab: lambda yv: class_codes(yv, list(declared))})
         return super()._label_mapper_for(source, lab)
 
     def _fit_tuned(self, *args, **kwargs):
@@ -231,7 +261,7 @@ class OneVsRestMixin:
 
     def _encode_targets_stream(self, y, first=None, column=None):
         if self._multiclass():
-            return class_indices(np.asarray(y), list(self.classes_))[0]
+            return class_codes(np.asarray(y), list(self.classes_))
         return super()._encode_targets_stream(y, first, column)
 
     def _score_from(self, u, y) -> float:
@@ -267,8 +297,11 @@ class OneVsRestMixin:
             raise InvalidInputError(
                 f"the hold-out has {len(feats)} features {feats}, the model {self.n_features_in_} "
                 f"{self.features_}; pass features=[...] in the model's order")
+        from ..io.arrays import ArraySource
         meta = getattr(source, "release_metadata", None)
         codes_in_file = meta is not None and meta.get("label_encoding") == "class_index"
+        # arrays are read through this model's encoder (class indices already)
+        encoded = codes_in_file or isinstance(source, (ArraySource, dict))
         if codes_in_file:
             if list(meta["classes"]) != list(self.classes_):
                 raise InvalidInputError(f"the hold-out's classes {meta['classes']} are not the model's "
@@ -289,7 +322,7 @@ class OneVsRestMixin:
                 cols = [np.asarray(batch.column(f).to_numpy(zero_copy_only=False), dtype=np.float64)
                         for f in feats]
                 labels = batch.column(lab).to_numpy(zero_copy_only=False)
-                yield cols, (labels if codes_in_file else class_indices(labels, list(self.classes_))[0])
+                yield cols, (labels if encoded else class_codes(labels, list(self.classes_)))
 
         for cols, codes in batches():
             codes = np.asarray(codes)

@@ -8,8 +8,8 @@ Per chunk of the stream (``iwpfast.io.reader.ChunkReader``, decoded one chunk ah
 background thread) the driver makes exactly one kernel call per head (``run_chunk``), or per group
 of one-vs-rest heads of one class-index label (``run_chunk_heads``: every batch is used by all k
 heads while it is in cache); Python never loops per row or per minibatch.  ``finish`` runs each
-head's last partial batch at the end of the stream.  Because the kernels carry the incomplete batch between calls, the model does not depend
-on the chunk size or on how the data is split into files: bit for bit.
+head's last partial batch at the end of the stream.  Because the kernels carry the incomplete
+batch between calls, the model does not depend on the chunk size or on how the data is split into files: bit for bit.
 
 Around that loop: the tqdm progress bar, the trace callback (the kernel records (theta, b) every k
 updates into a buffer the driver sizes before and drains after each chunk), periodic checkpoints
