@@ -93,8 +93,12 @@ def test_non_finite_feature_names_column_and_row():
 def test_third_label_value_is_found_in_the_pass():
     X, y = _data(np.float64)
     y[3210] = 5
-    with pytest.raises(InvalidInputError, match=r"binary but y has more than 2 classes.*5.*row 3210"):
-        IWPClassifier(alpha=1.0, learning_rate=0.01, progress=False).fit(X, y)
+    # two declared classes: the label outside them is found in the pass, its row named
+    with pytest.raises(InvalidInputError, match=r"y\[3210\] = 5 is not one of the classes \[3, 7\]"):
+        IWPClassifier(alpha=1.0, learning_rate=0.01, progress=False).fit(X, y, classes=[3, 7])
+    # undeclared: three values are three classes (one-vs-rest heads, docs/math.md "k classes")
+    model = IWPClassifier(alpha=1.0, learning_rate=0.01, progress=False).fit(X, y)
+    assert model.classes_.tolist() == [3, 5, 7] and model.coef_.shape == (3, P)
 
 
 def test_regression_targets_stay_float64_and_nan_target_named():
