@@ -91,7 +91,7 @@ def release_files(client, source, destination, spec, *, features=None, label=_UN
     :class:`~iwpfast.privacy.multipart.MultiPartResult` (rows, parts, spec: ``.spec.guarantee()``).
     When a part fails, the parts already written are deleted and nothing is published.
     """
-    from .privacy.multipart import discard_parts, finish_parts, plan_parts, release_part, unpublish
+    from .privacy.multipart import discard_parts, finish_parts, plan_parts, unpublish
 
     _require_client(client)
     plan = plan_parts(source, destination, spec, features, label, ranges=ranges,
@@ -100,7 +100,11 @@ def release_files(client, source, destination, spec, *, features=None, label=_UN
     t0 = time.perf_counter()
     if overwrite:
         unpublish(plan)
-    futures = [client.submit(release_part, plan, i, seed=seed, on_invalid=on_invalid,
+    if kernel == "auto" and plan.spec.feature_dtype == "float32":
+        # a cluster release is a large one: each worker loads the fused kernels once from the
+        # on-disk cache (~0.5 s) and keeps them for all its parts
+        kernel = "fused"
+    futures = [client.submit(_release_part_task, plan, i, seed=seed, on_invalid=on_invalid,
                              format=format, compression=compression, batch_rows=batch_rows,
                              threads=threads, kernel=kernel, retries=retries, pure=False,
                              key=f"iwpfast-release-{plan.release_id}-part-{i}")
@@ -113,6 +117,19 @@ def release_files(client, source, destination, spec, *, features=None, label=_UN
         discard_parts(plan)
         raise
     return finish_parts(plan, list(results), time.perf_counter() - t0, overwrite)
+
+
+def _release_part_task(plan, index, *, threads, **kw):
+    """``release_part`` on a Dask worker: pyarrow's decoding uses as many threads as the part's
+    noise (a worker's threads are its share of the machine; pyarrow would otherwise start one
+    decoding thread per core in every worker process)."""
+    import pyarrow as pa
+
+    from .privacy.multipart import release_part
+
+    pa.set_cpu_count(max(1, int(threads or 1)))
+    pa.set_io_thread_count(max(2, int(threads or 1)))
+    return release_part(plan, index, threads=threads, **kw)
 
 
 def _wait_quietly(futures) -> None:

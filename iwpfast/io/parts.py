@@ -31,6 +31,9 @@ MANIFEST_VERSION = 1
 PART_KEY = "part"
 #: metadata fields that differ from part to part of one release
 PART_FIELDS = (PART_KEY, "row_count")
+#: fields a part learns from its own rows (the label values it saw): parts that saw none leave
+#: them out, the others must agree
+DATA_FIELDS = ("label_classes",)
 
 
 def part_name(index: int, extension: str = ".parquet") -> str:
@@ -41,6 +44,10 @@ def part_name(index: int, extension: str = ".parquet") -> str:
 def release_metadata_of(meta: dict) -> dict:
     """The metadata shared by all parts of a release (the part fields removed)."""
     return {k: v for k, v in meta.items() if k not in PART_FIELDS}
+
+
+def _shared(meta: dict) -> dict:
+    return {k: v for k, v in meta.items() if k not in PART_FIELDS + DATA_FIELDS}
 
 
 def combine_part_metadata(metas: list, names: list[str], rows: list) -> dict | None:
@@ -60,11 +67,22 @@ def combine_part_metadata(metas: list, names: list[str], rows: list) -> dict | N
         return None
     if len(metas) == 1 and PART_KEY not in first:
         return first
-    shared = release_metadata_of(first)
+    shared = _shared(first)
     release_id = _part(first, names[0]).get("release_id") if PART_KEY in first else None
     seen: dict[int, str] = {}
+    data: dict = {}
     for meta, name, n in zip(metas, names, rows):
-        if meta is None or release_metadata_of(meta) != shared:
+        for key in DATA_FIELDS:
+            value = (meta or {}).get(key)
+            if value is None:
+                continue
+            if key in data and data[key][0] != value:
+                raise ReleaseSpecError(
+                    f"{name!r} has {key} {value} but {data[key][1]!r} has {data[key][0]}: the "
+                    f"parts were released from data with different label values; recode the "
+                    f"labels the same way and release again.")
+            data.setdefault(key, (value, name))
+        if meta is None or _shared(meta) != shared:
             raise ReleaseSpecError(
                 f"{name!r} carries other release metadata than {names[0]!r}: these files are not "
                 f"parts of one release (other parameters or spec). Read them separately, or "
@@ -91,7 +109,7 @@ def combine_part_metadata(metas: list, names: list[str], rows: list) -> dict | N
                 f"{name!r} holds {n} rows but its part metadata says {part['rows']}; the part is "
                 f"damaged. Release it again.")
     total = None if any(n is None for n in rows) else int(sum(rows))
-    return {**shared, "row_count": total}
+    return {**shared, **{k: v for k, (v, _) in data.items()}, "row_count": total}
 
 
 def _part(meta: dict, name: str) -> dict:
@@ -206,11 +224,12 @@ def write_manifest(folder, *, filesystem=None) -> dict:
                                 f"part metadata)")
     parts = [{"path": f.name, "index": int(m[PART_KEY]["index"]), "rows": int(sf.num_rows)}
              for f, m, sf in zip(files, metas, src.files)]
+    # (the FileSource checked that the parts belong together; its metadata is the release's)
     indices = sorted(p["index"] for p in parts)
     if indices != list(range(len(parts))):
         missing = sorted(set(range(max(indices) + 1)) - set(indices))
         raise ReleaseSpecError(f"{loc.display!r}: part(s) {missing} are missing; release them "
                                f"(again) before writing the manifest")
-    doc = manifest_document(metas[0][PART_KEY]["release_id"], parts, metas[0])
+    doc = manifest_document(metas[0][PART_KEY]["release_id"], parts, src.release_metadata)
     write_manifest_document(loc, doc)
     return doc

@@ -138,16 +138,16 @@ def finish_parts(plan: PartPlan, results: list[ReleaseResult], elapsed_s: float,
     """Write the manifest (publishing the release), clear parts of an overwritten release, and
     sum the parts' results."""
     from ..io.parts import manifest_document, write_manifest_document
-    from .release import _metadata_json
+
+    from ..io.sources import FileSource
 
     parts = [{"path": plan.part_location(i).name, "index": i, "rows": r.rows_written}
              for i, r in enumerate(results)]
-    import json
-
-    meta = json.loads(_metadata_json(results[0].spec, results[0].rows_written,
-                                     {"release_id": plan.release_id, "index": 0}))
-    doc = manifest_document(plan.release_id, parts, meta)
     try:
+        # the parts' footers, read back: checks that they belong together and gives the
+        # release's metadata (with what the parts learnt from their rows, e.g. label values)
+        written = FileSource([plan.part_location(i) for i in range(len(results))], None, 1 << 16)
+        doc = manifest_document(plan.release_id, parts, written.release_metadata)
         manifest = write_manifest_document(plan.folder, doc, overwrite=True)
     except BaseException:
         discard_parts(plan)
@@ -216,3 +216,54 @@ def release_parts(source, destination, spec: ReleaseSpec, features=None, label=_
         if len(results) < len(plan.inputs):  # a part failed or was interrupted
             discard_parts(plan)
     return finish_parts(plan, results, time.perf_counter() - t0, overwrite)
+
+
+def new_release_id() -> str:
+    """A fresh random release id (128 bits, hex): names the parts of one multi-part release."""
+    return uuid.uuid4().hex
+
+
+def release_batches(batches, destination, spec: ReleaseSpec, *, index: int, release_id: str,
+                    schema=None, seed=None, features=None, label=_UNSET, ranges=None,
+                    on_invalid: str = "error", format: str | None = None, compression="auto",
+                    batch_rows: int = DEFAULT_BATCH_ROWS, threads: int | None = 1,
+                    kernel: str = "auto", filesystem=None) -> ReleaseResult:
+    """Release an iterable of Arrow record batches as part ``index`` of the multi-part release
+    ``release_id`` in the folder ``destination``: what an engine's per-partition function calls
+    (Spark's ``mapInArrow``, see examples/spark_release.py).  Writes ``part-<index>`` (replacing
+    an earlier attempt of the same part) and returns its :class:`ReleaseResult`; once every part
+    is written, :func:`iwpfast.io.parts.write_manifest` publishes the release.
+
+    ``seed`` as in :func:`release_parts`: None draws fresh OS entropy for this part; an integer
+    gives part ``index`` the key derived from (seed, index).  ``spec`` must be complete (features,
+    label and every range declared): each part is released on its own."""
+    import itertools
+
+    import pyarrow as pa
+
+    from ..io.filesystem import is_uri, resolve
+    from ..io.parts import part_name
+    from ..io.writer import output_format
+    from .release import release
+
+    spec = _resolve_spec(spec, features, label, ranges)
+    if spec.ranges_from_data:
+        raise InvalidInputError(
+            "ranges_from_data cannot be used part by part (every part must share the ranges): "
+            "declare the ranges")
+    iterator = iter(batches)
+    if schema is None:
+        first = next(iterator, None)
+        if first is None:
+            raise InvalidInputError(f"part {index}: no record batch to release")
+        schema = first.schema
+        iterator = itertools.chain([first], iterator)
+    reader = pa.RecordBatchReader.from_batches(schema, iterator)
+    text = os.fspath(destination)
+    folder = resolve(text, None if is_uri(text) else filesystem)
+    extension = ".parquet" if output_format("x.parquet", format) == "parquet" else ".arrow"
+    return release(reader, folder.child(part_name(index, extension)), spec,
+                   seed=part_seed(seed, index), overwrite=True, on_invalid=on_invalid,
+                   format=format, compression=compression, batch_rows=batch_rows,
+                   threads=threads, progress=False, kernel=kernel,
+                   part={"release_id": release_id, "index": int(index)})

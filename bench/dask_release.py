@@ -1,0 +1,110 @@
+"""The Dask release on 1 and on 2 workers, same files, same run.
+
+    python bench/dask_release.py --files 8 --rows 2000000 --repeat 3
+
+Writes ``--files`` raw Parquet files of ``--rows`` rows (p = 10 float32 features in [-1, 1] and a
+0/1 label) under ``--dir``, starts two local Dask clusters (1 worker and 2 workers, one thread
+each), warms both up (imports, first release in each worker), then alternates
+``iwpfast.distributed.release_files(client, raw/, out/, spec, seed=...)`` on each, ``--repeat``
+times (order reversed every other round).  Prints one JSON line per run and the medians in
+M rows/s with the 2-worker / 1-worker ratio (goal >= 1.6x), the CPU model and the load average
+(the machine is shared: say how loaded it was).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+
+def cpu_model() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        return next(line.split(":", 1)[1].strip() for line in out.splitlines()
+                    if line.startswith("Model name"))
+    except Exception:
+        return "unknown"
+
+
+def make_raw(directory, files, rows, p=10):
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    os.makedirs(directory, exist_ok=True)
+    for i in range(files):
+        path = os.path.join(directory, f"raw-{i:03d}.parquet")
+        if os.path.exists(path) and pq.ParquetFile(path).metadata.num_rows == rows:
+            continue
+        r = np.random.default_rng(i)
+        cols = {f"x{j}": r.uniform(-1, 1, rows).astype(np.float32) for j in range(p)}
+        cols["y"] = r.integers(0, 2, rows).astype(np.int8)
+        pq.write_table(pa.table(cols), path, compression="none")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--files", type=int, default=8)
+    ap.add_argument("--rows", type=int, default=2_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--dir", default="/tmp/iwpfast-bench-dask")
+    args = ap.parse_args()
+    from distributed import Client, LocalCluster
+
+    import iwpfast
+    from iwpfast.distributed import release_files
+
+    p = 10
+    raw = os.path.join(args.dir, "raw")
+    make_raw(raw, args.files, args.rows, p)
+    spec = iwpfast.ReleaseSpec(epsilon_x=2.0, delta=1e-5, bound=p ** 0.5, epsilon_y=1.0,
+                               ranges={f"x{j}": (-1, 1) for j in range(p)})
+    features = [f"x{j}" for j in range(p)]
+    clusters = {n: LocalCluster(n_workers=n, threads_per_worker=1, dashboard_address=None)
+                for n in (1, 2)}
+    clients = {n: Client(c) for n, c in clusters.items()}
+    total = args.files * args.rows
+    times = {1: [], 2: []}
+
+    def run(n, tag):
+        out = os.path.join(args.dir, f"out-{n}") + "/"
+        t0 = time.perf_counter()
+        res = release_files(clients[n], raw, out, spec, features=features, label="y", seed=5,
+                            overwrite=True)
+        dt = time.perf_counter() - t0
+        assert res.rows_written == total
+        print(json.dumps({"workers": n, "run": tag, "rows": total, "seconds": round(dt, 3),
+                          "M_rows_per_s": round(total / dt / 1e6, 3),
+                          "loadavg": os.getloadavg()[0]}), flush=True)
+        return dt
+
+    try:
+        for n in (1, 2):
+            run(n, "warm-up")
+        for rnd in range(args.repeat):
+            for n in ((1, 2) if rnd % 2 == 0 else (2, 1)):
+                times[n].append(run(n, rnd))
+    finally:
+        for c in clients.values():
+            c.close()
+        for c in clusters.values():
+            c.close()
+    med = {n: total / statistics.median(v) for n, v in times.items()}
+    print(f"\nCPU: {cpu_model()} ({os.cpu_count()} cores); load average {os.getloadavg()}; "
+          f"{args.files} files x {args.rows:,} rows, p = {p}; medians of {args.repeat} runs")
+    for n in (1, 2):
+        print(f"{n} worker(s): {med[n] / 1e6:7.2f} M rows/s")
+    print(f"2 workers / 1 worker: {med[2] / med[1]:.2f}x")
+    shutil.rmtree(os.path.join(args.dir, "out-1"), ignore_errors=True)
+    shutil.rmtree(os.path.join(args.dir, "out-2"), ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
