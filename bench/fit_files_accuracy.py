@@ -49,6 +49,9 @@ def main():
     ap.add_argument("--shards", default="2,4")
     ap.add_argument("--rows", type=int, default=None, help="training rows (default: the task's 10^6)")
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--same-step", action="store_true",
+                    help="also K shards at the single pass's step (no rescaling), to show why the "
+                         "step is rescaled")
     ap.add_argument("--dir", default="/tmp/iwpfast-bench-fitfiles")
     args = ap.parse_args()
     import pyarrow as pa
@@ -70,6 +73,8 @@ def main():
     params = dict(loss=setting.loss, alpha=setting.alpha, learning_rate=setting.learning_rate,
                   batch_size=setting.batch_size, fit_intercept=False, progress=False)
     methods = ["fit"] + [f"K={k}" for k in shard_list]
+    if args.same_step:
+        methods += [f"K={k} same step" for k in shard_list]
     diffs = {m: [] for m in methods}
     seconds = {m: 0.0 for m in methods}
     os.makedirs(args.dir, exist_ok=True)
@@ -98,6 +103,13 @@ def main():
                                   rounds=args.rounds)
                     seconds[f"K={k}"] += time.perf_counter() - t0
                     diffs[f"K={k}"].append(m.coef_.ravel() - theta_star)
+                    if args.same_step:  # fit_files multiplies the step by k: give it step / k
+                        same = {**params, "learning_rate": params["learning_rate"] / k}
+                        t0 = time.perf_counter()
+                        m = fit_files(client, path, iwpfast.IWPClassifier(**same), shards=k,
+                                      rounds=args.rounds)
+                        seconds[f"K={k} same step"] += time.perf_counter() - t0
+                        diffs[f"K={k} same step"].append(m.coef_.ravel() - theta_star)
             os.remove(path)
             line = "  ".join(f"{m} {np.linalg.norm(diffs[m][-1]):.4f}" for m in methods)
             print(f"seed {seed:2d}: |theta - theta*|  {line}  (|theta*| {np.linalg.norm(theta_star):.3f})",
@@ -121,7 +133,7 @@ def main():
         se_b = math.sqrt(float(np.sum(D.var(axis=0, ddof=1))) / n)
         in_se = np.linalg.norm(bias) / se_b
         base = mean_d if base is None else base
-        print(f"{m:6s} |mean theta - theta*| = {np.linalg.norm(bias):.5f} +- {se_b:.5f} = "
+        print(f"{m:15s} |mean theta - theta*| = {np.linalg.norm(bias):.5f} +- {se_b:.5f} = "
               f"{in_se:.2f} SE ({'within' if in_se <= 3 else 'NOT within'} 3); mean per-seed "
               f"|theta - theta*| = {mean_d:.5f} +- {se_d:.5f} = {mean_d / base:.3f}x fit "
               f"({'within' if mean_d / base <= 1.25 else 'NOT within'} 1.25x); "

@@ -26,7 +26,7 @@ import warnings
 import numpy as np
 
 from .exceptions import InvalidInputError
-from .privacy.release import DEFAULT_BATCH_ROWS, _UNSET
+from .privacy.release import _UNSET, DEFAULT_BATCH_ROWS
 
 __all__ = ["release_files", "fit_files", "shard_bounds", "merge_states", "local_client"]
 
@@ -163,7 +163,7 @@ def merge_states(states: list, weights) -> object:
     first = states[0]
     merged = HeadState.from_arrays(first.arrays())
     for name in ("theta", "theta_avg", "intercept", "intercept_avg"):
-        setattr(merged, name, sum(wk * getattr(s, name) for wk, s in zip(w, states)))
+        setattr(merged, name, sum(wk * getattr(s, name) for wk, s in zip(w, states, strict=True)))
     counters = np.array([s.counters for s in states], dtype=np.float64)
     merged.counters = np.zeros_like(first.counters)
     merged.counters[0] = int(round(float(w @ counters[:, 0])))   # updates
@@ -241,7 +241,7 @@ def fit_files(client, source, estimator, *, rounds: int = 1, shards: int | None 
     """
     from .estimators._state import PassState
     from .io.sources import FileSource, open_source
-    from .sgd.driver import head_telemetry, _warn_telemetry
+    from .sgd.driver import _warn_telemetry, head_telemetry
     from .sgd.schedules import resolve_paper_schedule
     from .sgd.state import HeadState
 

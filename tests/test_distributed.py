@@ -4,14 +4,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from s3_server import s3_server
 
 import iwpfast
 from iwpfast.exceptions import InvalidInputError
 from iwpfast.io import open_source
 from iwpfast.io.sources import FileSource, RowRangeSource
 from iwpfast.privacy import ReleaseSpec, release
-
-from s3_server import s3_server
 
 distributed = pytest.importorskip("distributed")
 dist = pytest.importorskip("iwpfast.distributed")
@@ -170,9 +169,9 @@ def test_merge_states_is_the_weighted_mean():
     w = [1.0, 2.0, 3.0]
     m = dist.merge_states(states, w)
     ww = np.array(w) / 6
-    np.testing.assert_allclose(m.theta, sum(wk * s.theta for wk, s in zip(ww, states)))
-    np.testing.assert_allclose(m.theta_avg, sum(wk * s.theta_avg for wk, s in zip(ww, states)))
-    np.testing.assert_allclose(m.intercept, sum(wk * s.intercept for wk, s in zip(ww, states)))
+    np.testing.assert_allclose(m.theta, sum(wk * s.theta for wk, s in zip(ww, states, strict=True)))
+    np.testing.assert_allclose(m.theta_avg, sum(wk * s.theta_avg for wk, s in zip(ww, states, strict=True)))
+    np.testing.assert_allclose(m.intercept, sum(wk * s.intercept for wk, s in zip(ww, states, strict=True)))
     assert m.telemetry[TELEMETRY_INDEX["rows_seen"]] == 600
     assert m.telemetry[TELEMETRY_INDEX["batches"]] == 33
     # pooled mean of the per-update gradient norms: weighted by updates

@@ -7,6 +7,7 @@ import pyarrow as pa
 import pyarrow.dataset as pds
 import pyarrow.parquet as pq
 import pytest
+from s3_server import s3_server
 
 import iwpfast
 from iwpfast.cli import main
@@ -14,8 +15,6 @@ from iwpfast.exceptions import InvalidInputError, ReleaseSpecError
 from iwpfast.io import open_source
 from iwpfast.io.parts import write_manifest
 from iwpfast.privacy import ReleaseSpec, release
-
-from s3_server import s3_server
 
 FEATURES = ["a", "b", "c"]
 

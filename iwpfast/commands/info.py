@@ -60,9 +60,8 @@ def model_info(path, args) -> str | None:
 
     if not file_magic(path, 1).lstrip()[:1] == b"{":
         return None
-    from ..model_io import FORMAT, read_model_document
-
     from ..io.filesystem import resolve
+    from ..model_io import FORMAT, read_model_document
 
     try:
         head = json.loads(resolve(path).read_bytes().decode("utf-8"))

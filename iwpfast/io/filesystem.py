@@ -44,14 +44,14 @@ class Location:
     def local(self) -> bool:
         return self.fs is None
 
-    def child(self, name: str) -> "Location":
+    def child(self, name: str) -> Location:
         if self.local:
             path = os.path.join(self.path, name)
             return Location(None, path, path)
         path = f"{self.path.rstrip('/')}/{name}"
         return Location(self.fs, path, _display(self.fs, path))
 
-    def parent(self) -> "Location":
+    def parent(self) -> Location:
         if self.local:
             parent = os.path.dirname(self.path) or "."
             return Location(None, parent, parent)
@@ -81,7 +81,7 @@ class Location:
     def exists(self) -> bool:
         return self.kind() != "missing"
 
-    def listdir(self) -> list["Location"]:
+    def listdir(self) -> list[Location]:
         """Files directly inside this folder / prefix, sorted by name."""
         if self.local:
             return [self.child(n) for n in sorted(os.listdir(self.path))
@@ -93,7 +93,7 @@ class Location:
         return sorted((Location(self.fs, i.path, _display(self.fs, i.path)) for i in infos
                        if i.type == pafs.FileType.File), key=lambda loc: loc.path)
 
-    def glob(self) -> list["Location"]:
+    def glob(self) -> list[Location]:
         """Files matching this location's glob pattern, sorted."""
         if self.local:
             import glob as _glob
@@ -142,7 +142,7 @@ class Location:
             if self.kind() == "file":
                 raise
 
-    def temporary_sibling(self) -> "Location":
+    def temporary_sibling(self) -> Location:
         """A hidden name next to this one (readers skip names starting with '.')."""
         return self.parent().child(f".{self.name}.{uuid.uuid4().hex[:12]}.tmp")
 

@@ -59,7 +59,7 @@ def combine_part_metadata(metas: list, names: list[str], rows: list) -> dict | N
     and no part fields."""
     first = metas[0]
     if first is None:
-        for meta, name in zip(metas[1:], names[1:]):
+        for meta, name in zip(metas[1:], names[1:], strict=True):
             if meta is not None:
                 raise ReleaseSpecError(
                     f"{name!r} is an iwpfast release but {names[0]!r} is not: these files are not "
@@ -71,7 +71,7 @@ def combine_part_metadata(metas: list, names: list[str], rows: list) -> dict | N
     release_id = _part(first, names[0]).get("release_id") if PART_KEY in first else None
     seen: dict[int, str] = {}
     data: dict = {}
-    for meta, name, n in zip(metas, names, rows):
+    for meta, name, n in zip(metas, names, rows, strict=True):
         for key in DATA_FIELDS:
             value = (meta or {}).get(key)
             if value is None:
@@ -186,7 +186,7 @@ def read_manifest_parts(folder: Location) -> list[Location] | None:
                                f"{[p['index'] for p in parts]}, not 0..{len(parts) - 1}; the "
                                f"manifest is damaged.")
     locations = [folder.child(n) for n in names]
-    for loc, part in zip(locations, parts):
+    for loc, part in zip(locations, parts, strict=True):
         if loc.kind() != "file":
             raise ReleaseSpecError(
                 f"part {part['index']} ({loc.display!r}) of the release in {folder.display!r} is "
@@ -223,7 +223,7 @@ def write_manifest(folder, *, filesystem=None) -> dict:
         raise InvalidInputError(f"{files[0].display!r} is not a part of a multi-part release (no "
                                 f"part metadata)")
     parts = [{"path": f.name, "index": int(m[PART_KEY]["index"]), "rows": int(sf.num_rows)}
-             for f, m, sf in zip(files, metas, src.files)]
+             for f, m, sf in zip(files, metas, src.files, strict=True)]
     # (the FileSource checked that the parts belong together; its metadata is the release's)
     indices = sorted(p["index"] for p in parts)
     if indices != list(range(len(parts))):

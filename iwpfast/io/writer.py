@@ -50,7 +50,8 @@ def check_destination(destination, overwrite: bool = False, filesystem=None) -> 
         return loc
     path = Path(loc.path)
     if path.is_dir():
-        raise InvalidInputError(f"destination {str(path)!r} is a directory; give a file name such as {path / 'release.parquet'}")
+        raise InvalidInputError(f"destination {str(path)!r} is a directory; give a file name such "
+                                f"as {path / 'release.parquet'}")
     if path.exists() and not overwrite:
         raise InvalidInputError(
             f"destination {str(path)!r} already exists; pass overwrite=True (CLI: --overwrite) "
@@ -58,7 +59,8 @@ def check_destination(destination, overwrite: bool = False, filesystem=None) -> 
         )
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
-        raise InvalidInputError(f"directory {str(parent)!r} of the destination does not exist; create it first")
+        raise InvalidInputError(f"directory {str(parent)!r} of the destination does not exist; "
+                                "create it first")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise InvalidInputError(f"directory {str(parent)!r} of the destination is not writable; choose "
                                 "a destination you can write to")

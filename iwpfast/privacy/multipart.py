@@ -10,8 +10,8 @@ same bits.
 
 Keys: each part draws its own noise.  Without a seed every part takes fresh OS entropy in the
 process that writes it (the key is never written, logged or sent anywhere: it never leaves the
-part's ``release`` call).  With a seed (simulations only) part i uses
-``SeedSequence(seed, spawn_key=(i,))``: independent streams, the same whoever writes the part.
+part's ``release`` call).  With a seed (simulations only) part i uses the child key
+``NoiseKey.from_seed(seed).derive("part", i)``: independent keys, the same whoever writes the part.
 """
 from __future__ import annotations
 
@@ -21,10 +21,8 @@ import uuid
 import warnings
 from dataclasses import dataclass, field, replace
 
-import numpy as np
-
 from ..exceptions import InvalidInputError
-from .release import DEFAULT_BATCH_ROWS, _UNSET, ReleaseResult, _fill_ranges_from_data, _resolve_spec
+from .release import _UNSET, DEFAULT_BATCH_ROWS, ReleaseResult, _fill_ranges_from_data, _resolve_spec
 from .spec import ReleaseSpec
 
 
@@ -58,13 +56,15 @@ class PartPlan:
 
 
 def part_seed(seed, index: int):
-    """The seed of part ``index``: None (fresh OS entropy, drawn where the part is written) when
-    ``seed`` is None; else an independent ``SeedSequence`` derived from ``seed`` and the index."""
+    """The key of part ``index``: None (fresh OS entropy, drawn where the part is written) when
+    ``seed`` is None; else the child key ``NoiseKey.from_seed(seed).derive("part", index)``
+    (an independent key per part, the same whichever worker writes the part)."""
+    from .randomness import NoiseKey
+
     if seed is None:
         return None
-    if isinstance(seed, np.random.SeedSequence):
-        return np.random.SeedSequence(seed.entropy, spawn_key=tuple(seed.spawn_key) + (int(index),))
-    return np.random.SeedSequence(seed, spawn_key=(int(index),))
+    root = seed if isinstance(seed, NoiseKey) else NoiseKey.from_seed(seed)
+    return root.derive("part", int(index))
 
 
 def plan_parts(source, destination, spec, features=None, label=_UNSET, *, ranges=None,
@@ -72,9 +72,9 @@ def plan_parts(source, destination, spec, features=None, label=_UNSET, *, ranges
                batch_rows: int = DEFAULT_BATCH_ROWS) -> PartPlan:
     """Check the inputs and the destination folder before any work; resolve the spec once."""
     from ..io.filesystem import is_uri, resolve
+    from ..io.formats import output_format
     from ..io.parts import MANIFEST_NAME, read_manifest
     from ..io.sources import _expand_path
-    from ..io.formats import output_format
 
     if not isinstance(source, (str, os.PathLike)):
         raise InvalidInputError(
@@ -138,7 +138,6 @@ def finish_parts(plan: PartPlan, results: list[ReleaseResult], elapsed_s: float,
     """Write the manifest (publishing the release), clear parts of an overwritten release, and
     sum the parts' results."""
     from ..io.parts import manifest_document, write_manifest_document
-
     from ..io.sources import FileSource
 
     parts = [{"path": plan.part_location(i).name, "index": i, "rows": r.rows_written}
