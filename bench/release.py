@@ -1,22 +1,25 @@
-"""Release benchmark: rows/s of the local-DP release, next to its baselines measured in the same run.
+"""Release benchmark: rows/s of the local-DP release for both noise laws, next to their baselines,
+all measured in the same run and interleaved (round robin over the measurements, median per
+measurement), so that the load of a shared machine hits every measurement alike.
 
-    python bench/release.py                      # 1e7 rows, p = 10, float32
-    python bench/release.py --rows 2000000 --repeat 5
+    python bench/release.py                      # 1e7 rows, p = 10, float32, 2 threads
+    python bench/release.py --rows 2000000 --repeat 5 --numpy
 
-Measures (medians over --repeat runs, wall clock; the machine may be shared, so compare ratios):
-1. ``noise floor``: ``Generator(SFC64).standard_normal(float32, out=...)`` for rows x p values in
-   cache-sized blocks, one thread, and two threads with independent streams (half the rows each)
-   -- the work no release can avoid, and its ceiling on this machine at this moment.
-2. ``in-memory``: :func:`iwpfast.privacy.privatize` on p float32 columns + a {0,1} label, with
-   the fused Numba kernels and with the NumPy path (``kernel=``), 1 and 2 threads, bound = sqrt(p)
-   (the cube fits in the ball: no clipping) and bound = 1 (most vectors clipped).  The kernels
-   are compiled/loaded by a warm-up call first: the one-off cost is printed separately.
+Measures (medians over --repeat rounds, wall clock and CPU seconds; compare the ratios):
+1. floors: ``Generator(SFC64).standard_normal(float32)`` for rows x p values on 2 threads (the
+   float law's unavoidable work) and the AES-CTR keystream for 2 words per value on 2 threads
+   (the discrete law's randomness);
+2. ``in-memory``: :func:`iwpfast.privacy.privatize` on p float32 columns + a {0,1} label, fused
+   kernels, 2 threads, bound = sqrt(p) (no clipping) and bound = 1 (most vectors clipped), with
+   noise="discrete" (default: exact discrete Gaussian on a grid, AES-CTR keystream) and
+   noise="float"; ``--numpy`` adds the NumPy paths.  Kernels are loaded by a warm-up call first;
 3. ``parquet read+write``: pyarrow alone, ``ParquetFile(pre_buffer=False).iter_batches`` into a
    ``ParquetWriter`` with the release's settings (features uncompressed, label snappy with
-   dictionary), and with snappy on every column (pyarrow's default codec).
-4. ``parquet release``: :func:`iwpfast.privacy.release` Parquet -> Parquet, same data, fused and
-   NumPy path.  ``ratio`` = release time / read+write time (goal <= 1.5).
-The input file is generated into a temporary directory and deleted afterwards (never committed).
+   dictionary, page checksums as the release writes them);
+4. ``parquet release``: :func:`iwpfast.privacy.release` Parquet -> Parquet, both laws.
+Goals printed at the end: discrete >= 0.75 x float rows/s (in memory and Parquet -> Parquet), and
+Parquet -> Parquet release <= 1.5 x pyarrow read+write.  The input file is generated into a
+temporary directory and deleted afterwards (never committed).
 """
 from __future__ import annotations
 
@@ -32,42 +35,11 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 
-_CPU = []  # median CPU seconds (user + system, user, system; all threads) of the last median_time call
-
-
-def median_time(fn, repeat):
-    """Median wall time; the median CPU time goes to _CPU (robust to other jobs on the machine)."""
-    import resource
-
-    times, cpus = [], []
-    for _ in range(repeat):
-        r0 = resource.getrusage(resource.RUSAGE_SELF)
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-        r1 = resource.getrusage(resource.RUSAGE_SELF)
-        cpus.append((r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime))
-    user, system = (np.array(c) for c in zip(*cpus, strict=True))
-    _CPU[:] = [float(np.median(user + system)), float(np.median(user)), float(np.median(system))]
-    return float(np.median(times))
-
-
 def make_columns(rows, p, seed=0):
     rng = np.random.default_rng(seed)
     cols = {f"x{j}": rng.uniform(0.0, 100.0, rows).astype(np.float32) for j in range(p)}
     cols["y"] = rng.integers(0, 2, rows).astype(np.int8)
     return cols
-
-
-def noise_floor(rows, p):
-    rng = np.random.Generator(np.random.SFC64(0))
-    block = 16384
-    buf = np.empty(p * block, dtype=np.float32)
-
-    def run():
-        for _ in range(0, rows, block):
-            rng.standard_normal(dtype=np.float32, out=buf)
-    return run
 
 
 def noise_floor_threads(rows, p, threads=2):
@@ -88,13 +60,56 @@ def noise_floor_threads(rows, p, threads=2):
     return run
 
 
+def keystream_floor(rows, p, threads=2):
+    """AES-CTR keystream, 2 words per value (the discrete sampler's ~2.02 words a value), on
+    ``threads`` threads with independent streams."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from iwpfast.privacy.randomness import NoiseKey
+
+    key = NoiseKey.from_os_entropy()
+    block = 1 << 15
+    bufs = [np.empty(block, dtype=np.uint64) for _ in range(threads)]
+    pool = ThreadPoolExecutor(threads)
+
+    def part(k):
+        stream = key.stream(k)
+        for _ in range(0, 2 * rows * p // threads, block):
+            stream.fill(bufs[k])
+
+    def run():
+        list(pool.map(part, range(threads)))
+    return run
+
+
+def interleaved(measurements, repeat):
+    """{name: fn} -> {name: (median wall s, median CPU s, user s, system s)}, round robin."""
+    import resource
+
+    samples = {name: [] for name in measurements}
+    for _ in range(repeat):
+        for name, fn in measurements.items():
+            r0 = resource.getrusage(resource.RUSAGE_SELF)
+            t0 = time.perf_counter()
+            fn()
+            wall = time.perf_counter() - t0
+            r1 = resource.getrusage(resource.RUSAGE_SELF)
+            samples[name].append((wall, r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime))
+    out = {}
+    for name, rows in samples.items():
+        wall, user, system = (np.array(c) for c in zip(*rows, strict=True))
+        out[name] = (float(np.median(wall)), float(np.median(user + system)), float(np.median(user)),
+                     float(np.median(system)))
+    return out
+
+
 def parquet_read_write(src, dst, compression):
     import pyarrow.parquet as pq
 
     def run():
         pf = pq.ParquetFile(src, pre_buffer=False)
         writer = pq.ParquetWriter(dst, pf.schema_arrow, compression=compression,
-                                  use_dictionary=["y"], store_schema=False)
+                                  use_dictionary=["y"], store_schema=False, write_page_checksum=True)
         for batch in pf.iter_batches(batch_size=1 << 18):
             writer.write_batch(batch)
         writer.close()
@@ -106,6 +121,8 @@ def main(argv=None):
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--p", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--numpy", action="store_true", help="also the NumPy paths (slow)")
     parser.add_argument("--skip-files", action="store_true")
     args = parser.parse_args(argv)
 
@@ -114,72 +131,72 @@ def main(argv=None):
 
     from iwpfast.privacy import ReleaseSpec, privatize, release
 
-    rows, p = args.rows, args.p
+    rows, p, threads = args.rows, args.p, args.threads
     cols = make_columns(rows, p)
     names = [f"x{j}" for j in range(p)]
     ranges = {n: (0.0, 100.0) for n in names}
-    results = []
-
-    def record(name, seconds, baseline=None):
-        results.append((name, seconds, rows / seconds / 1e6, None if baseline is None else seconds / baseline,
-                        *_CPU))
-
-    floor = median_time(noise_floor(rows, p), args.repeat)
-    record("noise floor (1 thread)", floor)
-    floor2 = median_time(noise_floor_threads(rows, p, 2), args.repeat)
-    record("noise floor (2 threads)", floor2)
     X = {n: cols[n] for n in names}
+
+    def spec(bound, noise):
+        return ReleaseSpec(epsilon_x=1.0, delta=1e-5, bound=bound, epsilon_y=1.0, ranges=ranges,
+                           features=tuple(names), label="y", noise=noise)
+
     small = {n: v[:70000] for n, v in X.items()}
     t0 = time.perf_counter()  # first Numba dispatch in this process: set-up + cache load/compile
-    privatize(small, cols["y"][:70000], ReleaseSpec(epsilon_x=1.0, delta=1e-5, bound=1.0, epsilon_y=1.0,
-              ranges=ranges, features=tuple(names), label="y"), kernel="fused")
+    for noise in ("discrete", "float"):
+        privatize(small, cols["y"][:70000], spec(1.0, noise), kernel="fused", threads=threads)
     warmup = time.perf_counter() - t0
+
+    memory = {
+        f"noise floor: SFC64 normals, {threads} thr": noise_floor_threads(rows, p, threads),
+        f"keystream floor: AES-CTR 2 words/value, {threads} thr": keystream_floor(rows, p, threads),
+    }
+    kernels = ("fused", "numpy") if args.numpy else ("fused",)
     for bound, label in ((math.sqrt(p), "sqrt(p)"), (1.0, "1")):
-        spec = ReleaseSpec(epsilon_x=1.0, delta=1e-5, bound=bound, epsilon_y=1.0, ranges=ranges,
-                           features=tuple(names), label="y")
-        for kernel in ("fused", "numpy"):
-            for threads in (1, 2):
-                def run(spec=spec, threads=threads, kernel=kernel):
-                    privatize(X, cols["y"], spec, threads=threads, kernel=kernel)
-                t = median_time(run, args.repeat)
-                record(f"in-memory {kernel}, bound {label}, {threads} thr", t,
-                       floor2 if threads == 2 else floor)
+        for kernel in kernels:
+            for noise in ("discrete", "float"):
+                def run(s=spec(bound, noise), kernel=kernel):
+                    privatize(X, cols["y"], s, threads=threads, kernel=kernel)
+                memory[f"in-memory {noise} {kernel}, bound {label}"] = run
+    results = interleaved(memory, args.repeat)
 
     if not args.skip_files:
         with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
             src = os.path.join(tmp, "in.parquet")
             pq.write_table(pa.table(cols), src, row_group_size=1 << 20, compression="snappy")
-            del cols
-            # the release's own output settings: features uncompressed, label snappy
+            del cols, X
             same = {n: "none" for n in names} | {"y": "snappy"}
-            rw = median_time(parquet_read_write(src, os.path.join(tmp, "copy.parquet"), same), args.repeat)
-            record("parquet read+write (pyarrow alone)", rw)
-            rw_snappy = median_time(parquet_read_write(src, os.path.join(tmp, "copy.parquet"), "snappy"),
-                                    args.repeat)
-            record("  same, all columns snappy", rw_snappy)
-            spec = ReleaseSpec(epsilon_x=1.0, delta=1e-5, bound=math.sqrt(p), epsilon_y=1.0,
-                               ranges=ranges, features=tuple(names), label="y")
+            files = {"parquet read+write (pyarrow alone)":
+                     parquet_read_write(src, os.path.join(tmp, "copy.parquet"), same)}
             out = os.path.join(tmp, "release.parquet")
-            for kernel in ("fused", "numpy"):
-                def run_release(kernel=kernel):
-                    release(src, out, spec, overwrite=True, kernel=kernel)
-                rel = median_time(run_release, args.repeat)
-                record(f"parquet release {kernel}, bound sqrt(p)", rel, rw)
+            for noise in ("discrete", "float"):
+                def run_release(s=spec(math.sqrt(p), noise)):
+                    release(src, out, s, overwrite=True, kernel="fused", threads=threads)
+                files[f"parquet release {noise}, bound sqrt(p)"] = run_release
+            results.update(interleaved(files, args.repeat))
 
-    print(f"\nrelease benchmark: {rows:,} rows, p = {p}, float32, median of {args.repeat}, "
-          f"{os.cpu_count()} cores")
-    print(f"{'measurement':44s} {'seconds':>8s} {'M rows/s':>9s} {'ratio':>6s} {'CPU s':>6s} "
-          f"{'M rows/CPU s':>12s} {'user ns/row':>11s} {'sys ns/row':>10s}")
-    for name, seconds, mrows, ratio, cpu, user, system in results:
-        r = "" if ratio is None else f"{ratio:6.2f}"
-        print(f"{name:44s} {seconds:8.3f} {mrows:9.2f} {r:>6s} {cpu:6.3f} {rows / cpu / 1e6:12.2f} "
-              f"{user / rows * 1e9:11.1f} {system / rows * 1e9:10.1f}")
-    print("ratio: in-memory = wall time / noise floor with the same threads; "
-          "release = wall time / pyarrow read+write.")
-    print(f"first fused call in this process (Numba set-up, cache load or compile): {warmup:.2f} s")
-    print("CPU s: user + system seconds of all threads (other jobs on the machine inflate it much less "
-          "than the wall time); sys is mostly the first touch (page faults) of the output array.")
-    print(f"load average at the end: {os.getloadavg()[0]:.2f}")
+    print(f"\nrelease benchmark: {rows:,} rows, p = {p}, float32, {threads} threads, median of "
+          f"{args.repeat} interleaved rounds, {os.cpu_count()} cores")
+    print(f"{'measurement':52s} {'seconds':>8s} {'M rows/s':>9s} {'CPU s':>7s} {'user ns/row':>11s} "
+          f"{'sys ns/row':>10s}")
+    for name, (wall, cpu, user, system) in results.items():
+        print(f"{name:52s} {wall:8.3f} {rows / wall / 1e6:9.2f} {cpu:7.3f} {user / rows * 1e9:11.1f} "
+              f"{system / rows * 1e9:10.1f}")
+    print("\ngoals (same-run ratios):")
+    for bound in ("sqrt(p)", "1"):
+        for kernel in kernels:
+            d = results[f"in-memory discrete {kernel}, bound {bound}"][0]
+            f = results[f"in-memory float {kernel}, bound {bound}"][0]
+            print(f"  in-memory {kernel}, bound {bound}: discrete / float rows/s = {f / d:.2f} (goal >= 0.75)")
+    if not args.skip_files:
+        rw = results["parquet read+write (pyarrow alone)"][0]
+        d = results["parquet release discrete, bound sqrt(p)"][0]
+        f = results["parquet release float, bound sqrt(p)"][0]
+        print(f"  parquet -> parquet: discrete / float rows/s = {f / d:.2f} (goal >= 0.75)")
+        print(f"  parquet -> parquet: discrete release / pyarrow read+write time = {d / rw:.2f} "
+              f"(goal <= 1.5); float release: {f / rw:.2f}")
+    print(f"first kernel calls in this process (Numba set-up, cache load or compile): {warmup:.2f} s")
+    print(f"load average at the end: {os.getloadavg()[0]:.2f} (1 min), {os.getloadavg()[1]:.2f} (5 min)")
     return results
 
 

@@ -216,3 +216,16 @@ def test_cli_shuffle_flag(tmp_path, capsys):
                  "--epsilon-y", "1", "--no-progress", "--shuffle"]) == 0
     assert "looks sorted" not in capsys.readouterr().err
     assert pq.read_table(out2).num_rows == 5000
+
+
+def test_cli_classic_refusal_prints_the_true_delta_and_writes_nothing(tmp_path, capsys):
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"a": np.linspace(0, 1, 500), "y": np.arange(500) % 2}), src)
+    out = tmp_path / "o.parquet"
+    for noise in ("discrete", "float"):
+        rc = main(["release", str(src), str(out), "--features", "a=0:1", "--epsilon-x", "20",
+                   "--calibration", "classic", "--epsilon-y", "1", "--noise", noise, "--no-progress"])
+        assert rc == 2
+        line = one_line_error(capsys)
+        assert "delta=0.00153" in line and "--calibration analytic" in line
+        assert not out.exists() and list(tmp_path.iterdir()) == [src]

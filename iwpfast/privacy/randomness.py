@@ -101,10 +101,25 @@ class NoiseKey:
         return KeyStream(self._key, stream_id)
 
 
+_ZEROS = np.zeros(0, dtype=np.uint8)
+
+
+def _zeros(nbytes: int) -> np.ndarray:
+    """A shared read-only buffer of zero bytes (the plaintext whose encryption is the keystream):
+    allocated once per process and grown when needed, instead of per stream (fresh zero pages
+    cost a page fault each)."""
+    global _ZEROS
+    if _ZEROS.size < nbytes:
+        grown = np.zeros(max(nbytes, 1 << 18), dtype=np.uint8)
+        grown.flags.writeable = False
+        _ZEROS = grown
+    return _ZEROS
+
+
 class KeyStream:
     """The AES-256-CTR keystream of one (key, stream id), read in 64-bit words."""
 
-    __slots__ = ("_encryptor", "_zeros")
+    __slots__ = ("_encryptor",)
 
     def __init__(self, key: bytes, stream_id: int):
         from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
@@ -114,7 +129,6 @@ class KeyStream:
             raise InvalidInputError(f"stream_id must be in [0, 2^64), got {stream_id}")
         counter_block = stream_id.to_bytes(8, "big") + bytes(8)
         self._encryptor = Cipher(algorithms.AES(key), modes.CTR(counter_block)).encryptor()
-        self._zeros = np.zeros(0, dtype=np.uint8)
 
     def fill(self, out: np.ndarray) -> np.ndarray:
         """Fill a C-contiguous uint64 array with the next ``out.size`` words of the stream."""
@@ -123,17 +137,16 @@ class KeyStream:
         nbytes = out.size * 8
         if nbytes == 0:
             return out
-        if self._zeros.size < nbytes:
-            self._zeros = np.zeros(nbytes, dtype=np.uint8)
+        zeros = _zeros(nbytes)
         # update_into wants an output buffer one block longer than its input: encrypt all but the
         # last two words straight into ``out`` (encrypting zeros gives the keystream itself), then
         # those two words through a small buffer.  The stream stays sequential.
         raw = out.view(np.uint8)
         head = max(0, nbytes - 16)
         if head:
-            self._encryptor.update_into(self._zeros[:head], raw)
+            self._encryptor.update_into(zeros[:head], raw)
         tail = np.empty(32, dtype=np.uint8)
-        self._encryptor.update_into(self._zeros[: nbytes - head], tail)
+        self._encryptor.update_into(zeros[: nbytes - head], tail)
         raw[head:] = tail[: nbytes - head]
         return out
 
