@@ -144,7 +144,7 @@ def main(argv=None):
     small = {n: v[:70000] for n, v in X.items()}
     t0 = time.perf_counter()  # first Numba dispatch in this process: set-up + cache load/compile
     for noise in ("discrete", "float"):
-        privatize(small, cols["y"][:70000], spec(1.0, noise), kernel="fused", threads=threads)
+        privatize(small, cols["y"][:70000], spec(1.0, noise), engine="numba", threads=threads)
     warmup = time.perf_counter() - t0
 
     memory = {
@@ -156,7 +156,7 @@ def main(argv=None):
         for kernel in kernels:
             for noise in ("discrete", "float"):
                 def run(s=spec(bound, noise), kernel=kernel):
-                    privatize(X, cols["y"], s, threads=threads, kernel=kernel)
+                    privatize(X, cols["y"], s, threads=threads, engine=kernel)
                 memory[f"in-memory {noise} {kernel}, bound {label}"] = run
     results = interleaved(memory, args.repeat)
 
@@ -171,7 +171,7 @@ def main(argv=None):
             out = os.path.join(tmp, "release.parquet")
             for noise in ("discrete", "float"):
                 def run_release(s=spec(math.sqrt(p), noise)):
-                    release(src, out, s, overwrite=True, kernel="fused", threads=threads)
+                    release(src, out, s, overwrite=True, engine="numba", threads=threads)
                 files[f"parquet release {noise}, bound sqrt(p)"] = run_release
             results.update(interleaved(files, args.repeat))
 

@@ -55,8 +55,8 @@ def test_noise_floor(benchmark):
 @pytest.mark.parametrize("threads", [1, 2])
 def test_in_memory(benchmark, columns, threads, kernel):
     X = {f: columns[f] for f in FEATURES}
-    privatize({f: v[:1000] for f, v in X.items()}, columns["y"][:1000], spec(), kernel=kernel)  # load kernels
-    Xt, yt = benchmark(lambda: privatize(X, columns["y"], spec(), threads=threads, kernel=kernel))
+    privatize({f: v[:1000] for f, v in X.items()}, columns["y"][:1000], spec(), engine=kernel)  # load kernels
+    Xt, yt = benchmark(lambda: privatize(X, columns["y"], spec(), threads=threads, engine=kernel))
     assert Xt.shape == (N, P) and yt.shape == (N,)
 
 
@@ -78,5 +78,5 @@ def test_parquet_read_write_baseline(benchmark, path, tmp_path):
 @pytest.mark.parametrize("kernel", ["fused", "numpy"])
 def test_parquet_release(benchmark, path, tmp_path, kernel):
     out = str(tmp_path / "rel.parquet")
-    res = benchmark(lambda: release(path, out, spec(), overwrite=True, kernel=kernel))
+    res = benchmark(lambda: release(path, out, spec(), overwrite=True, engine=kernel))
     assert res.rows_written == N and os.path.exists(out)

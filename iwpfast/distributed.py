@@ -81,7 +81,8 @@ def release_files(client, source, destination, spec, *, features=None, label=_UN
                   seed=None, overwrite: bool = False, on_invalid: str = "error",
                   format: str | None = None, compression="auto",
                   batch_rows: int = DEFAULT_BATCH_ROWS, threads: int | None = 1,
-                  kernel: str = "auto", filesystem=None, retries: int = 0):
+                  engine: str | None = None, filesystem=None, retries: int = 0,
+                  kernel: str | None = None):
     """Release each input file of ``source`` as one part of ``destination`` (a folder / prefix,
     e.g. ``s3://bucket/release/``) on the Dask cluster of ``client``; write the manifest last.
 
@@ -91,7 +92,11 @@ def release_files(client, source, destination, spec, *, features=None, label=_UN
     :class:`~iwpfast.privacy.multipart.MultiPartResult` (rows, parts, spec: ``.spec.guarantee()``).
     When a part fails, the parts already written are deleted and nothing is published.
     """
+    from .engines import engine_from_keywords
     from .privacy.multipart import discard_parts, finish_parts, plan_parts, unpublish
+    from .privacy.release import RELEASE_ENGINES
+
+    engine = engine_from_keywords(engine, kernel, "kernel", default="auto", allowed=RELEASE_ENGINES)
 
     _require_client(client)
     plan = plan_parts(source, destination, spec, features, label, ranges=ranges,
@@ -100,13 +105,13 @@ def release_files(client, source, destination, spec, *, features=None, label=_UN
     t0 = time.perf_counter()
     if overwrite:
         unpublish(plan)
-    if kernel == "auto" and plan.spec.feature_dtype == "float32":
+    if engine == "auto" and plan.spec.feature_dtype == "float32":
         # a cluster release is a large one: each worker loads the fused kernels once from the
         # on-disk cache (~0.5 s) and keeps them for all its parts
-        kernel = "fused"
+        engine = "numba"
     futures = [client.submit(_release_part_task, plan, i, seed=seed, on_invalid=on_invalid,
                              format=format, compression=compression, batch_rows=batch_rows,
-                             threads=threads, kernel=kernel, retries=retries, pure=False,
+                             threads=threads, engine=engine, retries=retries, pure=False,
                              key=f"iwpfast-release-{plan.release_id}-part-{i}")
                for i in range(len(plan.inputs))]
     try:

@@ -15,7 +15,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "iwpfast"
 
 # first component of the module path inside iwpfast -> layer
 LAYER_OF = {
-    "exceptions": "base", "_version": "base", "progress": "base",
+    "exceptions": "base", "_version": "base", "progress": "base", "engines": "base",
     "_kernels": "kernels",
     "losses": "spec", "label_noise": "spec", "estimates": "spec", "transforms": "spec", "solvers": "spec",
     "io": "io",
@@ -28,7 +28,7 @@ LAYER_OF = {
 BELOW_API = {"base", "kernels", "spec", "io", "privacy", "sgd"}
 # layer -> layers it may import ("root": the lazy top-level package, iwpfast/__init__.py)
 ALLOWED = {
-    "base": set(),
+    "base": {"base"},
     "kernels": {"kernels"},
     "spec": {"base", "spec"},
     "io": {"base", "io"},

@@ -202,7 +202,7 @@ def test_mironov_low_bits_attack_finds_nothing_on_the_discrete_release():
     def release_constant(v, noise, seed):
         spec = ReleaseSpec(epsilon_x=1.0, delta=1e-5, bound=1.0, features=("a",),
                            ranges={"a": (-1.0, 1.0)}, noise=noise)
-        out, _ = privatize(np.full((n, 1), v), None, spec, seed=seed, kernel="numpy")
+        out, _ = privatize(np.full((n, 1), v), None, spec, seed=seed, engine="numpy")
         return out[:, 0].astype(np.float64)
 
     def event(y):

@@ -15,7 +15,7 @@ import pytest
 from iwpfast.exceptions import InvalidInputError
 from iwpfast.experiments import GROUPS, SETTINGS, expand, run
 
-REDUCED = dict(seeds=5, n_train=20_000, out_dir=None, backend="numpy", plots=False)
+REDUCED = dict(seeds=5, n_train=20_000, out_dir=None, engine="numpy", plots=False)
 
 
 def _norm(v):
@@ -107,7 +107,7 @@ def test_seeds_vary_data_for_synthetic_and_noise_for_acs(reduced):
 
 def test_run_writes_json_and_figures(tmp_path):
     pytest.importorskip("matplotlib")
-    out = run("synthetic-p2", seeds=2, n_train=3000, out_dir=tmp_path, backend="numpy")
+    out = run("synthetic-p2", seeds=2, n_train=3000, out_dir=tmp_path, engine="numpy")
     files = sorted(os.listdir(tmp_path))
     assert files == ["synthetic-p2-analytic.png", "synthetic-p2-bias.png",
                      "synthetic-p2-classic.png", "synthetic-p2.json"]
@@ -135,15 +135,16 @@ def test_names_and_errors():
     assert set(GROUPS["all"]) == set(SETTINGS)
     with pytest.raises(InvalidInputError, match="synthetic-p2"):
         expand("synthetic-p3")
-    with pytest.raises(InvalidInputError, match="backend"):
-        run("synthetic-p2", seeds=1, n_train=500, out_dir=None, backend="cuda", plots=False)
+    with pytest.raises(InvalidInputError, match="engine='cuda'"):
+        run("synthetic-p2", seeds=1, n_train=500, out_dir=None, engine="cuda", plots=False)
 
 
 @pytest.mark.kernels
-def test_numba_backend_matches_the_twin():
+def test_numba_engine_matches_the_twin():
     kw = dict(seeds=2, n_train=2000, out_dir=None, plots=False, calibrations=("classic",))
-    a = run("synthetic-p2", backend="numpy", **kw)[0]
-    b = run("synthetic-p2", backend="numba", **kw)[0]
+    a = run("synthetic-p2", engine="numpy", **kw)[0]
+    with pytest.warns(DeprecationWarning, match="backend= is deprecated; use engine="):
+        b = run("synthetic-p2", backend="numba", **kw)[0]             # the old keyword still works
     for name, h in a["calibrations"]["classic"]["heads"].items():
         hb = b["calibrations"]["classic"]["heads"][name]
         np.testing.assert_allclose(hb["final_thetas"], h["final_thetas"], rtol=1e-6, atol=1e-12)

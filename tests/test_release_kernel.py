@@ -65,8 +65,8 @@ def test_fused_gives_the_numpy_bits(small_blocks, bound, threads, labels, noise)
     y = r.integers(0, 2, n)
     y = {"01": y, "pm1": 2 * y - 1, "bool": y.astype(bool)}[labels]
     spec = make_spec(bound, list(X), noise)
-    fused_X, fused_y = privatize(X, y, spec, seed=5, threads=threads, kernel="fused")
-    numpy_X, numpy_y = privatize(X, y, spec, seed=5, threads=threads, kernel="numpy")
+    fused_X, fused_y = privatize(X, y, spec, seed=5, threads=threads, engine="numba")
+    numpy_X, numpy_y = privatize(X, y, spec, seed=5, threads=threads, engine="numpy")
     np.testing.assert_array_equal(fused_X, numpy_X)
     np.testing.assert_array_equal(fused_y, numpy_y)
     # the labels were really randomized (a fused path that skipped the flip would still be
@@ -86,7 +86,7 @@ def test_fused_release_counts_match_numpy(small_blocks, tmp_path):
     results = {}
     for kernel in ("fused", "numpy"):
         out = tmp_path / f"{kernel}.parquet"
-        res = release(X, out, spec, seed=8, threads=2, batch_rows=1500, kernel=kernel)
+        res = release(X, out, spec, seed=8, threads=2, batch_rows=1500, engine=kernel)
         results[kernel] = (res, pq.read_table(out))
     (fr, ft), (nr, nt) = results["fused"], results["numpy"]
     assert ft.equals(nt)
@@ -108,7 +108,7 @@ def test_fused_pre_noise_vectors_within_bound(small_blocks, monkeypatch):
          "e": r.integers(1, 3, n).astype(np.int8)}
     bound = 0.8
     released, _ = privatize(X, None, make_spec(bound, list(X), "float"), seed=1, threads=2,
-                            kernel="fused")
+                            engine="numba")
     ref = np.array([np.clip((X[k] - np.mean(RANGES[k])) / (np.diff(RANGES[k])[0] / 2), -1, 1)
                     for k in X])
     norms = np.sqrt((ref**2).sum(axis=0))
@@ -138,17 +138,17 @@ def test_kernel_choice():
     from iwpfast._kernels import release as kernels
 
     X = {"a": np.linspace(0, 100, 50, dtype=np.float32)}
-    privatize(X, None, make_spec(1.0, ["a"]), seed=0, kernel="fused")
+    privatize(X, None, make_spec(1.0, ["a"]), seed=0, engine="numba")
     compiled = hasattr(kernels.finish_f32, "signatures")  # False with NUMBA_DISABLE_JIT=1
     assert release_module._kernels_loaded() == compiled
     assert choose("auto", f32, release_module.FUSED_WARM_MIN_ROWS) == compiled
     assert choose("auto", f32, None)  # unknown length (a stream): large is likely
     assert not choose("auto", f64, None)
-    assert choose("fused", f32, 10) and not choose("numpy", f32, None)
+    assert choose("numba", f32, 10) and choose("fused", f32, 10) and not choose("numpy", f32, None)
     with pytest.raises(InvalidInputError, match="float32 only"):
-        choose("fused", f64, 10)
-    with pytest.raises(InvalidInputError, match="kernel must be one of"):
-        choose("numba", f32, 10)
+        choose("numba", f64, 10)
+    with pytest.raises(InvalidInputError, match="engine='gpu'; use one of 'auto', 'numba', 'numpy'"):
+        choose("gpu", f32, 10)
 
 
 def test_import_does_not_load_the_kernels():
@@ -165,7 +165,7 @@ def test_unsupported_raw_dtype_falls_back_to_numpy(small_blocks):
     X = {"a": r.uniform(0, 100, n).astype(np.float16), "c": r.integers(17, 96, n)}
     y = r.integers(0, 2, n)
     spec = make_spec(0.9, list(X))
-    fused_X, fused_y = privatize(X, y, spec, seed=2, threads=2, kernel="fused")
-    numpy_X, numpy_y = privatize(X, y, spec, seed=2, threads=2, kernel="numpy")
+    fused_X, fused_y = privatize(X, y, spec, seed=2, threads=2, engine="numba")
+    numpy_X, numpy_y = privatize(X, y, spec, seed=2, threads=2, engine="numpy")
     np.testing.assert_array_equal(fused_X, numpy_X)
     np.testing.assert_array_equal(fused_y, numpy_y)

@@ -1,6 +1,8 @@
 """``iwpfast experiment NAME``: reproduce one of the paper's experiments (figures, tables, JSON)."""
 from __future__ import annotations
 
+import argparse
+
 from . import add_subparser
 
 EXAMPLES = """\
@@ -35,8 +37,11 @@ def register(subparsers) -> None:
                    help="classic, analytic or classic,analytic (default: both)")
     p.add_argument("--out", default="iwpfast-results", help="output directory (default %(default)s)")
     p.add_argument("--no-plots", action="store_true", help="write JSON and tables only")
-    p.add_argument("--backend", choices=("numba", "numpy"), default="numba",
+    p.add_argument("--engine", choices=("numba", "numpy"), default=None,
                    help="numba kernels (default) or the NumPy reference twin")
+    # the option's old name, kept working (hidden from --help)
+    p.add_argument("--backend", choices=("numba", "numpy"), default=None, dest="engine",
+                   help=argparse.SUPPRESS)
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(handler=run)
 
@@ -71,7 +76,7 @@ def run(args) -> int:
             print(f"[{name}] seed {done}/{total} ({seconds:.1f} s)", file=sys.stderr, flush=True)
 
     results = run_experiment(args.name, seeds=args.seeds, first_seed=args.first_seed,
-                             n_train=args.rows, out_dir=args.out, backend=args.backend,
+                             n_train=args.rows, out_dir=args.out, engine=args.engine,
                              plots=not args.no_plots, calibrations=calibrations, progress=progress)
     for r in results:
         print(f"## {r['setting']['title']}\n")

@@ -39,16 +39,21 @@ def _jsonable(obj):
 
 
 def run(name: str, *, seeds: int | list[int] = 20, n_train: int | None = None,
-        out_dir: str | os.PathLike | None = "iwpfast-results", backend: str = "numba",
+        out_dir: str | os.PathLike | None = "iwpfast-results", engine: str | None = None,
         plots: bool = True, calibrations: tuple[str, ...] | None = None, progress=None,
-        first_seed: int = 0) -> list[dict]:
+        first_seed: int = 0, backend: str | None = None) -> list[dict]:
     """Run experiment ``name`` (a setting or a group: see ``SETTINGS``/``GROUPS``).
 
     seeds: how many (0, 1, ... shifted by ``first_seed``) or an explicit list. n_train: training rows
     (synthetic: rows drawn; ACS: the first rows of the 80% split; None = the paper's size).
-    backend: "numba" (the kernels) or "numpy" (the reference twin). Returns one summary per setting,
-    each with a Markdown ``table``; writes JSON/PNG under ``out_dir`` unless it is None.
+    engine: "numba" (the kernels, default) or "numpy" (the reference twin); ``backend=`` is its
+    deprecated name.  Returns one summary per setting, each with a Markdown ``table``; writes
+    JSON/PNG under ``out_dir`` unless it is None.
     """
+    from ..engines import engine_from_keywords
+
+    engine = engine_from_keywords(engine, backend, "backend", default="numba",
+                                  allowed=("numba", "numpy"))
     from .bias import bias_line
     from .common import format_table, run_setting, with_overrides
 
@@ -60,13 +65,13 @@ def run(name: str, *, seeds: int | list[int] = 20, n_train: int | None = None,
     for setting_name in expand(name):
         setting = with_overrides(SETTINGS[setting_name],
                                  calibrations=tuple(calibrations) if calibrations else None)
-        summary, raw = run_setting(setting, seed_list, n_train=n_train, backend=backend,
+        summary, raw = run_setting(setting, seed_list, n_train=n_train, engine=engine,
                                    progress=progress)
         if setting.loss == "exponential":
             summary["bias_line"] = bias_line(summary, raw[0])
         from .. import __version__
         summary["environment"] = {"iwpfast": __version__, "numpy": np.__version__,
-                                  "python": platform.python_version(), "backend": backend,
+                                  "python": platform.python_version(), "engine": engine,
                                   "machine": platform.machine(), "date": time.strftime("%Y-%m-%d")}
         summary["table"] = format_table(summary)
         if out_dir is not None:

@@ -21,7 +21,8 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from ..exceptions import InvalidInputError, PrivacyCalibrationWarning
+from ..engines import resolve_engine
+from ..exceptions import PrivacyCalibrationWarning
 from ..sgd.schedules import default_radius  # re-exported (__all__): one definition of R
 from ..solvers import solve, solve_noisy_exponential
 
@@ -173,22 +174,20 @@ def choose_truncation_at(t: float, batch_size: int) -> int:
     return int(choose_truncation(t, batch_size))
 
 
-def _engine(backend: str):
-    if backend == "numba":
+def _engine(engine: str):
+    if resolve_engine(engine, allowed=("numba", "numpy")) == "numba":
         from ..sgd.engine import finish, run_chunk
         return run_chunk, finish
-    if backend == "numpy":
-        from ..sgd.reference import reference_finish, reference_run_chunk
-        return reference_run_chunk, reference_finish
-    raise InvalidInputError(f"backend={backend!r}; use 'numba' (the kernels) or 'numpy' (the twin)")
+    from ..sgd.reference import reference_finish, reference_run_chunk
+    return reference_run_chunk, reference_finish
 
 
-def run_head(cfg, X_fm, y, backend: str):
+def run_head(cfg, X_fm, y, engine: str):
     """One pass of one head over the whole training set: one kernel call plus the last batch.
     Returns (state, steps, params) with the traced iterates, the initial point prepended."""
     from ..sgd.state import HeadState
 
-    run_chunk, finish = _engine(backend)
+    run_chunk, finish = _engine(engine)
     n = y.shape[0]
     n_updates = -(-n // cfg.batch_size)
     capacity = n_updates // max(cfg.trace_every, 1) + 2
@@ -270,7 +269,7 @@ def head_plan(setting: Setting, t_star: dict[str, float]) -> list[dict]:
     return plan
 
 
-def run_seed(setting: Setting, seed: int, *, n_train: int | None = None, backend: str = "numba",
+def run_seed(setting: Setting, seed: int, *, n_train: int | None = None, engine: str = "numba",
              keep_test: bool = False) -> dict:
     """Everything measured for one seed (arrays; summarized by :func:`summarize`)."""
     from ..sgd.state import HeadConfig
@@ -322,7 +321,7 @@ def run_seed(setting: Setting, seed: int, *, n_train: int | None = None, backend
                          learning_rate=setting.learning_rate, radius=radius,
                          trace_every=trace_every)
         t1 = time.perf_counter()
-        state, steps, params = run_head(cfg, X_fm, y, backend)
+        state, steps, params = run_head(cfg, X_fm, y, engine)
         train_s = time.perf_counter() - t1
         m = CURVE_TEST_ROWS
         risks, accs = evaluate(params, data.X_test[:m], data.y_test[:m], setting.loss)
@@ -503,12 +502,12 @@ def format_table(result: dict) -> str:
     return "\n".join(lines)
 
 
-def run_setting(setting: Setting, seeds, *, n_train: int | None = None, backend: str = "numba",
+def run_setting(setting: Setting, seeds, *, n_train: int | None = None, engine: str = "numba",
                 progress=None) -> tuple[dict, list[dict]]:
     """Run all seeds; returns (summary, per-seed raw results)."""
     raw = []
     for i, seed in enumerate(seeds):
-        raw.append(run_seed(setting, int(seed), n_train=n_train, backend=backend,
+        raw.append(run_seed(setting, int(seed), n_train=n_train, engine=engine,
                             keep_test=(i == 0)))
         if progress:
             progress(setting.name, i + 1, len(seeds), raw[-1]["seconds"])

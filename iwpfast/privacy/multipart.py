@@ -118,7 +118,7 @@ def _all_inputs(inputs, spec, batch_rows):
 
 def release_part(plan: PartPlan, index: int, *, seed=None, on_invalid: str = "error",
                  format: str | None = None, compression="auto", batch_rows: int = DEFAULT_BATCH_ROWS,
-                 threads: int | None = None, kernel: str = "auto") -> ReleaseResult:
+                 threads: int | None = None, engine: str = "auto") -> ReleaseResult:
     """Release input ``index`` of ``plan`` into its part (replacing an earlier attempt: a
     retried task simply writes the part again; nothing is published before the manifest)."""
     from .release import release
@@ -129,7 +129,7 @@ def release_part(plan: PartPlan, index: int, *, seed=None, on_invalid: str = "er
         return release(plan.inputs[index], plan.part_location(index), plan.spec, seed=part_seed(seed, index),
                        overwrite=True, on_invalid=on_invalid, format=format,
                        compression=compression, batch_rows=batch_rows, threads=threads,
-                       progress=False, kernel=kernel,
+                       progress=False, engine=engine,
                        part={"release_id": plan.release_id, "index": index})
 
 
@@ -195,10 +195,14 @@ def release_parts(source, destination, spec: ReleaseSpec, features=None, label=_
                   ranges=None, seed=None, overwrite: bool = False, on_invalid: str = "error",
                   format: str | None = None, compression="auto",
                   batch_rows: int = DEFAULT_BATCH_ROWS, threads: int | None = None,
-                  progress: bool | None = False, kernel: str = "auto",
-                  filesystem=None) -> MultiPartResult:
+                  progress: bool | None = False, engine: str | None = None,
+                  filesystem=None, kernel: str | None = None) -> MultiPartResult:
     """Release each input file of ``source`` into one part of the folder ``destination``, in this
     process, then write the manifest.  Arguments as :func:`iwpfast.release`."""
+    from ..engines import engine_from_keywords
+    from .release import RELEASE_ENGINES
+
+    engine = engine_from_keywords(engine, kernel, "kernel", default="auto", allowed=RELEASE_ENGINES)
     plan = plan_parts(source, destination, spec, features, label, ranges=ranges,
                       overwrite=overwrite, format=format, filesystem=filesystem,
                       batch_rows=batch_rows)
@@ -210,7 +214,7 @@ def release_parts(source, destination, spec: ReleaseSpec, features=None, label=_
         for i in range(len(plan.inputs)):
             results.append(release_part(plan, i, seed=seed, on_invalid=on_invalid, format=format,
                                         compression=compression, batch_rows=batch_rows,
-                                        threads=threads, kernel=kernel))
+                                        threads=threads, engine=engine))
     finally:
         if len(results) < len(plan.inputs):  # a part failed or was interrupted
             discard_parts(plan)

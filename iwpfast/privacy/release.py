@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..engines import engine_from_keywords, resolve_engine
 from ..exceptions import InvalidInputError, PrivacyLeakWarning, ReleaseSpecError
 from ..progress import progress_bar
 from .discrete import DiscreteNoise, WordBuffer
@@ -45,7 +46,7 @@ DEFAULT_BATCH_ROWS = 1 << 18
 # and the addition (measured: 32k rows at p = 10 ~10% faster than 4k-8k rows, flat above).
 _SUB_VALUES = 1 << 18
 _LABEL_SUB_ROWS = 1 << 15
-# kernel="auto" uses the NumPy path below FUSED_MIN_ROWS rows in a process whose release kernels
+# engine="auto" uses the NumPy path below FUSED_MIN_ROWS rows in a process whose release kernels
 # are not loaded yet: the first Numba dispatch in a process (LLVM set-up, loading the cached
 # machine code) takes ~0.4-0.8 s, and the fused path saves ~40 ns of CPU (~20 ns wall on 2
 # threads) per row at p = 10, so it pays for itself from ~10-25 M rows (docs/release.md "Speed").
@@ -59,7 +60,8 @@ DISCRETE_FUSED_MIN_ROWS = 1 << 21
 _WORD_BUFFER = 1 << 15
 # Stream ids are chunk * _MAX_THREADS + thread part.
 _MAX_THREADS = 1 << 10
-KERNELS = ("auto", "fused", "numpy")
+# engine= values of the release (iwpfast.engines; "fused" is accepted for "numba")
+RELEASE_ENGINES = ("auto", "numba", "numpy")
 # Raw column types the kernels take (others, e.g. float16, go through NumPy: same result, since
 # the paths consume the streams identically).
 _FUSED_RAW_DTYPES = frozenset(np.dtype(t) for t in (
@@ -131,7 +133,7 @@ def _numeric_kind(arrow_type) -> str | None:
 class _Privatizer:
     """Per-release state: mechanisms, one random stream and scratch buffer per thread, counters."""
 
-    def __init__(self, spec: ReleaseSpec, seed, threads: int | None, kernel: str = "auto",
+    def __init__(self, spec: ReleaseSpec, seed, threads: int | None, engine: str = "auto",
                  expected_rows: int | None = None):
         self.spec = spec
         self.p = len(spec.features)
@@ -166,10 +168,11 @@ class _Privatizer:
         self.sub_rows = max(1024, _SUB_VALUES // self.p)
         self.scratch = [np.empty(self.p * self.sub_rows, dtype=self.dtype) for _ in range(self.n_threads)]
         self.pool = ThreadPoolExecutor(self.n_threads - 1) if self.n_threads > 1 else None
-        self.fused = _use_fused_kernels(kernel, self.dtype, expected_rows, self.discrete)
+        self.fused = _use_fused_kernels(engine, self.dtype, expected_rows, self.discrete)
         # discrete law, float64 output: NumPy scaling and clipping, the kernel for the noise
-        self.noise_kernels = self.discrete and kernel != "numpy" and (
-            self.fused or _use_fused_kernels(kernel, np.dtype(np.float32), expected_rows, True))
+        numpy_only = resolve_engine(engine, allowed=RELEASE_ENGINES) == "numpy"
+        self.noise_kernels = self.discrete and not numpy_only and (
+            self.fused or _use_fused_kernels(engine, np.dtype(np.float32), expected_rows, True))
         if self.fused or self.noise_kernels:
             from .._kernels import release as kernels  # imports Numba: only when the kernels run
 
@@ -551,18 +554,17 @@ class _Privatizer:
             self.kernels.randomized_response(y[s:e], zero_one, u, keep_probability, y_out[s:e])
 
 
-def _use_fused_kernels(kernel: str, dtype, expected_rows, discrete: bool = False) -> bool:
-    if kernel not in KERNELS:
-        raise InvalidInputError(f"kernel must be one of {KERNELS}, got {kernel!r}; use 'auto' (default)")
-    if kernel == "numpy":
+def _use_fused_kernels(engine: str, dtype, expected_rows, discrete: bool = False) -> bool:
+    engine = resolve_engine(engine, allowed=RELEASE_ENGINES)
+    if engine == "numpy":
         return False
     if dtype != np.float32:
-        if kernel == "fused" and not discrete:
+        if engine == "numba" and not discrete:
             raise InvalidInputError(
-                f"kernel='fused' supports feature_dtype float32 only, got {dtype}; use kernel='auto'"
+                f"engine='numba' supports feature_dtype float32 only, got {dtype}; use engine='auto'"
             )
         return False
-    if kernel == "fused":
+    if engine == "numba":
         return True
     if expected_rows is None:  # a stream of unknown length: large ones are what streams are for
         return True
@@ -661,8 +663,8 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
             seed=None, overwrite: bool = False, on_invalid: str = "error", format: str | None = None,
             compression: str | None = "auto", batch_rows: int = DEFAULT_BATCH_ROWS,
             threads: int | None = None, progress: bool | None = False,
-            kernel: str = "auto", filesystem=None, part: dict | None = None,
-            shuffle: bool = False) -> ReleaseResult:
+            engine: str | None = None, filesystem=None, part: dict | None = None,
+            shuffle: bool = False, kernel: str | None = None) -> ReleaseResult:
     """Release ``source`` under local DP into ``destination`` (Parquet, or Arrow IPC).
 
     source: anything :func:`iwpfast.io.sources.open_source` reads (Parquet/IPC/CSV path or
@@ -685,11 +687,12 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
         every column ("snappy", "zstd", "lz4", None).  IPC: "lz4"/"zstd" or none.
     threads: noise threads (default min(2, cores)).  progress: a bar on a terminal (True or None),
     never (False, the default) or always ("force"); see ``iwpfast.progress``.
-    kernel: "auto" (default): the fused Numba kernels for float32 features from
+    engine: "auto" (default): the fused Numba kernels for float32 features from
         ``FUSED_MIN_ROWS`` (2**24) rows on, or when the row count is unknown, or from
         ``FUSED_WARM_MIN_ROWS`` (2**16) once this process has loaded them; NumPy otherwise (the
         first Numba call of a process costs ~0.5 s, more than the kernels save on small data).
-        "fused" or "numpy" force one.  Both give the same bits for the same seed.
+        "numba" or "numpy" force one (``iwpfast.engines``).  Both give the same bits for the same
+        seed.  ``kernel=`` (values "auto", "fused", "numpy") is its deprecated name.
     filesystem: a ``pyarrow.fs.FileSystem`` or fsspec filesystem for the source and destination
         paths that are not URIs (URIs such as ``s3://bucket/key?endpoint_override=...`` name
         their own filesystem).  Remote outputs are written to a temporary key and moved into place.
@@ -713,6 +716,7 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
     from ..io.sources import open_source
     from ..io.writer import AtomicArrowWriter, check_destination
 
+    engine = engine_from_keywords(engine, kernel, "kernel", default="auto", allowed=RELEASE_ENGINES)
     if on_invalid not in ON_INVALID:
         raise InvalidInputError(f"on_invalid must be 'error' or 'drop', got {on_invalid!r}")
     if isinstance(destination, (str, os.PathLike)) and part is None:
@@ -727,7 +731,7 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
             return release_parts(
                 source, destination, spec, features, label, ranges=ranges, seed=seed,
                 overwrite=overwrite, on_invalid=on_invalid, format=format, compression=compression,
-                batch_rows=batch_rows, threads=threads, progress=progress, kernel=kernel,
+                batch_rows=batch_rows, threads=threads, progress=progress, engine=engine,
                 filesystem=filesystem)
     spec = _resolve_spec(spec, features, label, ranges)
     dest_fs = None if not isinstance(destination, (str, os.PathLike)) or is_uri(os.fspath(destination)) \
@@ -767,7 +771,7 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
     label_classes = _peek_label_classes(spec, src)
     schema = _output_schema(spec, {METADATA_KEY: _metadata_json(spec, expected_rows, part,
                                                                 label_classes)})
-    engine = _Privatizer(spec, seed, threads, kernel, src.num_rows)
+    privatizer = _Privatizer(spec, seed, threads, engine, src.num_rows)
     result = ReleaseResult(destination=destination if isinstance(destination, Path)
                            else destination.display, spec=spec)
     t0 = time.perf_counter()
@@ -790,17 +794,17 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
             try:
                 for origin, batch in src.located_batches():
                     n_in = batch.num_rows
-                    feats, label_values, dropped = engine.prepare(origin, batch, on_invalid)
+                    feats, label_values, dropped = privatizer.prepare(origin, batch, on_invalid)
                     n = n_in - dropped
                     slot = buffers[turn]
                     if slot[0] is None or slot[0].shape[1] < n:
-                        slot[0] = np.empty((engine.p, max(n, 1)), dtype=engine.dtype)
+                        slot[0] = np.empty((privatizer.p, max(n, 1)), dtype=privatizer.dtype)
                         if spec.label is not None:
                             slot[1] = np.empty(max(n, 1), dtype=_label_dtype(spec))
                     out = slot[0][:, :n]
                     label_out = slot[1][:n] if slot[1] is not None else None
                     if n:
-                        engine.run(feats, label_values, out, label_out)
+                        privatizer.run(feats, label_values, out, label_out)
                         if pending is not None:
                             pending.result()  # the other buffer is free again; errors surface here
                         pending = write_pool.submit(writer.write_batch, _record_batch(schema, out, label_out))
@@ -819,19 +823,19 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
                     except BaseException:
                         pass
             spec = ReleaseSpec.from_metadata(spec.to_metadata(result.rows_written))
-            if engine.label_encoding is not None:
-                label_classes = [0, 1] if engine.label_encoding == "01" else [-1, 1]
+            if privatizer.label_encoding is not None:
+                label_classes = [0, 1] if privatizer.label_encoding == "01" else [-1, 1]
             writer.commit({METADATA_KEY: _metadata_json(spec, result.rows_written, part,
                                                         label_classes)})
     finally:
         write_pool.shutdown(wait=True)
         bar.close()
-        engine.close()
+        privatizer.close()
         if shuffle_tmp is not None:
             shuffle_tmp.cleanup()
     result.spec = spec
     result.elapsed_s = time.perf_counter() - t0
-    _finish_counts(result, engine)
+    _finish_counts(result, privatizer)
     return result
 
 
@@ -979,8 +983,8 @@ def label_order_z(positives: int, rows: int, changes: int) -> float:
 LABEL_ORDER_Z = -6.0
 
 
-def _finish_counts(result: ReleaseResult, engine: _Privatizer) -> None:
-    positives, rows, changes = engine.label_runs
+def _finish_counts(result: ReleaseResult, privatizer: _Privatizer) -> None:
+    positives, rows, changes = privatizer.label_runs
     z = label_order_z(positives, rows, changes)
     if z < LABEL_ORDER_Z:
         warnings.warn(
@@ -990,16 +994,16 @@ def _finish_counts(result: ReleaseResult, engine: _Privatizer) -> None:
             "position of a row can reveal its label, which the noise does not protect. Release "
             "with shuffle=True (CLI: --shuffle)",
             PrivacyLeakWarning, stacklevel=3)
-    result.rows_clipped = engine.rows_clipped
-    result.targets_clipped = engine.targets_clipped
-    result.targets_out_of_range = engine.targets_out_of_range
+    result.rows_clipped = privatizer.rows_clipped
+    result.targets_clipped = privatizer.targets_clipped
+    result.targets_out_of_range = privatizer.targets_out_of_range
     if result.targets_out_of_range:
         lo, hi = result.spec.target_range
         warnings.warn(
             f"{result.targets_out_of_range:,} regression targets lay outside the declared range "
             f"{lo:g}:{hi:g} and were clipped to it; widen --target-range if that is not intended",
             UserWarning, stacklevel=3)
-    result.values_out_of_range = {k: v for k, v in engine.out_of_range.items() if v}
+    result.values_out_of_range = {k: v for k, v in privatizer.out_of_range.items() if v}
     if result.values_out_of_range:
         detail = ", ".join(f"{k}: {v:,}" for k, v in result.values_out_of_range.items())
         warnings.warn(
@@ -1022,13 +1026,14 @@ def _record_batch(schema, out: np.ndarray, label_out):
 
 
 def privatize(X, y=None, spec: ReleaseSpec | None = None, *, seed=None, threads: int | None = None,
-              on_invalid: str = "error", kernel: str = "auto"):
+              on_invalid: str = "error", engine: str | None = None, kernel: str | None = None):
     """Release in memory: return ``(X_tilde, y_tilde)`` for raw ``X`` (n, p) and labels ``y``.
 
     ``X``'s columns are ``spec.features`` in order (or pass a dict ``{name: 1-D array}``).
     ``X_tilde`` is (n, p), a transposed view of a feature-major (p, n) array (``X_tilde.T`` is
     C-contiguous, the layout the kernels read).  ``y_tilde`` is int8 in {-1, +1} (or float for
-    regression); None when ``y`` is None.  ``seed`` and ``kernel`` as in :func:`release`.
+    regression); None when ``y`` is None.  ``seed`` and ``engine`` as in :func:`release`
+    (``kernel=`` is its deprecated name).
     """
     import pyarrow as pa
 
@@ -1058,7 +1063,8 @@ def privatize(X, y=None, spec: ReleaseSpec | None = None, *, seed=None, threads:
     if spec.ranges_from_data:
         spec.scaler_ranges()  # in memory: pass declared ranges (from_data is for release())
     n_rows = len(cols[spec.features[0]]) if spec.features else 0
-    engine = _Privatizer(spec, seed, threads, kernel, n_rows)
+    engine = engine_from_keywords(engine, kernel, "kernel", default="auto", allowed=RELEASE_ENGINES)
+    privatizer = _Privatizer(spec, seed, threads, engine, n_rows)
     try:
         arrays = [pa.array(np.ascontiguousarray(cols[f])) for f in spec.features]
         names = list(spec.features)
@@ -1067,15 +1073,15 @@ def privatize(X, y=None, spec: ReleaseSpec | None = None, *, seed=None, threads:
             names.append(spec.label)
         batch = pa.RecordBatch.from_arrays(arrays, names=names)
         origin = BatchOrigin(0, "<arrays>", -1, 0, 0)
-        feats, label_values, dropped = engine.prepare(origin, batch, on_invalid)
+        feats, label_values, dropped = privatizer.prepare(origin, batch, on_invalid)
         n = batch.num_rows - dropped
-        out = np.empty((engine.p, n), dtype=engine.dtype)
+        out = np.empty((privatizer.p, n), dtype=privatizer.dtype)
         label_out = None
         if y is not None:
             label_out = np.empty(n, dtype=_label_dtype(spec))
-        engine.run(feats, label_values, out, label_out)
+        privatizer.run(feats, label_values, out, label_out)
     finally:
-        engine.close()
+        privatizer.close()
     return out.T, label_out
 
 

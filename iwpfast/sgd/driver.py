@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._kernels.abi import C_TRACE
+from ..engines import resolve_engine
 from ..exceptions import CheckpointError, InvalidInputError, NumericalWarning, ReleaseSpecError
 from ..io.reader import ChunkReader
 from ..io.sources import Source, open_source
@@ -218,17 +219,15 @@ def _warn_telemetry(name: str, cfg: HeadConfig, tel: dict) -> None:
 # ------------------------------------------------------------------------------ engines
 def _engine(name: str):
     """(run, finish) of a *unit* of heads (``_units``): ``run(cfgs, states, X, y)``."""
-    if name in ("numba", "auto"):
+    if resolve_engine(name) in ("numba", "auto"):
         from . import engine as eng
         one, one_finish, many, many_finish = (eng.run_chunk, eng.finish, eng.run_chunk_heads,
                                               eng.finish_heads)
-    elif name == "reference":
+    else:                               # "numpy" (alias "reference"): the NumPy twin
         from . import reference as ref
         one, one_finish, many, many_finish = (ref.reference_run_chunk, ref.reference_finish,
                                               ref.reference_run_chunk_heads,
                                               ref.reference_finish_heads)
-    else:
-        raise InvalidInputError(f"engine={name!r}; use 'numba' (fast) or 'reference' (NumPy twin)")
 
     def run(cfgs, states, X, y):
         if len(cfgs) == 1:
@@ -483,7 +482,7 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
       bit-identical to an uninterrupted pass.  A missing file starts from the beginning.
     epochs: passes over the data (the theory is single pass; > 1 only for experiments).
     states: initial HeadState per head name (continue a previous pass: partial_fit).
-    engine: 'numba' (the fused kernels) or 'reference' (the NumPy twin, for tests).
+    engine: 'numba' (the fused kernels) or 'numpy' (the NumPy twin, for tests; alias 'reference').
     feature_bound: B for the 'paper' schedule's defaults (default: the release's feature_bound).
     head_threads: threads running the heads' kernels concurrently (the kernels release the GIL;
       every head has its own state, so the models are bit-identical to a sequential run).
