@@ -230,7 +230,7 @@ def release_batches(batches, destination, spec: ReleaseSpec, *, index: int, rele
                     schema=None, seed=None, features=None, label=_UNSET, ranges=None,
                     on_invalid: str = "error", format: str | None = None, compression="auto",
                     batch_rows: int = DEFAULT_BATCH_ROWS, threads: int | None = 1,
-                    kernel: str = "auto", filesystem=None) -> ReleaseResult:
+                    engine: str = "auto", filesystem=None) -> ReleaseResult:
     """Release an iterable of Arrow record batches as part ``index`` of the multi-part release
     ``release_id`` in the folder ``destination``: what an engine's per-partition function calls
     (Spark's ``mapInArrow``, see examples/spark_release.py).  Writes ``part-<index>`` (replacing
@@ -268,5 +268,5 @@ def release_batches(batches, destination, spec: ReleaseSpec, *, index: int, rele
     return release(reader, folder.child(part_name(index, extension)), spec,
                    seed=part_seed(seed, index), overwrite=True, on_invalid=on_invalid,
                    format=format, compression=compression, batch_rows=batch_rows,
-                   threads=threads, progress=False, kernel=kernel,
+                   threads=threads, progress=False, engine=engine,
                    part={"release_id": release_id, "index": int(index)})
