@@ -35,10 +35,10 @@ def path(tmp_path_factory, columns):
     return str(p)
 
 
-def spec(bound=None):
+def spec(bound=None, noise="discrete"):
     bound = math.sqrt(P) if bound is None else bound
     return ReleaseSpec(epsilon_x=1.0, delta=1e-5, bound=bound, epsilon_y=1.0, ranges=RANGES,
-                       features=tuple(FEATURES), label="y")
+                       features=tuple(FEATURES), label="y", noise=noise)
 
 
 def test_noise_floor(benchmark):
@@ -51,12 +51,14 @@ def test_noise_floor(benchmark):
     benchmark(run)
 
 
+@pytest.mark.parametrize("noise", ["discrete", "float"])
 @pytest.mark.parametrize("kernel", ["fused", "numpy"])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_in_memory(benchmark, columns, threads, kernel):
+def test_in_memory(benchmark, columns, threads, kernel, noise):
     X = {f: columns[f] for f in FEATURES}
-    privatize({f: v[:1000] for f, v in X.items()}, columns["y"][:1000], spec(), engine=kernel)  # load kernels
-    Xt, yt = benchmark(lambda: privatize(X, columns["y"], spec(), threads=threads, engine=kernel))
+    s = spec(noise=noise)
+    privatize({f: v[:1000] for f, v in X.items()}, columns["y"][:1000], s, engine=kernel)  # load kernels
+    Xt, yt = benchmark(lambda: privatize(X, columns["y"], s, threads=threads, engine=kernel))
     assert Xt.shape == (N, P) and yt.shape == (N,)
 
 
@@ -67,7 +69,7 @@ def test_parquet_read_write_baseline(benchmark, path, tmp_path):
         pf = pq.ParquetFile(path, pre_buffer=False)
         same = {f: "none" for f in FEATURES} | {"y": "snappy"}  # the release's output settings
         w = pq.ParquetWriter(out, pf.schema_arrow, compression=same, use_dictionary=["y"],
-                             store_schema=False)
+                             store_schema=False, write_page_checksum=True)
         for b in pf.iter_batches(batch_size=1 << 18):
             w.write_batch(b)
         w.close()
@@ -75,8 +77,9 @@ def test_parquet_read_write_baseline(benchmark, path, tmp_path):
     assert pq.read_metadata(out).num_rows == N
 
 
+@pytest.mark.parametrize("noise", ["discrete", "float"])
 @pytest.mark.parametrize("kernel", ["fused", "numpy"])
-def test_parquet_release(benchmark, path, tmp_path, kernel):
+def test_parquet_release(benchmark, path, tmp_path, kernel, noise):
     out = str(tmp_path / "rel.parquet")
-    res = benchmark(lambda: release(path, out, spec(), overwrite=True, engine=kernel))
+    res = benchmark(lambda: release(path, out, spec(noise=noise), overwrite=True, engine=kernel))
     assert res.rows_written == N and os.path.exists(out)
