@@ -553,12 +553,14 @@ def _check_end_of_stream(handle, path: str, local: bool) -> None:
     tail = handle.read_at(min(8, size), max(0, size - 8)) if size else b""
     complete = tail == _IPC_EOS
     if complete and local:
+        # message by message (bodies are skipped, not decoded or decompressed): the marker must
+        # be exactly the 8 bytes after the last message
         handle.seek(0)
-        reader = pa.ipc.open_stream(handle)
-        end = handle.tell()
+        messages = pa.ipc.MessageReader.open_stream(handle)
+        end = 0
         while True:
             try:
-                reader.read_next_batch()
+                messages.read_next_message()
             except StopIteration:
                 break
             end = handle.tell()
