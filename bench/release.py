@@ -151,7 +151,7 @@ def main(argv=None):
         f"noise floor: SFC64 normals, {threads} thr": noise_floor_threads(rows, p, threads),
         f"keystream floor: AES-CTR 2 words/value, {threads} thr": keystream_floor(rows, p, threads),
     }
-    kernels = ("fused", "numpy") if args.numpy else ("fused",)
+    kernels = ("numba", "numpy") if args.numpy else ("numba",)
     for bound, label in ((math.sqrt(p), "sqrt(p)"), (1.0, "1")):
         for kernel in kernels:
             for noise in ("discrete", "float"):

@@ -52,7 +52,7 @@ def test_noise_floor(benchmark):
 
 
 @pytest.mark.parametrize("noise", ["discrete", "float"])
-@pytest.mark.parametrize("kernel", ["fused", "numpy"])
+@pytest.mark.parametrize("kernel", ["numba", "numpy"])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_in_memory(benchmark, columns, threads, kernel, noise):
     X = {f: columns[f] for f in FEATURES}
@@ -78,7 +78,7 @@ def test_parquet_read_write_baseline(benchmark, path, tmp_path):
 
 
 @pytest.mark.parametrize("noise", ["discrete", "float"])
-@pytest.mark.parametrize("kernel", ["fused", "numpy"])
+@pytest.mark.parametrize("kernel", ["numba", "numpy"])
 def test_parquet_release(benchmark, path, tmp_path, kernel, noise):
     out = str(tmp_path / "rel.parquet")
     res = benchmark(lambda: release(path, out, spec(noise=noise), overwrite=True, engine=kernel))
