@@ -20,6 +20,7 @@ COMMANDS = [
     "iwpfast.commands.release",
     "iwpfast.commands.info",
     "iwpfast.commands.fit",
+    "iwpfast.commands.tune",
     "iwpfast.commands.evaluate",
     "iwpfast.commands.demo",
     "iwpfast.commands.experiment",

@@ -91,6 +91,34 @@ def _choose_cache_folder() -> Path | None:
 CACHE_FOLDER = _choose_cache_folder()
 
 
+def cache_is_empty() -> bool:
+    """True when no compiled kernel is cached yet for this kernel version (the next kernel call
+    compiles): no cache folder, or no Numba index file in it."""
+    if CACHE_FOLDER is None:
+        return True
+    try:
+        return not any(CACHE_FOLDER.glob("*.nbi"))
+    except OSError:
+        return True
+
+
+_ANNOUNCED = False
+
+
+def announce_first_compile() -> None:
+    """Say once per process, on stderr (also when it is not a terminal), that the kernels are about
+    to compile because nothing is cached: the first fit of an installation is otherwise silent for
+    seconds."""
+    global _ANNOUNCED
+    if _ANNOUNCED or os.environ.get("NUMBA_DISABLE_JIT") == "1":
+        return
+    _ANNOUNCED = True
+    if cache_is_empty():
+        where = "uncached" if CACHE_FOLDER is None else f"cached in {CACHE_FOLDER}"
+        sys.stderr.write(f"iwpfast: compiling kernels, first run only ({where})\n")
+        sys.stderr.flush()
+
+
 def _make_cache_class():
     """A Numba function cache whose only locator is ``CACHE_FOLDER`` (Numba's own locators would
     fall back to the package's ``__pycache__``)."""

@@ -15,11 +15,19 @@ EXAMPLES = """\
   iwpfast fit big_ldp/ --out model.json --checkpoint fit.ckpt --checkpoint-every 10000000 --resume
 
   # a multi-part release in a bucket, 8 shards on a Dask cluster, merged every quarter of the rows
+  # (a cluster fit needs fixed hyper-parameters: e.g. the alpha and step a tune on a sample chose)
   iwpfast fit s3://bucket/release/ --out model.json --scheduler tcp://scheduler:8786 \\
-      --shards 8 --rounds 4
+      --shards 8 --rounds 4 --alpha 0.5 --learning-rate 0.03 --variance-cap 2
 
   # naive SGD on the same release (for comparison)
   iwpfast fit acs_ldp.parquet --correction none --out naive.json
+
+  # the clean baseline: raw, un-noised data scaled and clipped as the release was, no noise
+  iwpfast fit acs.parquet --features AGEP SCHL WKHP --ranges AGEP=0:99 SCHL=1:24 WKHP=0:99 \\
+      --label y --bound 1 --out clean.json
+
+  # fixed hyper-parameters instead of auto (or a grid to choose from: --alpha 0.1,1,10)
+  iwpfast fit acs_ldp.parquet --alpha 0.5 --learning-rate 0.03 --variance-cap 2 --out model.json
 """
 
 
@@ -43,7 +51,27 @@ def _average(text: str):
 
 
 def _truncation(text: str):
-    return "auto" if text == "auto" else int(text)
+    if text == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        import argparse
+        raise argparse.ArgumentTypeError(f"--truncation {text!r}: use an integer K (0..20) or auto") from None
+
+
+def hyper(text: str):
+    """--alpha / --learning-rate: auto, a number, or a comma-separated grid to choose from."""
+    if text == "auto":
+        return "auto"
+    try:
+        values = [float(x) for x in text.replace(",", " ").split()]
+    except ValueError:
+        import argparse
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: use auto (chosen by private validation), a number, or a comma-separated "
+            "list of numbers to choose from") from None
+    return values[0] if len(values) == 1 else values
 
 
 def register(subparsers) -> None:
@@ -55,6 +83,12 @@ def register(subparsers) -> None:
                     "release metadata; a file without it is treated as clean data.",
         examples=EXAMPLES,
     )
+    add_fit_arguments(p)
+    p.set_defaults(handler=run)
+
+
+def add_fit_arguments(p) -> None:
+    """The options of ``fit`` (``tune`` takes the same)."""
     p.add_argument("data", metavar="DATA", help="release: Parquet/IPC/CSV file, directory or glob")
     p.add_argument("--out", required=True, metavar="MODEL.json", help="where to write the model")
     p.add_argument("--task", choices=["auto", "classification", "regression"], default="auto",
@@ -63,8 +97,22 @@ def register(subparsers) -> None:
                    help="exponential (default for classification), logistic, quadratic; squared_error for regression")
     p.add_argument("--correction", choices=["iwp", "none"], default="iwp",
                    help="iwp (debiased, default) or none (naive SGD on the noisy data)")
-    p.add_argument("--alpha", type=float, default=1.0, help="l2 strength lambda (default 1)")
-    p.add_argument("--learning-rate", type=float, default=1e-3, help="step gamma0 (default 1e-3)")
+    p.add_argument("--alpha", type=hyper, default="auto",
+                   help="l2 strength lambda: auto (default: chosen by private validation), a number, "
+                        "or a comma-separated grid to choose from")
+    p.add_argument("--learning-rate", type=hyper, default="auto",
+                   help="step gamma0: auto (default: chosen with --alpha), a number, or a grid")
+    p.add_argument("--validation", default=None, metavar="RELEASE",
+                   help="with auto: a separate private release to choose on (default: hold out "
+                        "--validation-fraction of DATA)")
+    p.add_argument("--validation-fraction", type=float, default=0.1,
+                   help="with auto: share of DATA's rows held out, in blocks over the file (0.1)")
+    p.add_argument("--ranges", nargs="+", default=None, metavar="NAME=LO:HI",
+                   help="DATA is raw clean data: scale each feature from its declared range and clip "
+                        "at --bound as a release would, add no noise (the clean baseline)")
+    p.add_argument("--bound", type=float, default=None,
+                   help="with --ranges: the L2 bound of the scaled feature vector (default 1, as a "
+                        "release's)")
     p.add_argument("--schedule", default="constant", help="constant (default), inverse or paper")
     p.add_argument("--mu", type=float, default=None, help="mu of the inverse schedule (default: alpha)")
     p.add_argument("--batch-size", type=int, default=128)
@@ -104,7 +152,6 @@ def register(subparsers) -> None:
     p.add_argument("--rounds", type=int, default=1, metavar="R",
                    help="with --scheduler/--workers: merge the shards R times (periodic averaging; "
                         "default 1)")
-    p.set_defaults(handler=run)
 
 
 def run(args) -> int:
@@ -139,7 +186,7 @@ def run(args) -> int:
                   schedule=args.schedule, mu=args.mu, batch_size=args.batch_size, radius=args.radius,
                   variance_cap=args.variance_cap, average=args.average,
                   fit_intercept=not args.no_intercept, chunk_rows=args.chunk_rows,
-                  progress=not args.no_progress)
+                  progress=not args.no_progress, validation_fraction=args.validation_fraction)
     if task == "regression":
         model = IWPRegressor(loss=args.loss or "squared_error", **common)
         noise = dict(target_noise_var=None)
@@ -163,10 +210,14 @@ def run(args) -> int:
             fit_files(client, args.data, model, shards=args.shards, rounds=args.rounds,
                       features=features, label=args.label)
         else:
+            if args.bound is not None and args.ranges is None:
+                raise InvalidInputError("--bound goes with --ranges (raw clean data); a release "
+                                        "carries its own bound")
             model.fit(args.data, noise_var=args.noise_var, features=features, label=args.label,
                       override=args.override, checkpoint=args.checkpoint,
                       checkpoint_every=args.checkpoint_every, resume=args.resume,
-                      overwrite=args.overwrite, **noise)
+                      overwrite=args.overwrite, ranges=args.ranges, feature_bound=args.bound,
+                      validation=args.validation, **noise)
     for w in caught:
         print(f"iwpfast: warning: {w.message}")
     model.save(args.out, overwrite=args.overwrite)
@@ -184,7 +235,33 @@ def run(args) -> int:
         coef = model.coef_.reshape(-1)
         intercept = float(np.asarray(model.intercept_).reshape(-1)[0])
         print("coef:", " ".join(f"{c:+.5g}" for c in coef), f" intercept: {intercept:+.5g}")
+    print(f"alpha {model.alpha_:.4g}, learning rate {model.learning_rate_:.4g}"
+          + (" (chosen by private validation)" if getattr(model, "tuning_", None) else ""))
+    if getattr(model, "tuning_", None):
+        print_tuning(model.tuning_, table=getattr(args, "table", False))
     print(f"updates: {tel.get('batches')}, projection hits: {tel.get('projection_hits')}, "
           f"cap hits: {tel.get('cap_hits')}, largest sigma^2|theta|^2: {tel.get('max_noise_energy', 0):.3g}")
     print(f"model written to {args.out}")
     return 0
+
+
+def print_tuning(t: dict, table: bool = False) -> None:
+    """The tuning summary (and with ``table`` every head's private validation risk)."""
+    import math
+    k = int(t["heads"])
+    reliable = sum(bool(r) for r in t["reliable"])
+    print(f"tuning: {k} heads (alpha x learning rate) in one scan of {int(t['n_train']):,} rows, "
+          f"scored on {int(t['n_validation']):,} private validation rows; {reliable} reliable; "
+          f"rule: {t['rule']}; cost: {float(t['passes']):.3g} reads of the data, {k} head "
+          "updates per training row")
+    if table:
+        print("    alpha   learning_rate   private risk +- se    reliable  sigma^2|theta|^2  capped")
+        for i in range(k):
+            risk, se = float(t["risk"][i]), float(t["stderr"][i])
+            mark = "  <- chosen" if t["chosen"][i] else ""
+            risk_text = f"{risk:9.5f} +- {se:7.5f}" if math.isfinite(risk) else f"{'nan':>20}"
+            print(f"  {float(t['alpha'][i]):7.4g}   {float(t['learning_rate'][i]):13.4g}   "
+                  f"{risk_text}   {str(bool(t['reliable'][i])):>8}  "
+                  f"{float(t['noise_energy'][i]):16.3g}  {str(bool(t['capped'][i])):>6}{mark}")
+    for note in t.get("notes") or []:
+        print(f"tuning note: {note}")

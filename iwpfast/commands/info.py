@@ -74,13 +74,19 @@ def model_info(path, args) -> str | None:
         return json.dumps({k: v for k, v in doc.items() if k not in ("state", "states")}, indent=2,
                           sort_keys=True)
     f, prm = doc["fitted"], doc["params"]
+    alpha = f.get("alpha", prm["alpha"])
+    step = f.get("learning_rate", prm["learning_rate"])
+    chosen = " (chosen by private validation)" if f.get("tuning") else ""
     lines = [
         f"{path}: iwpfast model {doc['estimator']} (format version {doc['format_version']}, "
         f"written by iwpfast {doc['library_version']})",
-        f"loss {prm['loss']}, correction {prm['correction']} ({f['mode']} mode), alpha {prm['alpha']}, "
-        f"learning rate {prm['learning_rate']} ({prm['schedule']}), batch {prm['batch_size']}, "
+        f"loss {prm['loss']}, correction {prm['correction']} ({f['mode']} mode), alpha {alpha:.4g}, "
+        f"learning rate {step:.4g} ({prm['schedule']}){chosen}, batch {prm['batch_size']}, "
         f"average {prm['average']}",
-        f"trained on {f['n_rows_seen']:,} rows, {f['n_iter']} updates; radius {f['radius']}",
+        f"trained on {f['n_rows_seen']:,} rows, {f['n_iter']} updates; radius {f['radius']}"
+        + (f"; logistic series truncated at K = {f['truncation']}"
+           + (" (chosen by truncation='auto')" if prm.get("truncation") == "auto" else "")
+           if prm["loss"] == "logistic" and f["mode"] == "iwp" else ""),
     ]
     if isinstance(f["intercept"], list):      # k > 2 classes: one-vs-rest heads
         lines.append(f"{len(f['intercept'])} classes, one-vs-rest heads (k-ary label weights "
@@ -95,6 +101,14 @@ def model_info(path, args) -> str | None:
             + f"; intercept {f['intercept']:+.5g}",
             f"label:     {f['label']}" + (f" (classes {f['classes']})" if f.get("classes") else ""),
         ]
+    if f.get("feature_ranges"):
+        lines.append("raw units: " + ", ".join(f"{n}={lo:g}:{hi:g}" for n, lo, hi in f["feature_ranges"])
+                     + f", clipped at L2 bound {f['feature_bound']:g}")
+    t = f.get("tuning")
+    if t:
+        k = int(t["heads"])
+        lines.append(f"tuning:    {k} heads, {int(t['n_train']):,} training / {int(t['n_validation']):,} "
+                     f"validation rows, rule {t['rule']}, {sum(map(bool, t['reliable']))} reliable")
     if doc.get("release") is not None:
         from ..privacy import ReleaseSpec
         lines.append("trained on a release with spec:")

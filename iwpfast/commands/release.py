@@ -150,6 +150,12 @@ def run(args) -> int:
             f"the label {label!r} needs a privacy budget: give --epsilon-y EPS, or --public-labels "
             "to release it without noise, or --no-label to leave it out"
         )
+    import math
+    if args.epsilon_x is not None and math.isinf(args.epsilon_x):
+        raise InvalidInputError(
+            "--epsilon-x inf means no noise, which is not a private release. For the clean "
+            "baseline fit the raw file directly, scaled and clipped as a release would be: "
+            "iwpfast fit RAW --features ... --ranges NAME=LO:HI ... --label y --bound B --out clean.json")
     spec = ReleaseSpec(
         epsilon_x=args.epsilon_x, delta=args.delta, bound=args.bound,
         epsilon_y=None if label is None else args.epsilon_y,

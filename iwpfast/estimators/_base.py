@@ -60,6 +60,10 @@ class IWPBase(ParamsMixin, InputsMixin):
         truncation = v["truncation"]
         if v["loss"] == "logistic" and mode == "iwp":
             truncation = self._resolve_truncation(truncation, noise, radius, cap)
+        elif truncation == "auto":
+            # K only matters for the logistic IWP series: without noise (or correction) or with
+            # another loss every K gives the same gradient, so 'auto' is simply ignored
+            truncation = 0
         return HeadConfig(
             loss=v["loss"], mode=mode, n_features=p,
             noise_var=(np.zeros(p) if mode == "clean" else noise.noise_var.astype(np.float64)),
@@ -89,7 +93,8 @@ class IWPBase(ParamsMixin, InputsMixin):
         ``override=True``.  ``checkpoint``: a file written every ``checkpoint_every`` rows;
         ``resume=True`` continues from it, an existing one is otherwise replaced only with
         ``overwrite=True``.
-        ``ranges={name: (lo, hi)}`` (or "A=0:99,B=1:24"): X is raw, un-noised data; it is scaled
+        ``ranges={name: (lo, hi)}`` (or "A=0:99,B=1:24", or [(lo, hi), ...] in column order for
+        an array): X is raw, un-noised data; it is scaled
         and clipped as a release with these ranges and ``feature_bound`` (default 1, as a
         release's) would be, without noise: the clean baseline a data owner compares with.
         ``validation``: a separate private release to choose the "auto" hyper-parameters on
@@ -200,6 +205,9 @@ class IWPBase(ParamsMixin, InputsMixin):
         self.target_noise_var_ = cfg.target_noise_var
         self.radius_ = cfg.radius
         self.truncation_ = cfg.truncation
+        # the values the pass runs with ('auto' resolved, 'paper' resolved once run: _run updates)
+        self.alpha_ = cfg.alpha
+        self.learning_rate_ = cfg.learning_rate
         self.mode_ = cfg.mode
 
     def _run(self, source, kwargs):
@@ -216,6 +224,7 @@ class IWPBase(ParamsMixin, InputsMixin):
             kw["feature_bound"] = ps.noise.feature_bound
         result = driver.fit_stream(source, [head], **kw)
         ps.config = result.configs.get(HEAD_NAME, ps.config)  # 'paper' resolved to its step
+        self.learning_rate_ = ps.config.learning_rate
         ps.head = result.states[HEAD_NAME]
         self._update_fitted(ps.head, dict(result.telemetry.get(HEAD_NAME, {})))
 
@@ -264,8 +273,6 @@ class IWPBase(ParamsMixin, InputsMixin):
             kwargs.update(checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume,
                           overwrite=overwrite)
         self._run_explaining_divergence(source, kwargs, feats, scaling)
-        self.alpha_ = self._pass.config.alpha
-        self.learning_rate_ = self._pass.config.learning_rate
         return self
 
     # ---- the clean baseline path ----------------------------------------------------------------
@@ -280,6 +287,14 @@ class IWPBase(ParamsMixin, InputsMixin):
                 "ranges=... scales raw clean data as a release would; it cannot be combined with "
                 "noise parameters (noise_var/epsilon_y): release the data instead (iwpfast release)")
         from ..privacy.scaling import parse_ranges
+        if (isinstance(ranges, (list, tuple)) and ranges and all(
+                isinstance(r, (list, tuple)) and len(r) == 2 and not isinstance(r[0], str)
+                for r in ranges)):
+            # (lo, hi) per column, in the order of X's columns
+            if len(ranges) != len(feats):
+                raise InvalidInputError(f"ranges has {len(ranges)} (lo, hi) pairs for {len(feats)} "
+                                        "features; give one per column, or a dict by name")
+            ranges = dict(zip(feats, ranges, strict=True))
         parsed = parse_ranges(ranges)
         missing = [f for f in feats if f not in parsed]
         if missing:

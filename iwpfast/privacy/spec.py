@@ -412,8 +412,9 @@ class ReleaseSpec:
         lines = [
             f"task:          {self.task}",
             f"features:      {', '.join(self.features or ())}",
-            "ranges:        " + ", ".join(f"{k}={lo:g}:{hi:g}" for k, (lo, hi) in self.ranges.items()
-                                         if not self.features or k in self.features),
+            # in feature order (the order the columns were released in), not the dict's
+            "ranges:        " + ", ".join(f"{k}={self.ranges[k][0]:g}:{self.ranges[k][1]:g}"
+                                         for k in (self.features or self.ranges) if k in self.ranges),
             f"label:         {self.label}",
             f"feature bound: {self.bound:g} (L2)",
             f"calibration:   {self.calibration}",

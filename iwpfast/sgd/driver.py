@@ -37,7 +37,8 @@ import numpy as np
 
 from .._kernels.abi import C_TRACE
 from ..engines import resolve_engine
-from ..exceptions import CheckpointError, InvalidInputError, NumericalWarning, ReleaseSpecError
+from ..exceptions import (CheckpointError, DivergenceError, InvalidInputError, NumericalWarning,
+                          ReleaseSpecError)
 from ..io.reader import ChunkReader
 from ..io.sources import Source, open_source
 from ..progress import progress_bar
@@ -201,7 +202,9 @@ def _warn_telemetry(name: str, cfg: HeadConfig, tel: dict) -> None:
         warnings.warn(
             f"head {name!r}: sigma^2 |theta|^2 reached {e:.3g}; the IWP gradient variance grows "
             f"like exp(sigma^2 |theta|^2) = {math.exp(min(e, 700)):.3g}, so this run is very "
-            f"noisy. Use a smaller radius, a variance_cap (e.g. 2), or a smaller learning rate.",
+            f"noisy. Use a smaller radius, "
+            + (f"a smaller variance_cap (now {cfg.variance_cap:g})" if math.isfinite(cfg.variance_cap)
+               else "a variance_cap (e.g. 2)") + ", or a smaller learning rate.",
             NumericalWarning, stacklevel=3)
     if tel["on_sphere"]:
         warnings.warn(
@@ -369,6 +372,14 @@ def _usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+def _tag_head(exc: BaseException, name: str) -> BaseException:
+    """Record on a DivergenceError which head diverged (``exc.head``): the other heads of the scan
+    were fine, and a caller training a grid (``sgd.tuning``) drops that one and goes on."""
+    if isinstance(exc, DivergenceError) and getattr(exc, "head", None) is None:
+        exc.head = name
+    return exc
+
+
 def default_head_threads(n_heads: int, source: Source) -> int:
     """Threads for the heads' kernels when ``head_threads=None``.
 
@@ -404,6 +415,8 @@ class _HeadPool:
         import queue
         jobs = [(i, [h.config for h in unit], [states[h.name] for h in unit],
                  group_of[unit[0].name], unit[0].label) for i, unit in enumerate(units)]
+        # the head a DivergenceError is tagged with (a one-head unit; k-class units are one model)
+        self.names = [unit[0].name if len(unit) == 1 else None for unit in units]
         bounds = [round(i * len(jobs) / threads) for i in range(threads + 1)]
         self.groups = [jobs[bounds[i]:bounds[i + 1]] for i in range(threads)]
         self.run_chunk = run_chunk
@@ -428,6 +441,8 @@ class _HeadPool:
                         try:
                             self.run_chunk(cfgs, sts, chunk.features[g], chunk.labels[label])
                         except BaseException as exc:
+                            if self.names[index] is not None:
+                                _tag_head(exc, self.names[index])
                             with self.lock:
                                 self.errors.append((index, exc))
                             failed = True
@@ -636,9 +651,15 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
                                 _ensure_trace(h.config, cur[h.name], chunk.n_rows)
                             if pool is None:
                                 for unit in units:
-                                    run_unit([h.config for h in unit], [cur[h.name] for h in unit],
-                                             chunk.features[group_of[unit[0].name]],
-                                             chunk.labels[unit[0].label])
+                                    try:
+                                        run_unit([h.config for h in unit],
+                                                 [cur[h.name] for h in unit],
+                                                 chunk.features[group_of[unit[0].name]],
+                                                 chunk.labels[unit[0].label])
+                                    except DivergenceError as exc:
+                                        if len(unit) == 1:
+                                            _tag_head(exc, unit[0].name)
+                                        raise
                             else:
                                 pool.submit(chunk)
                                 if tracing:  # trace buffers are sized and drained per chunk
@@ -679,7 +700,12 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
                     for h in heads:
                         _ensure_trace(h.config, cur[h.name], 0)
                     for unit in units:
-                        finish_unit([h.config for h in unit], [cur[h.name] for h in unit])
+                        try:
+                            finish_unit([h.config for h in unit], [cur[h.name] for h in unit])
+                        except DivergenceError as exc:
+                            if len(unit) == 1:
+                                _tag_head(exc, unit[0].name)
+                            raise
                 _drain_traces(heads, cur, trace_callback)
                 if checkpoint is not None:
                     save(epochs - 1, n_rows_pass, None, is_finished=True)

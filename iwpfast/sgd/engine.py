@@ -52,8 +52,9 @@ _FEATURE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _kernels():
-    """The kernel module, imported (not compiled) on first use."""
-    from .._kernels import sgd
+    """The kernel module, imported (not compiled) on first use; says so when they will compile."""
+    from .._kernels import _options, sgd
+    _options.announce_first_compile()
     return sgd
 
 
@@ -255,11 +256,10 @@ _LIKE = {np.dtype(t): np.empty(0, t) for t in (np.float32, np.float64, np.int8, 
 
 
 def _raise_divergence(cfg: HeadConfig, row: int) -> None:
+    from .state import divergence_advice
     raise DivergenceError(
         f"SGD diverged: theta became non-finite in the update ending at row {row} (global row "
-        f"index of the stream). Use a smaller learning_rate (now {cfg.learning_rate:g}), a smaller "
-        f"radius (now {cfg.radius:g}) or a variance_cap (now {cfg.variance_cap:g}); also check that "
-        "the features of that batch are finite.")
+        f"index of the stream). {divergence_advice(cfg)}")
 
 
 # ------------------------------------------------------------------------------------------

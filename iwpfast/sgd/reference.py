@@ -149,6 +149,7 @@ class _Head:
         self.fit_intercept = cfg.fit_intercept
         self.average_start = cfg.average_start
         self.trace_every = cfg.trace_every
+        self.cfg = cfg
 
 
 def _update(h: _Head, state: HeadState, Xb: np.ndarray, yb: np.ndarray) -> None:
@@ -221,10 +222,10 @@ def _update(h: _Head, state: HeadState, Xb: np.ndarray, yb: np.ndarray) -> None:
         state.counters[_TRACE] = row + 1
     # 10. divergence
     if not (np.isfinite(theta).all() and math.isfinite(b)):
+        from .state import divergence_advice
         raise DivergenceError(
             f"theta or the intercept became non-finite at row {int(rows_before) + m - 1} "
-            f"(update {step}, learning rate {gamma:.3g}); use a smaller learning_rate or radius "
-            "(or a variance_cap)")
+            f"(update {step}, learning rate {gamma:.3g}). {divergence_advice(h.cfg)}")
 
 
 def reference_run_chunk(cfg: HeadConfig, state: HeadState, X, y) -> None:

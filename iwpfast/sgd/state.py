@@ -334,3 +334,22 @@ class HeadState:
         if averaged and self.n_avg > 0:
             return self.theta_avg.copy(), float(self.intercept_avg[0])
         return self.theta.copy(), float(self.intercept[0])
+
+
+def divergence_advice(cfg: HeadConfig) -> str:
+    """What to change after a divergence, fitted to the settings in force (no advice to set a
+    variance cap that is set, or that cannot act without feature noise)."""
+    import math
+    tips = [f"a smaller learning_rate (now {cfg.learning_rate:g})"]
+    if math.isfinite(cfg.radius):
+        tips.append(f"a smaller radius (now {cfg.radius:g})")
+    else:
+        tips.append("a projection radius (radius=..., none now)")
+    if cfg.mode == "iwp" and np.any(np.asarray(cfg.noise_var) > 0):
+        if math.isfinite(cfg.variance_cap):
+            tips.append(f"a smaller variance_cap (now {cfg.variance_cap:g})")
+        else:
+            tips.append("a variance_cap such as 2 (none now)")
+    return ("Use " + ", ".join(tips[:-1]) + " or " + tips[-1]
+            + "; also check that the features of that batch are finite and scaled (a release's "
+            "lie in [-1, 1] plus noise).")

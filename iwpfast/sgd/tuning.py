@@ -312,10 +312,8 @@ def tune_stream(source, features: Sequence[str], label: str, points: Sequence[Gr
         train = src if mapper is None else PartSource(src, mapper=mapper)
         passes = 1.0 + (1.0 if val.num_rows is None or src.num_rows is None
                         else val.num_rows / max(src.num_rows, 1))
-    heads = []
-    for pt in points:
-        cfg = make_config(pt, train.num_rows)
-        heads.append(driver.Head(pt.name, cfg, list(features), label))
+    from ..estimates import RiskEstimate
+    from ..exceptions import DivergenceError
     kw = dict(progress=progress, engine=engine)
     if chunk_rows is not None:
         kw["chunk_rows"] = int(chunk_rows)
@@ -324,15 +322,50 @@ def tune_stream(source, features: Sequence[str], label: str, points: Sequence[Gr
     if checkpoint is not None:
         kw.update(checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume,
                   overwrite=overwrite)
-    with warnings.catch_warnings():
-        # per-head telemetry warnings (sphere, cap) are reported in the table, not 15 times over
-        warnings.simplefilter("ignore", NumericalWarning)
-        result = driver.fit_stream(train, heads, **kw)
-    names = [pt.name for pt in points]
-    estimates, cov = score_heads(val, features, label, names, result.states, result.configs,
-                                 loss=loss, noise=noise)
+    active = list(points)
+    diverged: list[str] = []
+    while True:
+        heads = [driver.Head(pt.name, make_config(pt, train.num_rows), list(features), label)
+                 for pt in active]
+        try:
+            with warnings.catch_warnings():
+                # per-head telemetry warnings (sphere, cap) are in the table, not k times over
+                warnings.simplefilter("ignore", NumericalWarning)
+                result = driver.fit_stream(train, heads, **kw)
+            break
+        except DivergenceError as exc:
+            # one head's step was too large for the data: drop it and scan again (one more read)
+            name = getattr(exc, "head", None)
+            if name is None or len(active) == 1 or not train.rereadable:
+                raise
+            active = [pt for pt in active if pt.name != name]
+            diverged.append(name)
+            passes += 1.0
+            if checkpoint is not None:   # the grid changed: the checkpoint starts over
+                kw.update(resume=False, overwrite=True)
+    names = [pt.name for pt in active]
+    scored, cov_active = score_heads(val, features, label, names, result.states, result.configs,
+                                     loss=loss, noise=noise)
+    by_name = dict(zip(names, scored, strict=True))
+    index = {n: i for i, n in enumerate(names)}
+    estimates = []
+    for pt in points:
+        if pt.name in by_name:
+            estimates.append(by_name[pt.name])
+        else:
+            estimates.append(RiskEstimate(math.nan, math.inf, 0, reliable=False,
+                                          warnings=("the head diverged (theta became non-finite).",)))
+    k = len(points)
+    cov = np.full((k, k), np.inf)
+    for i, pi in enumerate(points):
+        for j, pj in enumerate(points):
+            if pi.name in index and pj.name in index:
+                cov[i, j] = cov_active[index[pi.name], index[pj.name]]
     chosen, rule, notes = select(points, estimates, cov)
-    n_val = estimates[0].n_rows if estimates else 0
+    if diverged:
+        notes.append(f"{len(diverged)} head(s) diverged and were dropped ({', '.join(diverged)}); "
+                     f"each cost one more read of the training part")
+    n_val = max((e.n_rows for e in estimates), default=0)
     return TuningResult(points=list(points), estimates=estimates, states=result.states,
                         configs=result.configs, telemetry=result.telemetry, chosen=chosen,
                         rule=rule, n_train=int(result.n_rows), n_validation=int(n_val),
