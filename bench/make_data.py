@@ -57,10 +57,13 @@ def main(argv=None):
     ap.add_argument("--out", required=True)
     ap.add_argument("--sigma", type=float, default=0.5)
     ap.add_argument("--keep", type=float, default=0.9)
+    ap.add_argument("--no-metadata", action="store_true",
+                    help="plain data without release metadata (the estimators then check and "
+                         "recode the labels; bench/api_speed.py)")
     a = ap.parse_args(argv)
     names = [f"x{j}" for j in range(a.p)] + ["y"]
-    meta = {b"iwpfast.release": json.dumps(release_metadata(a.p, a.sigma, a.keep,
-                                                           a.rows)).encode()}
+    meta = None if a.no_metadata else {
+        b"iwpfast.release": json.dumps(release_metadata(a.p, a.sigma, a.keep, a.rows)).encode()}
     schema = pa.schema([(n, pa.float32()) for n in names[:-1]] + [("y", pa.int8())],
                        metadata=meta)
     data = blocks(a.p, a.sigma, a.keep)

@@ -86,8 +86,14 @@ def test_fit_path_equals_fit_arrays(tmp_path):
 def test_non_finite_feature_names_column_and_row():
     X, y = _data(np.float64)
     X[4321, 2] = np.nan
-    with pytest.raises(InvalidInputError, match=r"feature 'x2' has a non-finite value .* at row 4321"):
-        IWPClassifier(alpha=1.0, learning_rate=0.01, progress=False, chunk_rows=1000).fit(X, y)
+    model = IWPClassifier(alpha=1.0, learning_rate=0.01, progress=False, chunk_rows=1000)
+    with pytest.raises(InvalidInputError, match=r"non-finite value nan in column 'x2' at .*row 4321 of the stream"):
+        model.fit(X, y)
+    X[4321, 2] = 1.0
+    model.fit(X, y)
+    X[10, 1] = -np.inf                                     # predict checks as fit does
+    with pytest.raises(InvalidInputError, match=r"non-finite value -inf in column 'x1' at row 10"):
+        model.predict(X)
 
 
 def test_third_label_value_is_found_in_the_pass():
@@ -117,3 +123,45 @@ def test_shuffle_reads_rows_in_the_permuted_order():
     perm = np.random.default_rng(3).permutation(N)
     theta, _ = _engine_model(model, X[perm], np.where(y[perm] == 7, 1.0, -1.0))
     np.testing.assert_array_equal(model.coef_.reshape(-1), theta)
+
+
+@pytest.fixture
+def parquet_with_null(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    X, y = _data(np.float32)
+    a = pa.array(X[:, 1], mask=np.arange(N) == 1234)        # one null in column x1
+    cols = {f"x{j}": (a if j == 1 else X[:, j]) for j in range(P)}
+    path = tmp_path / "nulls.parquet"
+    pq.write_table(pa.table({**cols, "y": (y == 7).astype(np.int8)}), path, row_group_size=1000)
+    clean = tmp_path / "clean.parquet"
+    pq.write_table(pa.table({**{f"x{j}": X[:, j] for j in range(P)}, "y": (y == 7).astype(np.int8)}),
+                   clean)
+    return path, clean
+
+
+def test_nulls_in_predict_score_and_private_risk_give_the_error_fit_gives(parquet_with_null):
+    path, clean = parquet_with_null
+    feats = [f"x{j}" for j in range(P)]
+    kw = dict(features=feats, label="y")
+    with pytest.raises(InvalidInputError) as fit_error:
+        IWPClassifier(alpha=1.0, learning_rate=0.01, progress=False).fit(str(path), **kw)
+    expected = str(fit_error.value)
+    assert "null value in column 'x1'" in expected and "row group 1, row 234" in expected
+    model = IWPClassifier(alpha=1.0, learning_rate=0.01, progress=False).fit(str(clean), **kw)
+    calls = [lambda: model.predict(str(path), features=feats, scaled=True),
+             lambda: model.decision_function(str(path), features=feats, scaled=True),
+             lambda: model.score(str(path), scaled=True, **kw),
+             lambda: model.risk(str(path), scaled=True, **kw),
+             lambda: model.private_risk(str(path), noise_var=0.0, **kw)]
+    for call in calls:
+        with pytest.raises(InvalidInputError) as info:
+            call()
+        assert str(info.value) == expected
+
+
+def test_paper_schedule_on_a_parquet_file_without_metadata(parquet_with_null):
+    _, clean = parquet_with_null
+    model = IWPClassifier(alpha=1.0, learning_rate=0.01, schedule="paper", progress=False)
+    model.fit(str(clean), features=[f"x{j}" for j in range(P)], label="y", feature_bound=4.0)
+    assert model.n_rows_seen_ == N and np.isfinite(model._pass.config.learning_rate)

@@ -160,6 +160,8 @@ class IWPBase(ParamsMixin, InputsMixin):
             self._start_pass(cfg, feats, lab, noise, names_in)
         if y is None:
             src = self._label_mapped_source(src, lab)
+        else:
+            src.validate = False        # the driver names a non-finite value (see io/arrays.py)
         # the rows of an incomplete last batch stay in the state's carry (finish=False): the next
         # call completes the batch, finalize() runs it as the pass's last update
         self._run(src, {"finish": False})
@@ -268,6 +270,8 @@ class IWPBase(ParamsMixin, InputsMixin):
             from ..io.sources import open_source
             from ..io.views import PartSource
             source = PartSource(open_source(source), mapper=mapper)
+        elif y is not None:
+            source.validate = False     # the driver names a non-finite value (see io/arrays.py)
         kwargs = {}
         if checkpoint is not None:
             kwargs.update(checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume,
@@ -472,31 +476,52 @@ class IWPBase(ParamsMixin, InputsMixin):
         b = float(np.asarray(self.intercept_).reshape(-1)[0])
         return theta, b
 
-    def _feature_columns(self, X, features=None):
-        """Yield lists of feature columns (1-D float64 arrays) of X, checking them against the fit.
+    def _read(self, source, features, label=None):
+        """Yield (feature columns, labels or None) chunk by chunk: the one read path of every
+        estimator call, the training reader (``ChunkReader``: only these columns decoded, in a
+        background thread; a null or non-finite value raises the error ``fit`` gives, naming the
+        file, row group and row)."""
+        from ..io.reader import ChunkReader
+        reader = ChunkReader(source, [list(features)], [] if label is None else [label],
+                             chunk_rows=None if self.chunk_rows is None else int(self.chunk_rows))
+        for chunk in reader:
+            yield list(chunk.features[0]), (None if label is None else chunk.labels[label])
 
-        X: an (n, p) array, or anything with named columns (DataFrame, pyarrow Table, a file path or
-        any source open_source accepts; streamed batch by batch).  ``features``: the columns of X to
-        use, in the model's feature order (default: the model's feature names).
+    def _feature_columns(self, X, features=None):
+        """Yield lists of feature columns of X (chunk by chunk, the model's feature order), checked
+        against the fit: values must be finite, as in ``fit``.
+
+        X: an (n, p) array (read without a copy when its columns are contiguous), or anything with
+        named columns (DataFrame, pyarrow Table, a file path or any source open_source accepts).
+        ``features``: the columns of X to use, in the model's feature order (default: the model's
+        feature names).
         """
         self._check_fitted()
         p = self.n_features_in_
         model_names = list(self.features_)
         if isinstance(X, np.ndarray) or (isinstance(X, (list, tuple)) and X and not isinstance(X[0], str)):
+            from ..io.arrays import ArraySource
             Xa = np.asarray(X)
             if Xa.ndim != 2 or Xa.shape[1] != p:
                 raise InvalidInputError(
                     f"X has shape {Xa.shape} but the model was fitted on {p} features {model_names}; "
                     f"pass an (n, {p}) array with the columns in that order")
-            yield [np.asarray(Xa[:, j], dtype=np.float64) for j in range(p)]
+            if not np.issubdtype(Xa.dtype, np.number):
+                raise InvalidInputError(f"X must be numeric (got dtype {Xa.dtype}); encode non-numeric "
+                                        "columns as numbers first")
+            if Xa.shape[0] == 0:
+                return
+            names = [f"x{j}" for j in range(p)]
+            source = ArraySource(Xa, None, names, None, description="<X array>")
+            for cols, _ in self._read(source, names):
+                yield cols
             return
         wanted = self._wanted_features(features)
         from ..io.sources import open_source
         src = open_source(X)
         self._check_names(list(src.full_schema.names), wanted, model_names)
-        for batch in src.batches(wanted):
-            yield [np.asarray(batch.column(c).to_numpy(zero_copy_only=False), dtype=np.float64)
-                   for c in wanted]
+        for cols, _ in self._read(src, wanted):
+            yield cols
 
     def _model_ranges(self):
         """(lo, hi, bound) of the model's features in the model's order, or None when the model
@@ -587,12 +612,12 @@ class IWPBase(ParamsMixin, InputsMixin):
         self._check_names(names, wanted, list(self.features_))
         theta, b = self._theta_b()
         us, ys = [], []
+        source = self._label_mapped_source(src, lab)
 
         def batches():
-            for batch in src.batches([*wanted, lab]):
-                ys.append(self._encode_targets_stream(batch.column(lab).to_numpy(zero_copy_only=False)))
-                yield [np.asarray(batch.column(c).to_numpy(zero_copy_only=False), dtype=np.float64)
-                       for c in wanted]
+            for cols, labels in self._read(source, wanted, lab):
+                ys.append(self._kernel_targets(labels, lab))
+                yield cols
 
         for cols in self._in_model_units(batches(), scaled, where):
             us.append(self._linear_scores(theta, b, cols))
@@ -662,14 +687,16 @@ class IWPBase(ParamsMixin, InputsMixin):
         return est
 
     def _iter_xy(self, source, feats, lab):
-        """Yield (feature columns, targets in the kernel's encoding) per batch of a prepared source."""
-        if isinstance(source, dict):
-            yield [np.asarray(source[f], dtype=np.float64) for f in feats], np.asarray(source[lab], np.float64)
-            return
-        for batch in source.batches([*feats, lab]):
-            cols = [np.asarray(batch.column(f).to_numpy(zero_copy_only=False), dtype=np.float64)
-                    for f in feats]
-            yield cols, self._encode_targets_stream(batch.column(lab).to_numpy(zero_copy_only=False))
+        """Yield (feature columns, targets in the kernel's encoding) per chunk of a prepared source."""
+        from ..io.arrays import ArraySource
+        if not isinstance(source, ArraySource):       # arrays: labels encoded by the source
+            source = self._label_mapped_source(source, lab)
+        for cols, labels in self._read(source, feats, lab):
+            yield cols, self._kernel_targets(labels, lab)
+
+    def _kernel_targets(self, labels, column) -> np.ndarray:
+        """The targets of a chunk read through ``_label_mapped_source``, as float64."""
+        return np.asarray(labels, dtype=np.float64)
 
     def _encode_targets_stream(self, y: np.ndarray) -> np.ndarray:
         return np.asarray(y, dtype=np.float64)

@@ -95,11 +95,12 @@ class _TwoClasses(IWPBase):
         ps.classes = classes
         negative, positive = classes[0], classes[1]
 
-        def encode(values, first_row):
+        def encode(values, first_row, dtype=np.float64):
+            # comparisons and counts only (np.where over a mask was 20x slower than the rest)
             is_positive = values == positive
-            known = is_positive | (values == negative)
-            if not known.all():
-                row = int(np.flatnonzero(~known)[0])
+            is_negative = values == negative
+            if np.count_nonzero(is_positive) + np.count_nonzero(is_negative) != len(values):
+                row = int(np.flatnonzero(~(is_positive | is_negative))[0])
                 value = values[row]
                 if source is None:
                     raise InvalidInputError(
@@ -108,7 +109,10 @@ class _TwoClasses(IWPBase):
                         "classes=[...]) (one-vs-rest heads in one scan)")
                 raise InvalidInputError(f"y has label {value!r} at row {first_row + row}, not in {source}; "
                                         "pass classes=[...] naming both labels, or recode y")
-            return np.where(is_positive, 1.0, -1.0)
+            labels = is_positive.astype(dtype)
+            labels *= 2
+            labels -= 1
+            return labels
 
         return encode
 
@@ -121,6 +125,17 @@ class _TwoClasses(IWPBase):
             self._pass.classes = np.asarray(meta.get("label_classes") or [-1, 1])
             return None
         return self._label_mapper(lab)
+
+    def _kernel_targets(self, labels, column) -> np.ndarray:
+        """+-1 targets of a chunk read through ``_label_mapped_source`` (checked: a release's
+        labels are -1/+1 as written, any other value is an error naming the column)."""
+        targets = np.asarray(labels, dtype=np.float64)
+        bad = np.abs(targets) != 1.0
+        if bad.any():
+            raise InvalidInputError(
+                f"label column {column!r} has the value {targets[int(np.flatnonzero(bad)[0])]!r}; "
+                "a release's labels are -1 or +1: re-create the release, or read another column")
+        return targets
 
     def _label_mapper(self, lab):
         """A batch mapper (``iwpfast.io.views``) recoding the label column to +-1."""

@@ -30,7 +30,7 @@ class IWPRegressor(IWPBase):
             raise InvalidInputError(f"regression targets y must be numeric (got dtype {y.dtype}); convert y "
                                     "with y.astype(float)")
 
-        def encode(values, first_row):
+        def encode(values, first_row, dtype=np.float64):
             targets = np.asarray(values, dtype=np.float64)
             if not np.isfinite(np.add.reduce(targets)) and not np.isfinite(targets).all():
                 bad = first_row + int(np.flatnonzero(~np.isfinite(targets))[0])

@@ -9,9 +9,11 @@ hands the driver.  ``ChunkReader`` reads it through ``chunks()`` instead of Arro
 - a row-major (C-order) array, a strided column, an integer column or a shuffled order is copied
   one chunk at a time (the chunk is transposed into feature-major buffers): at most the chunks in
   flight (three, see ``ChunkReader``) are ever copied, never X;
-- per chunk, in the reader's thread: the finiteness check of every column (one ``np.add.reduce``
-  each, the row found only when it fails) and ``encode(labels)`` (the label check and the mapping
-  to what the kernel reads), so they ride in the same pass as the training.
+- per chunk, in the reader's thread: ``encode(labels)`` (the label check and the mapping to what
+  the kernel reads), and, when ``validate`` (prediction), the finiteness check of every column
+  (one ``np.add.reduce`` each, the row found only when it fails).  Training leaves the finiteness
+  to the kernel: a non-finite value makes the gradient NaN, and the driver then names the column
+  and row (``iwpfast.sgd.driver._run_head_chunk``) -- no pass of its own over X.
 """
 from __future__ import annotations
 
@@ -36,22 +38,28 @@ class ArraySource(Source):
     """Feature columns and labels held in memory (see the module docstring).
 
     X: an (n, p) NumPy array (any order) or a list of p 1-D arrays.  labels: 1-D, n values, given
-    to ``encode(values, first_row)`` chunk by chunk (returns the kernel's labels, ``label_dtype``).
+    to ``encode(values, first_row, label_dtype)`` chunk by chunk (returns the kernel's labels).
     order: an optional permutation of the rows (``shuffle=True``), applied chunk by chunk.
     """
 
     cheap_decode = True
     rereadable = True
 
-    def __init__(self, X, labels: np.ndarray, feature_names: Sequence[str], label_name: str, *,
-                 encode: Callable[[np.ndarray, int], np.ndarray], label_dtype,
-                 order: np.ndarray | None = None, description: str = "<arrays>"):
+    def __init__(self, X, labels: np.ndarray | None, feature_names: Sequence[str],
+                 label_name: str | None, *,
+                 encode: Callable[[np.ndarray, int, np.dtype], np.ndarray] | None = None,
+                 label_dtype=np.float64, order: np.ndarray | None = None,
+                 description: str = "<arrays>", validate: bool = True):
         self.description = description
         self.feature_names = list(feature_names)
         self.label_name = label_name
         self._labels = labels
         self._encode = encode
         self._order = order
+        # check every value is finite while reading (one pass over each column); the training
+        # driver turns it off: there a non-finite value shows as a divergence of the kernel and is
+        # found then (iwpfast.sgd.driver._run_head_chunk), so fit(X, y) reads X once
+        self.validate = validate
         if isinstance(X, np.ndarray):
             self._matrix = X
             self._columns = None
@@ -64,8 +72,10 @@ class ArraySource(Source):
             dtypes = [c.dtype for c in self._columns]
         self.dtype = feature_dtype(dtypes)
         self.label_dtype = np.dtype(label_dtype)
-        schema = pa.schema([pa.field(f, pa.from_numpy_dtype(self.dtype)) for f in self.feature_names]
-                           + [pa.field(label_name, pa.from_numpy_dtype(self.label_dtype))])
+        fields = [pa.field(f, pa.from_numpy_dtype(self.dtype)) for f in self.feature_names]
+        if label_name is not None:
+            fields.append(pa.field(label_name, pa.from_numpy_dtype(self.label_dtype)))
+        schema = pa.schema(fields)
         super().__init__(schema, None, 1 << 16, int(n))
 
     def group_ends(self):
@@ -84,8 +94,8 @@ class ArraySource(Source):
             return [np.ascontiguousarray(c[rows], dtype=dtype) for c in self._columns], False
         if self._matrix is not None:
             part = self._matrix[start:stop].T          # (p, rows) view
-            if part.dtype == dtype and part.flags.c_contiguous:
-                return list(part), True                 # Fortran-order X: rows of X.T are columns
+            if part.dtype == dtype and (part.strides[1] == part.itemsize or part.shape[1] <= 1):
+                return list(part), True                 # Fortran-order X: each column contiguous
             return list(np.ascontiguousarray(part, dtype=dtype)), False   # one transposed copy
         out, views = [], True
         for c in self._columns:
@@ -105,21 +115,25 @@ class ArraySource(Source):
             stop = min(n, start + chunk_rows)
             columns, views = self._feature_block(start, stop)
             with np.errstate(over="ignore", invalid="ignore"):
-                for j, c in enumerate(columns):
+                for j, c in enumerate(columns if self.validate else ()):
                     if not np.isfinite(np.add.reduce(c)) and not np.isfinite(c).all():
                         bad = start + int(np.flatnonzero(~np.isfinite(c))[0])
                         raise InvalidInputError(
-                            f"feature {self.feature_names[j]!r} has a non-finite value "
-                            f"({c[bad - start]!r}) at row {bad}; drop or impute such rows before fitting")
-            raw = self._labels[start:stop] if self._order is None else self._labels[self._order[start:stop]]
-            labels = np.ascontiguousarray(self._encode(raw, start), dtype=self.label_dtype)
+                            f"non-finite value {float(c[bad - start])!r} in column {self.feature_names[j]!r} at "
+                            f"row {bad} of {self.description}. Remove or fix the rows with NaN/inf.")
+            labels = {}
+            if self.label_name is not None:
+                raw = (self._labels[start:stop] if self._order is None
+                       else self._labels[self._order[start:stop]])
+                labels[self.label_name] = np.ascontiguousarray(
+                    self._encode(raw, start, self.label_dtype), dtype=self.label_dtype)
             nbytes = 0 if views else sum(c.nbytes for c in columns)
             stats.zero_copy_columns += len(columns) if views else 0
             stats.copied_columns += 0 if views else len(columns)
             stats.copied_bytes += nbytes
             stats.copied_chunks += 0 if views else 1
             features = [tuple(columns[index[name]] for name in group) for group in plan.groups]
-            yield Chunk(features, {self.label_name: labels},
+            yield Chunk(features, labels,
                         BatchOrigin(0, self.description, -1, start, start), stop - start)
 
     # ---------------------------------------------------------------- the plain batch view
@@ -129,8 +143,11 @@ class ArraySource(Source):
             stop = min(n, start + batch_rows)
             block, _ = self._feature_block(start, stop)
             data = dict(zip(self.feature_names, block, strict=True))
-            raw = self._labels[start:stop] if self._order is None else self._labels[self._order[start:stop]]
-            data[self.label_name] = np.asarray(self._encode(raw, start), dtype=self.label_dtype)
+            if self.label_name is not None:
+                raw = (self._labels[start:stop] if self._order is None
+                       else self._labels[self._order[start:stop]])
+                data[self.label_name] = np.asarray(self._encode(raw, start, self.label_dtype),
+                                                   dtype=self.label_dtype)
             yield (BatchOrigin(0, self.description, -1, start, start),
                    pa.record_batch([pa.array(data[c]) for c in columns], names=list(columns)))
 

@@ -266,6 +266,27 @@ def _units(heads) -> list[list]:
     return units
 
 
+def _run_unit_chunk(run_unit, unit, configs, states, chunk, group) -> None:
+    """One kernel call of a unit of heads (one head, or one-vs-rest heads sharing their columns)
+    on one chunk.  A divergence caused by a non-finite feature value (NaN/inf make the gradient
+    NaN, whatever the step) becomes the input error naming the column and row: the values are
+    checked only then, so a source not validated while read (in-memory arrays) pays no pass of
+    its own for it."""
+    from ..exceptions import DivergenceError
+    head = unit[0]
+    try:
+        run_unit(configs, states, chunk.features[group], chunk.labels[head.label])
+    except DivergenceError:
+        for name, values in zip(head.features, chunk.features[group], strict=True):
+            bad = np.flatnonzero(~np.isfinite(values))
+            if bad.size:
+                i = int(bad[0])
+                raise InvalidInputError(
+                    f"non-finite value {float(values[i])!r} in column {name!r} at {chunk.origin.describe(i)}. "
+                    f"Remove or fix the rows with NaN/inf before training.") from None
+        raise
+
+
 def finish_states(configs: dict[str, HeadConfig], states: dict[str, HeadState], *,
                   engine: str = "numba") -> None:
     """Run each head's carried partial batch as its last update (after ``fit_stream(...,
@@ -413,8 +434,8 @@ class _HeadPool:
 
     def __init__(self, units, states, group_of, run_chunk, threads):
         import queue
-        jobs = [(i, [h.config for h in unit], [states[h.name] for h in unit],
-                 group_of[unit[0].name], unit[0].label) for i, unit in enumerate(units)]
+        jobs = [(i, unit, [h.config for h in unit], [states[h.name] for h in unit],
+                 group_of[unit[0].name]) for i, unit in enumerate(units)]
         # the head a DivergenceError is tagged with (a one-head unit; k-class units are one model)
         self.names = [unit[0].name if len(unit) == 1 else None for unit in units]
         bounds = [round(i * len(jobs) / threads) for i in range(threads + 1)]
@@ -437,9 +458,9 @@ class _HeadPool:
                 if chunk is None:
                     return
                 if not failed:
-                    for index, cfgs, sts, g, label in group:
+                    for index, unit, cfgs, sts, g in group:
                         try:
-                            self.run_chunk(cfgs, sts, chunk.features[g], chunk.labels[label])
+                            _run_unit_chunk(self.run_chunk, unit, cfgs, sts, chunk, g)
                         except BaseException as exc:
                             if self.names[index] is not None:
                                 _tag_head(exc, self.names[index])
@@ -652,10 +673,9 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
                             if pool is None:
                                 for unit in units:
                                     try:
-                                        run_unit([h.config for h in unit],
-                                                 [cur[h.name] for h in unit],
-                                                 chunk.features[group_of[unit[0].name]],
-                                                 chunk.labels[unit[0].label])
+                                        _run_unit_chunk(run_unit, unit, [h.config for h in unit],
+                                                        [cur[h.name] for h in unit], chunk,
+                                                        group_of[unit[0].name])
                                     except DivergenceError as exc:
                                         if len(unit) == 1:
                                             _tag_head(exc, unit[0].name)
