@@ -612,11 +612,11 @@ class IWPBase(ParamsMixin, InputsMixin):
         self._check_names(names, wanted, list(self.features_))
         theta, b = self._theta_b()
         us, ys = [], []
-        source = self._label_mapped_source(src, lab)
+        source = self._targets_view(src, lab)
 
         def batches():
             for cols, labels in self._read(source, wanted, lab):
-                ys.append(self._kernel_targets(labels, lab))
+                ys.append(np.asarray(labels, dtype=np.float64))
                 yield cols
 
         for cols in self._in_model_units(batches(), scaled, where):
@@ -690,13 +690,16 @@ class IWPBase(ParamsMixin, InputsMixin):
         """Yield (feature columns, targets in the kernel's encoding) per chunk of a prepared source."""
         from ..io.arrays import ArraySource
         if not isinstance(source, ArraySource):       # arrays: labels encoded by the source
-            source = self._label_mapped_source(source, lab)
+            source = self._targets_view(source, lab)
         for cols, labels in self._read(source, feats, lab):
-            yield cols, self._kernel_targets(labels, lab)
+            yield cols, np.asarray(labels, dtype=np.float64)
 
-    def _kernel_targets(self, labels, column) -> np.ndarray:
-        """The targets of a chunk read through ``_label_mapped_source``, as float64."""
-        return np.asarray(labels, dtype=np.float64)
+    def _targets_view(self, source, lab):
+        """``source`` with the label column in the kernel's encoding of this fitted model
+        (``_encode_targets_stream``, one call per batch), for the evaluation reads."""
+        from ..io.sources import open_source
+        from ..io.views import PartSource, column_mapper
+        return PartSource(open_source(source), mapper=column_mapper({lab: self._encode_targets_stream}))
 
     def _encode_targets_stream(self, y: np.ndarray) -> np.ndarray:
         return np.asarray(y, dtype=np.float64)

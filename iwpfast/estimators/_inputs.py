@@ -138,7 +138,7 @@ class InputsMixin:
         return source, feats, ARRAY_LABEL, noise, n, names_in
 
     def _target_encoder(self, y: np.ndarray):
-        """``encode(values, first_row)``: the kernel's targets of a chunk of ``y`` (checked)."""
+        """``encode(values, first_row, dtype)``: the kernel's targets of a chunk of ``y`` (checked)."""
         raise NotImplementedError
 
 

@@ -114,7 +114,7 @@ class OneVsRestMixin:
         ovr = self._ovr()
         if ovr is not None:                     # a fitted k-class model reading arrays
             classes = list(ovr.classes)
-            return lambda values, first_row: class_codes(values, classes, first_row)
+            return lambda values, first_row, dtype=None: class_codes(values, classes, first_row)
         if self._fit_request is None:
             return super()._target_encoder(y)
         declared, eps, keep = self._fit_request
@@ -132,13 +132,13 @@ class OneVsRestMixin:
         if len(values) == 2:
             # two declared classes: the binary head, classes[1] the positive one (as a release)
             self._pass.classes = np.asarray(values)
-            return lambda chunk, first_row: np.where(
+            return lambda chunk, first_row, dtype=None: np.where(
                 class_codes(chunk, list(values), first_row) == 1, 1.0, -1.0)
         if keep is not None:
             raise InvalidInputError("label_keep_prob is the binary keep probability; for k classes "
                                     "give epsilon_y (and classes=[...])")
         self._start_ovr(values, PUBLIC_TABLE if eps is None else label_weight_table(eps, len(values)))
-        return lambda chunk, first_row: class_codes(chunk, list(values), first_row)
+        return lambda chunk, first_row, dtype=None: class_codes(chunk, list(values), first_row)
 
     def _label_mapper_for(self, source, lab):
         meta = source.release_metadata if hasattr(source, "release_metadata") else None

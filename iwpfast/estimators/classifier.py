@@ -126,17 +126,6 @@ class _TwoClasses(IWPBase):
             return None
         return self._label_mapper(lab)
 
-    def _kernel_targets(self, labels, column) -> np.ndarray:
-        """+-1 targets of a chunk read through ``_label_mapped_source`` (checked: a release's
-        labels are -1/+1 as written, any other value is an error naming the column)."""
-        targets = np.asarray(labels, dtype=np.float64)
-        bad = np.abs(targets) != 1.0
-        if bad.any():
-            raise InvalidInputError(
-                f"label column {column!r} has the value {targets[int(np.flatnonzero(bad)[0])]!r}; "
-                "a release's labels are -1 or +1: re-create the release, or read another column")
-        return targets
-
     def _label_mapper(self, lab):
         """A batch mapper (``iwpfast.io.views``) recoding the label column to +-1."""
         from ..io.views import column_mapper
