@@ -77,9 +77,9 @@ def output_format(destination, format: str | None = None) -> str:
             raise InvalidInputError(
                 f"format must be 'parquet' or 'ipc' (alias 'arrow'/'feather'), got {format!r}")
         return fmt
-    fmt = file_format(destination)
-    if fmt in OUTPUT_FORMATS:
-        return fmt
+    detected = file_format(destination)
+    if detected is not None and detected in OUTPUT_FORMATS:
+        return detected
     raise InvalidInputError(
         f"cannot tell the output format of {_name(destination)!r} from its extension; name it "
         f"*.parquet or *.arrow/*.feather/*.ipc, or pass format='parquet'|'ipc' (CLI: --format)")

@@ -6,10 +6,15 @@ buffers and never loop over rows in Python.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..exceptions import InvalidInputError
 from ..label_noise import kary_probabilities  # noqa: F401 (re-exported; defined there)
+
+if TYPE_CHECKING:                    # discrete.py is imported lazily (only the discrete law needs it)
+    from .discrete import DiscreteLaw
 from .calibration import (
     CALIBRATIONS,
     check_bound,
@@ -42,6 +47,15 @@ class _NoiseLaw:
     float: sigma from the analytic/classic calibration of the continuous Gaussian.
     discrete: ``iwpfast.privacy.discrete.calibrate_discrete`` (grid, sigma, every delta term).
     """
+
+    # set by the subclasses' __init__ (declared here for the type checker)
+    noise: str
+    epsilon: float
+    delta: float
+    bound: float
+    calibration: str
+    sigma: float
+    discrete: DiscreteLaw | None
 
     def _calibrate(self, dims: int, coord_bound: float, dtype: str) -> None:
         if self.noise == "float":

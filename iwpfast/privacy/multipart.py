@@ -20,10 +20,14 @@ import time
 import uuid
 import warnings
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
-from ..exceptions import InvalidInputError
+from ..exceptions import InvalidInputError, ReleaseSpecError
 from .release import _UNSET, DEFAULT_BATCH_ROWS, ReleaseResult, _fill_ranges_from_data, _resolve_spec
 from .spec import ReleaseSpec
+
+if TYPE_CHECKING:                    # io.filesystem imports pyarrow: not at import time
+    from ..io.filesystem import Location
 
 
 @dataclass
@@ -44,7 +48,7 @@ class PartPlan:
     """Everything a part's task needs (picklable: sent to Dask workers)."""
 
     inputs: list            # Location of each input file, in part order
-    folder: object          # Location of the destination folder / prefix
+    folder: Location        # the destination folder / prefix
     spec: ReleaseSpec       # resolved: features, label and every range known
     release_id: str
     extension: str          # ".parquet" or ".arrow"
@@ -146,7 +150,10 @@ def finish_parts(plan: PartPlan, results: list[ReleaseResult], elapsed_s: float,
         # the parts' footers, read back: checks that they belong together and gives the
         # release's metadata (with what the parts learnt from their rows, e.g. label values)
         written = FileSource([plan.part_location(i) for i in range(len(results))], None, 1 << 16)
-        doc = manifest_document(plan.release_id, parts, written.release_metadata)
+        metadata = written.release_metadata
+        if metadata is None:            # the parts were just written as releases: never
+            raise ReleaseSpecError("the written parts carry no release metadata; release again")
+        doc = manifest_document(plan.release_id, parts, metadata)
         manifest = write_manifest_document(plan.folder, doc, overwrite=True)
     except BaseException:
         discard_parts(plan)

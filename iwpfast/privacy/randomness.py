@@ -62,7 +62,7 @@ class NoiseKey:
         elif isinstance(seed, np.random.SeedSequence):
             # a SeedSequence (e.g. one spawned per part): its entropy and spawn key define the key
             entropy = seed.entropy if isinstance(seed.entropy, (list, tuple)) else [seed.entropy]
-            material = b"seedseq:" + repr((tuple(int(e) for e in entropy),
+            material = b"seedseq:" + repr((tuple(int(e) for e in entropy),  # type: ignore[arg-type]
                                            tuple(int(k) for k in seed.spawn_key))).encode()
         elif isinstance(seed, (bytes, str)):
             material = b"bytes:" + (seed.encode() if isinstance(seed, str) else seed)
@@ -144,9 +144,10 @@ class KeyStream:
         raw = out.view(np.uint8)
         head = max(0, nbytes - 16)
         if head:
-            self._encryptor.update_into(zeros[:head], raw)
+            # numpy arrays are buffers; cryptography's stubs name only bytes-like types
+            self._encryptor.update_into(zeros[:head], raw)  # type: ignore[arg-type]
         tail = np.empty(32, dtype=np.uint8)
-        self._encryptor.update_into(zeros[: nbytes - head], tail)
+        self._encryptor.update_into(zeros[: nbytes - head], tail)  # type: ignore[arg-type]
         raw[head:] = tail[: nbytes - head]
         return out
 

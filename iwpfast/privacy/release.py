@@ -77,7 +77,7 @@ _UNSET = object()
 class ReleaseResult:
     """What a release did.  The counts are about the private data: keep them to yourself."""
 
-    destination: Path | None
+    destination: Path | str | None   # a local Path, or the URI / display name of a remote one
     spec: ReleaseSpec
     rows_read: int = 0
     rows_written: int = 0
@@ -108,6 +108,7 @@ class ReleaseResult:
                 lo, hi = self.spec.ranges[name]
                 lines.append(f"{count:,} values of {name} lay outside the declared range {lo:g}:{hi:g} and were clipped to it")
         if self.targets_out_of_range:
+            assert self.spec.target_range is not None   # targets out of range: a regression
             lo, hi = self.spec.target_range
             lines.append(f"{self.targets_out_of_range:,} targets lay outside the declared range "
                          f"{lo:g}:{hi:g} and were clipped to it")
@@ -136,12 +137,13 @@ class _Privatizer:
     def __init__(self, spec: ReleaseSpec, seed, threads: int | None, engine: str = "auto",
                  expected_rows: int | None = None):
         self.spec = spec
-        self.p = len(spec.features)
+        self.p = len(spec.feature_names)
         self.dtype = np.dtype(spec.feature_dtype)
-        self.scaler = RangeScaler(list(spec.features), spec.ranges)
+        self.scaler = RangeScaler(list(spec.feature_names), spec.ranges)
         self.target_scaler = (
             RangeScaler([spec.label], {spec.label: spec.target_range})
-            if spec.task == "regression" and spec.label is not None else None
+            if spec.task == "regression" and spec.label is not None and spec.target_range is not None
+            else None
         )
         self.n_threads = max(1, int(threads if threads is not None else min(2, os.cpu_count() or 1)))
         if self.n_threads > _MAX_THREADS:
@@ -154,10 +156,13 @@ class _Privatizer:
         if self.discrete:
             # AES-CTR keystreams: one per (chunk, thread part), ids chunk * _MAX_THREADS + part
             self.key = NoiseKey.coerce(seed)
-            self.noiser = DiscreteNoise(spec.feature_mechanism.discrete)
+            law = spec.feature_mechanism.discrete
+            assert law is not None                      # noise == "discrete" calibrates one
+            self.noiser = DiscreteNoise(law)
             lm = spec.label_mechanism
             self.target_noiser = (DiscreteNoise(lm.discrete)
-                                  if isinstance(lm, GaussianTargetMechanism) else None)
+                                  if isinstance(lm, GaussianTargetMechanism) and lm.discrete is not None
+                                  else None)
             self.word_store = [np.empty(_WORD_BUFFER, dtype=np.uint64) for _ in range(self.n_threads)]
             self.rngs = None
         else:
@@ -198,7 +203,7 @@ class _Privatizer:
         # runs test over the binary label stream: positives, rows and label changes seen
         self.label_runs = [0, 0, 0]
         self.label_last = None
-        self.out_of_range = {f: 0 for f in spec.features}
+        self.out_of_range = {f: 0 for f in spec.feature_names}
 
     def close(self):
         if self.pool is not None:
@@ -212,7 +217,7 @@ class _Privatizer:
 
         spec = self.spec
         n = batch.num_rows
-        names = list(spec.features) + ([spec.label] if spec.label is not None else [])
+        names = list(spec.feature_names) + ([spec.label] if spec.label is not None else [])
         invalid = None
         arrays = {}
         extremes = {}
@@ -272,8 +277,8 @@ class _Privatizer:
             dropped = int(invalid.sum())
             arrays = {k: v[keep] for k, v in arrays.items()}
             extremes = {}
-        features = [arrays[f] for f in spec.features]
-        for j, f in enumerate(spec.features):
+        features = [arrays[f] for f in spec.feature_names]
+        for j, f in enumerate(spec.feature_names):
             self.out_of_range[f] += self.scaler.count_out_of_range(j, features[j], extremes.get(f))
         label = None
         if spec.label is not None:
@@ -347,14 +352,14 @@ class _Privatizer:
 
         spec = self.spec
         try:
-            value_set = pa.array(list(spec.classes)).cast(arr.type)
+            value_set = pa.array(list(spec.class_values)).cast(arr.type)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
             raise InvalidInputError(
                 f"label column {spec.label!r} has type {arr.type} but the declared classes "
-                f"{list(spec.classes)!r} are not of that type; declare the column's own values"
+                f"{list(spec.class_values)!r} are not of that type; declare the column's own values"
             ) from None
         index = pc.index_in(arr, value_set=value_set)
-        codes = index.fill_null(0).to_numpy(zero_copy_only=False).astype(_class_dtype(len(spec.classes)))
+        codes = index.fill_null(0).to_numpy(zero_copy_only=False).astype(_class_dtype(len(spec.class_values)))
         if not index.null_count:
             return codes, None
         bad = np.asarray(index.is_null(), dtype=bool)
@@ -363,7 +368,7 @@ class _Privatizer:
             value = arr[row].as_py()
             raise InvalidInputError(
                 f"label column {spec.label!r} has {value!r} at {origin.describe(row)}, which is not "
-                f"one of the declared classes {list(spec.classes)!r}; declare every class, or drop "
+                f"one of the declared classes {list(spec.class_values)!r}; declare every class, or drop "
                 f"such rows with on_invalid='drop' (CLI: --on-invalid drop)"
             )
         return codes, bad
@@ -406,10 +411,13 @@ class _Privatizer:
                             for k in range(parts)]
         self.chunk_index += 1
         # Part k always uses stream k, so a seeded release is reproducible for a given chunking.
-        futures = [
-            self.pool.submit(self._part, k, features, label, int(bounds[k]), int(bounds[k + 1]), out, label_out)
-            for k in range(1, parts)
-        ]
+        futures = []
+        if parts > 1:
+            pool = self.pool
+            assert pool is not None                     # parts > 1 needs threads > 1: a pool
+            futures = [pool.submit(self._part, k, features, label, int(bounds[k]), int(bounds[k + 1]),
+                                   out, label_out)
+                       for k in range(1, parts)]
         counts = [self._part(0, features, label, int(bounds[0]), int(bounds[1]), out, label_out)]
         counts += [f.result() for f in futures]
         for clipped, targets in counts:
@@ -525,6 +533,7 @@ class _Privatizer:
                             break
                         buf.pos = buf.words.size
                 continue
+            assert self.rngs is not None                # the float law's generators
             rng = self.rngs[k]
             for j in range(p):
                 row = out[j, s:e]
@@ -546,6 +555,7 @@ class _Privatizer:
             return
         keep_probability = lm.keep_probability
         uniforms = self.uniforms[k]
+        assert self.rngs is not None                    # the float law's generators
         rng = self.rngs[k]
         for s in range(0, y.shape[0], _LABEL_SUB_ROWS):
             e = min(s + _LABEL_SUB_ROWS, y.shape[0])
@@ -586,7 +596,7 @@ def _output_schema(spec: ReleaseSpec, metadata: dict | None = None):
     import pyarrow as pa
 
     ftype = pa.float32() if spec.feature_dtype == "float32" else pa.float64()
-    fields = [pa.field(f, ftype, nullable=False) for f in spec.features]
+    fields = [pa.field(f, ftype, nullable=False) for f in spec.feature_names]
     if spec.label is not None:
         ltype = pa.from_numpy_dtype(_label_dtype(spec))
         fields.append(pa.field(spec.label, ltype, nullable=False))
@@ -602,7 +612,7 @@ def _label_dtype(spec: ReleaseSpec):
     if spec.task != "classification":
         return np.dtype(spec.feature_dtype)
     if spec.label_encoding == "class_index":
-        return _class_dtype(len(spec.classes))
+        return _class_dtype(len(spec.class_values))
     return np.dtype(np.int8)
 
 
@@ -633,7 +643,7 @@ def _resolve_spec(spec: ReleaseSpec, features, label, ranges) -> ReleaseSpec:
 def _fill_ranges_from_data(spec: ReleaseSpec, src) -> ReleaseSpec:
     from dataclasses import replace
 
-    need = [f for f in spec.features if f not in spec.ranges]
+    need = [f for f in spec.feature_names if f not in spec.ranges]
     need_target = spec.task == "regression" and spec.label is not None and spec.target_range is None
     if not need and not need_target:
         return spec
@@ -642,7 +652,7 @@ def _fill_ranges_from_data(spec: ReleaseSpec, src) -> ReleaseSpec:
             "ranges_from_data needs a source that can be read twice (a file, Table, DataFrame or "
             "arrays), not a RecordBatchReader; declare the ranges instead"
         )
-    cols = need + ([spec.label] if need_target else [])
+    cols = need + ([spec.label] if need_target and spec.label is not None else [])
     lo = {c: math.inf for c in cols}
     hi = {c: -math.inf for c in cols}
     for batch in src.batches(columns=cols):
@@ -656,7 +666,8 @@ def _fill_ranges_from_data(spec: ReleaseSpec, src) -> ReleaseSpec:
             raise InvalidInputError(f"column {c!r} has no finite value to compute a range from")
     found = _ranges_from_data_warned({c: np.array([lo[c], hi[c]]) for c in cols})
     ranges = {**spec.ranges, **{c: found[c] for c in need}}
-    return replace(spec, ranges=ranges, target_range=found[spec.label] if need_target else spec.target_range)
+    target_range = found[spec.label] if need_target and spec.label is not None else spec.target_range
+    return replace(spec, ranges=ranges, target_range=target_range)
 
 
 def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET, *, ranges=None,
@@ -737,7 +748,7 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
     dest_fs = None if not isinstance(destination, (str, os.PathLike)) or is_uri(os.fspath(destination)) \
         else filesystem
     destination = check_destination(destination, overwrite, dest_fs)
-    columns = list(spec.features) + ([spec.label] if spec.label is not None else [])
+    columns = list(spec.feature_names) + ([spec.label] if spec.label is not None else [])
     src_fs = None if not isinstance(source, (str, os.PathLike)) or is_uri(os.fspath(source)) \
         else filesystem
     src = open_source(source, columns=columns, batch_rows=int(batch_rows), filesystem=src_fs)
@@ -783,13 +794,14 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
     pending = None
     try:
         dictionary = [spec.label] if spec.label is not None and spec.task == "classification" else []
+        codecs: str | dict[str, str] | None = compression
         if compression == "auto":
-            compression = {f: "none" for f in spec.features}
+            codecs = {f: "none" for f in spec.feature_names}
             if spec.label is not None:
-                compression[spec.label] = "snappy" if spec.task == "classification" else "none"
+                codecs[spec.label] = "snappy" if spec.task == "classification" else "none"
         with AtomicArrowWriter(destination, schema, format=format, overwrite=overwrite,
-                               compression=compression, dictionary_columns=dictionary) as writer:
-            buffers = [[None, None], [None, None]]
+                               compression=codecs, dictionary_columns=dictionary) as writer:
+            buffers: list[list[np.ndarray | None]] = [[None, None], [None, None]]
             turn = 0
             try:
                 for origin, batch in src.located_batches():
@@ -797,11 +809,13 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
                     feats, label_values, dropped = privatizer.prepare(origin, batch, on_invalid)
                     n = n_in - dropped
                     slot = buffers[turn]
-                    if slot[0] is None or slot[0].shape[1] < n:
-                        slot[0] = np.empty((privatizer.p, max(n, 1)), dtype=privatizer.dtype)
+                    features_buffer = slot[0]
+                    if features_buffer is None or features_buffer.shape[1] < n:
+                        features_buffer = slot[0] = np.empty((privatizer.p, max(n, 1)),
+                                                             dtype=privatizer.dtype)
                         if spec.label is not None:
                             slot[1] = np.empty(max(n, 1), dtype=_label_dtype(spec))
-                    out = slot[0][:, :n]
+                    out = features_buffer[:, :n]
                     label_out = slot[1][:n] if slot[1] is not None else None
                     if n:
                         privatizer.run(feats, label_values, out, label_out)
@@ -998,6 +1012,7 @@ def _finish_counts(result: ReleaseResult, privatizer: _Privatizer) -> None:
     result.targets_clipped = privatizer.targets_clipped
     result.targets_out_of_range = privatizer.targets_out_of_range
     if result.targets_out_of_range:
+        assert result.spec.target_range is not None   # targets out of range: a regression
         lo, hi = result.spec.target_range
         warnings.warn(
             f"{result.targets_out_of_range:,} regression targets lay outside the declared range "
@@ -1044,7 +1059,7 @@ def privatize(X, y=None, spec: ReleaseSpec | None = None, *, seed=None, threads:
     if isinstance(X, dict):
         names = list(X)
         spec = _resolve_spec(spec, spec.features or names, spec.label or ("y" if y is not None else None), None)
-        cols = {f: np.asarray(X[f]) for f in spec.features}
+        cols = {f: np.asarray(X[f]) for f in spec.feature_names}
     else:
         X = np.asarray(X)
         if X.ndim != 2:
@@ -1066,8 +1081,8 @@ def privatize(X, y=None, spec: ReleaseSpec | None = None, *, seed=None, threads:
     engine = engine_from_keywords(engine, kernel, "kernel", default="auto", allowed=RELEASE_ENGINES)
     privatizer = _Privatizer(spec, seed, threads, engine, n_rows)
     try:
-        arrays = [pa.array(np.ascontiguousarray(cols[f])) for f in spec.features]
-        names = list(spec.features)
+        arrays = [pa.array(np.ascontiguousarray(cols[f])) for f in spec.feature_names]
+        names = list(spec.feature_names)
         if y is not None:
             arrays.append(pa.array(np.ascontiguousarray(np.asarray(y))))
             names.append(spec.label)

@@ -11,7 +11,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 from .._version import __version__
 from ..exceptions import InvalidInputError, ReleaseSpecError
@@ -96,6 +96,10 @@ class ReleaseSpec:
     noise: str = "discrete"
     row_count: int | None = field(default=None, compare=False, repr=False)
     seeded: bool = field(default=False, compare=False, repr=False)
+    # built by __post_init__ (not dataclass fields: derived from the fields above); ClassVar only
+    # tells the type checker what the instance attributes are
+    _features_mech: ClassVar[GaussianFeatureMechanism]
+    _label_mech: ClassVar[RandomizedResponse | KaryRandomizedResponse | GaussianTargetMechanism | None]
 
     def __post_init__(self):
         set_ = object.__setattr__
@@ -161,6 +165,21 @@ class ReleaseSpec:
 
     # --- derived quantities -------------------------------------------------------------------
     @property
+    def feature_names(self) -> tuple[str, ...]:
+        """``features``, for a spec bound to its columns (ReleaseSpecError when none are named)."""
+        if self.features is None:
+            raise ReleaseSpecError("the release spec names no features; pass features=[...] "
+                                   "(CLI: --features)")
+        return self.features
+
+    @property
+    def class_values(self) -> tuple:
+        """``classes``, for a spec declaring them (ReleaseSpecError otherwise)."""
+        if self.classes is None:
+            raise ReleaseSpecError("the release spec declares no classes (classes=[...])")
+        return self.classes
+
+    @property
     def feature_mechanism(self) -> GaussianFeatureMechanism:
         return self._features_mech
 
@@ -214,7 +233,7 @@ class ReleaseSpec:
                 + ",".join(f"{n}=LO:HI" for n in missing)
                 + " (CLI: --ranges), or opt in to ranges from the data (leaks privacy)"
             )
-        return {f: self.ranges[f] for f in self.features}
+        return {f: self.ranges[f] for f in self.features or ()}
 
     def with_columns(self, features=None, label=None, ranges=None, target_range=None) -> ReleaseSpec:
         """A copy bound to other feature/label columns or ranges (privacy parameters unchanged)."""
@@ -236,7 +255,7 @@ class ReleaseSpec:
         delta = self.delta + (self.delta_y or 0.0 if self.task == "regression" else 0.0)
         names = "features " + ", ".join(self.features) if self.features else "the features"
         mech = self._features_mech
-        if self.noise == "discrete":
+        if self.noise == "discrete" and mech.discrete is not None:
             law = (f"the discrete Gaussian mechanism on the grid 2^{mech.discrete.grid_log2} "
                    f"(epsilon_x={self.epsilon_x:g}, delta={self.delta:g}, {self.calibration} "
                    f"calibration, L2 bound {self.bound:g}, sigma={self.sigma:.4g}; a proven bound "
@@ -259,7 +278,7 @@ class ReleaseSpec:
             parts.append(f"; label {label} released WITHOUT noise (public labels, not protected)")
         elif isinstance(self._label_mech, KaryRandomizedResponse):
             parts.append(
-                f", label {label} ({len(self.classes)} classes) by k-ary randomized response "
+                f", label {label} ({len(self.classes or ())} classes) by k-ary randomized response "
                 f"(epsilon_y={self.epsilon_y:g}: kept with probability q={self.label_keep_prob:.4g}, "
                 f"each other class reported with probability r={self.label_other_prob:.4g})"
             )
@@ -368,7 +387,7 @@ class ReleaseSpec:
             raise ReleaseSpecError(f"release metadata is invalid: {exc}") from None
         # The stored sigma is what the data were noised with; it must match the parameters.
         stored = meta.get("feature_noise_scale")
-        if not isinstance(stored, Sequence) or len(stored) != len(spec.features) or any(
+        if not isinstance(stored, Sequence) or len(stored) != len(spec.features or ()) or any(
             not math.isclose(float(s), spec.sigma, rel_tol=1e-9) for s in stored
         ):
             raise ReleaseSpecError(
@@ -376,9 +395,10 @@ class ReleaseSpec:
                 f"sigma={spec.sigma!r} recomputed from epsilon_x/delta/bound/calibration; "
                 "the file was edited or is corrupt"
             )
-        keep = meta.get("label_keep_prob")
-        if (keep is None) != (spec.label_keep_prob is None) or (
-            keep is not None and not math.isclose(float(keep), spec.label_keep_prob, rel_tol=1e-12)
+        keep, spec_keep = meta.get("label_keep_prob"), spec.label_keep_prob
+        if (keep is None) != (spec_keep is None) or (
+            keep is not None and spec_keep is not None
+            and not math.isclose(float(keep), spec_keep, rel_tol=1e-12)
         ):
             raise ReleaseSpecError(
                 f"release metadata is inconsistent: label_keep_prob {keep!r} does not match "

@@ -115,7 +115,8 @@ class HeadConfig:
         """(match_z, match_minus_z, other_z, other_minus_z) as the kernel uses it: the given
         ``label_weights`` in mode iwp, else (S~, 1 - S~) twice (public labels: (1, 0) twice)."""
         if self.label_weights is not None and self.mode == "iwp":
-            return tuple(float(w) for w in self.label_weights)
+            match_z, match_minus_z, other_z, other_minus_z = (float(w) for w in self.label_weights)
+            return (match_z, match_minus_z, other_z, other_minus_z)
         tilde = self.label_tilde
         other = 1.0 - tilde
         return (tilde, other, tilde, other)
@@ -239,7 +240,8 @@ def check_config(cfg: HeadConfig) -> CheckedConfig:
                                     "numbers (match_z, match_minus_z, other_z, other_minus_z): use "
                                     "iwpfast.label_noise.label_weight_table(epsilon_y, k)")
         if cfg.mode == "iwp":
-            table = tuple(float(w) for w in weights.ravel())
+            match_z, match_minus_z, other_z, other_minus_z = (float(w) for w in weights.ravel())
+            table = (match_z, match_minus_z, other_z, other_minus_z)
     label_class = None
     if cfg.label_class is not None:
         if cfg.loss not in CLASSIFICATION_LOSSES:
