@@ -85,10 +85,16 @@ def derived_step(*, loss: str, alpha: float, n_updates: int, bound: float, batch
     feature = 1.0 + n_features * noise_var / (B * B)
     score = math.exp(min(noise_var * R * R, 700.0)) if loss == "exponential" else 1.0
     A = (B * fp) ** 2 * label * feature * score / max(int(batch_size), 1)
-    K = B * B * fpp + mu
+    K = smoothness(loss, B, mu, R)
     T = max(int(n_updates), 1)
     gamma = math.log(max(2.0, mu * mu * R * R * T / A)) / (mu * T)
     return min(gamma, 1.0 / (2.0 * K))
+
+
+def smoothness(loss: str, bound: float, alpha: float, radius: float) -> float:
+    """K = B^2 max f'' + alpha over the margins |z| <= min(R B, MARGIN_SCALE) (``derived_step``)."""
+    _, fpp = _derivative_bounds(loss, min(float(radius) * float(bound), MARGIN_SCALE))
+    return float(bound) ** 2 * fpp + float(alpha)
 
 
 @dataclass(frozen=True)
@@ -131,7 +137,11 @@ def default_grid(*, loss: str, n_rows: int, bound: float, batch_size: int, noise
         g0 = derived_step(loss=loss, alpha=float(a), n_updates=n_updates, bound=bound,
                           batch_size=batch_size, noise_var=noise_var, label_keep_prob=label_keep_prob,
                           n_features=n_features, radius=R, target_noise_var=target_noise_var)
-        points += [GridPoint(float(a), g0 * m) for m in STEP_MULTIPLIERS]
+        # beyond 2/K even noiseless gradient descent on a K-smooth risk diverges: no grid step
+        # goes there (the multipliers above it collapse onto 2/K, kept once)
+        limit = 2.0 / smoothness(loss, bound, float(a), R)
+        steps = sorted({min(g0 * m, limit) for m in STEP_MULTIPLIERS})
+        points += [GridPoint(float(a), g) for g in steps]
     return points
 
 
