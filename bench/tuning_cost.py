@@ -56,8 +56,10 @@ def main():
     sources.Source.located_batches = counting
 
     def read_only():
+        rows = 0
         for batch in pq.ParquetFile(path, pre_buffer=False).iter_batches(columns=[*names, "y"]):
-            batch.num_rows
+            rows += batch.num_rows
+        return rows
 
     def fixed():
         iwpfast.IWPClassifier(alpha=0.5, learning_rate=0.03, variance_cap=2.0, progress=False).fit(path)
