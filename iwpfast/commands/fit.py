@@ -36,8 +36,8 @@ def _average(text: str):
         return False
     if text in ("true", "all", "yes"):
         return True
-    if text == "tail":
-        return "tail"
+    if text in ("tail", "auto"):
+        return text
     try:
         return int(text)
     except ValueError:
@@ -120,8 +120,9 @@ def add_fit_arguments(p) -> None:
                    help="projection radius on theta (default: bound * |f'(0)| / alpha)")
     p.add_argument("--variance-cap", type=float, default=None,
                    help="cap on sigma^2 |theta|^2 (keeps large steps stable; default none)")
-    p.add_argument("--average", type=_average, default=False,
-                   help="none (default), all, tail (last half), a start fraction or a start update")
+    p.add_argument("--average", type=_average, default="auto",
+                   help="auto (default: tail when --alpha/--learning-rate are auto, else none), none, "
+                        "all, tail (last half), a start fraction or a start update")
     p.add_argument("--no-intercept", action="store_true", help="do not learn an intercept")
     p.add_argument("--truncation", type=_truncation, default=2,
                    help="K of the logistic IWP series, or auto (MSE-optimal); default 2")

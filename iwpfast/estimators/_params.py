@@ -129,12 +129,13 @@ class ParamsMixin:
         if not isinstance(self.fit_intercept, (bool, np.bool_)):
             raise InvalidInputError(f"fit_intercept must be True or False (got {self.fit_intercept!r})")
         avg = self.average
-        if not (avg is False or avg is True or avg == "tail"
+        if not (avg is False or avg is True or avg == "tail" or avg == "auto"
                 or (isinstance(avg, numbers.Integral) and not isinstance(avg, bool) and avg >= 0)
                 or (isinstance(avg, float) and 0.0 <= avg < 1.0)):
             raise InvalidInputError(
-                f"average must be False, True (all iterates), 'tail' (the last half), a start fraction "
-                f"in [0, 1) or a start update number >= 0 (got {avg!r})")
+                f"average must be 'auto' (tail averaging when alpha/learning_rate are chosen by private "
+                f"validation, none otherwise), False, True (all iterates), 'tail' (the last half), a "
+                f"start fraction in [0, 1) or a start update number >= 0 (got {avg!r})")
         if self.chunk_rows is not None and not (isinstance(self.chunk_rows, numbers.Integral)
                                                 and self.chunk_rows >= 1):
             raise InvalidInputError(f"chunk_rows must be None or a positive integer (got {self.chunk_rows!r})")
@@ -148,6 +149,8 @@ class ParamsMixin:
 
     def _average_start(self, n_rows: int | None, batch_size: int) -> int:
         avg = self.average
+        if avg == "auto":          # a fit with fixed values: no averaging, as before "auto"
+            avg = False
         if avg is False:
             return -1
         if avg is True:

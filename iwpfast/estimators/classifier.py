@@ -34,7 +34,7 @@ class _TwoClasses(IWPBase):
 
     def __init__(self, *, loss="exponential", correction="iwp", alpha="auto", learning_rate="auto",
                  schedule="constant", mu=None, batch_size=128, radius=None, variance_cap=None,
-                 average=False, fit_intercept=True, truncation=2, chunk_rows=None, shuffle=False,
+                 average="auto", fit_intercept=True, truncation=2, chunk_rows=None, shuffle=False,
                  random_state=None, progress=True, validation_fraction=0.1):
         self._store_params(locals())
 
@@ -221,7 +221,8 @@ class IWPClassifier(OneVsRestMixin, _TwoClasses):
     batch_size: rows per update (the last partial batch is used).
     radius: projection radius on theta (None = feature_bound * |f'(0)| / alpha, docs/design.md section 2).
     variance_cap: cap on sigma^2 |theta|^2 (None = no cap); keeps large steps stable.
-    average: False | True (all iterates) | "tail" (last half) | start fraction | start update number.
+    average: "auto" (default: "tail" when alpha/learning_rate are "auto", else False) | False |
+        True (all iterates) | "tail" (last half) | start fraction | start update number.
     fit_intercept: learn a noise-free intercept.
     truncation: K of the logistic IWP series, or "auto" (the MSE-optimal K at the noise level).
     chunk_rows: rows per chunk read from the source (None = the driver's default).

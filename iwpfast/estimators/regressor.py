@@ -21,7 +21,7 @@ class IWPRegressor(IWPBase):
 
     def __init__(self, *, loss="squared_error", correction="iwp", alpha="auto", learning_rate="auto",
                  schedule="constant", mu=None, batch_size=128, radius=None, variance_cap=None,
-                 average=False, fit_intercept=True, chunk_rows=None, shuffle=False,
+                 average="auto", fit_intercept=True, chunk_rows=None, shuffle=False,
                  random_state=None, progress=True, validation_fraction=0.1):
         self._store_params(locals())
 
