@@ -60,6 +60,8 @@ class ArraySource(Source):
         # driver turns it off: there a non-finite value shows as a divergence of the kernel and is
         # found then (iwpfast.sgd.driver._run_head_chunk), so fit(X, y) reads X once
         self.validate = validate
+        self._matrix: np.ndarray | None          # X as given when it is one array, else
+        self._columns: list[np.ndarray] | None   # its columns
         if isinstance(X, np.ndarray):
             self._matrix = X
             self._columns = None
@@ -77,11 +79,19 @@ class ArraySource(Source):
             fields.append(pa.field(label_name, pa.from_numpy_dtype(self.label_dtype)))
         schema = pa.schema(fields)
         super().__init__(schema, None, 1 << 16, int(n))
+        self._n_rows = int(n)
 
     def group_ends(self):
         return [self.num_rows]
 
     # ---------------------------------------------------------------- the columns of a row range
+    def _label_rows(self, start: int, stop: int):
+        """The raw labels of rows [start, stop) (in the shuffled order if any) and the encoder."""
+        labels, encode = self._labels, self._encode
+        assert labels is not None and encode is not None    # a label column was given
+        rows = labels[start:stop] if self._order is None else labels[self._order[start:stop]]
+        return rows, encode
+
     def _feature_block(self, start: int, stop: int) -> tuple[list[np.ndarray], bool]:
         """The p feature columns of rows [start, stop) in ``self.dtype``, and whether they are
         views (no copy)."""
@@ -91,14 +101,14 @@ class ArraySource(Source):
             if self._matrix is not None:
                 block = np.ascontiguousarray(self._matrix[rows].T, dtype=dtype)
                 return list(block), False
-            return [np.ascontiguousarray(c[rows], dtype=dtype) for c in self._columns], False
+            return [np.ascontiguousarray(c[rows], dtype=dtype) for c in self._columns or ()], False
         if self._matrix is not None:
             part = self._matrix[start:stop].T          # (p, rows) view
             if part.dtype == dtype and (part.strides[1] == part.itemsize or part.shape[1] <= 1):
                 return list(part), True                 # Fortran-order X: each column contiguous
             return list(np.ascontiguousarray(part, dtype=dtype)), False   # one transposed copy
         out, views = [], True
-        for c in self._columns:
+        for c in self._columns or ():
             piece = c[start:stop]
             if piece.dtype != dtype or not piece.flags.c_contiguous:
                 piece = np.ascontiguousarray(piece, dtype=dtype)
@@ -110,7 +120,7 @@ class ArraySource(Source):
         """Yield ``Chunk`` objects (``iwpfast.io.reader``) of ``chunk_rows`` rows from ``start_row``."""
         from .reader import Chunk
         index = {name: j for j, name in enumerate(self.feature_names)}
-        n = self.num_rows
+        n = self._n_rows
         for start in range(start_row, n, chunk_rows):
             stop = min(n, start + chunk_rows)
             columns, views = self._feature_block(start, stop)
@@ -123,10 +133,9 @@ class ArraySource(Source):
                             f"row {bad} of {self.description}. Remove or fix the rows with NaN/inf.")
             labels = {}
             if self.label_name is not None:
-                raw = (self._labels[start:stop] if self._order is None
-                       else self._labels[self._order[start:stop]])
+                raw, encode = self._label_rows(start, stop)
                 labels[self.label_name] = np.ascontiguousarray(
-                    self._encode(raw, start, self.label_dtype), dtype=self.label_dtype)
+                    encode(raw, start, self.label_dtype), dtype=self.label_dtype)
             nbytes = 0 if views else sum(c.nbytes for c in columns)
             stats.zero_copy_columns += len(columns) if views else 0
             stats.copied_columns += 0 if views else len(columns)
@@ -138,15 +147,14 @@ class ArraySource(Source):
 
     # ---------------------------------------------------------------- the plain batch view
     def _located(self, columns, start_row, batch_rows):
-        n = self.num_rows
+        n = self._n_rows
         for start in range(start_row, n, batch_rows):
             stop = min(n, start + batch_rows)
             block, _ = self._feature_block(start, stop)
             data = dict(zip(self.feature_names, block, strict=True))
             if self.label_name is not None:
-                raw = (self._labels[start:stop] if self._order is None
-                       else self._labels[self._order[start:stop]])
-                data[self.label_name] = np.asarray(self._encode(raw, start, self.label_dtype),
+                raw, encode = self._label_rows(start, stop)
+                data[self.label_name] = np.asarray(encode(raw, start, self.label_dtype),
                                                    dtype=self.label_dtype)
             yield (BatchOrigin(0, self.description, -1, start, start),
                    pa.record_batch([pa.array(data[c]) for c in columns], names=list(columns)))

@@ -23,6 +23,7 @@ import os
 import posixpath
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from ..exceptions import InvalidInputError
 
@@ -33,7 +34,8 @@ _GLOB_CHARS = "*?["
 class Location:
     """A path on a filesystem.  ``fs`` is None for the local disk (``path`` is then an OS path)."""
 
-    fs: object | None
+    #: a pyarrow.fs.FileSystem (pyarrow has no type stubs: Any), or None for the local disk
+    fs: Any
     path: str
     #: what to call it in messages (the user's URI, or ``scheme://path``)
     display: str
@@ -256,8 +258,8 @@ def write_bytes_atomic(loc: Location, data: bytes, *, overwrite: bool = True) ->
         import tempfile
 
         directory = os.path.dirname(os.path.abspath(loc.path))
-        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(loc.path) + ".", suffix=".tmp",
-                                   dir=directory)
+        fd, tmp_path = tempfile.mkstemp(prefix="." + os.path.basename(loc.path) + ".", suffix=".tmp",
+                                        dir=directory)
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
@@ -265,10 +267,10 @@ def write_bytes_atomic(loc: Location, data: bytes, *, overwrite: bool = True) ->
                 os.fsync(fh.fileno())
             if not overwrite and os.path.exists(loc.path):
                 raise InvalidInputError(f"{loc.display!r} already exists")
-            os.replace(tmp, loc.path)
+            os.replace(tmp_path, loc.path)
         except BaseException:
             try:
-                os.unlink(tmp)
+                os.unlink(tmp_path)
             except OSError:
                 pass
             raise

@@ -203,7 +203,7 @@ def _has_part_metadata(loc: Location) -> bool:
         meta = parse_release_metadata(f.schema, f.path)
     except (InvalidInputError, ReleaseSpecError):
         return False
-    return bool(meta) and PART_KEY in meta
+    return meta is not None and PART_KEY in meta
 
 
 def write_manifest(folder, *, filesystem=None) -> dict:
@@ -222,14 +222,21 @@ def write_manifest(folder, *, filesystem=None) -> dict:
     if metas[0] is None or PART_KEY not in metas[0]:
         raise InvalidInputError(f"{files[0].display!r} is not a part of a multi-part release (no "
                                 f"part metadata)")
-    parts = [{"path": f.name, "index": int(m[PART_KEY]["index"]), "rows": int(sf.num_rows)}
-             for f, m, sf in zip(files, metas, src.files, strict=True)]
+    parts: list[dict] = []
+    for f, m, sf in zip(files, metas, src.files, strict=True):
+        if m is None or PART_KEY not in m:
+            raise InvalidInputError(f"{f.display!r} is not a part of a multi-part release (no "
+                                    f"part metadata)")
+        parts.append({"path": f.name, "index": int(m[PART_KEY]["index"]), "rows": int(sf.num_rows)})
     # (the FileSource checked that the parts belong together; its metadata is the release's)
-    indices = sorted(p["index"] for p in parts)
+    indices: list[int] = sorted(p["index"] for p in parts)
     if indices != list(range(len(parts))):
         missing = sorted(set(range(max(indices) + 1)) - set(indices))
         raise ReleaseSpecError(f"{loc.display!r}: part(s) {missing} are missing; release them "
                                f"(again) before writing the manifest")
-    doc = manifest_document(metas[0][PART_KEY]["release_id"], parts, src.release_metadata)
+    release_metadata = src.release_metadata
+    if release_metadata is None:                 # the parts' metadata were read just above
+        raise InvalidInputError(f"{loc.display!r}: the parts carry no release metadata")
+    doc = manifest_document(metas[0][PART_KEY]["release_id"], parts, release_metadata)
     write_manifest_document(loc, doc)
     return doc

@@ -155,6 +155,7 @@ def _plan(schema: pa.Schema, feature_groups, label_columns, where) -> _Plan:
 def _locate_bad(arr: pa.Array, values: np.ndarray | None) -> int:
     if arr.null_count:
         return int(np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False))[0])
+    assert values is not None                   # no null: the values hold the non-finite one
     return int(np.flatnonzero(~np.isfinite(values))[0])
 
 
@@ -242,7 +243,8 @@ class ChunkReader:
     # ---------------------------------------------------------------- producing (thread side)
     def _convert(self, origin: BatchOrigin, batch: pa.RecordBatch) -> tuple[dict, dict]:
         """Validated NumPy views of one batch's columns: ({name: array}, {name: zero_copy})."""
-        out, zc = {}, {}
+        out: dict[str, np.ndarray] = {}
+        zc: dict[str, bool] = {}
         dtypes = self.plan.dtypes
         with np.errstate(over="ignore", invalid="ignore"):  # once per batch, not per column
             self._convert_columns(origin, batch, dtypes, out, zc)
@@ -405,11 +407,11 @@ class ChunkReader:
     def close(self) -> None:
         """Stop the decoding thread and wait for it (idempotent)."""
         self._stop.set()
-        t = self._thread
-        if t is not None and t.is_alive():
+        t, q = self._thread, self._queue
+        if t is not None and q is not None and t.is_alive():
             while t.is_alive():
                 try:  # unblock a producer waiting on a full queue
-                    self._queue.get_nowait()
+                    q.get_nowait()
                 except queue.Empty:
                     pass
                 t.join(timeout=0.05)

@@ -483,6 +483,10 @@ class _IpcFile:
             self.mm = pa.memory_map(loc.path, "r") if loc.local else loc.open_input_file()
         except (pa.ArrowException, OSError) as exc:
             raise _corrupt(path, "Arrow IPC", exc) from exc
+        # row counts per record batch and in all: known from the footer of the file format,
+        # unknown (None) for the stream format
+        self.group_rows: list[int] | None
+        self.num_rows: int | None
         try:
             self.reader = pa.ipc.open_file(self.mm)
             self.stream = False

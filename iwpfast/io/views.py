@@ -94,7 +94,9 @@ class PartSource(Source):
         return self.inner.group_ends() if self.period is None else None
 
     def _keep(self, block_index: int) -> bool:
-        return (block_index % self.period == self.period - 1) == self.validation
+        period = self.period
+        assert period is not None                   # called only when the view splits blocks
+        return (block_index % period == period - 1) == self.validation
 
     def _map(self, piece: pa.RecordBatch) -> pa.RecordBatch:
         return piece if self.mapper is None else self.mapper[1](piece)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import uuid
 from pathlib import Path
+from typing import Any, cast
 
 import pyarrow as pa
 
@@ -78,20 +79,23 @@ class AtomicArrowWriter:
     def __init__(self, destination, schema: pa.Schema, *, format: str | None = None,
                  overwrite: bool = False, compression: str | dict | None = "snappy",
                  dictionary_columns: list[str] | None = None, filesystem=None):
-        self.destination = check_destination(destination, overwrite, filesystem)
+        # a local Path, or a Location on another filesystem (self.remote): each branch below uses
+        # one of them, which a flag cannot tell the type checker (hence Any); same for _tmp
+        self.destination: Any = cast(Any, check_destination(destination, overwrite, filesystem))
         self.format = output_format(self.destination, format)
         self.overwrite = overwrite
         self.schema = schema
         # A dict {column: codec} sets Parquet compression per column (IPC: no compression).
         self.compression = None if compression in (None, "none", "uncompressed") else compression
         self.remote = isinstance(self.destination, Location)
+        self._tmp: Any
         if self.remote:
             self._tmp_loc = self.destination.temporary_sibling()
             self._tmp = self._tmp_loc.path
         else:
             self._tmp = self.destination.parent / f".{self.destination.name}.{uuid.uuid4().hex[:12]}.tmp"
-        self._writer = None
-        self._sink = None
+        self._writer: Any = None               # pyarrow writer and output stream (no stubs)
+        self._sink: Any = None
         self._done = False
         try:
             if self.format == "parquet":
@@ -129,7 +133,7 @@ class AtomicArrowWriter:
     def write_batch(self, batch: pa.RecordBatch) -> None:
         self._writer.write_batch(batch)
 
-    def commit(self, metadata: dict | None = None) -> Path:
+    def commit(self, metadata: dict | None = None) -> Path | Location:
         """Finish the file with schema ``metadata`` (str/bytes -> str/bytes) and move it into place."""
         metadata = {_b(k): _b(v) for k, v in (metadata or {}).items()}
         if self.format == "parquet":
