@@ -123,7 +123,8 @@ def _discrete_draw(words, pos, thresholds, aliases, correction, half_bins, bin_l
         near = max(lo, -lo - width + 1)  # the bin's |z| closest to 0 (bins never straddle 0)
         za = max(z, -z)
         x = np.float64((za - near) * (za + near)) * inv_two_s2
-        u = np.float64(w2 >> accept_shift) * accept_scale
+        # < 2^53: through int64, a single signed conversion (uint64 -> float64 is several)
+        u = np.float64(np.int64(w2 >> accept_shift)) * accept_scale
         rho = correction[b]
         low = rho * (1.0 - x)
         if u < low:

@@ -135,7 +135,7 @@ class SamplerTables:
 
     shape: SamplerShape
     thresholds: np.ndarray   # uint64 [n_bins]: keep bin i when the 53-bit coin < thresholds[i]
-    aliases: np.ndarray      # int64 [n_bins]: otherwise take bin aliases[i]
+    aliases: np.ndarray      # int32 [n_bins]: otherwise take bin aliases[i]
     bin_lo: np.ndarray       # int64 [n_bins]: smallest z of each bin
     near_abs: np.ndarray     # int64 [n_bins]: |z*|, the bin's |z| closest to 0 (envelope point)
     correction: np.ndarray   # float64 [n_bins]: rho_i = exact weight / integer weight (0: empty bin)
@@ -194,7 +194,7 @@ def sampler_tables(s: float) -> SamplerTables:
     return SamplerTables(
         shape,
         np.array(thresholds, dtype=np.uint64),
-        np.array(aliases, dtype=np.int64),
+        np.array(aliases, dtype=np.int32),
         bin_lo,
         near_abs,
         correction,
