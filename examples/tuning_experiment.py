@@ -34,12 +34,12 @@ def main():
     ap.add_argument("--bound", type=float, default=2.0)
     args = ap.parse_args()
 
+    from pathlib import Path
+
     import pyarrow.parquet as pq
 
     import iwpfast
     from iwpfast.privacy import ReleaseSpec, privatize
-
-    from pathlib import Path
     t = pq.read_table(Path(iwpfast.__file__).parent / "data" / "acs2024_income_FL_NY_PA.parquet")
     X = np.column_stack([t.column(f).to_numpy().astype(np.float64) for f in FEATURES])
     y = t.column("y").to_numpy()
@@ -62,10 +62,10 @@ def main():
         noise = dict(noise_var=spec.sigma ** 2, label_keep_prob=spec.label_keep_prob,
                      feature_bound=spec.bound)
 
-        def fit(**kw):
+        def fit(Xn=Xn, yn=yn, noise=noise, **kw):
             m = iwpfast.IWPClassifier(progress=False, **kw).fit(Xn, yn, **noise)
             # the release's ranges, so the clean test rows are read in raw units
-            m.feature_ranges_ = dict(zip([f"x{j}" for j in range(4)], RANGES.values()))
+            m.feature_ranges_ = dict(zip([f"x{j}" for j in range(4)], RANGES.values(), strict=True))
             m.feature_bound_ = spec.bound
             return m
 
