@@ -33,6 +33,14 @@ def cpu_model() -> str:
         return "unknown"
 
 
+def _process_cpu_seconds() -> float:
+    """User + system CPU seconds of this (worker) process, all threads."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def make_raw(directory, files, rows, p=10):
     import numpy as np
     import pyarrow as pa
@@ -73,16 +81,24 @@ def main():
     total = args.files * args.rows
     times = {1: [], 2: []}
 
+    cpu = {1: [], 2: []}
+
     def run(n, tag):
         out = os.path.join(args.dir, f"out-{n}") + "/"
+        before = clients[n].run(_process_cpu_seconds)
         t0 = time.perf_counter()
         res = release_files(clients[n], raw, out, spec, features=features, label="y", seed=5,
                             overwrite=True)
         dt = time.perf_counter() - t0
+        after = clients[n].run(_process_cpu_seconds)
+        per_worker = [after[w] - before[w] for w in after]
         assert res.rows_written == total
         print(json.dumps({"workers": n, "run": tag, "rows": total, "seconds": round(dt, 3),
                           "M_rows_per_s": round(total / dt / 1e6, 3),
+                          "worker_cpu_s": [round(c, 2) for c in per_worker],
                           "loadavg": os.getloadavg()[0]}), flush=True)
+        if tag != "warm-up":
+            cpu[n].append(per_worker)
         return dt
 
     try:
@@ -101,7 +117,16 @@ def main():
           f"{args.files} files x {args.rows:,} rows, p = {p}; medians of {args.repeat} runs")
     for n in (1, 2):
         print(f"{n} worker(s): {med[n] / 1e6:7.2f} M rows/s")
-    print(f"2 workers / 1 worker: {med[2] / med[1]:.2f}x")
+    print(f"2 workers / 1 worker: {med[2] / med[1]:.2f}x (wall clock, this machine as loaded)")
+    # CPU seconds the worker processes spent (all their threads): what the release costs, apart
+    # from how much of the machine the other processes left; on an idle 2-core machine the
+    # 2-worker run takes about max(per-worker CPU) and the 1-worker run sum(CPU)
+    one = statistics.median(sum(c) for c in cpu[1])
+    two_total = statistics.median(sum(c) for c in cpu[2])
+    two_max = statistics.median(max(c) for c in cpu[2])
+    print(f"worker CPU seconds (medians): 1 worker {one:.2f}; 2 workers {two_total:.2f} in all, "
+          f"{two_max:.2f} on the busier worker; CPU-time speedup "
+          f"{one / two_max:.2f}x (1 worker's CPU time / the busier worker's of 2)")
     shutil.rmtree(os.path.join(args.dir, "out-1"), ignore_errors=True)
     shutil.rmtree(os.path.join(args.dir, "out-2"), ignore_errors=True)
 

@@ -200,3 +200,15 @@ def test_cli_release_and_fit_on_the_cluster(client, raw, tmp_path, capsys):
                  "--ranges", "a=-1:1", "b=-1:1", "c=0:5", "--epsilon-x", "2", "--epsilon-y", "1",
                  "--scheduler", address]) == 2
     assert "ending in /" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_cli_workers_starts_and_stops_a_local_cluster(released, tmp_path, capsys):
+    # slow: starts its own 2-process cluster (the other tests share one)
+    from iwpfast.cli import main
+
+    model = tmp_path / "m.json"
+    assert main(["fit", str(released), "--out", str(model), "--learning-rate", "0.005",
+                 "--workers", "2", "--no-progress"]) == 0
+    back = iwpfast.load(model)
+    assert back.n_rows_seen_ == sum(ROWS) and back.telemetry_["shards"] == 2

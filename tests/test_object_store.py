@@ -185,3 +185,17 @@ def test_mismatched_parts_are_refused_naming_the_part(tmp_path, raw_files):
     # the manifest is JSON a person can read
     doc = json.loads((tmp_path / "r3" / "_iwpfast_manifest.json").read_text())
     assert [p["rows"] for p in doc["parts"]] == [3000, 4100, 2500]
+
+
+def test_parts_that_saw_other_label_values_are_refused(tmp_path):
+    r = np.random.default_rng(5)
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    x = {c: r.uniform(-1, 1, 500) for c in ("a", "b")}
+    pq.write_table(pa.table({**x, "c": r.uniform(0, 5, 500), "y": r.integers(0, 2, 500)}),
+                   raw / "f0.parquet")
+    pq.write_table(pa.table({**x, "c": r.uniform(0, 5, 500), "y": 2 * r.integers(0, 2, 500) - 1}),
+                   raw / "f1.parquet")
+    with pytest.raises(ReleaseSpecError, match="f1.parquet|part-000001.parquet"):
+        release(raw, str(tmp_path / "out") + "/", spec(), FEATURES, "y", seed=1)
+    assert not (tmp_path / "out" / "_iwpfast_manifest.json").exists()
