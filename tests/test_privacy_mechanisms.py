@@ -4,8 +4,6 @@ import numpy as np
 import pytest
 
 from iwpfast.exceptions import InvalidInputError, ReleaseSpecError
-from iwpfast.privacy.discrete import WordBuffer
-from iwpfast.privacy.randomness import NoiseKey
 from iwpfast.privacy import (
     GaussianFeatureMechanism,
     GaussianTargetMechanism,
@@ -13,6 +11,8 @@ from iwpfast.privacy import (
     ReleaseSpec,
     parse_ranges,
 )
+from iwpfast.privacy.discrete import WordBuffer
+from iwpfast.privacy.randomness import NoiseKey
 
 # Statistical checks below compare an estimate with its expectation and allow 5 standard errors
 # (two-sided probability of a false alarm ~6e-7 per check); seeds are fixed.

@@ -97,7 +97,7 @@ def model_info(path, args) -> str | None:
         lines.append(f"label:     {f['label']}")
     else:
         lines += [
-            "coef:      " + ", ".join(f"{n}={c:+.5g}" for n, c in zip(f["features"], f["coef"]))
+            "coef:      " + ", ".join(f"{n}={c:+.5g}" for n, c in zip(f["features"], f["coef"], strict=True))
             + f"; intercept {f['intercept']:+.5g}",
             f"label:     {f['label']}" + (f" (classes {f['classes']})" if f.get("classes") else ""),
         ]

@@ -76,7 +76,8 @@ def register(subparsers) -> None:
                         "float (floating-point Gaussian, the paper's; its guarantee holds for "
                         "real-valued noise only, the float implementation leaks low-order bits)")
     p.add_argument("--task", choices=["classification", "regression"], default="classification")
-    p.add_argument("--target-range", metavar="LO:HI", help="declared range of the regression target (write --target-range=LO:HI when LO < 0)")
+    p.add_argument("--target-range", metavar="LO:HI",
+                   help="declared range of the regression target (write --target-range=LO:HI when LO < 0)")
     p.add_argument("--target-bound", type=float, default=1.0,
                    help="clip the scaled regression target to [-B, B] (default 1)")
     p.add_argument("--delta-y", type=float, help="delta of the target mechanism (default: --delta)")

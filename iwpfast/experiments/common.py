@@ -8,6 +8,12 @@ calibration and truncation) with one kernel call per head over the whole trainin
 the traced iterates on the test set. :func:`summarize` turns the per-seed results into the tables
 and curves written to JSON.
 
+Noise law: the experiments reproduce the paper, so they simulate its real-valued Gaussian mechanism
+(float noise, one shared draw across calibrations), i.e. the library's ``noise="float"``; the
+library's default release law is the discrete Gaussian on a grid (docs/release.md), whose
+per-coordinate variance equals sigma^2 to double precision, so the IWP results carry over
+(docs/math.md, "Discrete noise").
+
 Conventions (also in docs/results.md): ``theta0 = 0``; no intercept (the paper's model); projection
 radius ``R = B |f'(0)| / lambda`` (the library's default, docs/design.md section 2); the last iterate is the
 model (no averaging, as in the paper); test risk is the unregularized mean loss on clean test data.

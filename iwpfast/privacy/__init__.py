@@ -3,8 +3,13 @@
 Everything here is NumPy/pyarrow (no Numba); the modules that touch pyarrow import it lazily.
 """
 from .calibration import analytic_gaussian_delta, gaussian_noise_scale, label_keep_probability
-from .mechanisms import (GaussianFeatureMechanism, GaussianTargetMechanism, KaryRandomizedResponse,
-                         RandomizedResponse, kary_probabilities)
+from .mechanisms import (
+                         GaussianFeatureMechanism,
+                         GaussianTargetMechanism,
+                         KaryRandomizedResponse,
+                         RandomizedResponse,
+                         kary_probabilities,
+)
 from .release import ReleaseResult, privatize, read_release_spec, release
 from .scaling import RangeScaler, parse_ranges
 from .spec import METADATA_KEY, Guarantee, ReleaseSpec

@@ -106,7 +106,8 @@ class ReleaseResult:
         for name, count in self.values_out_of_range.items():
             if count:
                 lo, hi = self.spec.ranges[name]
-                lines.append(f"{count:,} values of {name} lay outside the declared range {lo:g}:{hi:g} and were clipped to it")
+                lines.append(f"{count:,} values of {name} lay outside the declared range {lo:g}:{hi:g} "
+                             "and were clipped to it")
         if self.targets_out_of_range:
             assert self.spec.target_range is not None   # targets out of range: a regression
             lo, hi = self.spec.target_range
@@ -216,7 +217,6 @@ class _Privatizer:
         import pyarrow as pa
 
         spec = self.spec
-        n = batch.num_rows
         names = list(spec.feature_names) + ([spec.label] if spec.label is not None else [])
         invalid = None
         arrays = {}
@@ -396,7 +396,8 @@ class _Privatizer:
                 raise InvalidInputError(
                     f"label column {self.spec.label!r} mixes encodings: earlier rows used "
                     f"{'{0, 1}' if self.label_encoding == '01' else '{-1, 1}'} and the batch starting at "
-                    f"{origin.describe(0)} uses {'{0, 1}' if encoding == '01' else '{-1, 1}'}; recode the labels"
+                    f"{origin.describe(0)} uses {'{0, 1}' if encoding == '01' else '{-1, 1}'}; "
+                    "recode the labels"
                 )
 
     # ---- noise (threads) -------------------------------------------------------------------------
@@ -634,7 +635,8 @@ def _resolve_spec(spec: ReleaseSpec, features, label, ranges) -> ReleaseSpec:
 
         spec = replace(spec, label=None, epsilon_y=None, delta_y=None, target_range=None)
     if spec.features is None:
-        raise InvalidInputError("no features named; pass features=[...] (CLI: --features) or set them in the spec")
+        raise InvalidInputError("no features named; pass features=[...] (CLI: --features) or set them "
+                                "in the spec")
     if spec.label is not None and spec.label in spec.features:
         raise InvalidInputError(f"column {spec.label!r} is both a feature and the label; name it once")
     return spec
@@ -1058,7 +1060,8 @@ def privatize(X, y=None, spec: ReleaseSpec | None = None, *, seed=None, threads:
         raise InvalidInputError("privatize needs a ReleaseSpec: privatize(X, y, spec)")
     if isinstance(X, dict):
         names = list(X)
-        spec = _resolve_spec(spec, spec.features or names, spec.label or ("y" if y is not None else None), None)
+        spec = _resolve_spec(spec, spec.features or names,
+                             spec.label or ("y" if y is not None else None), None)
         cols = {f: np.asarray(X[f]) for f in spec.feature_names}
     else:
         X = np.asarray(X)

@@ -130,7 +130,8 @@ class ReleaseSpec:
         if self.classes is not None:
             set_(self, "classes", check_classes(self.classes))
             if self.task != "classification":
-                raise InvalidInputError("classes are for task='classification'; drop them for a regression target")
+                raise InvalidInputError("classes are for task='classification'; drop them for a "
+                                        "regression target")
         if self.task == "classification":
             if self.target_range is not None or self.delta_y is not None:
                 raise InvalidInputError(
@@ -196,7 +197,9 @@ class ReleaseSpec:
     def label_keep_prob(self) -> float | None:
         """Probability that the label is kept: S(eps_y) (binary) or q (k classes); None if public."""
         mech = self._label_mech
-        return mech.keep_probability if isinstance(mech, (RandomizedResponse, KaryRandomizedResponse)) else None
+        if isinstance(mech, (RandomizedResponse, KaryRandomizedResponse)):
+            return mech.keep_probability
+        return None
 
     @property
     def label_other_prob(self) -> float | None:
@@ -350,7 +353,8 @@ class ReleaseSpec:
             try:
                 meta = json.loads(meta)
             except ValueError as exc:
-                raise ReleaseSpecError(f"release metadata is not valid JSON ({exc}); the file is corrupt") from None
+                raise ReleaseSpecError(
+                    f"release metadata is not valid JSON ({exc}); the file is corrupt") from None
         if not isinstance(meta, Mapping) or meta.get("format") != FORMAT_NAME:
             raise ReleaseSpecError(
                 "no iwpfast release metadata (key 'iwpfast.release'); release the data with "
@@ -438,7 +442,8 @@ class ReleaseSpec:
             f"label:         {self.label}",
             f"feature bound: {self.bound:g} (L2)",
             f"calibration:   {self.calibration}",
-            f"sigma:         {self.sigma:.6g} per feature (epsilon_x={self.epsilon_x:g}, delta={self.delta:g})",
+            f"sigma:         {self.sigma:.6g} per feature (epsilon_x={self.epsilon_x:g}, "
+            f"delta={self.delta:g})",
             self._noise_line(),
             f"feature dtype: {self.feature_dtype}",
         ]
@@ -454,7 +459,8 @@ class ReleaseSpec:
             lines.append(f"label noise:   randomized response, epsilon_y={self.epsilon_y:g}, "
                          f"keep probability {self.label_keep_prob:.6g}")
         elif self.target_noise_scale is not None:
-            lines.append(f"target noise:  sigma_y={self.target_noise_scale:.6g} (epsilon_y={self.epsilon_y:g}, "
+            lines.append(f"target noise:  sigma_y={self.target_noise_scale:.6g} "
+                         f"(epsilon_y={self.epsilon_y:g}, "
                          f"delta_y={self.delta_y:g}, bound {self.target_bound:g}, range {self.target_range})")
         elif self.label is not None:
             lines.append("label noise:   none (public labels)")
