@@ -138,11 +138,11 @@ class _TwoClasses(IWPBase):
         classes = getattr(self, "classes_", None)
         if classes is None and self._pass is not None:
             classes = self._pass.classes
-        vals = np.unique(y)
+        vals = _distinct_values(y)
         if classes is not None and np.isin(vals, classes).all():
             if first is not None:
                 first["classes"] = classes
-            return np.where(y == classes[1], 1.0, -1.0)
+            return _plus_minus_one(y == classes[1])
         if first is not None and "classes" in first:
             classes = first["classes"]
         elif np.isin(vals, [-1, 1]).all():
@@ -166,7 +166,7 @@ class _TwoClasses(IWPBase):
             first["classes"] = classes
         if self._pass is not None:
             self._pass.classes = classes
-        return np.where(y == classes[1], 1.0, -1.0)
+        return _plus_minus_one(y == classes[1])
 
     def _update_fitted(self, state, telemetry):
         super()._update_fitted(state, telemetry)
@@ -197,6 +197,27 @@ class _TwoClasses(IWPBase):
     def _risk_from(self, u, ypm) -> float:
         from ..losses import derivative
         return float(np.mean(derivative(self.loss, 0, ypm * u)))
+
+
+def _distinct_values(y: np.ndarray) -> np.ndarray:
+    """np.unique(y) for a batch of labels, without its sort in the usual case of numbers taking
+    one or two values (min, max and two counts: ~20x cheaper per batch of the training reader)."""
+    if y.dtype.kind in "iufb" and y.size:
+        low, high = y.min(), y.max()
+        n_low = np.count_nonzero(y == low)
+        if n_low == y.size:
+            return np.array([low])
+        if n_low + np.count_nonzero(y == high) == y.size:
+            return np.array([low, high])
+    return np.unique(y)
+
+
+def _plus_minus_one(positive: np.ndarray) -> np.ndarray:
+    """+1.0 where ``positive``, -1.0 elsewhere (np.where over a mask is several times slower)."""
+    out = positive.astype(np.float64)
+    out *= 2.0
+    out -= 1.0
+    return out
 
 
 class IWPClassifier(OneVsRestMixin, _TwoClasses):
