@@ -201,3 +201,11 @@ def test_spec_missing_ranges_names_them():
     with pytest.raises(InvalidInputError, match="target_range"):
         ReleaseSpec(epsilon_x=1.0, delta=1e-5, bound=1.0, epsilon_y=1, task="regression",
                     features=("a",), ranges="a=0:1", label="t")
+
+
+def test_discrete_mechanism_refuses_more_coordinates_than_calibrated():
+    # the snapping term sqrt(p) of the sensitivity depends on the number of coordinates
+    mech = GaussianFeatureMechanism(1.0, 1e-5, bound=1.0, dims=2)
+    with pytest.raises(InvalidInputError, match="dims=3"):
+        mech.add_noise_(np.zeros((3, 10)), NoiseKey.from_seed(1))
+    assert GaussianFeatureMechanism(1.0, 1e-5, bound=1.0, dims=10).sigma > mech.sigma

@@ -207,6 +207,11 @@ class GaussianFeatureMechanism(_NoiseLaw):
         C-contiguous scratch of X's shape/dtype.
         """
         if self.discrete is not None:
+            if X.ndim == 2 and X.shape[0] > self.dims:
+                # the snapping term of the sensitivity grows with the number of coordinates
+                raise InvalidInputError(
+                    f"this mechanism was calibrated for dims={self.dims} coordinates, X has "
+                    f"{X.shape[0]}; build it with dims={X.shape[0]}")
             _discrete_noise_(self.discrete, X.reshape(-1, X.shape[-1]), rng)
             return
         if not isinstance(rng, np.random.Generator):
@@ -217,8 +222,12 @@ class GaussianFeatureMechanism(_NoiseLaw):
         np.multiply(noise, X.dtype.type(self.sigma), out=noise)
         np.add(X, noise, out=X)
 
-    def privatize(self, X: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Convenience (allocating) version: a clipped, noised copy of feature-major ``X``."""
+    def privatize(self, X: np.ndarray, rng) -> np.ndarray:
+        """Convenience (allocating) version: a clipped, noised copy of feature-major ``X``.
+
+        ``rng`` as in :meth:`add_noise_`: a ``NoiseKey`` / ``discrete.WordBuffer`` for the discrete
+        law (e.g. ``NoiseKey.from_os_entropy()``), a ``numpy.random.Generator`` for the float law.
+        """
         out = np.array(X, dtype=np.result_type(X.dtype, np.float32), copy=True)
         self.clip_(out)
         self.add_noise_(out, rng, np.empty_like(out))
