@@ -189,8 +189,9 @@ def test_cli_release_and_fit_on_the_cluster(client, raw, tmp_path, capsys):
                  "--seed", "4", "--no-progress", "--scheduler", address]) == 0
     assert "in 4 parts" in capsys.readouterr().out
     model = tmp_path / "m.json"
-    assert main(["fit", out, "--out", str(model), "--alpha", "1", "--learning-rate", "0.005", "--average", "tail",
-                 "--scheduler", address, "--shards", "2", "--rounds", "2", "--no-progress"]) == 0
+    assert main(["fit", out, "--out", str(model), "--alpha", "1", "--learning-rate", "0.005",
+                 "--average", "tail", "--scheduler", address, "--shards", "2", "--rounds", "2",
+                 "--no-progress"]) == 0
     text = capsys.readouterr().out
     assert f"on {sum(ROWS):,} rows" in text
     back = iwpfast.load(model)

@@ -47,7 +47,8 @@ def _average(text: str):
     except ValueError:
         import argparse
         raise argparse.ArgumentTypeError(
-            f"--average {text!r}: use none, all, tail, a start fraction in [0, 1) or a start update number")
+            f"--average {text!r}: use auto, none, all, tail, a start fraction in [0, 1) or a start "
+            "update number") from None
 
 
 def _truncation(text: str):
@@ -94,7 +95,8 @@ def add_fit_arguments(p) -> None:
     p.add_argument("--task", choices=["auto", "classification", "regression"], default="auto",
                    help="default: the release's task")
     p.add_argument("--loss", default=None,
-                   help="exponential (default for classification), logistic, quadratic; squared_error for regression")
+                   help="exponential (default for classification), logistic, quadratic; "
+                        "squared_error for regression")
     p.add_argument("--correction", choices=["iwp", "none"], default="iwp",
                    help="iwp (debiased, default) or none (naive SGD on the noisy data)")
     p.add_argument("--alpha", type=hyper, default="auto",

@@ -580,7 +580,7 @@ class IWPBase(ParamsMixin, InputsMixin):
             return np.column_stack([IWPBase._linear_scores(t, bb, cols)
                                     for t, bb in zip(theta, b, strict=True)])
         u = np.full(len(cols[0]), b)
-        for t, c in zip(theta, cols):
+        for t, c in zip(theta, cols, strict=True):
             u += t * c
         return u
 
@@ -610,8 +610,10 @@ class IWPBase(ParamsMixin, InputsMixin):
         names = list(src.full_schema.names)
         lab = label or self.label_
         if lab is None or lab not in names:
-            what = "which column is the label is unknown" if lab is None else f"the data has no label column {lab!r}"
-            raise InvalidInputError(f"{what}: pass label=... naming it (CLI: --label; columns: {', '.join(names)})")
+            what = ("which column is the label is unknown" if lab is None
+                    else f"the data has no label column {lab!r}")
+            raise InvalidInputError(f"{what}: pass label=... naming it (CLI: --label; columns: "
+                                    f"{', '.join(names)})")
         wanted = self._wanted_features(features)
         self._check_names(names, wanted, list(self.features_))
         theta, b = self._theta_b()

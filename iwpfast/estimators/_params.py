@@ -138,7 +138,8 @@ class ParamsMixin:
                 f"start fraction in [0, 1) or a start update number >= 0 (got {avg!r})")
         if self.chunk_rows is not None and not (isinstance(self.chunk_rows, numbers.Integral)
                                                 and self.chunk_rows >= 1):
-            raise InvalidInputError(f"chunk_rows must be None or a positive integer (got {self.chunk_rows!r})")
+            raise InvalidInputError(
+                f"chunk_rows must be None or a positive integer (got {self.chunk_rows!r})")
         if not isinstance(self.shuffle, (bool, np.bool_)):
             raise InvalidInputError(f"shuffle must be True or False (got {self.shuffle!r})")
         v["truncation"] = self._validated_truncation()

@@ -90,7 +90,8 @@ class _TwoClasses(IWPBase):
                 classes = np.array([0, 1])
             else:
                 raise InvalidInputError(
-                    f"y has a single class {classes.tolist()}; pass classes=[negative, positive] to partial_fit "
+                    f"y has a single class {classes.tolist()}; pass classes=[negative, positive] to "
+                    "partial_fit "
                     "or data with both classes")
         ps.classes = classes
         negative, positive = classes[0], classes[1]
