@@ -233,3 +233,21 @@ def test_the_grid_reads_the_file_at_most_twice(tmp_path, monkeypatch):
         m = IWPClassifier(progress=False).fit(tmp_path / "r.parquet")
     assert m.tuning_["heads"] >= 10 and m.tuning_["passes"] == 2.0
     assert read[0] <= 2 * 5000
+
+
+@pytest.mark.parametrize("n", [3, 40, 300])
+def test_auto_on_few_rows_says_what_it_did(n):
+    """Too few rows to validate (< 30 held out): the grid's centre on every row, with a warning;
+    a few hundred rows: validated, falling back to the lowest estimate + SE when none is reliable."""
+    X, y = _task(max(n, 2), 13)
+    y[:2] = [0, 1]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        m = IWPClassifier(progress=False).fit(X, y)
+    t = m.tuning_
+    if n < 300:
+        assert t["heads"] == 1 and t["n_validation"] == 0 and m.n_rows_seen_ == n
+        assert any("too few to hold out" in str(w.message) for w in caught)
+    else:
+        assert t["n_validation"] == 30 and sum(t["chosen"]) == 1
+    assert np.isfinite(m.coef_).all()

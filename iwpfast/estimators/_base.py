@@ -382,6 +382,11 @@ class IWPBase(ParamsMixin, InputsMixin):
 
         from ..io.sources import open_source
         src = open_source(source)
+        if val_src is None and tuning.validation_rows(n_rows, v["validation_fraction"]) \
+                < tuning.MIN_VALIDATION_ROWS:
+            self._fit_untuned_centre(src, mapper, points, make_config, feats, lab, noise, n_rows,
+                                     names_in, scaling, cap, notes)
+            return
         kw = dict(loss=v["loss"], validation_fraction=v["validation_fraction"], validation=val_src,
                   mapper=mapper, engine=_ENGINE, progress=self.progress, chunk_rows=self.chunk_rows,
                   feature_bound=noise.feature_bound,
@@ -411,6 +416,33 @@ class IWPBase(ParamsMixin, InputsMixin):
         if self.variance_cap is None:
             tel["capped"] = False
         _lazy_driver()._warn_telemetry(chosen.name, cfg, tel)
+
+    def _fit_untuned_centre(self, src, mapper, points, make_config, feats, lab, noise, n_rows,
+                            names_in, scaling, cap, notes):
+        """Too few rows to hold out a useful validation part: the derived grid's centre (the middle
+        alpha, its middle step) on every row, said in tuning_ and a warning."""
+        from ..io.views import PartSource
+        from ..sgd import tuning
+        alphas = sorted({pt.alpha for pt in points})
+        mid = alphas[len(alphas) // 2]
+        steps = [pt for pt in points if pt.alpha == mid]
+        pt = steps[len(steps) // 2]
+        cfg = make_config(pt, n_rows)
+        self._start_pass(cfg, feats, lab, noise, names_in)
+        self._set_scaling(scaling, feats)
+        source = src if mapper is None else PartSource(src, mapper=mapper)
+        self._run_explaining_divergence(source, {}, feats, scaling)
+        note = (f"only {n_rows} rows: too few to hold out a validation part of at least "
+                f"{tuning.MIN_VALIDATION_ROWS} rows; used the derived grid's centre (alpha "
+                f"{pt.alpha:.3g}, step {pt.learning_rate:.3g}) on every row, without validation")
+        self.tuning_ = dict(alpha=[pt.alpha], learning_rate=[pt.learning_rate], risk=[math.nan],
+                            stderr=[math.nan], reliable=[False], effective_rows=[math.nan],
+                            noise_energy=[math.nan], capped=[bool(self.telemetry_.get("capped"))],
+                            on_sphere=[bool(self.telemetry_.get("on_sphere"))], chosen=[True],
+                            rule="too few rows: the derived grid's centre", n_train=int(n_rows),
+                            n_validation=0, passes=1.0, heads=1, variance_cap=cap,
+                            notes=[*notes, note])
+        warnings.warn(f"auto hyper-parameters: {note}", NumericalWarning, stacklevel=4)
 
     def _validation_source(self, validation, feats, lab, noise):
         """A separate private release for choosing the hyper-parameters: same features, same noise."""

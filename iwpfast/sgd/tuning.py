@@ -37,6 +37,8 @@ VALIDATION_FRACTION = 0.1
 STEP_MULTIPLIERS = (1.0, 2.0, 4.0, 8.0, 16.0)
 #: alpha = curvature scale kappa = f''(0) B^2 / p times these
 ALPHA_MULTIPLIERS = (0.01, 0.03, 0.1, 0.3, 1.0)
+#: below this many validation rows "auto" does not validate (the derived grid's centre is used)
+MIN_VALIDATION_ROWS = 30
 #: |margin| over which the step's constants (|f'|, f'') are bounded
 MARGIN_SCALE = 2.0
 #: the variance cap "auto" uses for IWP heads when none is given (sigma^2 |theta|^2 <= 2)
@@ -162,6 +164,12 @@ def validation_period(fraction: float) -> int:
     return max(2, int(round(1.0 / fraction)))
 
 
+def validation_rows(n_rows: int, fraction: float) -> int:
+    """The rows ``make_split`` holds out of ``n_rows``."""
+    period = validation_period(fraction)
+    return _split_counts(int(n_rows), period, _block_rows(int(n_rows), period))[1]
+
+
 def make_split(source, fraction: float, mapper=None):
     """(training part, validation part) of a Source: two ``iwpfast.io.views.PartSource`` views,
     both with their batches mapped by ``mapper`` (labels recoded, raw features scaled...)."""
@@ -229,16 +237,28 @@ def select(points: Sequence[GridPoint], estimates: Sequence,
     se_j = sqrt(C_jj + C_bb - 2 C_jb) (``covariance``: the estimates' covariance; without it, best's
     own standard error).  Candidates: reliable heads with risk_j - risk_best <= se_j, i.e. those
     the hold-out cannot tell from the best; among them the largest alpha (the most regularized,
-    the simplest model), then the lowest estimate.  Without any reliable head: the head with the
-    smallest sigma^2 |theta|^2 (the least heavy-tailed estimate), with a note.
+    the simplest model), then the lowest estimate.  Without any reliable head: among heads whose
+    estimate is not made heavy-tailed by the noise (too few rows, or a few rows dominating), the
+    lowest estimate + standard error; if none, the smallest sigma^2 |theta|^2; with a note.
     """
     notes = []
     reliable = [i for i, e in enumerate(estimates) if e.reliable and math.isfinite(e.risk)]
     if not reliable:
-        i = min(range(len(points)), key=lambda j: (estimates[j].noise_energy, -points[j].alpha))
-        notes.append("no head's private validation risk is reliable (see tuning_); chose the head "
-                     "with the smallest sigma^2|theta|^2. Release more rows, or use a larger hold-out.")
-        return i, "fallback: smallest sigma^2|theta|^2", notes
+        # heads whose estimate is not heavy-tailed by the noise (only too few rows, or a few rows
+        # dominating): the lowest estimate + its standard error; else the smallest sigma^2|theta|^2
+        light = [j for j, e in enumerate(estimates)
+                 if math.isfinite(e.risk) and math.isfinite(e.stderr)
+                 and (e.noise_energy <= 0.0
+                      or math.exp(min(e.noise_energy, 700.0)) * 100 <= getattr(e, "n_rows", 0))]
+        if light:
+            i = min(light, key=lambda j: (estimates[j].risk + estimates[j].stderr, -points[j].alpha))
+            rule = "fallback: lowest estimate + standard error"
+        else:
+            i = min(range(len(points)), key=lambda j: (estimates[j].noise_energy, -points[j].alpha))
+            rule = "fallback: smallest sigma^2|theta|^2"
+        notes.append("no head's private validation risk is reliable (see tuning_); chose by "
+                     f"{rule.split(': ')[1]}. Release more rows, or use a larger hold-out.")
+        return i, rule, notes
     best = min(reliable, key=lambda j: estimates[j].risk)
 
     def se_diff(j):
