@@ -144,7 +144,7 @@ def noise_from_release(metadata: dict | None, features: Sequence[str], *,
     if law is not None and law.get("variance") is not None:
         variance = {f: float(law["variance"]) for f in released}
     else:
-        variance = {f: float(s) ** 2 for f, s in zip(released, scales)}
+        variance = {f: float(s) ** 2 for f, s in zip(released, scales, strict=True)}
     nv = np.array([variance[f] for f in features], dtype=np.float64)
     keep = metadata.get("label_keep_prob")
     keep = None if keep is None else float(keep)
