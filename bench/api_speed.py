@@ -83,7 +83,7 @@ def main(argv=None):
     from iwpfast import IWPClassifier
     from iwpfast.sgd import engine
     from iwpfast.sgd.driver import Head, fit_stream
-    from iwpfast.sgd.state import HeadConfig, HeadState
+    from iwpfast.sgd.state import HeadState
 
     print(f"# CPU: {cpu_model()}, {os.cpu_count()} cores visible; load average at start "
           f"{os.getloadavg()[0]:.2f}", flush=True)

@@ -78,7 +78,8 @@ def test_fit_path_equals_fit_arrays(tmp_path):
     pq.write_table(pa.table({**{f"x{j}": X[:, j] for j in range(P)}, "y": (y == 7).astype(np.int8)}),
                    path)
     a = IWPClassifier(alpha=1.0, learning_rate=0.01, progress=False).fit(X, (y == 7).astype(np.int8))
-    f = IWPClassifier(alpha=1.0, learning_rate=0.01, progress=False).fit(str(path), features=[f"x{j}" for j in range(P)], label="y")
+    f = IWPClassifier(alpha=1.0, learning_rate=0.01, progress=False).fit(
+        str(path), features=[f"x{j}" for j in range(P)], label="y")
     np.testing.assert_array_equal(a.coef_, f.coef_)
     assert f.intercept_[0] == a.intercept_[0]
 
@@ -87,7 +88,8 @@ def test_non_finite_feature_names_column_and_row():
     X, y = _data(np.float64)
     X[4321, 2] = np.nan
     model = IWPClassifier(alpha=1.0, learning_rate=0.01, progress=False, chunk_rows=1000)
-    with pytest.raises(InvalidInputError, match=r"non-finite value nan in column 'x2' at .*row 4321 of the stream"):
+    with pytest.raises(InvalidInputError,
+                       match=r"non-finite value nan in column 'x2' at .*row 4321 of the stream"):
         model.fit(X, y)
     X[4321, 2] = 1.0
     model.fit(X, y)
@@ -119,7 +121,8 @@ def test_regression_targets_stay_float64_and_nan_target_named():
 
 def test_shuffle_reads_rows_in_the_permuted_order():
     X, y = _data(np.float64)
-    model = IWPClassifier(alpha=1.0, learning_rate=0.01, shuffle=True, random_state=3, progress=False).fit(X, y)
+    model = IWPClassifier(alpha=1.0, learning_rate=0.01, shuffle=True, random_state=3,
+                          progress=False).fit(X, y)
     perm = np.random.default_rng(3).permutation(N)
     theta, _ = _engine_model(model, X[perm], np.where(y[perm] == 7, 1.0, -1.0))
     np.testing.assert_array_equal(model.coef_.reshape(-1), theta)

@@ -16,8 +16,10 @@ from iwpfast.estimates import label_tilde, label_weight_table
 from iwpfast.exceptions import InvalidInputError
 from iwpfast.privacy import KaryRandomizedResponse, kary_probabilities
 from iwpfast.sgd.engine import finish, finish_heads, run_chunk, run_chunk_heads
-from iwpfast.sgd.reference import (reference_finish, reference_finish_heads, reference_run_chunk,
-                                   reference_run_chunk_heads)
+from iwpfast.sgd.reference import (
+    reference_finish_heads,
+    reference_run_chunk_heads,
+)
 from iwpfast.sgd.state import HeadConfig, HeadState
 from iwpfast.transforms import logistic_gradient_truncation_bias
 
@@ -75,7 +77,7 @@ def test_k_head_kernel_matches_the_twin(loss, overrides):
     kernel = _run_heads(run_chunk_heads, finish_heads, cfgs, X, y, chunk=250, trace_capacity=capacity)
     twin = _run_heads(reference_run_chunk_heads, reference_finish_heads, cfgs, X, y, chunk=250,
                       trace_capacity=capacity)
-    for c, (a, b) in enumerate(zip(kernel, twin)):
+    for a, b in zip(kernel, twin, strict=True):
         scale = max(1.0, float(np.abs(b.theta).max()))
         np.testing.assert_allclose(a.theta, b.theta, rtol=1e-12, atol=1e-12 * scale)
         np.testing.assert_allclose(a.theta_avg, b.theta_avg, rtol=1e-12, atol=1e-12 * scale)
@@ -97,16 +99,16 @@ def test_chunking_and_label_dtypes_do_not_change_the_bits(dtype, label_dtype):
     whole = _run_heads(run_chunk_heads, finish_heads, cfgs, X, y, chunk=601)
     for chunk in (7, 100):
         parts = _run_heads(run_chunk_heads, finish_heads, cfgs, X, y, chunk=chunk)
-        for a, b in zip(whole, parts):
+        for a, b in zip(whole, parts, strict=True):
             np.testing.assert_array_equal(a.theta, b.theta)
             np.testing.assert_array_equal(a.intercept, b.intercept)
     # each head of the k-head scan equals that head run alone (run_chunk with label_class)
     alone = [HeadState.new(cfg) for cfg in cfgs]
-    for cfg, state in zip(cfgs, alone):
+    for cfg, state in zip(cfgs, alone, strict=True):
         run_chunk(cfg, state, X, y)
         finish(cfg, state)
         assert state.carry_n == 0
-    for a, b in zip(whole, alone):
+    for a, b in zip(whole, alone, strict=True):
         np.testing.assert_array_equal(a.theta, b.theta)
 
 

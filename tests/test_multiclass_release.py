@@ -8,8 +8,14 @@ import pytest
 
 from iwpfast.cli import main
 from iwpfast.exceptions import InvalidInputError, ReleaseSpecError
-from iwpfast.privacy import (KaryRandomizedResponse, ReleaseSpec, kary_probabilities, privatize,
-                             read_release_spec, release)
+from iwpfast.privacy import (
+    KaryRandomizedResponse,
+    ReleaseSpec,
+    kary_probabilities,
+    privatize,
+    read_release_spec,
+    release,
+)
 
 # Statistical checks compare an empirical frequency with its probability and allow 5 standard
 # errors sqrt(p(1-p)/n) (two-sided false-alarm probability ~6e-7 per check); seeds are fixed.

@@ -20,8 +20,9 @@ prefetcher follows, long runs are not.
 
 Columns (and the labels) come in as addresses (see ``_lowlevel.column_view``); ``like`` is an
 empty array of the column dtype (float32 or float64).  So one compiled kernel per (feature dtype,
-label dtype) serves every p, (p, n) arrays and lists of 1-D arrays, writable or read-only.  Every argument has been validated by the wrapper
-``iwpfast.sgd.engine``: the kernels check nothing and never raise.
+label dtype) serves every p, (p, n) arrays and lists of 1-D arrays, writable or read-only.  Every
+argument has been validated by the wrapper ``iwpfast.sgd.engine``: the kernels check nothing and
+never raise.
 
 Parameter packing (so the signature stays stable): ``fparams`` (float64) and ``iparams``
 (int64) hold one head's configuration at the positions ``F_*`` / ``I_*`` of ``abi.py``, which

@@ -181,7 +181,8 @@ class OneVsRestMixin:
         if not ovr.configs:
             ovr.configs = ovr.head_configs(ps.config)
         names = ovr.head_names()
-        heads = [driver.Head(n, c, list(ps.features), ps.label) for n, c in zip(names, ovr.configs, strict=True)]
+        heads = [driver.Head(n, c, list(ps.features), ps.label)
+                 for n, c in zip(names, ovr.configs, strict=True)]
         kw = dict(progress=self.progress, engine=_ENGINE, **kwargs)
         if self.chunk_rows is not None:
             kw["chunk_rows"] = int(self.chunk_rows)

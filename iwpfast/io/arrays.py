@@ -129,7 +129,8 @@ class ArraySource(Source):
                     if not np.isfinite(np.add.reduce(c)) and not np.isfinite(c).all():
                         bad = start + int(np.flatnonzero(~np.isfinite(c))[0])
                         raise InvalidInputError(
-                            f"non-finite value {float(c[bad - start])!r} in column {self.feature_names[j]!r} at "
+                            f"non-finite value {float(c[bad - start])!r} in column "
+                            f"{self.feature_names[j]!r} at "
                             f"row {bad} of {self.description}. Remove or fix the rows with NaN/inf.")
             labels = {}
             if self.label_name is not None:

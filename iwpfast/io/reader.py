@@ -296,7 +296,7 @@ class ChunkReader:
         if copied:
             self.stats.copied_chunks += 1
         features = []
-        for g, dtype in zip(self.plan.groups, self.plan.group_dtypes):
+        for g, dtype in zip(self.plan.groups, self.plan.group_dtypes, strict=True):
             arrays = []
             for name in g:
                 a = cols[name]

@@ -9,7 +9,8 @@ background thread) the driver makes exactly one kernel call per head (``run_chun
 of one-vs-rest heads of one class-index label (``run_chunk_heads``: every batch is used by all k
 heads while it is in cache); Python never loops per row or per minibatch.  ``finish`` runs each
 head's last partial batch at the end of the stream.  Because the kernels carry the incomplete
-batch between calls, the model does not depend on the chunk size or on how the data is split into files: bit for bit.
+batch between calls, the model does not depend on the chunk size or on how the data is split
+into files: bit for bit.
 
 Around that loop: the tqdm progress bar, the trace callback (the kernel records (theta, b) every k
 updates into a buffer the driver sizes before and drains after each chunk), periodic checkpoints
@@ -37,8 +38,13 @@ import numpy as np
 
 from .._kernels.abi import C_TRACE
 from ..engines import resolve_engine
-from ..exceptions import (CheckpointError, DivergenceError, InvalidInputError, NumericalWarning,
-                          ReleaseSpecError)
+from ..exceptions import (
+    CheckpointError,
+    DivergenceError,
+    InvalidInputError,
+    NumericalWarning,
+    ReleaseSpecError,
+)
 from ..io.reader import ChunkReader
 from ..io.sources import Source, open_source
 from ..progress import progress_bar
@@ -282,7 +288,8 @@ def _run_unit_chunk(run_unit, unit, configs, states, chunk, group) -> None:
             if bad.size:
                 i = int(bad[0])
                 raise InvalidInputError(
-                    f"non-finite value {float(values[i])!r} in column {name!r} at {chunk.origin.describe(i)}. "
+                    f"non-finite value {float(values[i])!r} in column {name!r} at "
+                    f"{chunk.origin.describe(i)}. "
                     f"Remove or fix the rows with NaN/inf before training.") from None
         raise
 
@@ -446,7 +453,7 @@ class _HeadPool:
         self.lock = threading.Lock()
         self.threads = [threading.Thread(target=self._work, args=(g, q), daemon=True,
                                          name=f"iwpfast-head-{i}")
-                        for i, (g, q) in enumerate(zip(self.groups, self.queues))]
+                        for i, (g, q) in enumerate(zip(self.groups, self.queues, strict=True))]
         for t in self.threads:
             t.start()
 
@@ -489,7 +496,7 @@ class _HeadPool:
 
     def close(self):
         """Finish the submitted chunks and stop the workers (idempotent)."""
-        for q, t in zip(self.queues, self.threads):
+        for q, t in zip(self.queues, self.threads, strict=True):
             if t.is_alive():
                 q.put(None)
         for t in self.threads:

@@ -357,7 +357,7 @@ def _pack_heads(cfgs, states):
                                 f"and {len(states)} states")
     first = cfgs[0]
     packed = []
-    for c, (cfg, state) in enumerate(zip(cfgs, states)):
+    for c, (cfg, state) in enumerate(zip(cfgs, states, strict=True)):
         if cfg.label_class is None:
             raise InvalidInputError(f"head {c}: HeadConfig.label_class is None; run_chunk_heads trains "
                                     "one-vs-rest heads of a class-index label (set label_class=c)")
@@ -417,10 +417,11 @@ def run_chunk_heads(cfgs, states, X, y) -> None:
     codes = _class_labels(y, n)
     if n == 0:
         return
-    for cfg, state in zip(cfgs, states):
+    for cfg, state in zip(cfgs, states, strict=True):
         _check_trace_room(cfg, state, (state.carry_n + n) // cfg.batch_size)
     row = _kernels().sgd_chunk_heads(
-        addresses, _LIKE[dtype], np.int64(codes.ctypes.data), _LIKE[codes.dtype], np.int64(n), _carry_addresses(states[0]), _LIKE[np.dtype(np.float64)], fparams, iparams,
+        addresses, _LIKE[dtype], np.int64(codes.ctypes.data), _LIKE[codes.dtype], np.int64(n),
+        _carry_addresses(states[0]), _LIKE[np.dtype(np.float64)], fparams, iparams,
         noise_var, eulerian, classes, stacked["theta"], stacked["theta_avg"], stacked["intercept"],
         stacked["intercept_avg"], states[0].carry_X, states[0].carry_y, stacked["counters"],
         stacked["telemetry"], traces, trace_steps)
@@ -437,7 +438,7 @@ def finish_heads(cfgs, states) -> None:
         _pack_heads(cfgs, states)
     if states[0].carry_n == 0:
         return
-    for cfg, state in zip(cfgs, states):
+    for cfg, state in zip(cfgs, states, strict=True):
         _check_trace_room(cfg, state, 1)
     row = _kernels().sgd_finish_heads(
         _carry_addresses(states[0]), _LIKE[np.dtype(np.float64)], fparams, iparams, noise_var,

@@ -291,11 +291,11 @@ def reference_finish(cfg: HeadConfig, state: HeadState) -> None:
 
 def reference_run_chunk_heads(cfgs, states, X, y) -> None:
     """Twin of ``engine.run_chunk_heads``: the heads are independent, so one after the other."""
-    for cfg, state in zip(cfgs, states):
+    for cfg, state in zip(cfgs, states, strict=True):
         reference_run_chunk(cfg, state, X, y)
 
 
 def reference_finish_heads(cfgs, states) -> None:
     """Twin of ``engine.finish_heads``."""
-    for cfg, state in zip(cfgs, states):
+    for cfg, state in zip(cfgs, states, strict=True):
         reference_finish(cfg, state)
