@@ -127,8 +127,10 @@ class ReleasePlan:
             lines.append(f"with {self.n_rows:,} rows: one pass tells from noise only features whose "
                          f"correlation with the label is above r_min = {r:.3g}")
             if r >= 0.3:
+                baseline = ("the intercept alone (the majority class)" if self.task == "classification"
+                            else "the intercept alone (the mean target)")
                 lines.append("  that is more than most real features have: expect a model no better "
-                             "than the intercept (majority class); release more rows or spend more budget")
+                             f"than {baseline}; release more rows or spend more budget")
             elif r >= 0.1:
                 lines.append("  only strong features will be learned; weak ones stay near 0")
         lines.append("rows needed to detect a correlation r: "
