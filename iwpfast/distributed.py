@@ -82,13 +82,14 @@ def release_files(client, source, destination, spec, *, features=None, label=_UN
                   format: str | None = None, compression="auto",
                   batch_rows: int = DEFAULT_BATCH_ROWS, threads: int | None = 1,
                   engine: str | None = None, filesystem=None, retries: int = 0,
-                  kernel: str | None = None):
+                  kernel: str | None = None, max_part_rows: int | None = None):
     """Release each input file of ``source`` as one part of ``destination`` (a folder / prefix,
     e.g. ``s3://bucket/release/``) on the Dask cluster of ``client``; write the manifest last.
 
     Arguments as :func:`iwpfast.release`; ``threads`` is per task (default 1: the cluster's
     workers are the parallelism); ``retries``: Dask retries of a failed part (a retried part
-    replaces the earlier attempt).  Returns a
+    replaces the earlier attempt); ``max_part_rows``: large Parquet/IPC files become several
+    parts (tasks) of whole row groups of about that many rows.  Returns a
     :class:`~iwpfast.privacy.multipart.MultiPartResult` (rows, parts, spec: ``.spec.guarantee()``).
     When a part fails, the parts already written are deleted and nothing is published.
     """
@@ -101,7 +102,7 @@ def release_files(client, source, destination, spec, *, features=None, label=_UN
     _require_client(client)
     plan = plan_parts(source, destination, spec, features, label, ranges=ranges,
                       overwrite=overwrite, format=format, filesystem=filesystem,
-                      batch_rows=batch_rows)
+                      batch_rows=batch_rows, max_part_rows=max_part_rows)
     t0 = time.perf_counter()
     if overwrite:
         unpublish(plan)

@@ -77,7 +77,8 @@ def register(subparsers) -> None:
                         "real-valued noise only, the float implementation leaks low-order bits)")
     p.add_argument("--task", choices=["classification", "regression"], default="classification")
     p.add_argument("--target-range", metavar="LO:HI",
-                   help="declared range of the regression target (write --target-range=LO:HI when LO < 0)")
+                   help="declared range of the regression target (write --target-range=LO:HI when "
+                        "LO < 0)")
     p.add_argument("--target-bound", type=float, default=1.0,
                    help="clip the scaled regression target to [-B, B] (default 1)")
     p.add_argument("--delta-y", type=float, help="delta of the target mechanism (default: --delta)")
@@ -97,6 +98,9 @@ def register(subparsers) -> None:
     p.add_argument("--threads", type=int, help="noise threads (default: min(2, cores))")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_cluster_arguments(p)
+    p.add_argument("--part-rows", type=int, default=None, metavar="N",
+                   help="with a folder destination: split Parquet/IPC inputs of more than N rows "
+                        "into parts of whole row groups (default: one part per input file)")
     p.set_defaults(handler=run)
 
 
@@ -177,33 +181,38 @@ def run(args) -> int:
         from . import cluster_client
 
         with cluster_client(args) as client:
-            if client is None:
+            if client is None and args.part_rows is not None:
+                from ..privacy.multipart import release_parts
+
+                result = release_parts(args.source, _as_folder(args.destination, "--part-rows"),
+                                       spec, threads=args.threads,
+                                       max_part_rows=args.part_rows, **common)
+            elif client is None:
                 result = release(args.source, args.destination, spec, threads=args.threads,
                                  progress=False if args.no_progress else None,
                                  shuffle=args.shuffle, **common)
             else:
                 from ..distributed import release_files
 
-                destination = args.destination
-                if not destination.split("?", 1)[0].endswith("/"):
-                    destination = _as_folder(destination)
-                result = release_files(client, args.source, destination, spec,
-                                       threads=args.threads or 1, **common)
+                result = release_files(client, args.source, _as_folder(args.destination), spec,
+                                       threads=args.threads or 1, max_part_rows=args.part_rows,
+                                       **common)
     print(result.summary())
     print(result.spec.guarantee().statement)
     return 0
 
 
-def _as_folder(destination: str) -> str:
-    """A cluster release writes parts: the destination must be a folder / prefix."""
+def _as_folder(destination: str, why: str = "--scheduler/--workers") -> str:
+    """A multi-part release needs a folder / prefix as destination."""
     from ..exceptions import InvalidInputError
     from ..io.filesystem import resolve
 
-    if resolve(destination).kind() == "dir":
+    loc = resolve(destination)
+    if loc.trailing_slash or loc.kind() == "dir":
         return destination
     raise InvalidInputError(
-        f"--scheduler/--workers write one part per input file: give a folder / prefix as OUT, "
-        f"ending in / (e.g. {destination.rstrip('/')}/)")
+        f"{why} write(s) a multi-part release: give a folder / prefix as OUT, ending in / "
+        f"(e.g. {destination.split('?', 1)[0].rstrip('/')}/)")
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):

@@ -47,11 +47,22 @@ class MultiPartResult(ReleaseResult):
 class PartPlan:
     """Everything a part's task needs (picklable: sent to Dask workers)."""
 
-    inputs: list            # Location of each input file, in part order
+    inputs: list            # Location of each part's input file, in part order
     folder: Location        # the destination folder / prefix
     spec: ReleaseSpec       # resolved: features, label and every range known
     release_id: str
     extension: str          # ".parquet" or ".arrow"
+    #: each part's rows of its input file, (start, stop) on row-group boundaries; None: all
+    row_ranges: list | None = None
+
+    def part_source(self, index: int, batch_rows: int):
+        """What part ``index`` releases: its input file, or a row range of it."""
+        rows = None if self.row_ranges is None else self.row_ranges[index]
+        if rows is None:
+            return self.inputs[index]
+        from ..io.sources import FileSource, RowRangeSource
+
+        return RowRangeSource(FileSource([self.inputs[index]], None, batch_rows), *rows)
 
     def part_location(self, index: int):
         from ..io.parts import part_name
@@ -73,8 +84,11 @@ def part_seed(seed, index: int):
 
 def plan_parts(source, destination, spec, features=None, label=_UNSET, *, ranges=None,
                overwrite: bool = False, format: str | None = None, filesystem=None,
-               batch_rows: int = DEFAULT_BATCH_ROWS) -> PartPlan:
-    """Check the inputs and the destination folder before any work; resolve the spec once."""
+               batch_rows: int = DEFAULT_BATCH_ROWS, max_part_rows: int | None = None) -> PartPlan:
+    """Check the inputs and the destination folder before any work; resolve the spec once.
+
+    ``max_part_rows``: split the Parquet/IPC inputs larger than this into parts of whole row
+    groups (a part holds at least one row group, so it may be larger); None: one part per file."""
     from ..io.filesystem import is_uri, resolve
     from ..io.formats import output_format
     from ..io.parts import MANIFEST_NAME, read_manifest
@@ -110,7 +124,38 @@ def plan_parts(source, destination, spec, features=None, label=_UNSET, *, ranges
         spec = _fill_ranges_from_data(spec, _all_inputs(inputs, spec, batch_rows))
     else:
         spec.scaler_ranges()
-    return PartPlan(inputs, folder, spec, uuid.uuid4().hex, extension)
+    row_ranges = None
+    if max_part_rows is not None:
+        if int(max_part_rows) < 1:
+            raise InvalidInputError(f"max_part_rows={max_part_rows}: give a number of rows >= 1")
+        inputs, row_ranges = _split_inputs(inputs, int(max_part_rows), batch_rows)
+    return PartPlan(inputs, folder, spec, uuid.uuid4().hex, extension, row_ranges)
+
+
+def _split_inputs(inputs, max_rows: int, batch_rows: int):
+    """(part inputs, part row ranges): each file's row groups gathered into ranges of about
+    ``max_rows`` rows (row-group boundaries: every part seeks straight to its first group)."""
+    from ..io.sources import FileSource
+
+    parts, ranges = [], []
+    for loc in inputs:
+        f = FileSource([loc], None, batch_rows).files[0]
+        groups = getattr(f, "group_rows", None)
+        if not groups or f.num_rows is None or f.num_rows <= max_rows:
+            parts.append(loc)
+            ranges.append(None)
+            continue
+        start = row = 0
+        for n in groups:
+            row += n
+            if row - start >= max_rows:
+                parts.append(loc)
+                ranges.append((start, row))
+                start = row
+        if row > start:
+            parts.append(loc)
+            ranges.append((start, row))
+    return parts, ranges
 
 
 def _all_inputs(inputs, spec, batch_rows):
@@ -130,7 +175,8 @@ def release_part(plan: PartPlan, index: int, *, seed=None, on_invalid: str = "er
     with warnings.catch_warnings():
         # the range counts are reported once for the whole release, by the caller
         warnings.simplefilter("ignore", UserWarning)
-        return release(plan.inputs[index], plan.part_location(index), plan.spec, seed=part_seed(seed, index),
+        return release(plan.part_source(index, batch_rows), plan.part_location(index), plan.spec,
+                       seed=part_seed(seed, index),
                        overwrite=True, on_invalid=on_invalid, format=format,
                        compression=compression, batch_rows=batch_rows, threads=threads,
                        progress=False, engine=engine,
@@ -203,16 +249,18 @@ def release_parts(source, destination, spec: ReleaseSpec, features=None, label=_
                   format: str | None = None, compression="auto",
                   batch_rows: int = DEFAULT_BATCH_ROWS, threads: int | None = None,
                   progress: bool | None = False, engine: str | None = None,
-                  filesystem=None, kernel: str | None = None) -> MultiPartResult:
+                  filesystem=None, kernel: str | None = None,
+                  max_part_rows: int | None = None) -> MultiPartResult:
     """Release each input file of ``source`` into one part of the folder ``destination``, in this
-    process, then write the manifest.  Arguments as :func:`iwpfast.release`."""
+    process, then write the manifest.  Arguments as :func:`iwpfast.release`; ``max_part_rows``
+    splits large Parquet/IPC files into parts of whole row groups (see :func:`plan_parts`)."""
     from ..engines import engine_from_keywords
     from .release import RELEASE_ENGINES
 
     engine = engine_from_keywords(engine, kernel, "kernel", default="auto", allowed=RELEASE_ENGINES)
     plan = plan_parts(source, destination, spec, features, label, ranges=ranges,
                       overwrite=overwrite, format=format, filesystem=filesystem,
-                      batch_rows=batch_rows)
+                      batch_rows=batch_rows, max_part_rows=max_part_rows)
     t0 = time.perf_counter()
     if overwrite:
         unpublish(plan)
