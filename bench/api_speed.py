@@ -16,7 +16,9 @@ recodes the labels; noise given explicitly):
 - ``fit_stream``: the driver with one head;
 - ``fit_path``: ``IWPClassifier(...).fit(path, features=..., label="y", noise_var=..., epsilon_y=...)``.
 Each round runs every step once (odd rounds in reverse order); one JSON line per measurement,
-then the medians and the ratios of the medians.  Prints the CPU model and the load average.
+then the medians and the ratios of the medians, of wall time and of CPU time (all threads of the
+process: on a machine shared with other jobs the CPU seconds are the steadier figure).  Prints
+the CPU model and the load average.
 """
 from __future__ import annotations
 
@@ -96,6 +98,7 @@ def main(argv=None):
 
     steps = {}
     results: dict[str, list] = {}
+    cpu_results: dict[str, list] = {}
     if not a.skip_arrays:
         rng = np.random.default_rng(0)
         XF = np.empty((a.rows, p), dtype=np.float32, order="F")
@@ -154,20 +157,21 @@ def main(argv=None):
                 dt = time.perf_counter() - t0
                 cpu = time.process_time() - c0
             results.setdefault(name, []).append(dt)
+            cpu_results.setdefault(name, []).append(cpu)
             print(json.dumps({"step": name, "round": r, "rows": rows, "seconds": round(dt, 3),
                               "cpu_s": round(cpu, 3), "M_rows_per_s": round(rows / dt / 1e6, 2),
                               "extra_peak_anon_MiB": mem.peak - mem.before,
                               "loadavg": round(os.getloadavg()[0], 2)}), flush=True)
-    med = {k: statistics.median(v) for k, v in results.items()}
-    summary = {f"median_{k}_s": round(v, 3) for k, v in med.items()}
-    if "run_chunk" in med:
-        summary["fit_F/run_chunk"] = round(med["fit_F"] / med["run_chunk"], 3)
-        summary["fit_C/run_chunk"] = round(med["fit_C"] / med["run_chunk"], 3)
-        summary["one_chunk_MiB(default chunk rows x p x 4 B)"] = round(262144 * p * 4 / 2**20, 1)
-    if "fit_path" in med:
-        summary["fit_path/fit_stream"] = round(med["fit_path"] / med["fit_stream"], 3)
-        summary["fit_path/decode"] = round(med["fit_path"] / med["decode"], 3)
-        summary["fit_stream/decode"] = round(med["fit_stream"] / med["decode"], 3)
+    summary = {}
+    for kind, table in (("wall", results), ("cpu", cpu_results)):
+        med = {k: statistics.median(v) for k, v in table.items()}
+        summary.update({f"median_{kind}_{k}_s": round(v, 3) for k, v in med.items()})
+        pairs = [("fit_F", "run_chunk"), ("fit_C", "run_chunk"), ("fit_path", "fit_stream"),
+                 ("fit_path", "decode"), ("fit_stream", "decode")]
+        for a_, b_ in pairs:
+            if a_ in med and b_ in med:
+                summary[f"{kind}:{a_}/{b_}"] = round(med[a_] / med[b_], 3)
+    summary["one_chunk_MiB(262144 rows x p x 4 B)"] = round(262144 * p * 4 / 2**20, 1)
     summary["loadavg_end"] = round(os.getloadavg()[0], 2)
     print(json.dumps(summary), flush=True)
 

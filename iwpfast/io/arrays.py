@@ -26,6 +26,9 @@ from ..exceptions import InvalidInputError
 from .sources import BatchOrigin, Source
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+#: rows per chunk (default) when the reader copies the features (row-major X): a quarter of the
+#: default chunk, so the (at most three) copies in flight stay below one default chunk
+COPY_CHUNK_ROWS = 1 << 16
 
 
 def feature_dtype(dtypes) -> np.dtype:
@@ -83,6 +86,16 @@ class ArraySource(Source):
 
     def group_ends(self):
         return [self.num_rows]
+
+    @property
+    def copies(self) -> bool:
+        """Whether reading copies the features (else every chunk's columns are views of X)."""
+        if self._order is not None:
+            return True
+        if self._matrix is not None:
+            m = self._matrix
+            return not (m.dtype == self.dtype and (m.strides[0] == m.itemsize or m.shape[0] <= 1))
+        return any(c.dtype != self.dtype or not c.flags.c_contiguous for c in self._columns)
 
     # ---------------------------------------------------------------- the columns of a row range
     def _label_rows(self, start: int, stop: int):

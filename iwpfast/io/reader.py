@@ -209,6 +209,11 @@ class ChunkReader:
                           self.source.description)
         if chunk_rows is None:
             chunk_rows = default_chunk_rows(sum(d.itemsize for d in self.plan.dtypes.values()))
+            from .arrays import COPY_CHUNK_ROWS, ArraySource
+            if isinstance(self.source, ArraySource) and self.source.copies:
+                # arrays copied chunk by chunk (row-major X): small chunks, so the three alive
+                # (prefetch) hold less than one default chunk and stay in cache for the kernel
+                chunk_rows = min(chunk_rows, COPY_CHUNK_ROWS)
         if int(chunk_rows) < 1:
             raise InvalidInputError(f"chunk_rows={chunk_rows} must be a positive number of rows")
         self.chunk_rows = int(chunk_rows)
