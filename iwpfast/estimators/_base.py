@@ -83,22 +83,59 @@ class IWPBase(ParamsMixin, InputsMixin):
             target_noise_var=None, feature_bound=None, features=None, label=None,
             override: bool = False, checkpoint=None, checkpoint_every=None, resume: bool = False,
             overwrite: bool = False, ranges=None, validation=None):
-        """Fit in one pass over ``X``.
+        """Fit in one pass over ``X`` (a new model: earlier fitted attributes are dropped).
 
-        ``fit(source)``: a Parquet/IPC/CSV path, directory, pyarrow Table/Dataset/RecordBatchReader
-        or DataFrame holding a release; the noise parameters, feature and label names come from its
-        release metadata (give ``features=``/``label=`` to select others).
-        ``fit(X, y, noise_var=..., epsilon_y=...)``: in-memory arrays with explicit noise parameters
-        (none = clean data).  Parameters that contradict a file's metadata are an error unless
-        ``override=True``.  ``checkpoint``: a file written every ``checkpoint_every`` rows;
-        ``resume=True`` continues from it, an existing one is otherwise replaced only with
-        ``overwrite=True``.
-        ``ranges={name: (lo, hi)}`` (or "A=0:99,B=1:24", or [(lo, hi), ...] in column order for
-        an array): X is raw, un-noised data; it is scaled
-        and clipped as a release with these ranges and ``feature_bound`` (default 1, as a
-        release's) would be, without noise: the clean baseline a data owner compares with.
-        ``validation``: a separate private release to choose the "auto" hyper-parameters on
-        (default: ``validation_fraction`` of X's rows).
+        Parameters
+        ----------
+        X : path, folder, glob, URI, pyarrow Table/Dataset/RecordBatchReader, DataFrame, or array
+            A release (Parquet/IPC/CSV file or folder of parts, local or ``s3://...``): its noise
+            parameters, features and label come from its metadata.  Or an (n, p) array (or list
+            of p columns) of released rows with ``y`` and explicit noise parameters.
+        y : array of shape (n,) or None
+            Labels (any two values, or the declared classes) / regression targets, for arrays.
+        noise_var : float >= 0 or sequence of p floats >= 0, optional
+            Feature noise variances sigma_j^2 (arrays; None: clean features).  With a release,
+            must agree with its metadata unless ``override=True``.
+        epsilon_y : float > 0 or None, optional
+            Label budget of randomized response (None: public labels).
+        label_keep_prob : float in (0.5, 1], optional
+            S(epsilon_y) directly, instead of ``epsilon_y``.
+        target_noise_var : float >= 0, optional
+            sigma_y^2 of a regression target (only the reported risk uses it).
+        feature_bound : float > 0, optional
+            The release's L2 bound B (default radius and the paper schedule; a release gives it).
+        features : list of str, optional
+            Columns to train on (any subset/order of a release's features); default all.
+        label : str, optional
+            The label column; default the release's.
+        override : bool, default False
+            Let explicit noise parameters replace a release's (the model is then biased if wrong).
+        checkpoint : path, optional
+            A checkpoint written every ``checkpoint_every`` rows (int >= 1; default 5e7) and on
+            SIGINT/SIGTERM; ``resume=True`` continues from it (refused for other data or heads).
+        overwrite : bool, default False
+            Replace an existing checkpoint file that is not resumed.
+        ranges : dict {name: (lo, hi)}, "A=0:99,B=1:24", or list of (lo, hi), optional
+            X is raw, un-noised data: scale and clip it as a release with these ranges and
+            ``feature_bound`` (default 1) would, without noise (the clean baseline).
+        validation : release, optional
+            A separate private release to choose the "auto" hyper-parameters on (default:
+            ``validation_fraction`` of X's rows).
+
+        Returns
+        -------
+        self
+            Fitted: ``coef_``, ``intercept_``, ``n_rows_seen_``, ``telemetry_``, and with "auto"
+            ``alpha_``, ``learning_rate_``, ``tuning_``.
+
+        Raises
+        ------
+        InvalidInputError
+            A parameter or input value out of range (the message names it and the fix).
+        ReleaseSpecError
+            Release metadata missing, corrupt or contradicted by explicit parameters.
+        DivergenceError
+            theta became non-finite (smaller learning_rate, radius or a variance_cap).
         """
         for attr in list(vars(self)):
             if attr.endswith("_") and not attr.startswith("_"):
@@ -117,12 +154,25 @@ class IWPBase(ParamsMixin, InputsMixin):
                     features=None, label=None, override: bool = False):
         """Continue the same single pass with more rows (same step counter, schedule and average).
 
-        X, y: in-memory arrays, or a source (streamed).  Rows that do not fill a whole batch are
-        carried in the state until the next call, so ``partial_fit`` over any split of the rows
-        gives exactly the model of one ``fit`` over all of them once ``finalize()`` has run the
-        carried rows as the final partial batch (as ``fit`` does).  ``n_rows_total`` (the rows of
-        the whole pass) is needed on the first call for ``average='tail'`` or a fractional average
-        and for ``schedule='paper'``.
+        Rows that do not fill a whole minibatch are carried in the state until the next call, so
+        ``partial_fit`` over any split of the rows gives exactly the model of one ``fit`` over all
+        of them once ``finalize()`` has run the carried rows as the final partial minibatch.
+        alpha and learning_rate must be numbers ("auto" needs a whole pass: use ``fit``).
+
+        Parameters
+        ----------
+        X, y : as for ``fit`` (arrays, or a source streamed in chunks)
+        classes : array-like of the label values, optional
+            All classes, on the first call when this chunk may not show them all.
+        n_rows_total : int >= 1, optional
+            Rows of the whole pass; needed on the first call for ``average="tail"`` or a
+            fractional average and for ``schedule="paper"``.
+        noise_var, epsilon_y, label_keep_prob, target_noise_var, feature_bound, features, label,
+        override : as for ``fit``; they must stay the same across calls.
+
+        Returns
+        -------
+        self
         """
         if self._pass is None:
             self._pass = PassState()

@@ -222,34 +222,81 @@ def _plus_minus_one(positive: np.ndarray) -> np.ndarray:
 
 
 class IWPClassifier(OneVsRestMixin, _TwoClasses):
-    """Linear classifier trained in one pass by IWP-SGD on a local-DP release: two classes, or
-    k > 2 classes as k one-vs-rest heads trained in the same scan (``_multiclass``: a release
-    written with ``classes=[...]``, or ``fit(X, y, classes=[...], epsilon_y=...)``; ``coef_`` is
-    then (k, p), ``intercept_`` (k,), ``classes_`` the declared classes and ``predict`` the argmax).
+    """Linear classifier trained in one pass by IWP-SGD on a local-DP release.
 
-    Parameters (keyword-only; stored as given, validated at fit time):
-    loss: "exponential" (exact correction) | "logistic" (truncated series, see ``truncation``) |
-        "quadratic".
-    correction: "iwp" (unbiased gradients) | "none" (naive SGD on the noisy data).
-    alpha: l2 strength lambda (the regularized risk is alpha-strongly convex), or "auto" (default):
-        chosen by private validation with learning_rate (docs/tuning.md; fitted ``alpha_``).
-    learning_rate: gamma0, or "auto" (default): a grid of (alpha, step) heads is trained in the
-        same scan of (1 - validation_fraction) of the rows, each head is scored by its unbiased
-        private risk on the rest, unreliable estimates are dropped, and the one-standard-error rule
-        picks (fitted ``learning_rate_``, ``alpha_``, ``tuning_``).  Without a variance_cap, IWP
-        heads then run with the cap sigma^2 |theta|^2 <= 2.
-    schedule: "constant" | "inverse" (gamma0/(1+mu gamma0 t)) | "paper".
-    mu: mu of the inverse schedule (None = alpha).
-    batch_size: rows per update (the last partial batch is used).
-    radius: projection radius on theta (None = feature_bound * |f'(0)| / alpha, docs/design.md section 2).
-    variance_cap: cap on sigma^2 |theta|^2 (None = no cap); keeps large steps stable.
-    average: "auto" (default: "tail" when alpha/learning_rate are "auto", else False) | False |
-        True (all iterates) | "tail" (last half) | start fraction | start update number.
-    fit_intercept: learn a noise-free intercept.
-    truncation: K of the logistic IWP series, or "auto" (the MSE-optimal K at the noise level).
-    chunk_rows: rows per chunk read from the source (None = the driver's default).
-    shuffle, random_state: permute in-memory arrays once before the pass (files are read in order).
-    progress: show a progress bar.
-    validation_fraction: share of the rows held out by "auto" (default 0.1), in blocks spread over
-        the whole stream; or pass a separate private release with ``fit(..., validation=...)``.
+    Two classes, or k > 2 classes as k one-vs-rest heads trained in the same scan (a release
+    written with ``classes=[...]``, or ``fit(X, y, classes=[...], epsilon_y=...)``; ``coef_`` is
+    then (k, p), ``intercept_`` (k,), ``classes_`` the declared classes and ``predict`` the
+    argmax).  ``fit(release_path)`` reads the noise from the release's metadata;
+    ``fit(X, y, noise_var=..., epsilon_y=...)`` takes arrays and explicit noise.  Parameters are
+    keyword-only, stored as given (scikit-learn convention) and validated by ``fit``: an illegal
+    value raises ``InvalidInputError`` naming it and the legal range.
+
+    Parameters
+    ----------
+    loss : {"exponential", "logistic", "quadratic"}, default "exponential"
+        The GLM loss f(y u).  Exponential and quadratic have an exact correction; logistic uses
+        the inverse-Weierstrass series truncated at ``truncation`` terms.
+    correction : {"iwp", "none"}, default "iwp"
+        "iwp": unbiased gradients of the clean loss; "none": naive SGD on the noisy data.
+    alpha : float >= 0, list of floats > 0, or "auto", default "auto"
+        L2 strength lambda (the regularized risk is alpha-strongly convex).  "auto" or a list:
+        chosen by private validation together with ``learning_rate`` (fitted ``alpha_``).
+    learning_rate : float > 0, list of floats > 0, or "auto", default "auto"
+        The step gamma0.  "auto": a grid of (alpha, step) heads is trained in the same scan of
+        (1 - validation_fraction) of the rows and scored by its unbiased private risk on the rest
+        (one-standard-error rule; fitted ``learning_rate_``, ``alpha_``, ``tuning_``; without a
+        ``variance_cap`` the IWP heads then run with sigma^2 |theta|^2 <= 2).
+    schedule : {"constant", "inverse", "paper"}, default "constant"
+        gamma_t = gamma0, gamma0 / (1 + mu gamma0 t), or the paper's constant step from the
+        release size ("paper" needs alpha > 0).
+    mu : float >= 0 or None, default None
+        mu of the inverse schedule; None means alpha.
+    batch_size : int >= 1, default 128
+        Rows per SGD update (minibatch); the last partial minibatch is used.
+    radius : float > 0 or None, default None
+        Radius R of the projection of theta on the L2 ball; None: feature_bound * |f'(0)| / alpha
+        (docs/design.md section 2), no projection when alpha = 0.
+    variance_cap : float > 0 or None, default None
+        Cap on the noise energy sigma^2 |theta|^2 (theta is scaled down above it); keeps large
+        steps stable.  None: no cap.
+    average : "auto", bool, "tail", float in [0, 1) or int >= 0, default "auto"
+        Polyak averaging: False (last iterate), True (all iterates), "tail" (the last half), a
+        start fraction of the pass or a start update number.  "auto": "tail" when alpha or
+        learning_rate is chosen by private validation, else False.
+    fit_intercept : bool, default True
+        Learn a noise-free intercept b (score theta^T x + b).
+    truncation : int in 0..20 or "auto", default 2
+        K of the logistic loss's series; "auto": the K of least mean squared error at the noise
+        level the pass can reach.  Ignored by the other losses.
+    chunk_rows : int >= 1 or None, default None
+        Rows per kernel call (None: about 16 MiB of columns); does not change the model.
+    shuffle : bool, default False
+        Permute in-memory arrays once before the pass (files are read in order).
+    random_state : int, numpy Generator or None, default None
+        Seed of that permutation.
+    progress : bool or "force", default True
+        A progress bar on a terminal (False: never; "force": always; see ``iwpfast.progress``).
+    validation_fraction : float in (0, 0.5], default 0.1
+        Share of the rows held out (in blocks spread over the stream) when alpha or
+        learning_rate is "auto"; or pass a separate release with ``fit(..., validation=...)``.
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (1, p) (two classes) or (k, p)
+    intercept_ : ndarray of shape (1,) or (k,)
+    classes_ : ndarray of the label values (the user's values, e.g. 0/1 or strings)
+    n_rows_seen_ : int
+    release_spec_ : ReleaseSpec or None (the release the model was trained on)
+    telemetry_ : dict (projection and cap hits, largest noise energy, gradient-norm statistics)
+
+    Examples
+    --------
+    >>> import numpy as np, iwpfast
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-1, 1, (2000, 2)); y = np.where(X[:, 0] > 0, 1, 0)
+    >>> model = iwpfast.IWPClassifier(alpha=0.1, learning_rate=0.1, progress=False)
+    >>> model = model.fit(X + rng.normal(0, 0.3, X.shape), y, noise_var=0.09, epsilon_y=None)
+    >>> model.coef_.shape, model.classes_.tolist(), bool(model.coef_[0, 0] > 0)
+    ((1, 2), [0, 1], True)
     """

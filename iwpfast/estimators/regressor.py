@@ -11,9 +11,42 @@ from ._base import IWPBase
 class IWPRegressor(IWPBase):
     """Linear regression (squared error) trained in one pass by IWP-SGD on noisy features and targets.
 
-    Same parameters as ``IWPClassifier`` minus ``truncation`` (``alpha`` and ``learning_rate``
-    default to "auto": chosen by private validation); ``loss`` is "squared_error".  The
-    target noise needs no gradient correction (the gradient is linear in y); the feature noise does.
+    The target noise needs no gradient correction (the gradient is linear in y); the feature
+    noise does.  Parameters are keyword-only and validated by ``fit`` (``InvalidInputError``
+    naming the parameter and its legal range).
+
+    Parameters
+    ----------
+    loss : {"squared_error"}, default "squared_error"
+    correction : {"iwp", "none"}, default "iwp"
+        "iwp": unbiased gradients of the clean loss; "none": naive SGD on the noisy data.
+    alpha : float >= 0, list of floats > 0, or "auto", default "auto"
+        L2 strength lambda; "auto" or a list: chosen by private validation (fitted ``alpha_``).
+    learning_rate : float > 0, list of floats > 0, or "auto", default "auto"
+        The step gamma0; "auto": chosen with alpha by private validation (``learning_rate_``).
+    schedule : {"constant", "inverse", "paper"}, default "constant"
+    mu : float >= 0 or None, default None (= alpha)
+    batch_size : int >= 1, default 128
+        Rows per SGD update (minibatch); the last partial minibatch is used.
+    radius : float > 0 or None, default None (feature_bound / alpha)
+    variance_cap : float > 0 or None, default None
+        Cap on sigma^2 |theta|^2.
+    average : "auto", bool, "tail", float in [0, 1) or int >= 0, default "auto"
+    fit_intercept : bool, default True
+    chunk_rows : int >= 1 or None, default None
+    shuffle : bool, default False
+    random_state : int, numpy Generator or None, default None
+    progress : bool or "force", default True
+    validation_fraction : float in (0, 0.5], default 0.1
+        As for ``IWPClassifier``.
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (p,)
+    intercept_ : float
+    n_rows_seen_ : int
+    release_spec_ : ReleaseSpec or None
+    telemetry_ : dict
     """
 
     _task = "regression"

@@ -680,50 +680,79 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
             shuffle: bool = False, kernel: str | None = None) -> ReleaseResult:
     """Release ``source`` under local DP into ``destination`` (Parquet, or Arrow IPC).
 
-    source: anything :func:`iwpfast.io.sources.open_source` reads (Parquet/IPC/CSV path or
-        directory, ``pyarrow.dataset``, ``RecordBatchReader``, Table, pandas DataFrame, dict of
-        arrays, ``(X, y)``).  Read chunk by chunk: memory stays bounded.
-    destination: output path; the format comes from its extension (``.parquet``; ``.arrow``,
-        ``.feather``, ``.ipc``) or ``format``.  Written to a temporary file and renamed on success:
-        a failed or interrupted release leaves nothing.  An existing file is refused unless
-        ``overwrite=True``.
-    spec: the :class:`ReleaseSpec`; ``features``, ``label`` and ``ranges`` given here override it.
-        ``label=None`` releases features only.
-    seed: ``None`` (default) draws fresh randomness from the OS -- what a real release must do.
-        An integer makes the noise reproducible: **for simulations only**, since anyone who knows
-        the seed can remove the noise.  The seed is never written to the file.  A seeded release is
-        reproducible for the same source, ``batch_rows`` and ``threads``.
-    on_invalid: "error" (default) stops at the first null/NaN/inf naming column and row;
-        "drop" drops those rows and counts them.
-    compression: "auto" (default): Parquet features uncompressed (noisy floats do not compress:
-        snappy saved 0.01% of the size for 15% more write time), labels snappy; or one codec for
-        every column ("snappy", "zstd", "lz4", None).  IPC: "lz4"/"zstd" or none.
-    threads: noise threads (default min(2, cores)).  progress: a bar on a terminal (True or None),
-    never (False, the default) or always ("force"); see ``iwpfast.progress``.
-    engine: "auto" (default): the fused Numba kernels for float32 features from
-        ``FUSED_MIN_ROWS`` (2**24) rows on, or when the row count is unknown, or from
-        ``FUSED_WARM_MIN_ROWS`` (2**16) once this process has loaded them; NumPy otherwise (the
-        first Numba call of a process costs ~0.5 s, more than the kernels save on small data).
-        "numba" or "numpy" force one (``iwpfast.engines``).  Both give the same bits for the same
-        seed.  ``kernel=`` (values "auto", "fused", "numpy") is its deprecated name.
-    filesystem: a ``pyarrow.fs.FileSystem`` or fsspec filesystem for the source and destination
-        paths that are not URIs (URIs such as ``s3://bucket/key?endpoint_override=...`` name
-        their own filesystem).  Remote outputs are written to a temporary key and moved into place.
+    Every record is scaled by the declared ranges, clipped, noised and written; the parameters go
+    into the file's schema metadata (never the seed).  Written to a temporary file and renamed on
+    success: a failed or interrupted release leaves nothing.
 
-    A destination folder / prefix (a trailing ``/``, or an existing folder) makes a multi-part
-    release: one part per input file of ``source`` and a manifest written last (see
-    :func:`iwpfast.privacy.multipart.release_parts`, which takes the same arguments).
-    ``part`` (set by ``release_parts`` and the Dask release, not by hand): ``{"release_id": id,
-    "index": i}`` of the part this call writes.
-    shuffle: write the rows in a uniformly random order (from the release's key).  The order of
-        the rows is not protected by the noise: a source sorted or clustered by the label leaks
-        the label through position.  In memory when the source fits in ``SHUFFLE_MEMORY_BYTES``;
-        otherwise a two-pass bucket shuffle through temporary Arrow files (each row to a random
-        bucket, then each bucket permuted in memory; the temporary files hold raw data and are
-        deleted at the end).  Without it, a runs test over the label stream warns when the labels
-        look sorted or clustered.
+    Parameters
+    ----------
+    source : path, folder, glob, URI, pyarrow Dataset/RecordBatchReader/Table, DataFrame, dict of
+        arrays, or (X, y)
+        Anything :func:`iwpfast.io.sources.open_source` reads; read record batch by record batch
+        (memory stays bounded).
+    destination : path or URI
+        The output file; the format comes from its suffix (``iwpfast.io.formats``: ``.parquet``;
+        ``.arrow``, ``.arrows``, ``.feather``, ``.ipc``) or ``format``.  A folder / prefix (a
+        trailing ``/``, or an existing folder) makes a multi-part release: one part per input
+        file and a manifest written last (:func:`iwpfast.privacy.multipart.release_parts`).
+    spec : ReleaseSpec
+        The privacy parameters; ``features``, ``label`` and ``ranges`` given here override it.
+    features : sequence of str, optional
+    label : str or None, optional
+        None releases the features only.
+    ranges : dict {name: (lo, hi)} or str, optional
+    seed : int or None, default None
+        None draws fresh randomness from the OS: what a real release must do.  An integer makes
+        the noise reproducible, **for simulations only** (whoever knows it can remove the noise);
+        never written to the file.  Reproducible for the same source, ``batch_rows`` and
+        ``threads``.
+    overwrite : bool, default False
+        Replace an existing destination (refused otherwise).
+    on_invalid : {"error", "drop"}, default "error"
+        A null/NaN/inf value stops the release naming column and row, or its row is dropped and
+        counted.
+    format : {"parquet", "ipc"} or None, default None (from the destination's suffix)
+    compression : "auto", a codec name or None, default "auto"
+        "auto": Parquet features uncompressed (noisy floats do not compress: snappy saved 0.01% of
+        the size for 15% more write time), labels snappy; or one codec for every column
+        ("snappy", "zstd", "lz4", None).  IPC: "lz4"/"zstd" or none.
+    batch_rows : int >= 1, default 2**18
+        Rows per record batch read from the source and written (a memory bound; unrelated to the
+        learner's minibatches).
+    threads : int >= 1 or None, default None
+        Noise threads (None: min(2, cores)).
+    progress : bool or "force", default False
+        A progress bar on a terminal (True), never (False) or always ("force").
+    engine : {"auto", "numba", "numpy"}, default "auto"
+        "auto": the fused Numba kernels for float32 features from ``FUSED_MIN_ROWS`` (2**24) rows
+        on, or when the row count is unknown, or from ``FUSED_WARM_MIN_ROWS`` (2**16) once this
+        process has loaded them; NumPy otherwise (the first Numba call of a process costs
+        ~0.5 s).  "numba" or "numpy" force one; both give the same bits for the same seed.
+        ``kernel=`` (values "auto", "fused", "numpy") is its deprecated name.
+    filesystem : pyarrow.fs.FileSystem or fsspec filesystem, optional
+        For source and destination paths that are not URIs (URIs such as
+        ``s3://bucket/key?endpoint_override=...`` name their own filesystem).  Remote outputs are
+        written to a temporary key and moved into place.
+    part : dict, optional
+        ``{"release_id": id, "index": i}``: set by ``release_parts`` and the Dask release, not by
+        hand.
+    shuffle : bool, default False
+        Write the rows in a uniformly random order (from the release's key).  The order of the
+        rows is not protected by the noise: a source sorted or clustered by the label leaks the
+        label through position.  In memory when the source fits in ``SHUFFLE_MEMORY_BYTES``,
+        else a two-pass bucket shuffle through temporary files (deleted at the end).  Without
+        it, a runs test over the label stream warns when the labels look sorted or clustered.
 
-    Returns a :class:`ReleaseResult` (counts of dropped/clipped rows: private, do not publish).
+    Returns
+    -------
+    ReleaseResult
+        Rows read/written, dropped and clipped counts (about the private data: do not publish)
+        and the spec with its guarantee.
+
+    Raises
+    ------
+    InvalidInputError
+        Bad parameter, missing column or range, invalid value (names column, row and the fix).
     """
     from ..io.filesystem import is_uri, resolve
     from ..io.sources import open_source
@@ -1044,13 +1073,32 @@ def _record_batch(schema, out: np.ndarray, label_out):
 
 def privatize(X, y=None, spec: ReleaseSpec | None = None, *, seed=None, threads: int | None = None,
               on_invalid: str = "error", engine: str | None = None, kernel: str | None = None):
-    """Release in memory: return ``(X_tilde, y_tilde)`` for raw ``X`` (n, p) and labels ``y``.
+    """Release in memory: the noisy ``(X_tilde, y_tilde)`` of raw ``X`` and labels ``y``.
 
-    ``X``'s columns are ``spec.features`` in order (or pass a dict ``{name: 1-D array}``).
-    ``X_tilde`` is (n, p), a transposed view of a feature-major (p, n) array (``X_tilde.T`` is
-    C-contiguous, the layout the kernels read).  ``y_tilde`` is int8 in {-1, +1} (or float for
-    regression); None when ``y`` is None.  ``seed`` and ``engine`` as in :func:`release`
-    (``kernel=`` is its deprecated name).
+    Parameters
+    ----------
+    X : array of shape (n, p) or dict {name: 1-D array}
+        Raw features; an array's columns are ``spec.features`` in order.
+    y : array of shape (n,) or None, default None
+        Labels (binary, or the declared classes) or regression targets; None: features only.
+    spec : ReleaseSpec
+        The privacy parameters, with its features and declared ranges.
+    seed : int or None, default None
+        As in :func:`release`: None (fresh OS randomness) for a real release, an integer for
+        simulations only.
+    threads : int >= 1 or None, default None
+    on_invalid : {"error", "drop"}, default "error"
+    engine : {"auto", "numba", "numpy"}, default "auto"
+        As in :func:`release` (``kernel=`` is its deprecated name).
+
+    Returns
+    -------
+    X_tilde : ndarray of shape (n, p)
+        A transposed view of a feature-major (p, n) array (``X_tilde.T`` is C-contiguous, the
+        layout the kernels read), in ``spec.feature_dtype``.
+    y_tilde : ndarray of shape (n,) or None
+        int8 in {-1, +1} (class indices with >= 3 classes, float for regression); None when ``y``
+        is None.
     """
     import pyarrow as pa
 

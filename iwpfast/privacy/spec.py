@@ -50,32 +50,71 @@ class Guarantee(NamedTuple):
 
 @dataclass(frozen=True)
 class ReleaseSpec:
-    """Public parameters of a local-DP release.
+    """Public parameters of a local-DP release (frozen; validated at construction).
 
-    epsilon_x, delta, bound: the Gaussian mechanism on the feature vector (scaled into [-1, 1]
-        per coordinate from ``ranges``, then clipped to the L2 ball of radius ``bound``).
-    epsilon_y: randomized response on binary labels (classification) or the Gaussian mechanism
-        on the target (regression); ``None`` = labels released without noise (public labels).
-    features, ranges: feature names and their declared public ranges ``{name: (lo, hi)}`` (or a
-        string ``"AGEP=0:99,SCHL=1:24"``).  ``ranges_from_data=True`` allows missing ranges to be
-        computed from the data at release time, which leaks privacy (PrivacyLeakWarning).
-    label: label/target column name (``None``: features only).
-    task: "classification" (labels -> int8 in {-1, +1}) or "regression".
-    target_range, target_bound, delta_y: regression only; the target is scaled from
-        ``target_range`` into [-1, 1], clipped to [-target_bound, target_bound], then noised.
-    classes: the public list of the label's classes (numbers or strings, in the order that defines
-        the class indices 0..k-1); ``None``: binary labels {0, 1} / {-1, +1} / bool.  With k >= 3
-        classes the label goes through k-ary randomized response and is written as its class index;
-        with 2 it is today's binary mechanism and format (classes[0] -> -1, classes[1] -> +1).
-    calibration: "analytic" (default) or "classic" (the paper's formula, proven for eps < 1).
-    feature_dtype: "float32" (default) or "float64" for the released features.
-    noise: "discrete" (default): each scaled, clipped value is snapped to a power-of-two grid and
-        exact discrete Gaussian noise on that grid is added from an AES-CTR keystream; the printed
-        guarantee is a proven bound for the bits written (docs/release.md).  "float": floating-point
-        Gaussian noise (faster; the paper's mechanism), whose guarantee holds for real-valued noise
-        only -- the floating-point implementation leaks low-order bits.
-    seeded: set by the release when its noise came from a user seed (simulations only); recorded as
-        ``"seeded": true`` in the metadata.  Never the seed itself.
+    Each record's features are scaled into [-1, 1] per coordinate from the declared ``ranges``,
+    clipped to the L2 ball of radius ``bound`` and noised by a Gaussian-type mechanism calibrated
+    for (``epsilon_x``, ``delta``) with sensitivity 2 * bound; the label goes through randomized
+    response (``epsilon_y``).  Guarantee per record: (epsilon_x + epsilon_y, delta)-LDP
+    (regression: (epsilon_x + epsilon_y, delta + delta_y)); ``guarantee()`` states it.  Stored
+    in the release's schema metadata (``to_metadata``), never with a seed.  An illegal value
+    raises ``InvalidInputError`` naming it and the fix.
+
+    Parameters
+    ----------
+    epsilon_x : float > 0
+        Privacy budget of the feature vector.
+    delta : float in (0, 1)
+        The feature mechanism's delta (much smaller than 1 / number of records, e.g. 1e-5).
+    bound : float > 0
+        L2 bound B of the scaled feature vector (clipped to it).
+    epsilon_y : float > 0 or None, default None
+        Randomized response on the label (classification) or the Gaussian mechanism on the
+        target (regression); None: the label is released without noise (public labels).
+    features : sequence of str or None, default None
+        Feature columns, in order (None: given later, e.g. to ``release(..., features=...)``).
+    ranges : dict {name: (lo, hi)} or str "A=0:99,B=1:24", default {}
+        Declared public ranges (lo < hi), never read from the data unless ``ranges_from_data``.
+    label : str or None, default None
+        Label / target column (None: features only).
+    task : {"classification", "regression"}, default "classification"
+        Classification labels are written as int8 in {-1, +1} (or class indices with ``classes``).
+    calibration : {"analytic", "classic"}, default "analytic"
+        Analytic Gaussian mechanism (Balle & Wang 2018), or the paper's formula (proven for
+        epsilon < 1; refused where it misses delta).
+    feature_dtype : {"float32", "float64"}, default "float32"
+        dtype of the released features.
+    ranges_from_data : bool, default False
+        Compute missing ranges from the data at release time: leaks privacy
+        (``PrivacyLeakWarning``).
+    target_range : (lo, hi) or None, default None
+        Regression only: the target's declared range (scaled into [-1, 1]).
+    target_bound : float > 0, default 1.0
+        Regression only: the scaled target is clipped to [-target_bound, target_bound].
+    delta_y : float in (0, 1) or None, default None
+        Regression only: the target mechanism's delta (None: ``delta``).
+    classes : sequence of >= 2 distinct numbers or strings, or None, default None
+        The label's public classes, in the order defining the class indices 0..k-1.  k >= 3:
+        k-ary randomized response, written as the class index; k = 2: the binary mechanism
+        (classes[0] -> -1, classes[1] -> +1).  None: binary labels {0, 1} / {-1, +1} / bool.
+    noise : {"discrete", "float"}, default "discrete"
+        "discrete": values snapped to a power-of-two grid plus exact discrete Gaussian noise
+        from an AES-CTR keystream, a proven guarantee for the bits written (docs/release.md);
+        "float": floating-point Gaussian noise (the paper's; its guarantee holds for real-valued
+        noise only, the floating-point implementation leaks low-order bits).
+    row_count : int or None
+        Set by the release (rows written); not part of the spec's identity.
+    seeded : bool
+        Set by the release when its noise came from a user seed (simulations only); recorded as
+        ``"seeded": true``, never the seed itself.
+
+    Examples
+    --------
+    >>> from iwpfast.privacy import ReleaseSpec
+    >>> spec = ReleaseSpec(epsilon_x=1.0, delta=1e-5, bound=1.0, epsilon_y=1.0,
+    ...                    features=["AGEP", "SEX"], ranges="AGEP=0:99,SEX=1:2", label="y")
+    >>> spec.guarantee().epsilon, round(spec.label_keep_prob, 4)
+    (2.0, 0.7311)
     """
 
     epsilon_x: float
