@@ -95,7 +95,7 @@ class ArraySource(Source):
         if self._matrix is not None:
             m = self._matrix
             return not (m.dtype == self.dtype and (m.strides[0] == m.itemsize or m.shape[0] <= 1))
-        return any(c.dtype != self.dtype or not c.flags.c_contiguous for c in self._columns)
+        return any(c.dtype != self.dtype or not c.flags.c_contiguous for c in self._columns or ())
 
     # ---------------------------------------------------------------- the columns of a row range
     def _label_rows(self, start: int, stop: int):

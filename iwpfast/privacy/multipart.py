@@ -137,7 +137,8 @@ def _split_inputs(inputs, max_rows: int, batch_rows: int):
     ``max_rows`` rows (row-group boundaries: every part seeks straight to its first group)."""
     from ..io.sources import FileSource
 
-    parts, ranges = [], []
+    parts: list = []
+    ranges: list[tuple[int, int] | None] = []   # None: the whole file
     for loc in inputs:
         f = FileSource([loc], None, batch_rows).files[0]
         groups = getattr(f, "group_rows", None)
