@@ -199,3 +199,10 @@ def test_parts_that_saw_other_label_values_are_refused(tmp_path):
     with pytest.raises(ReleaseSpecError, match="f1.parquet|part-000001.parquet"):
         release(raw, str(tmp_path / "out") + "/", spec(), FEATURES, "y", seed=1)
     assert not (tmp_path / "out" / "_iwpfast_manifest.json").exists()
+
+
+def test_credentials_in_a_uri_are_not_shown(s3, raw_files):
+    uri = s3.uri("bkt/raw/f0.parquet").replace("s3://", "s3://testing:testing@")
+    src = open_source(uri)
+    assert src.num_rows == 3000
+    assert "testing" not in src.description and "testing" not in repr(src)

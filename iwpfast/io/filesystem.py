@@ -221,7 +221,17 @@ def resolve(target, filesystem=None) -> Location:
             f"?endpoint_override=HOST:PORT&scheme=http&region=REGION") from exc
     if _is_local_fs(fs):
         return Location(None, path, path, trailing)
-    return Location(fs, path.rstrip("/") or path, text.split("?", 1)[0], trailing)
+    return Location(fs, path.rstrip("/") or path, _redacted(text.split("?", 1)[0]), trailing)
+
+
+def _redacted(uri: str) -> str:
+    """``uri`` without credentials written into it (``s3://KEY:SECRET@bucket/...``): the text
+    shown in messages and results."""
+    scheme, sep, rest = uri.partition("://")
+    authority, slash, path = rest.partition("/")
+    if "@" in authority:
+        authority = authority.rsplit("@", 1)[1]
+    return scheme + sep + authority + slash + path
 
 
 def _fsspec_filesystem(text: str, scheme: str, arrow_error: Exception):
