@@ -503,6 +503,123 @@ class _HeadPool:
             t.join()
 
 
+# ------------------------------------------------------------------------------ the pass, in phases
+# fit_stream runs: _check_heads -> _resolve_configs -> _column_plan -> _starting_point -> the scan
+# (chunks through every unit of heads, checkpoints, signals) -> finish -> _pass_result.
+
+def _check_heads(heads, epochs):
+    """The heads as a list, their names, and epochs as an int (every argument checked)."""
+    heads = list(heads)
+    if not heads:
+        raise InvalidInputError("heads is empty; pass at least one Head")
+    names = [h.name for h in heads]
+    if len(set(names)) != len(names):
+        raise InvalidInputError(f"head names {names} are not unique; name each head differently")
+    if int(epochs) < 1:
+        raise InvalidInputError(f"epochs={epochs}; use 1 (the single pass of the theory) or more")
+    epochs = int(epochs)
+    if epochs > 1:
+        warnings.warn(f"epochs={epochs}: the IWP-SGD guarantee is for a single pass (each example "
+                      f"used once); later epochs re-use examples and are not covered by it.",
+                      UserWarning, stacklevel=3)
+    for h in heads:
+        if len(h.features) != h.config.n_features:
+            raise InvalidInputError(
+                f"head {h.name!r}: {len(h.features)} feature columns {list(h.features)} but "
+                f"config.n_features={h.config.n_features}; make them agree")
+    return heads, names, epochs
+
+
+def _resolve_configs(heads, src, trace_every, feature_bound):
+    """The heads with the configs the kernels run: the trace_every override applied and the
+    'paper' schedule resolved into its constant step (it needs the row count and the bound)."""
+    meta = src.release_metadata
+    fb = feature_bound if feature_bound is not None else (meta or {}).get("feature_bound")
+    tb = (meta or {}).get("target_bound")
+    resolved = []
+    for h in heads:
+        cfg = h.config
+        if trace_every and trace_every > 0:
+            cfg = dataclasses.replace(cfg, trace_every=int(trace_every))
+        if cfg.schedule == "paper":
+            theta0_norm = 0.0 if h.theta0 is None else float(np.linalg.norm(h.theta0))
+            cfg = resolve_paper_schedule(cfg, None if src.num_rows is None else src.num_rows,
+                                         feature_bound=fb, target_bound=tb, A=h.paper_A,
+                                         smoothness=h.paper_smoothness, theta0_norm=theta0_norm)
+        resolved.append(dataclasses.replace(h, config=cfg))
+    return resolved
+
+
+def _column_plan(heads, src):
+    """(feature groups, head -> group index, label columns, every used column), each column
+    checked to exist in the source."""
+    groups: list[list[str]] = []
+    for h in heads:
+        if list(h.features) not in groups:
+            groups.append(list(h.features))
+    group_of = {h.name: groups.index(list(h.features)) for h in heads}
+    labels = list(dict.fromkeys(h.label for h in heads))
+    used_columns = list(dict.fromkeys([c for g in groups for c in g] + labels))
+    for c in used_columns:
+        if c not in src.full_schema.names:
+            raise InvalidInputError(
+                f"{src.description}: column {c!r} not found; the columns found are "
+                f"{list(src.full_schema.names)}")
+    return groups, group_of, labels, used_columns
+
+
+def _starting_point(heads, names, states, resume, checkpoint, chash, dhash):
+    """(states, first epoch, first row, finished): fresh states, the given ``states`` (a pass
+    continued), or a checkpoint's when resuming (refused for other heads or other data)."""
+    start_epoch, start_row, finished = 0, 0, False
+    if states is not None:
+        missing = [n for n in names if n not in states]
+        if missing:
+            raise InvalidInputError(f"states has no entry for head(s) {missing}")
+        cur = {n: states[n].copy() for n in names}
+    else:
+        cur = {h.name: HeadState.new(h.config, h.theta0, h.intercept0) for h in heads}
+    if resume:
+        if checkpoint is None:
+            raise InvalidInputError("resume=True needs checkpoint=<path of the checkpoint file>")
+        if checkpoint_exists(checkpoint):
+            loaded, cmeta = read_checkpoint(checkpoint)
+            if cmeta.get("config_hash") != chash:
+                raise CheckpointError(
+                    f"checkpoint {os.fspath(checkpoint)!r} was written for other heads or "
+                    f"settings (config hash differs): resume with the same heads, configs, "
+                    f"columns and epochs, or delete the checkpoint to restart.")
+            if cmeta.get("dataset_hash") != dhash:
+                raise CheckpointError(
+                    f"checkpoint {os.fspath(checkpoint)!r} was written for another dataset "
+                    f"(its release metadata, column types, row count, file sizes or Parquet "
+                    f"row-group statistics differ): resume on the same data, or restart with "
+                    f"overwrite=True (CLI: --overwrite) instead of resume.")
+            cur = {n: loaded[n] for n in names}
+            start_epoch = int(cmeta["position"]["epoch"])
+            start_row = int(cmeta["position"]["row"])
+            finished = bool(cmeta.get("finished", False))
+        else:
+            warnings.warn(f"resume=True but no checkpoint at {os.fspath(checkpoint)!r}: starting "
+                          f"from the beginning", UserWarning, stacklevel=3)
+    return cur, start_epoch, start_row, finished
+
+
+def _pass_result(heads, cur, src, n_rows_pass, rows_done, elapsed, reader_stats, resumed_from_row):
+    """The StreamResult of a pass, with each head's telemetry (and its warnings)."""
+    telemetry = {}
+    for h in heads:
+        tel = head_telemetry(h.config, cur[h.name])
+        telemetry[h.name] = tel
+        _warn_telemetry(h.name, h.config, tel)
+    return StreamResult(
+        states=cur, n_rows=int(n_rows_pass or 0), release_metadata=src.release_metadata,
+        telemetry=telemetry, elapsed_s=elapsed,
+        rows_per_s=rows_done / elapsed if elapsed > 0 else float("nan"),
+        configs={h.name: h.config for h in heads}, reader_stats=reader_stats,
+        resumed_from_row=resumed_from_row)
+
+
 def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
                progress=True, trace_every: int = 0,
                trace_callback: Callable[[dict, dict], None] | None = None,
@@ -538,42 +655,9 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
       (``partial_fit``); ``finish_states`` then runs them.
     """
     t_start = time.perf_counter()
-    heads = list(heads)
-    if not heads:
-        raise InvalidInputError("heads is empty; pass at least one Head")
-    names = [h.name for h in heads]
-    if len(set(names)) != len(names):
-        raise InvalidInputError(f"head names {names} are not unique; name each head differently")
-    if int(epochs) < 1:
-        raise InvalidInputError(f"epochs={epochs}; use 1 (the single pass of the theory) or more")
-    epochs = int(epochs)
-    if epochs > 1:
-        warnings.warn(f"epochs={epochs}: the IWP-SGD guarantee is for a single pass (each example "
-                      f"used once); later epochs re-use examples and are not covered by it.",
-                      UserWarning, stacklevel=2)
-    for h in heads:
-        if len(h.features) != h.config.n_features:
-            raise InvalidInputError(
-                f"head {h.name!r}: {len(h.features)} feature columns {list(h.features)} but "
-                f"config.n_features={h.config.n_features}; make them agree")
+    heads, names, epochs = _check_heads(heads, epochs)
     src: Source = source if isinstance(source, Source) else open_source(source)
-    meta = src.release_metadata
-    fb = feature_bound if feature_bound is not None else (meta or {}).get("feature_bound")
-    tb = (meta or {}).get("target_bound")
-
-    # resolve per-head configs: trace_every override, 'paper' -> constant step
-    resolved = []
-    for h in heads:
-        cfg = h.config
-        if trace_every and trace_every > 0:
-            cfg = dataclasses.replace(cfg, trace_every=int(trace_every))
-        if cfg.schedule == "paper":
-            theta0_norm = 0.0 if h.theta0 is None else float(np.linalg.norm(h.theta0))
-            cfg = resolve_paper_schedule(cfg, None if src.num_rows is None else src.num_rows,
-                                         feature_bound=fb, target_bound=tb, A=h.paper_A,
-                                         smoothness=h.paper_smoothness, theta0_norm=theta0_norm)
-        resolved.append(dataclasses.replace(h, config=cfg))
-    heads = resolved
+    heads = _resolve_configs(heads, src, trace_every, feature_bound)
     run_unit, finish_unit = _engine(engine)
     units = _units(heads)
     tracing = any(h.config.trace_every > 0 for h in heads)
@@ -584,55 +668,13 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
                                 f"(sequential) or a number of threads >= 1")
     head_threads = min(int(head_threads), len(units))
 
-    groups: list[list[str]] = []
-    for h in heads:
-        if list(h.features) not in groups:
-            groups.append(list(h.features))
-    group_of = {h.name: groups.index(list(h.features)) for h in heads}
-    labels = list(dict.fromkeys(h.label for h in heads))
-    used_columns = list(dict.fromkeys([c for g in groups for c in g] + labels))
-    for c in used_columns:
-        if c not in src.full_schema.names:
-            raise InvalidInputError(
-                f"{src.description}: column {c!r} not found; the columns found are "
-                f"{list(src.full_schema.names)}")
-
+    groups, group_of, labels, used_columns = _column_plan(heads, src)
     chash = config_hash(heads, epochs)
     # the dataset's identity reads footers (or hashes in-memory columns): only for checkpoints
     dhash = None if checkpoint is None else dataset_hash(src, used_columns)
 
-    # starting states and position
-    start_epoch, start_row, finished = 0, 0, False
-    if states is not None:
-        missing = [n for n in names if n not in states]
-        if missing:
-            raise InvalidInputError(f"states has no entry for head(s) {missing}")
-        cur = {n: states[n].copy() for n in names}
-    else:
-        cur = {h.name: HeadState.new(h.config, h.theta0, h.intercept0) for h in heads}
-    if resume:
-        if checkpoint is None:
-            raise InvalidInputError("resume=True needs checkpoint=<path of the checkpoint file>")
-        if checkpoint_exists(checkpoint):
-            loaded, cmeta = read_checkpoint(checkpoint)
-            if cmeta.get("config_hash") != chash:
-                raise CheckpointError(
-                    f"checkpoint {os.fspath(checkpoint)!r} was written for other heads or "
-                    f"settings (config hash differs): resume with the same heads, configs, "
-                    f"columns and epochs, or delete the checkpoint to restart.")
-            if cmeta.get("dataset_hash") != dhash:
-                raise CheckpointError(
-                    f"checkpoint {os.fspath(checkpoint)!r} was written for another dataset "
-                    f"(its release metadata, column types, row count, file sizes or Parquet "
-                    f"row-group statistics differ): resume on the same data, or restart with "
-                    f"overwrite=True (CLI: --overwrite) instead of resume.")
-            cur = {n: loaded[n] for n in names}
-            start_epoch = int(cmeta["position"]["epoch"])
-            start_row = int(cmeta["position"]["row"])
-            finished = bool(cmeta.get("finished", False))
-        else:
-            warnings.warn(f"resume=True but no checkpoint at {os.fspath(checkpoint)!r}: starting "
-                          f"from the beginning", UserWarning, stacklevel=2)
+    cur, start_epoch, start_row, finished = _starting_point(
+        heads, names, states, resume, checkpoint, chash, dhash)
     if checkpoint is not None:
         from ..io.outputs import check_output_path, source_files
         check_output_path(checkpoint, what="checkpoint", inputs=source_files(src),
@@ -741,14 +783,5 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
                 pool.close()
             if bar is not None:
                 bar.close()
-    elapsed = time.perf_counter() - t_start
-    telemetry = {}
-    for h in heads:
-        tel = head_telemetry(h.config, cur[h.name])
-        telemetry[h.name] = tel
-        _warn_telemetry(h.name, h.config, tel)
-    return StreamResult(
-        states=cur, n_rows=int(n_rows_pass or 0), release_metadata=meta, telemetry=telemetry,
-        elapsed_s=elapsed, rows_per_s=rows_done / elapsed if elapsed > 0 else float("nan"),
-        configs={h.name: h.config for h in heads}, reader_stats=reader_stats,
-        resumed_from_row=start_row + start_epoch * int(n_rows_pass or 0))
+    return _pass_result(heads, cur, src, n_rows_pass, rows_done, time.perf_counter() - t_start,
+                        reader_stats, start_row + start_epoch * int(n_rows_pass or 0))
