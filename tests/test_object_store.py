@@ -136,6 +136,11 @@ def test_fit_from_s3_equals_fit_from_local_and_models_and_checkpoints_on_s3(s3, 
     back = iwpfast.load(s3.uri("bkt/models/m.json"))
     np.testing.assert_array_equal(back.coef_, remote.coef_)
     assert s3.keys("bkt/models") == ["bkt/models/m.json"]
+    with pytest.raises(InvalidInputError, match="exists already"):
+        remote.save(s3.uri("bkt/models/m.json"))
+    remote.save("bkt/models/m.json", filesystem=s3.filesystem(), overwrite=True)
+    back = iwpfast.load("bkt/models/m.json", filesystem=s3.filesystem())
+    np.testing.assert_array_equal(back.coef_, remote.coef_)
 
 
 def test_fsspec_filesystems_and_urls(tmp_path):

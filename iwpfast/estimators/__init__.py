@@ -25,10 +25,11 @@ from .classifier import IWPClassifier
 from .regressor import IWPRegressor
 
 
-def load(path):
-    """Load a model written by ``save`` (checks the format version and integrity)."""
+def load(path, filesystem=None):
+    """Load a model written by ``save`` (checks the format version and integrity); ``path`` may
+    be a URI or a path on ``filesystem`` (a pyarrow or fsspec filesystem)."""
     from ..model_io import load_model
-    return load_model(path)
+    return load_model(path, filesystem)
 
 
 __all__ = ["CORRECTIONS", "IWPClassifier", "IWPRegressor", "NoiseModel", "RiskEstimate", "load"]

@@ -793,15 +793,17 @@ class IWPBase(ParamsMixin, InputsMixin):
         return np.asarray(y, dtype=np.float64)
 
     # ---- persistence ---------------------------------------------------------------------------
-    def save(self, path, *, overwrite: bool = False) -> None:
+    def save(self, path, *, overwrite: bool = False, filesystem=None) -> None:
         """Write the fitted model as a small self-describing JSON file (see iwpfast.load).
 
-        An existing file is replaced only with ``overwrite=True``; the write is atomic."""
+        An existing file is replaced only with ``overwrite=True``; the write is atomic.  ``path``
+        may be a URI (``s3://bucket/model.json``) or a path on ``filesystem`` (a pyarrow or
+        fsspec filesystem)."""
         from ..io.outputs import check_output_path
         from ..model_io import save_model
         self._check_fitted()
-        check_output_path(path, what="model", overwrite=overwrite)
-        save_model(self, path)
+        check_output_path(path, what="model", overwrite=overwrite, filesystem=filesystem)
+        save_model(self, path, filesystem)
 
 
 

@@ -25,11 +25,27 @@ def _same_file(a: str, b: str) -> bool:
 
 
 def check_output_path(path, *, what: str, overwrite: bool, inputs: Iterable[str] = (),
-                      flag: str = "overwrite=True (CLI: --overwrite)") -> str:
+                      flag: str = "overwrite=True (CLI: --overwrite)", filesystem=None) -> str:
     """Refuse ``path`` if it is one of ``inputs`` (always) or exists (unless ``overwrite``).
 
-    what: what is written there ("model", "checkpoint"), for the message."""
+    what: what is written there ("model", "checkpoint"), for the message.  A URI (``s3://...``)
+    or a path on ``filesystem`` is checked on its filesystem."""
     path = os.fspath(path)
+    from .filesystem import is_uri, resolve
+
+    if filesystem is not None or is_uri(path):
+        loc = resolve(path, filesystem)
+        if not loc.local:
+            kind = loc.kind()
+            if kind == "dir":
+                raise InvalidInputError(f"the {what} path {loc.display!r} is a folder / prefix; "
+                                        f"give a file name")
+            if kind == "file" and not overwrite:
+                raise InvalidInputError(
+                    f"the {what} file {loc.display!r} exists already; choose another path, or "
+                    f"pass {flag} to replace it")
+            return path
+        path = loc.path
     for item in inputs:
         if _same_file(path, item):
             raise InvalidInputError(
