@@ -11,6 +11,7 @@ EXAMPLES = """\
   iwpfast experiment acs-income --out results/       # JSON + PNG figures under results/
   iwpfast experiment logloss --seeds 5 --rows 20000  # quick, reduced run of the log-loss group
   iwpfast experiment all --calibration analytic --no-plots
+  iwpfast experiment multiclass --out results/       # k = 3, 5 synthetic + ACS education level
   iwpfast experiment --list
 """
 
@@ -27,7 +28,7 @@ def register(subparsers) -> None:
     )
     p.add_argument("name", nargs="?", metavar="NAME",
                    help="synthetic-p2, synthetic-p10, acs-income, acs-pubcov, logloss, regression, "
-                        "all (or one logloss-* setting)")
+                        "all (or one logloss-* setting), multiclass (or one multiclass-* setting)")
     p.add_argument("--list", action="store_true", help="list the experiments and exit")
     p.add_argument("--seeds", type=int, default=20, help="number of seeds (default 20; paper: 100)")
     p.add_argument("--first-seed", type=int, default=0, help="first seed (seeds are consecutive)")
@@ -58,6 +59,10 @@ def run(args) -> int:
             print(f"{name:24s} {s.title}")
         for name, members in GROUPS.items():
             print(f"{name:24s} group: {', '.join(members)}")
+        from ..experiments.multiclass import MULTICLASS_GROUP, MULTICLASS_SETTINGS
+        for name, s in MULTICLASS_SETTINGS.items():
+            print(f"{name:24s} {s.title}")
+        print(f"{'multiclass':24s} group: {', '.join(MULTICLASS_GROUP)}")
         return 0 if args.list else 2
     if args.seeds < 1:
         raise InvalidInputError(f"--seeds {args.seeds}: give at least 1 seed")

@@ -62,7 +62,11 @@ def run(name: str, *, seeds: int | list[int] = 20, n_train: int | None = None,
         from ..exceptions import InvalidInputError
         raise InvalidInputError("seeds must be >= 1 (or a non-empty list)")
     outputs = []
+    from .multiclass import MULTICLASS_SETTINGS
     for setting_name in expand(name):
+        if setting_name in MULTICLASS_SETTINGS:
+            outputs.append(_run_multiclass(setting_name, seed_list, n_train, out_dir, plots, progress))
+            continue
         setting = with_overrides(SETTINGS[setting_name],
                                  calibrations=tuple(calibrations) if calibrations else None)
         summary, raw = run_setting(setting, seed_list, n_train=n_train, engine=engine,
@@ -87,3 +91,20 @@ def run(name: str, *, seeds: int | list[int] = 20, n_train: int | None = None,
                               os.path.join(out_dir, f"{setting_name}-bias.png"))
         outputs.append(summary)
     return outputs
+
+
+def _run_multiclass(name, seeds, n_train, out_dir, plots, progress) -> dict:
+    """One multiclass setting (``iwpfast.experiments.multiclass``): JSON, table, figure."""
+    from .. import __version__
+    from .multiclass import plot, run_multiclass
+    summary = run_multiclass(name, seeds, n_train=n_train, progress=progress)
+    summary["environment"] = {"iwpfast": __version__, "numpy": np.__version__,
+                              "python": platform.python_version(), "machine": platform.machine(),
+                              "date": time.strftime("%Y-%m-%d")}
+    if out_dir is not None:
+        os.makedirs(out_dir, exist_ok=True)
+        with open(os.path.join(out_dir, f"{name}.json"), "w") as fh:
+            json.dump(_jsonable(summary), fh, indent=1)
+        if plots:
+            plot(summary, os.path.join(out_dir, f"{name}.png"))
+    return summary

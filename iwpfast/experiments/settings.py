@@ -52,10 +52,14 @@ GROUPS = {
 
 def expand(name: str) -> list[str]:
     from ..exceptions import InvalidInputError
+    from .multiclass import MULTICLASS_GROUP, MULTICLASS_SETTINGS
 
-    if name in SETTINGS:
+    if name in SETTINGS or name in MULTICLASS_SETTINGS:
         return [name]
+    if name == "multiclass":
+        return list(MULTICLASS_GROUP)
     if name in GROUPS:
         return list(GROUPS[name])
     raise InvalidInputError(
-        f"unknown experiment {name!r}; choose one of {', '.join([*SETTINGS, *GROUPS])}")
+        f"unknown experiment {name!r}; choose one of "
+        f"{', '.join([*SETTINGS, *GROUPS, 'multiclass', *MULTICLASS_SETTINGS])}")
