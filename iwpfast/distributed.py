@@ -80,9 +80,10 @@ def close_client(client) -> None:
 def release_files(client, source, destination, spec, *, features=None, label=_UNSET, ranges=None,
                   seed=None, overwrite: bool = False, on_invalid: str = "error",
                   format: str | None = None, compression="auto",
-                  batch_rows: int = DEFAULT_BATCH_ROWS, threads: int | None = 1,
+                  record_batch_rows: int = DEFAULT_BATCH_ROWS, threads: int | None = 1,
                   engine: str | None = None, filesystem=None, retries: int = 0,
-                  kernel: str | None = None, max_part_rows: int | None = None):
+                  kernel: str | None = None, max_part_rows: int | None = None,
+                  batch_rows: int | None = None):
     """Release each input file of ``source`` as one part of ``destination`` (a folder / prefix,
     e.g. ``s3://bucket/release/``) on the Dask cluster of ``client``; write the manifest last.
 
@@ -93,11 +94,14 @@ def release_files(client, source, destination, spec, *, features=None, label=_UN
     :class:`~iwpfast.privacy.multipart.MultiPartResult` (rows, parts, spec: ``.spec.guarantee()``).
     When a part fails, the parts already written are deleted and nothing is published.
     """
+    from .deprecation import renamed_keyword
     from .engines import engine_from_keywords
     from .privacy.multipart import discard_parts, finish_parts, plan_parts, unpublish
     from .privacy.release import RELEASE_ENGINES
 
     engine = engine_from_keywords(engine, kernel, "kernel", default="auto", allowed=RELEASE_ENGINES)
+    batch_rows = renamed_keyword(record_batch_rows, batch_rows, new_name="record_batch_rows",
+                                 old_name="batch_rows", default=DEFAULT_BATCH_ROWS)
 
     _require_client(client)
     plan = plan_parts(source, destination, spec, features, label, ranges=ranges,

@@ -267,7 +267,7 @@ def test_noise_independent_across_threads_and_chunks(tmp_path):
     spec = ReleaseSpec(epsilon_x=1.0, delta=1e-5, bound=1.0, features=("a",), ranges={"a": (0, 1)})
     out = tmp_path / "r.parquet"
     with pytest.warns(UserWarning, match="seeded"):
-        release({"a": X}, out, spec, label=None, seed=4, batch_rows=40_000, threads=2)
+        release({"a": X}, out, spec, label=None, seed=4, record_batch_rows=40_000, threads=2)
     noise = pq.read_table(out)["a"].to_numpy().astype(np.float64)
     # 3 chunks x 2 thread parts of 20,000 rows: every pair of parts uncorrelated (SE 1/sqrt(m))
     parts = noise.reshape(6, 20_000)

@@ -41,3 +41,19 @@ def test_release_privatize_and_fit_stream_take_engine():
     np.testing.assert_array_equal(new_y, old_y)
     with pytest.raises(InvalidInputError, match="engine="):
         privatize(X, y, spec, seed=4, engine="cuda")
+
+
+def test_record_batch_rows_is_the_name_and_batch_rows_still_works(tmp_path):
+    # "batch" in the SGD code is the minibatch (batch_size); the Arrow unit is a record batch
+    import pyarrow as pa
+
+    from iwpfast.io.sources import open_source
+
+    table = pa.table({"a": np.arange(1000, dtype=np.float64)})
+    sizes = [b.num_rows for b in open_source(table, record_batch_rows=300).batches()]
+    assert max(sizes) <= 300 and sum(sizes) == 1000
+    with pytest.warns(DeprecationWarning, match="batch_rows= is deprecated; use record_batch_rows="):
+        old = [b.num_rows for b in open_source(table, batch_rows=300).batches()]
+    assert old == sizes
+    with pytest.warns(DeprecationWarning), pytest.raises(InvalidInputError, match="disagree"):
+        open_source(table, record_batch_rows=100, batch_rows=300)

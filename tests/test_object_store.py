@@ -51,9 +51,9 @@ def raw_files(tmp_path_factory, s3):
 
 def test_release_to_and_from_s3_uri_is_bit_for_bit_the_local_release(s3, raw_files, tmp_path):
     local = release(raw_files / "f1.parquet", tmp_path / "rel.parquet", spec(), FEATURES, "y",
-                    seed=7, batch_rows=1500)
+                    seed=7, record_batch_rows=1500)
     remote = release(s3.uri("bkt/raw/f1.parquet"), s3.uri("bkt/out/rel.parquet"), spec(),
-                     FEATURES, "y", seed=7, batch_rows=1500)
+                     FEATURES, "y", seed=7, record_batch_rows=1500)
     assert remote.rows_written == local.rows_written == 4100
     assert remote.destination == s3.uri("bkt/out/rel.parquet").split("?")[0]
     # only the published object, no temporary key left behind
@@ -89,12 +89,12 @@ def test_failed_remote_release_leaves_nothing(s3, raw_files):
     pq.write_table(t.set_column(2, "c", pa.array(c)), "bkt/bad/in.parquet", filesystem=fs)
     with pytest.raises(InvalidInputError, match="non-finite"):
         release(s3.uri("bkt/bad/in.parquet"), s3.uri("bkt/badout/rel.parquet"), spec(), FEATURES,
-                "y", seed=1, batch_rows=1000)
+                "y", seed=1, record_batch_rows=1000)
     assert s3.keys("bkt/badout") == []
     # the same for a multi-part release: no part, no manifest
     with pytest.raises(InvalidInputError, match="non-finite"):
         release(s3.uri("bkt/bad/"), s3.uri("bkt/badparts/"), spec(), FEATURES, "y", seed=1,
-                batch_rows=1000)
+                record_batch_rows=1000)
     assert s3.keys("bkt/badparts") == []
 
 

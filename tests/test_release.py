@@ -49,7 +49,7 @@ def test_release_parquet_round_trip(tmp_path):
     path = tmp_path / "in.parquet"
     pq.write_table(t, path, row_group_size=1500)
     out = tmp_path / "out.parquet"
-    res = release(path, out, spec(), features=["age", "hours", "sex"], label="y", batch_rows=1000)
+    res = release(path, out, spec(), features=["age", "hours", "sex"], label="y", record_batch_rows=1000)
     assert res.rows_written == t.num_rows == res.rows_read
     rel = pq.read_table(out)
     assert rel.schema.names == ["age", "hours", "sex", "y"]
@@ -110,7 +110,7 @@ def test_pre_noise_vectors_within_bound(tmp_path, monkeypatch):
     t = small_table(20000, seed=1)
     s = spec(bound=0.8, noise="float")
     out = tmp_path / "o.parquet"
-    res = release(t, out, s, features=["age", "hours", "sex"], label="y", batch_rows=7000)
+    res = release(t, out, s, features=["age", "hours", "sex"], label="y", record_batch_rows=7000)
     rel = pq.read_table(out)
     X = np.array([rel[f].to_numpy() for f in ("age", "hours", "sex")], dtype=np.float64)
     norms = np.sqrt((X**2).sum(axis=0))

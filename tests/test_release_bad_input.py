@@ -41,7 +41,7 @@ def test_invalid_feature_value_names_column_and_row(tmp_path, bad, word):
     out = tmp_path / "o.parquet"
     with pytest.raises(InvalidInputError,
                        match=rf"'hours' has .*{word}.*row 2345 of the stream.*--on-invalid drop"):
-        release(t, out, spec(), features=FEATURES, label="y", batch_rows=1000)
+        release(t, out, spec(), features=FEATURES, label="y", record_batch_rows=1000)
     assert leftovers(tmp_path) == []  # failed release: nothing at the destination, no temp file
 
 
@@ -72,7 +72,8 @@ def test_labels_not_binary_list_values_seen(tmp_path):
 def test_mixed_label_encodings_across_batches(tmp_path):
     y = np.array([0, 1] * 1000 + [-1, 1] * 1000)
     with pytest.raises(InvalidInputError, match="mixes encodings"):
-        release(table(y=y), tmp_path / "o.parquet", spec(), features=FEATURES, label="y", batch_rows=1000)
+        release(table(y=y), tmp_path / "o.parquet", spec(), features=FEATURES, label="y",
+                record_batch_rows=1000)
 
 
 @pytest.mark.parametrize("kw, match", [
@@ -120,11 +121,11 @@ def test_interrupted_release_leaves_nothing(tmp_path, monkeypatch):
 
     monkeypatch.setattr(release_module._Privatizer, "run", interrupt_second_chunk)
     with pytest.raises(KeyboardInterrupt):
-        release(table(), tmp_path / "o.parquet", spec(), features=FEATURES, label="y", batch_rows=1000)
+        release(table(), tmp_path / "o.parquet", spec(), features=FEATURES, label="y", record_batch_rows=1000)
     assert leftovers(tmp_path) == []
     with pytest.raises(KeyboardInterrupt):
         calls["n"] = 0
-        release(table(), tmp_path / "o.arrow", spec(), features=FEATURES, label="y", batch_rows=1000)
+        release(table(), tmp_path / "o.arrow", spec(), features=FEATURES, label="y", record_batch_rows=1000)
     assert leftovers(tmp_path) == []
 
 

@@ -86,7 +86,7 @@ def test_fused_release_counts_match_numpy(small_blocks, tmp_path):
     results = {}
     for kernel in ("fused", "numpy"):
         out = tmp_path / f"{kernel}.parquet"
-        res = release(X, out, spec, seed=8, threads=2, batch_rows=1500, engine=kernel)
+        res = release(X, out, spec, seed=8, threads=2, record_batch_rows=1500, engine=kernel)
         results[kernel] = (res, pq.read_table(out))
     (fr, ft), (nr, nt) = results["fused"], results["numpy"]
     assert ft.equals(nt)

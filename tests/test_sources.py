@@ -64,7 +64,7 @@ def all_inputs(table, d):
 def test_every_input_gives_the_same_rows_from_any_start(table, files, start):
     for name, src in all_inputs(table, files).items():
         cols = ["x0", "y"] if name == "tuple" else ["a", "y"]
-        s = open_source(src, cols, batch_rows=640)
+        s = open_source(src, cols, record_batch_rows=640)
         got = list(s.located_batches(start_row=start))
         assert all(b.num_rows <= 640 for _, b in got), name
         a = np.concatenate([b.column(0).to_numpy() for _, b in got])
@@ -78,7 +78,7 @@ def test_every_input_gives_the_same_rows_from_any_start(table, files, start):
 
 
 def test_parquet_origins_name_row_group_and_offset(files):
-    s = open_source(str(files / "parts"), ["a"], batch_rows=500)
+    s = open_source(str(files / "parts"), ["a"], record_batch_rows=500)
     got = [(o.file_index, o.row_group, o.group_row, o.global_row)
            for o, _ in s.located_batches(start_row=2750)]
     # file 1 holds rows 2000..3999 in row groups of 700: row 2750 is row 50 of its row group 1

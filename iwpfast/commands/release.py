@@ -1,6 +1,8 @@
 """``iwpfast release``: the data holder's one-time local-DP release of a dataset."""
 from __future__ import annotations
 
+import argparse
+
 from . import add_cluster_arguments, add_subparser, split_names
 
 EXAMPLES = """\
@@ -94,7 +96,10 @@ def register(subparsers) -> None:
                         "label leaks it through position; in memory when it fits, else a two-pass "
                         "bucket shuffle through temporary files)")
     p.add_argument("--seed", type=int, help="seed of the noise: for simulations only, never for real data")
-    p.add_argument("--batch-rows", type=int, default=1 << 18, help="rows per chunk (memory bound)")
+    p.add_argument("--record-batch-rows", type=int, default=1 << 18,
+                   help="rows per Arrow record batch read and written (memory bound; default 262144)")
+    # the option's old name, kept working (hidden from --help)
+    p.add_argument("--batch-rows", type=int, dest="record_batch_rows", help=argparse.SUPPRESS)
     p.add_argument("--threads", type=int, help="noise threads (default: min(2, cores))")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_cluster_arguments(p)
@@ -177,7 +182,7 @@ def run(args) -> int:
         common = dict(label=label, seed=args.seed, overwrite=args.overwrite,
                       on_invalid=args.on_invalid, format=args.format,
                       compression=None if args.compression == "none" else args.compression,
-                      batch_rows=args.batch_rows)
+                      record_batch_rows=args.record_batch_rows)
         from . import cluster_client
 
         with cluster_client(args) as client:

@@ -1,6 +1,6 @@
 """Sources: every input the library accepts, seen as one ordered stream of Arrow record batches.
 
-``open_source(source, columns=None, *, batch_rows=...)`` accepts
+``open_source(source, columns=None, *, record_batch_rows=...)`` accepts
 
 - a path to a Parquet (``.parquet``, ``.pq``), Arrow IPC / Feather (``.arrow``, ``.feather``,
   ``.ipc``, file or stream format) or CSV (``.csv``, ``.csv.gz``...) file,
@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from ..deprecation import renamed_keyword
 from ..exceptions import InvalidInputError, ReleaseSpecError
 from .filesystem import Location, resolve
 from .formats import CSV_SUFFIXES, IPC_SUFFIXES, PARQUET_SUFFIXES, has_data_suffix, input_format
@@ -804,14 +805,19 @@ def _numpy_table(arrays: dict) -> pa.Table:
 
 
 def open_source(source, columns: Sequence[str] | None = None, *,
-                batch_rows: int = DEFAULT_BATCH_ROWS, filesystem=None) -> Source:
+                record_batch_rows: int = DEFAULT_BATCH_ROWS, filesystem=None,
+                batch_rows: int | None = None) -> Source:
     """Open ``source`` as a ``Source`` (see the module docstring for the accepted inputs).
 
     columns: project to these columns (missing ones -> InvalidInputError listing those found).
-    batch_rows: upper bound on the rows of each yielded record batch.
+    record_batch_rows: upper bound on the rows of each yielded Arrow record batch (the unit the
+        file stores or decodes; unrelated to the learner's minibatches).  ``batch_rows=`` is its
+        deprecated name.
     filesystem: a ``pyarrow.fs.FileSystem`` or fsspec filesystem on which the path(s) lie
         (default: the local disk, or the filesystem named by a URI such as ``s3://...``).
     """
+    batch_rows = renamed_keyword(record_batch_rows, batch_rows, new_name="record_batch_rows",
+                                 old_name="batch_rows", default=DEFAULT_BATCH_ROWS)
     if isinstance(source, Source):
         if columns is None:
             return source

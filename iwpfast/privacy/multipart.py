@@ -22,6 +22,7 @@ import warnings
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from ..deprecation import renamed_keyword
 from ..exceptions import InvalidInputError, ReleaseSpecError
 from .release import _UNSET, DEFAULT_BATCH_ROWS, ReleaseResult, _fill_ranges_from_data, _resolve_spec
 from .spec import ReleaseSpec
@@ -179,7 +180,7 @@ def release_part(plan: PartPlan, index: int, *, seed=None, on_invalid: str = "er
         return release(plan.part_source(index, batch_rows), plan.part_location(index), plan.spec,
                        seed=part_seed(seed, index),
                        overwrite=True, on_invalid=on_invalid, format=format,
-                       compression=compression, batch_rows=batch_rows, threads=threads,
+                       compression=compression, record_batch_rows=batch_rows, threads=threads,
                        progress=False, engine=engine,
                        part={"release_id": plan.release_id, "index": index})
 
@@ -248,10 +249,10 @@ def unpublish(plan: PartPlan) -> None:
 def release_parts(source, destination, spec: ReleaseSpec, features=None, label=_UNSET, *,
                   ranges=None, seed=None, overwrite: bool = False, on_invalid: str = "error",
                   format: str | None = None, compression="auto",
-                  batch_rows: int = DEFAULT_BATCH_ROWS, threads: int | None = None,
+                  record_batch_rows: int = DEFAULT_BATCH_ROWS, threads: int | None = None,
                   progress: bool | None = False, engine: str | None = None,
                   filesystem=None, kernel: str | None = None,
-                  max_part_rows: int | None = None) -> MultiPartResult:
+                  max_part_rows: int | None = None, batch_rows: int | None = None) -> MultiPartResult:
     """Release each input file of ``source`` into one part of the folder ``destination``, in this
     process, then write the manifest.  Arguments as :func:`iwpfast.release`; ``max_part_rows``
     splits large Parquet/IPC files into parts of whole row groups (see :func:`plan_parts`)."""
@@ -259,6 +260,8 @@ def release_parts(source, destination, spec: ReleaseSpec, features=None, label=_
     from .release import RELEASE_ENGINES
 
     engine = engine_from_keywords(engine, kernel, "kernel", default="auto", allowed=RELEASE_ENGINES)
+    batch_rows = renamed_keyword(record_batch_rows, batch_rows, new_name="record_batch_rows",
+                                 old_name="batch_rows", default=DEFAULT_BATCH_ROWS)
     plan = plan_parts(source, destination, spec, features, label, ranges=ranges,
                       overwrite=overwrite, format=format, filesystem=filesystem,
                       batch_rows=batch_rows, max_part_rows=max_part_rows)
@@ -285,8 +288,9 @@ def new_release_id() -> str:
 def release_batches(batches, destination, spec: ReleaseSpec, *, index: int, release_id: str,
                     schema=None, seed=None, features=None, label=_UNSET, ranges=None,
                     on_invalid: str = "error", format: str | None = None, compression="auto",
-                    batch_rows: int = DEFAULT_BATCH_ROWS, threads: int | None = 1,
-                    engine: str = "auto", filesystem=None) -> ReleaseResult:
+                    record_batch_rows: int = DEFAULT_BATCH_ROWS, threads: int | None = 1,
+                    engine: str = "auto", filesystem=None,
+                    batch_rows: int | None = None) -> ReleaseResult:
     """Release an iterable of Arrow record batches as part ``index`` of the multi-part release
     ``release_id`` in the folder ``destination``: what an engine's per-partition function calls
     (Spark's ``mapInArrow``, see examples/spark_release.py).  Writes ``part-<index>`` (replacing
@@ -305,6 +309,8 @@ def release_batches(batches, destination, spec: ReleaseSpec, *, index: int, rele
     from ..io.writer import output_format
     from .release import release
 
+    batch_rows = renamed_keyword(record_batch_rows, batch_rows, new_name="record_batch_rows",
+                                 old_name="batch_rows", default=DEFAULT_BATCH_ROWS)
     spec = _resolve_spec(spec, features, label, ranges)
     if spec.ranges_from_data:
         raise InvalidInputError(
@@ -323,6 +329,6 @@ def release_batches(batches, destination, spec: ReleaseSpec, *, index: int, rele
     extension = ".parquet" if output_format("x.parquet", format) == "parquet" else ".arrow"
     return release(reader, folder.child(part_name(index, extension)), spec,
                    seed=part_seed(seed, index), overwrite=True, on_invalid=on_invalid,
-                   format=format, compression=compression, batch_rows=batch_rows,
+                   format=format, compression=compression, record_batch_rows=batch_rows,
                    threads=threads, progress=False, engine=engine,
                    part={"release_id": release_id, "index": int(index)})

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..deprecation import renamed_keyword
 from ..engines import engine_from_keywords, resolve_engine
 from ..exceptions import InvalidInputError, PrivacyLeakWarning, ReleaseSpecError
 from ..progress import progress_bar
@@ -674,10 +675,11 @@ def _fill_ranges_from_data(spec: ReleaseSpec, src) -> ReleaseSpec:
 
 def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET, *, ranges=None,
             seed=None, overwrite: bool = False, on_invalid: str = "error", format: str | None = None,
-            compression: str | None = "auto", batch_rows: int = DEFAULT_BATCH_ROWS,
+            compression: str | None = "auto", record_batch_rows: int = DEFAULT_BATCH_ROWS,
             threads: int | None = None, progress: bool | None = False,
             engine: str | None = None, filesystem=None, part: dict | None = None,
-            shuffle: bool = False, kernel: str | None = None) -> ReleaseResult:
+            shuffle: bool = False, kernel: str | None = None,
+            batch_rows: int | None = None) -> ReleaseResult:
     """Release ``source`` under local DP into ``destination`` (Parquet, or Arrow IPC).
 
     Every record is scaled by the declared ranges, clipped, noised and written; the parameters go
@@ -716,9 +718,9 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
         "auto": Parquet features uncompressed (noisy floats do not compress: snappy saved 0.01% of
         the size for 15% more write time), labels snappy; or one codec for every column
         ("snappy", "zstd", "lz4", None).  IPC: "lz4"/"zstd" or none.
-    batch_rows : int >= 1, default 2**18
-        Rows per record batch read from the source and written (a memory bound; unrelated to the
-        learner's minibatches).
+    record_batch_rows : int >= 1, default 2**18
+        Rows per Arrow record batch read from the source and written (a memory bound; unrelated
+        to the learner's minibatches).  ``batch_rows=`` is its deprecated name.
     threads : int >= 1 or None, default None
         Noise threads (None: min(2, cores)).
     progress : bool or "force", default False
@@ -759,6 +761,8 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
     from ..io.writer import AtomicArrowWriter, check_destination
 
     engine = engine_from_keywords(engine, kernel, "kernel", default="auto", allowed=RELEASE_ENGINES)
+    batch_rows = renamed_keyword(record_batch_rows, batch_rows, new_name="record_batch_rows",
+                                 old_name="batch_rows", default=DEFAULT_BATCH_ROWS)
     if on_invalid not in ON_INVALID:
         raise InvalidInputError(f"on_invalid must be 'error' or 'drop', got {on_invalid!r}")
     if isinstance(destination, (str, os.PathLike)) and part is None:
@@ -773,7 +777,7 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
             return release_parts(
                 source, destination, spec, features, label, ranges=ranges, seed=seed,
                 overwrite=overwrite, on_invalid=on_invalid, format=format, compression=compression,
-                batch_rows=batch_rows, threads=threads, progress=progress, engine=engine,
+                record_batch_rows=batch_rows, threads=threads, progress=progress, engine=engine,
                 filesystem=filesystem)
     spec = _resolve_spec(spec, features, label, ranges)
     dest_fs = None if not isinstance(destination, (str, os.PathLike)) or is_uri(os.fspath(destination)) \
@@ -782,7 +786,7 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
     columns = list(spec.feature_names) + ([spec.label] if spec.label is not None else [])
     src_fs = None if not isinstance(source, (str, os.PathLike)) or is_uri(os.fspath(source)) \
         else filesystem
-    src = open_source(source, columns=columns, batch_rows=int(batch_rows), filesystem=src_fs)
+    src = open_source(source, columns=columns, record_batch_rows=int(batch_rows), filesystem=src_fs)
     if src.release_metadata is not None:
         raise InvalidInputError(
             f"{src.description} is already an iwpfast release (it has '{METADATA_KEY}' metadata); "
@@ -945,7 +949,7 @@ def _shuffled_source(src, columns, batch_rows: int, seed):
         table = pa.Table.from_batches(list(src.batches(columns=columns)), schema=schema)
         order = np.argsort(key.stream(0).words(table.num_rows), kind="stable")
         shuffled = table.take(pa.array(order)).replace_schema_metadata(schema.metadata)
-        return open_source(shuffled, columns=columns, batch_rows=batch_rows), None
+        return open_source(shuffled, columns=columns, record_batch_rows=batch_rows), None
     # two passes: each row to one of k buckets at random, then each bucket permuted in memory
     import pyarrow.ipc as ipc
 
@@ -980,7 +984,7 @@ def _shuffled_source(src, columns, batch_rows: int, seed):
             yield from table.take(pa.array(order)).to_batches(max_chunksize=batch_rows)
 
     reader = pa.RecordBatchReader.from_batches(schema, batches())
-    return open_source(reader, columns=columns, batch_rows=batch_rows), tmp
+    return open_source(reader, columns=columns, record_batch_rows=batch_rows), tmp
 
 
 class _KeystreamUniforms:
