@@ -16,7 +16,7 @@ from ..estimates import RiskEstimate
 from ..exceptions import InvalidInputError, NotFittedError, NumericalWarning, ReleaseSpecError
 from ..sgd.schedules import default_radius
 from ..sgd.state import HeadConfig, HeadState
-from ._inputs import InputsMixin
+from ._inputs import InputsMixin, dense_numeric, is_array_like, refuse_unsupported
 from ._noise import NoiseModel
 from ._params import ParamsMixin
 from ._state import ARRAY_LABEL, HEAD_NAME, PassState
@@ -224,7 +224,8 @@ class IWPBase(ParamsMixin, InputsMixin):
         ps = self._pass
         if ps is not None and ps.head is not None and ps.head.carry_n:
             driver = _lazy_driver()
-            driver.finish_states({HEAD_NAME: ps.config}, {HEAD_NAME: ps.head}, engine=_ENGINE)
+            driver.finish_states({HEAD_NAME: ps.config}, {HEAD_NAME: ps.head}, engine=_ENGINE,
+                                 features=ps.features)
             self._update_fitted(ps.head, driver.head_telemetry(ps.config, ps.head))
         return self
 
@@ -585,12 +586,18 @@ class IWPBase(ParamsMixin, InputsMixin):
         self._check_fitted()
         p = self.n_features_in_
         model_names = list(self.features_)
-        if isinstance(X, np.ndarray) or (isinstance(X, (list, tuple)) and X and not isinstance(X[0], str)):
+        refuse_unsupported(X)
+        if is_array_like(X):
             from ..io.arrays import ArraySource
-            Xa = np.asarray(X)
-            if Xa.ndim != 2 or Xa.shape[1] != p:
+            Xa = dense_numeric(X)
+            if Xa.ndim != 2:
                 raise InvalidInputError(
-                    f"X has shape {Xa.shape} but the model was fitted on {p} features {model_names}; "
+                    f"Expected a 2-D array (rows, features), got shape {Xa.shape}. Reshape your data "
+                    "with X.reshape(-1, 1) for a single feature or X.reshape(1, -1) for a single row")
+            if Xa.shape[1] != p:
+                raise InvalidInputError(
+                    f"X has {Xa.shape[1]} features, but {type(self).__name__} is expecting {p} features "
+                    f"as input (the model's features, in order: {model_names}); "
                     f"pass an (n, {p}) array with the columns in that order")
             if not np.issubdtype(Xa.dtype, np.number):
                 raise InvalidInputError(f"X must be numeric (got dtype {Xa.dtype}); encode non-numeric "

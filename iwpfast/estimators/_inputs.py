@@ -19,6 +19,36 @@ from ._noise import (
 from ._state import ARRAY_LABEL
 
 
+def refuse_unsupported(X) -> None:
+    """Sparse matrices are refused with the fix (the kernels read dense columns)."""
+    if type(X).__module__.startswith("scipy.sparse") or hasattr(X, "tocsr"):
+        raise InvalidInputError(
+            f"sparse input is not supported (X is a {type(X).__name__}): the kernels read dense "
+            "feature columns; pass X.toarray() (dense, float32 or float64)")
+
+
+def is_array_like(obj) -> bool:
+    """An in-memory matrix (NumPy array, or anything NumPy converts) rather than a source."""
+    return (isinstance(obj, np.ndarray) or (hasattr(obj, "__array__") and not is_tabular(obj))
+            or (isinstance(obj, (list, tuple)) and len(obj) > 0 and not isinstance(obj[0], str)))
+
+
+def dense_numeric(X) -> np.ndarray:
+    """``np.asarray(X)`` checked: numeric (object arrays of numbers are converted), not complex."""
+    refuse_unsupported(X)
+    Xa = np.asarray(X)
+    if Xa.dtype == object:
+        try:
+            Xa = Xa.astype(np.float64)
+        except (TypeError, ValueError):
+            raise InvalidInputError("X must be numeric (got dtype object with non-numbers); encode "
+                                    "non-numeric columns as numbers first") from None
+    if np.iscomplexobj(Xa):
+        raise InvalidInputError("Complex data not supported: X holds complex numbers; pass its real "
+                                "part (X.real) or split real and imaginary parts into two features")
+    return Xa
+
+
 def is_tabular(obj) -> bool:
     """pandas/polars DataFrame or pyarrow Table/RecordBatch: something with named columns."""
     mod = type(obj).__module__
@@ -52,6 +82,10 @@ class InputsMixin:
         """
         if y is not None:
             return self._prepare_arrays(X, y, noise_kw=noise_kw, features=features)
+        if is_array_like(X) or type(X).__module__.startswith("scipy.sparse"):
+            raise InvalidInputError(
+                f"{type(self).__name__} requires y to be passed, but the target y is None: pass "
+                "fit(X, y), or a source (file, table) holding the label column")
         from ..io.sources import open_source
         src = open_source(X)
         meta = src.release_metadata
@@ -106,7 +140,7 @@ class InputsMixin:
             p = len(data)
             dtype = feature_dtype([c.dtype for c in data])
         else:
-            data = np.asarray(X)
+            data = dense_numeric(X)
             if data.ndim != 2:
                 raise InvalidInputError(
                     f"X must be 2-D (rows, features), got shape {data.shape}; reshape with "
@@ -117,7 +151,8 @@ class InputsMixin:
             n, p = data.shape
             dtype = feature_dtype([data.dtype])
         if p == 0:
-            raise InvalidInputError("X has no feature columns; pass at least one feature")
+            raise InvalidInputError(f"X has 0 feature(s) (shape=({n}, 0)) while a minimum of 1 is "
+                                    "required; pass at least one feature column")
         ya = np.asarray(y)
         if ya.ndim != 1 and not (ya.ndim == 2 and ya.shape[1] == 1):
             raise InvalidInputError(f"y must be 1-D with one value per row (got shape {ya.shape})")

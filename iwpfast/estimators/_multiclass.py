@@ -121,6 +121,11 @@ class OneVsRestMixin:
         if declared is None:
             if _at_most_two_values(y):
                 return super()._target_encoder(y)
+            if y.dtype.kind == "f" and not np.array_equal(y, np.round(y)):
+                raise InvalidInputError(
+                    "Unknown label type: continuous (y has non-integer values, e.g. "
+                    f"{y[np.flatnonzero(y != np.round(y))[0]]!r}): IWPClassifier needs class labels; "
+                    "for a numeric target use IWPRegressor")
             values = tuple(np.unique(y).tolist())
             if eps is not None or keep is not None:
                 raise InvalidInputError(

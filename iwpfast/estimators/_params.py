@@ -62,7 +62,7 @@ class ParamsMixin:
         tags = BaseEstimator.__sklearn_tags__(self)  # type: ignore[arg-type]
         if self._task == "classification":
             tags.estimator_type = "classifier"
-            tags.classifier_tags = ClassifierTags(multi_class=False)
+            tags.classifier_tags = ClassifierTags(multi_class=True)
         else:
             tags.estimator_type = "regressor"
             tags.regressor_tags = RegressorTags()

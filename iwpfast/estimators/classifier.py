@@ -103,6 +103,11 @@ class _TwoClasses(IWPBase):
             if np.count_nonzero(is_positive) + np.count_nonzero(is_negative) != len(values):
                 row = int(np.flatnonzero(~(is_positive | is_negative))[0])
                 value = values[row]
+                if source is None and isinstance(value, float | np.floating) and value != int(value):
+                    raise InvalidInputError(
+                        f"Unknown label type: continuous (y has {negative!r}, {positive!r} and "
+                        f"{value!r} at row {first_row + row}): IWPClassifier needs class labels; "
+                        "for a numeric target use IWPRegressor")
                 if source is None:
                     raise InvalidInputError(
                         f"y has more than 2 classes: {negative!r}, {positive!r} and {value!r} (row "
@@ -221,6 +226,28 @@ def _plus_minus_one(positive: np.ndarray) -> np.ndarray:
     return out
 
 
+class _NoProbabilities(InvalidInputError, AttributeError):
+    """predict_proba of a loss that is not a likelihood (an AttributeError, so hasattr is False)."""
+
+
+class _OnlyForLogistic:
+    """A method available only when ``loss == 'logistic'`` (the only loss whose score is a
+    log-odds); otherwise reading the attribute raises ``_NoProbabilities`` naming the fix."""
+
+    def __init__(self, method):
+        self.method = method
+        self.__doc__ = method.__doc__
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        if obj.loss != "logistic":
+            raise _NoProbabilities(
+                f"predict_proba needs loss='logistic' (this model uses {obj.loss!r}, whose score is "
+                "not a log-odds); use decision_function, or refit with loss='logistic'")
+        return self.method.__get__(obj, owner)
+
+
 class IWPClassifier(OneVsRestMixin, _TwoClasses):
     """Linear classifier trained in one pass by IWP-SGD on a local-DP release.
 
@@ -300,3 +327,9 @@ class IWPClassifier(OneVsRestMixin, _TwoClasses):
     >>> model.coef_.shape, model.classes_.tolist(), bool(model.coef_[0, 0] > 0)
     ((1, 2), [0, 1], True)
     """
+
+    # predict_proba exists only where the loss defines probabilities (scikit-learn asks with
+    # hasattr): see _OnlyForLogistic
+
+
+IWPClassifier.predict_proba = _OnlyForLogistic(OneVsRestMixin.predict_proba)

@@ -294,8 +294,22 @@ def _run_unit_chunk(run_unit, unit, configs, states, chunk, group) -> None:
         raise
 
 
+def _locate_non_finite_carry(unit, state, end_row) -> None:
+    """After a divergence of the last partial batch: the input error naming a non-finite value
+    in it (the carried rows end the stream at ``end_row``), if there is one."""
+    n = state.carry_n
+    for name, values in zip(unit[0].features, state.carry_X[:, :n], strict=True):
+        bad = np.flatnonzero(~np.isfinite(values))
+        if bad.size:
+            i = int(bad[0])
+            row = "" if end_row is None else f" (row {int(end_row) - n + i} of the stream)"
+            raise InvalidInputError(
+                f"non-finite value {float(values[i])!r} in column {name!r} in the last, partial "
+                f"batch{row}. Remove or fix the rows with NaN/inf before training.") from None
+
+
 def finish_states(configs: dict[str, HeadConfig], states: dict[str, HeadState], *,
-                  engine: str = "numba") -> None:
+                  engine: str = "numba", features: Sequence[str] | None = None) -> None:
     """Run each head's carried partial batch as its last update (after ``fit_stream(...,
     finish=False)``: the end of a pass made of several calls)."""
     _, finish_unit = _engine(engine)
@@ -306,7 +320,13 @@ def finish_states(configs: dict[str, HeadConfig], states: dict[str, HeadState], 
         key = name if cfg.label_class is None else ("ovr", cfg.batch_size, cfg.loss, cfg.truncation)
         units.setdefault(key, []).append(name)
     for names in units.values():
-        finish_unit([configs[n] for n in names], [states[n] for n in names])
+        try:
+            finish_unit([configs[n] for n in names], [states[n] for n in names])
+        except DivergenceError:
+            if features is not None:
+                _locate_non_finite_carry([Head(names[0], configs[names[0]], features, "")],
+                                         states[names[0]], None)
+            raise
 
 
 # ------------------------------------------------------------------------------ signals
@@ -772,6 +792,7 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
                         try:
                             finish_unit([h.config for h in unit], [cur[h.name] for h in unit])
                         except DivergenceError as exc:
+                            _locate_non_finite_carry(unit, cur[unit[0].name], n_rows_pass)
                             if len(unit) == 1:
                                 _tag_head(exc, unit[0].name)
                             raise
