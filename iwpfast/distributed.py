@@ -288,6 +288,10 @@ def fit_files(client, source, estimator, *, rounds: int = 1, shards: int | None 
             "alpha_ and learning_rate_")
     _, feats, lab, noise, _, _ = est._prepare_source(
         src, None, noise_kw={}, features=features, label=label, override=False)
+    if (noise.metadata or {}).get("label_encoding") == "class_index":
+        raise InvalidInputError(
+            "fit_files trains one head per shard: a k-class release (k one-vs-rest heads) is fitted "
+            "in one scan on one machine with estimator.fit(path)")
     bounds = shard_bounds(n, shards)
     configs = []
     for a, b in bounds:
