@@ -2,13 +2,17 @@
 
     python bench/s3_read.py --rows 4000000 --repeat 5
 
-Starts moto's ThreadedMotoServer on 127.0.0.1 (as the tests do), writes one release of ``--rows``
+Starts moto's S3 server on 127.0.0.1 in its own process (``python -m moto.server``; the tests run
+it in a thread of the test process instead: here that would make the benchmark's Python code
+compete with the server's for the GIL, which no real object store does), writes one release of ``--rows``
 rows, p = 10 float32 features + int8 label (``iwpfast.release``, row groups of 2^20 rows) into a
 bucket, then reads it, interleaving in each round (order reversed every other round):
 
 - ``pyarrow``: pyarrow alone with the same ``S3FileSystem``: ``pq.ParquetFile(fs.open_input_file
   (key), pre_buffer=True).iter_batches(batch_size=65536)`` over every column (the fastest of
   pyarrow's ways measured here; ``pq.read_table(key, filesystem=fs)`` is printed too);
+  ``pyarrow_checksums``: the same with ``page_checksum_verification=True``, the check iwpfast
+  makes on every page of a release;
 - ``open_source``: ``iwpfast.io.open_source("s3://...?endpoint_override=...").batches()``;
 - ``reader``: iwpfast's training reader (``ChunkReader``: validation, NumPy views, prefetch
   thread) over the same URI: what ``fit`` reads with.
@@ -65,6 +69,19 @@ def read_pyarrow(fs, key):
     return rows
 
 
+def read_pyarrow_checksums(fs, key):
+    """pyarrow alone doing what iwpfast does on every page: verify the CRC-32 page checksums that
+    iwpfast releases carry (iwpfast always verifies them: a damaged file is an error, not noise)."""
+    import pyarrow.parquet as pq
+
+    rows = 0
+    with fs.open_input_file(key) as f:
+        for batch in pq.ParquetFile(f, pre_buffer=True, page_checksum_verification=True
+                                    ).iter_batches(batch_size=65536):
+            rows += batch.num_rows
+    return rows
+
+
 def read_table(fs, key):
     import pyarrow.parquet as pq
 
@@ -89,14 +106,55 @@ def read_reader(uri):
     return rows
 
 
+class _Server:
+    def __init__(self, port):
+        self.endpoint = f"127.0.0.1:{port}"
+
+    def filesystem(self):
+        import pyarrow.fs as pafs
+
+        return pafs.S3FileSystem(endpoint_override=self.endpoint, scheme="http",
+                                 allow_bucket_creation=True, access_key="testing",
+                                 secret_key="testing", region="us-east-1")
+
+    def uri(self, path):
+        return f"s3://{path}?endpoint_override={self.endpoint}&scheme=http&region=us-east-1"
+
+
+class moto_process:
+    """moto's S3 server as a separate process on a free localhost port."""
+
+    def __enter__(self):
+        import socket
+        import urllib.request
+
+        os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                           "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"})
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        self.proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1",
+                                      "-p", str(port)], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        for _ in range(200):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/moto-api/", timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        return _Server(port)
+
+    def __exit__(self, *exc):
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=4_000_000)
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
-    from s3_server import s3_server
-
-    with s3_server() as s3:
+    with moto_process() as s3:
         fs = s3.filesystem()
         fs.create_dir("bench")
         key = "bench/release.parquet"
@@ -104,6 +162,7 @@ def main():
         make_release(fs, uri, args.rows)
         size = fs.get_file_info(key).size
         steps = {"pyarrow": lambda: read_pyarrow(fs, key),
+                 "pyarrow_checksums": lambda: read_pyarrow_checksums(fs, key),
                  "pyarrow_read_table": lambda: read_table(fs, key),
                  "open_source": lambda: read_open_source(uri),
                  "reader": lambda: read_reader(uri)}
