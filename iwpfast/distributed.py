@@ -92,7 +92,8 @@ def release_files(client, source, destination, spec, *, features=None, label=_UN
     replaces the earlier attempt); ``max_part_rows``: large Parquet/IPC files become several
     parts (tasks) of whole row groups of about that many rows.  Returns a
     :class:`~iwpfast.privacy.multipart.MultiPartResult` (rows, parts, spec: ``.spec.guarantee()``).
-    When a part fails, the parts already written are deleted and nothing is published.
+    When a part fails, the other parts are let finish (Dask cannot stop a running task), then
+    every part written is deleted and nothing is published.
     """
     from .deprecation import renamed_keyword
     from .engines import engine_from_keywords
@@ -122,7 +123,9 @@ def release_files(client, source, destination, spec, *, features=None, label=_UN
     try:
         results = client.gather(futures)
     except BaseException:
-        client.cancel(futures)
+        # Dask cannot stop a part task that a worker has started (cancel only forgets it: the
+        # part would go on writing, and publish after the cleanup), and whether a task has
+        # started cannot be known without a race.  So every part is let finish, then all deleted.
         _wait_quietly(futures)
         discard_parts(plan)
         raise
@@ -143,10 +146,11 @@ def _release_part_task(plan, index, *, threads, **kw):
 
 
 def _wait_quietly(futures) -> None:
-    """Let cancelled or failing part tasks stop before their parts are deleted."""
+    """Wait until every part task has ended (finished or failed), so that nothing is written at
+    the destination once its parts are deleted."""
+    from distributed import wait
     try:
-        from distributed import wait
-        wait(futures, timeout=30)
+        wait(futures)
     except Exception:
         pass
 
