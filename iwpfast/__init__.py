@@ -30,6 +30,8 @@ _LAZY = {
     "DivergenceError": "iwpfast.exceptions",
     "CheckpointError": "iwpfast.exceptions",
     "NotFittedError": "iwpfast.exceptions",
+    "InvalidInputTypeError": "iwpfast.exceptions",
+    "DataConversionWarning": "iwpfast.exceptions",
     "PrivacyLeakWarning": "iwpfast.exceptions",
     "PrivacyCalibrationWarning": "iwpfast.exceptions",
     "NumericalWarning": "iwpfast.exceptions",

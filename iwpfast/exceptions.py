@@ -3,7 +3,15 @@
 Every error says what was wrong *and* how to fix it; the classes subclass the builtin
 that a caller would naturally catch (``ValueError`` for bad input), so user code that does
 not know iwpfast still handles them.
+
+scikit-learn is not imported here (it is a development dependency only).  Where a scikit-learn
+convention needs its own class -- ``sklearn.exceptions.NotFittedError`` for an estimator used
+before ``fit``, ``DataConversionWarning`` for a column-vector ``y`` -- ``sklearn_compatible``
+returns a subclass of both the iwpfast class and scikit-learn's, and only when scikit-learn is
+already loaded in the process, so ``except sklearn.exceptions.NotFittedError`` works in code that
+uses scikit-learn and costs nothing elsewhere.
 """
+import sys
 
 
 class IWPError(Exception):
@@ -26,8 +34,13 @@ class CheckpointError(IWPError, RuntimeError):
     """A checkpoint cannot be used to resume this run (other config or dataset, or corrupt)."""
 
 
-class NotFittedError(IWPError, AttributeError):
-    """An estimator was used before ``fit``."""
+class InvalidInputTypeError(InvalidInputError, TypeError):
+    """Bad input of the wrong type (e.g. an object in a numeric matrix): also a ``TypeError``."""
+
+
+class NotFittedError(IWPError, ValueError, AttributeError):
+    """An estimator was used before ``fit`` (a ``ValueError`` and an ``AttributeError``, as
+    scikit-learn's ``NotFittedError``)."""
 
 
 class PrivacyLeakWarning(UserWarning):
@@ -40,6 +53,29 @@ class PrivacyCalibrationWarning(UserWarning):
 
 class NumericalWarning(UserWarning):
     """Estimator variance or stability problem (large exp(sigma^2 |theta|^2), pass ended on the sphere...)."""
+
+
+class DataConversionWarning(UserWarning):
+    """The input was converted to the form the estimator needs (e.g. a column-vector ``y``)."""
+
+
+_SKLEARN_TWINS = {"NotFittedError": "NotFittedError", "DataConversionWarning": "DataConversionWarning"}
+_twin_cache: dict = {}
+
+
+def sklearn_compatible(cls: type) -> type:
+    """``cls``, or -- when ``sklearn.exceptions`` is already imported -- a subclass of ``cls`` and of
+    scikit-learn's class of the same name (same name, so messages and reprs do not change)."""
+    mod = sys.modules.get("sklearn.exceptions")
+    other = getattr(mod, _SKLEARN_TWINS.get(cls.__name__, ""), None) if mod is not None else None
+    if other is None:
+        return cls
+    twin = _twin_cache.get(cls)
+    if twin is None:
+        twin = type(cls.__name__, (cls, other), {"__module__": cls.__module__,
+                                                 "__qualname__": cls.__qualname__})
+        _twin_cache[cls] = twin
+    return twin
 
 
 class UnitsWarning(UserWarning):

@@ -13,7 +13,13 @@ import warnings
 import numpy as np
 
 from ..estimates import RiskEstimate
-from ..exceptions import InvalidInputError, NotFittedError, NumericalWarning, ReleaseSpecError
+from ..exceptions import (
+    InvalidInputError,
+    NotFittedError,
+    NumericalWarning,
+    ReleaseSpecError,
+    sklearn_compatible,
+)
 from ..sgd.schedules import default_radius
 from ..sgd.state import HeadConfig, HeadState
 from ._inputs import InputsMixin, dense_numeric, is_array_like, refuse_unsupported
@@ -41,7 +47,7 @@ class IWPBase(ParamsMixin, InputsMixin):
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "coef_"):
-            raise NotFittedError(
+            raise sklearn_compatible(NotFittedError)(
                 f"this {type(self).__name__} is not fitted yet; call fit(...) (or load a saved model "
                 "with iwpfast.load) before using it")
 
@@ -198,8 +204,11 @@ class IWPBase(ParamsMixin, InputsMixin):
         if continuing:
             self._check_same_setup(feats, noise)
         else:
+            # average="auto" means tail averaging only for hyper-parameters chosen by private
+            # validation, which partial_fit never does: here it is no averaging, as in fit
             if n_rows_total is None and (self.schedule == "paper" or (
-                    self.average not in (False, True) and not isinstance(self.average, numbers.Integral))):
+                    self.average not in (False, True, "auto")
+                    and not isinstance(self.average, numbers.Integral))):
                 raise InvalidInputError(
                     f"partial_fit with average={self.average!r} / schedule={self.schedule!r} needs the "
                     "total number of rows of the whole pass: pass n_rows_total=... on the first call")
@@ -528,6 +537,12 @@ class IWPBase(ParamsMixin, InputsMixin):
 
     def _check_same_setup(self, feats, noise: NoiseModel) -> None:
         started_with = list(self._pass.features)
+        if len(feats) != len(started_with):
+            raise InvalidInputError(
+                f"X has {len(feats)} features, but {type(self).__name__} is expecting "
+                f"{len(started_with)} features as input: partial_fit got features {list(feats)} but the "
+                f"pass started with {started_with}; keep the same columns in the same order (or call "
+                "fit to start a new pass)")
         if list(feats) != started_with:
             raise InvalidInputError(
                 f"partial_fit got features {list(feats)} but the pass started with {started_with}; "

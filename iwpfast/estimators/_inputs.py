@@ -6,9 +6,16 @@ explicit arguments.  Either way the driver gets the same kind of input and gives
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
-from ..exceptions import InvalidInputError
+from ..exceptions import (
+    DataConversionWarning,
+    InvalidInputError,
+    InvalidInputTypeError,
+    sklearn_compatible,
+)
 from ._noise import (
     NoiseModel,
     check_same_noise,
@@ -40,7 +47,11 @@ def dense_numeric(X) -> np.ndarray:
     if Xa.dtype == object:
         try:
             Xa = Xa.astype(np.float64)
-        except (TypeError, ValueError):
+        except TypeError as e:      # an object that is no number at all (a dict, None, ...)
+            raise InvalidInputTypeError(
+                f"X must be numeric (got dtype object holding a non-number: {e}); encode "
+                "non-numeric columns as numbers first") from None
+        except ValueError:
             raise InvalidInputError("X must be numeric (got dtype object with non-numbers); encode "
                                     "non-numeric columns as numbers first") from None
     if np.iscomplexobj(Xa):
@@ -50,10 +61,17 @@ def dense_numeric(X) -> np.ndarray:
 
 
 def is_tabular(obj) -> bool:
-    """pandas/polars DataFrame or pyarrow Table/RecordBatch: something with named columns."""
+    """pandas/polars DataFrame or pyarrow Table/RecordBatch: something with named columns.
+
+    A pandas frame whose column labels are not all strings (``pd.DataFrame(array)``: 0, 1, ...) is
+    a matrix, as in scikit-learn: its columns are not names (no ``feature_names_in_``)."""
     mod = type(obj).__module__
-    return (mod.startswith("pandas") or mod.startswith("polars") or mod.startswith("pyarrow")) \
-        and hasattr(obj, "columns")
+    if not ((mod.startswith("pandas") or mod.startswith("polars") or mod.startswith("pyarrow"))
+            and hasattr(obj, "columns")):
+        return False
+    if mod.startswith("pandas"):
+        return all(isinstance(c, str) for c in obj.columns)
+    return True
 
 
 def column_names(obj) -> list[str]:
@@ -156,6 +174,10 @@ class InputsMixin:
         ya = np.asarray(y)
         if ya.ndim != 1 and not (ya.ndim == 2 and ya.shape[1] == 1):
             raise InvalidInputError(f"y must be 1-D with one value per row (got shape {ya.shape})")
+        if ya.ndim == 2:
+            warnings.warn(sklearn_compatible(DataConversionWarning)(
+                "A column-vector y was passed when a 1d array was expected. Please change the "
+                "shape of y to (n_samples,), for example using ravel()."), stacklevel=3)
         ya = ya.reshape(-1)
         if ya.shape[0] != n:
             raise InvalidInputError(f"X has {n} rows but y has {ya.shape[0]}; pass one label per row")

@@ -65,7 +65,10 @@ class ParamsMixin:
             tags.classifier_tags = ClassifierTags(multi_class=True)
         else:
             tags.estimator_type = "regressor"
-            tags.regressor_tags = RegressorTags()
+            # scikit-learn's regressor check wants R^2 > 0.5 after fitting 200 rows with alpha=0.01:
+            # one projected-SGD pass over 200 rows (the estimator's whole design: each privatised
+            # row is used once) does not get there at a fixed learning rate
+            tags.regressor_tags = RegressorTags(poor_score=True)
         tags.target_tags.required = True
         return tags
 
