@@ -11,16 +11,9 @@ from iwpfast.exceptions import InvalidInputError
 pytestmark = pytest.mark.kernels
 
 
-def _xy(n=1500, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(-1, 1, size=(n, 3))
-    y = np.where(X @ np.array([1.0, -0.5, 0.2]) + 0.3 * rng.standard_normal(n) > 0, 1.0, -1.0)
-    return X, y
-
-
 @pytest.fixture()
-def fitted(tmp_path):
-    X, y = _xy()
+def fitted(tmp_path, linear_data):
+    X, y = linear_data(1500, label_noise=0.3)
     m = IWPClassifier(alpha=0.5, learning_rate=0.05, average="tail", variance_cap=3.0, progress=False)
     m.fit(X, y, noise_var=[0.2, 0.3, 0.4], epsilon_y=3.0, feature_bound=2.0)
     path = tmp_path / "model.json"
@@ -51,8 +44,8 @@ def test_file_is_small_self_describing_json(fitted):
     assert path.stat().st_size < 20_000
 
 
-def test_partial_fit_continues_after_load(tmp_path):
-    X, y = _xy(2000)
+def test_partial_fit_continues_after_load(tmp_path, linear_data):
+    X, y = linear_data(2000, label_noise=0.3)
     kw = dict(noise_var=0.3, epsilon_y=3.0, feature_bound=2.0)
     make = lambda: IWPClassifier(alpha=0.5, learning_rate=0.05, average=True, progress=False)  # noqa: E731
     whole = make().fit(X, y, **kw)
@@ -62,10 +55,10 @@ def test_partial_fit_continues_after_load(tmp_path):
     np.testing.assert_array_equal(resumed.coef_, whole.coef_)
 
 
-def test_partial_fit_after_load_keeps_the_resolved_paper_step(tmp_path):
+def test_partial_fit_after_load_keeps_the_resolved_paper_step(tmp_path, linear_data):
     """schedule='paper' becomes a constant step computed from n and the bound at the start of the
     pass; the file must carry that step (the hyper-parameters give back only learning_rate)."""
-    X, y = _xy(2560)
+    X, y = linear_data(2560, label_noise=0.3)
     kw = dict(noise_var=0.3, epsilon_y=3.0, feature_bound=2.0)
     make = lambda: IWPClassifier(alpha=0.5, schedule="paper", progress=False)  # noqa: E731
     first = make().partial_fit(X[:1280], y[:1280], n_rows_total=2560, **kw)
