@@ -33,6 +33,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from iwpfast.benchmarks import cpu_model  # noqa: E402
 
 
 def rss_anon_mib() -> int:
@@ -65,12 +66,6 @@ class PeakAnon:
         self.peak = max(self.peak, rss_anon_mib())
 
 
-def cpu_model() -> str:
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return "unknown"
 
 
 def main(argv=None):

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 
@@ -28,21 +26,10 @@ import numpy as np
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.dirname(_HERE)]
-
+from iwpfast.benchmarks import cpu_model  # noqa: E402
 from iwpfast.label_noise import label_weight_table  # noqa: E402
 from iwpfast.sgd.engine import run_chunk, run_chunk_heads, warmup  # noqa: E402
 from iwpfast.sgd.state import HeadConfig, HeadState  # noqa: E402
-
-
-def cpu_model() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def main(argv=None) -> int:

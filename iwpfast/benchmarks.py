@@ -73,7 +73,8 @@ def _median_time(fn, repeats: int) -> tuple[float, list[float]]:
     return statistics.median(times), times
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """The CPU model name (printed with every benchmark figure: the machine changes between runs)."""
     try:
         with open("/proc/cpuinfo") as fh:
             for line in fh:
@@ -223,7 +224,7 @@ def run_bench(rows: int = 2_000_000, features: int = 10, *, loss: str = "logisti
                   "data": "make_classification (2 informative), features scaled to [-1, 1]"},
         "compile_seconds": compile_seconds,
         "data_seconds": data_seconds,
-        "machine": {"cpu": _cpu_model(), "cores": os.cpu_count(), "platform": platform.platform()},
+        "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "platform": platform.platform()},
         "versions": versions,
         "not_installed": missing,
         "results": results,
