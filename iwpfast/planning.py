@@ -33,6 +33,7 @@ import math
 from dataclasses import dataclass, field
 
 from .exceptions import InvalidInputError
+from .label_noise import label_tilde_from_keep
 from .losses import CLASSIFICATION_LOSSES, REGRESSION_LOSSES
 
 #: the |theta| at which the plan tabulates the variance growth
@@ -108,7 +109,7 @@ class ReleasePlan:
             if self.label_keep_prob is not None:
                 keep = self.label_keep_prob
                 lines.append(f"keep prob.:    {keep:.6g} (randomized response; the debiasing "
-                             f"weight S~ = {keep / (2 * keep - 1):.4g})")
+                             f"weight S~ = {label_tilde_from_keep(keep):.4g})")
             else:
                 lines.append("keep prob.:    1 (labels released without noise)")
         elif self.target_noise_scale is not None:

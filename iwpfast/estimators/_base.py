@@ -768,6 +768,7 @@ class IWPBase(ParamsMixin, InputsMixin):
         and a NumericalWarning says why (``iwpfast.estimates``: the thresholds).
         """
         from ..estimates import RiskAccumulator, glm_loss_values
+        from ..label_noise import label_tilde_from_keep
         theta, b = self._theta_b()
         kw = dict(noise_var=noise_var, epsilon_y=epsilon_y, label_keep_prob=label_keep_prob,
                   target_noise_var=target_noise_var, feature_bound=None)
@@ -780,7 +781,7 @@ class IWPBase(ParamsMixin, InputsMixin):
         s = noise.noise_var
         tau = 0.5 * float(np.dot(s, theta * theta))
         keep = noise.label_keep_prob
-        weight = 1.0 if keep is None else keep / (2.0 * keep - 1.0)  # S~ = S/(2S-1) = 1/(1-e^-eps)
+        weight = label_tilde_from_keep(keep)
         acc = RiskAccumulator(1)
         for cols, yv in self._iter_xy(source, feats, lab):
             u = self._linear_scores(theta, b, cols)

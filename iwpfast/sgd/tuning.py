@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..exceptions import InvalidInputError, NumericalWarning
+from ..label_noise import label_tilde_from_keep
 
 #: default share of a stream held out for validation
 VALIDATION_FRACTION = 0.1
@@ -292,7 +293,7 @@ def score_heads(source, features: Sequence[str], label: str, heads: Sequence, st
     s = np.asarray(noise[0], dtype=np.float64)[:, None]
     tau = 0.5 * np.sum(s * theta * theta, axis=0)                        # (k,)
     keep = noise[1]
-    weight = 1.0 if keep is None else keep / (2.0 * keep - 1.0)          # S~ = S / (2S - 1)
+    weight = label_tilde_from_keep(keep)
     target_var = float(noise[2])
     acc = RiskAccumulator(k)
     from ..io.sources import Source, open_source
