@@ -211,3 +211,83 @@ def test_credentials_in_a_uri_are_not_shown(s3, raw_files):
     src = open_source(uri)
     assert src.num_rows == 3000
     assert "testing" not in src.description and "testing" not in repr(src)
+
+
+def test_estimator_methods_take_filesystem_and_equal_the_local_files(s3, raw_files, tmp_path):
+    """fit / partial_fit / predict / predict_proba / score / risk / private_risk with
+    ``filesystem=S3FileSystem`` and bucket paths give bit for bit what the local files give."""
+    fs = s3.filesystem()
+    release(raw_files, str(tmp_path / "parts") + "/", spec(), FEATURES, "y", seed=9)
+    release(raw_files, s3.uri("bkt/fsparts/"), spec(), FEATURES, "y", seed=9)
+    kw = dict(loss="logistic", alpha=1.0, learning_rate=0.01, batch_size=32, average="tail",
+              variance_cap=2.0)
+    local = iwpfast.IWPClassifier(**kw).fit(tmp_path / "parts")
+    remote = iwpfast.IWPClassifier(**kw).fit("bkt/fsparts", filesystem=fs)
+    np.testing.assert_array_equal(local.coef_, remote.coef_)
+    assert local.intercept_ == remote.intercept_ and remote.n_rows_seen_ == 9600
+    # partial_fit over the parts one by one (paths on the store) ends at the same model as
+    # the same calls on the local parts
+    parts = sorted(p.name for p in (tmp_path / "parts").glob("part-*.parquet"))
+    lp = iwpfast.IWPClassifier(**kw)
+    rp = iwpfast.IWPClassifier(**kw)
+    for name in parts:
+        lp.partial_fit(tmp_path / "parts" / name, n_rows_total=9600)
+        rp.partial_fit(f"bkt/fsparts/{name}", n_rows_total=9600, filesystem=fs)
+    np.testing.assert_array_equal(lp.finalize().coef_, rp.finalize().coef_)
+    # prediction and evaluation on raw (clean) files: a local path vs the bucket path
+    raw_local, raw_remote = raw_files / "f1.parquet", "bkt/raw/f1.parquet"
+    np.testing.assert_array_equal(remote.predict(raw_local), remote.predict(raw_remote, filesystem=fs))
+    np.testing.assert_array_equal(remote.predict_proba(raw_local),
+                                  remote.predict_proba(raw_remote, filesystem=fs))
+    assert remote.predict(raw_remote, filesystem=fs).shape == (4100,)
+    assert remote.score(raw_local) == remote.score(raw_remote, filesystem=fs)
+    assert remote.risk(raw_local) == remote.risk(raw_remote, filesystem=fs)
+    # private validation on the private release itself
+    a = remote.private_risk(tmp_path / "parts")
+    b = remote.private_risk("bkt/fsparts/", filesystem=fs)
+    assert (a.risk, a.stderr, a.n_rows) == (b.risk, b.stderr, b.n_rows) and b.n_rows == 9600
+    # and a regressor's predict through the same argument
+    reg = iwpfast.IWPRegressor(alpha=1.0, learning_rate=0.01, batch_size=32).fit(
+        "bkt/raw/", filesystem=fs, features=FEATURES, label="y")
+    ref = iwpfast.IWPRegressor(alpha=1.0, learning_rate=0.01, batch_size=32).fit(
+        raw_files, features=FEATURES, label="y")
+    np.testing.assert_array_equal(reg.coef_, ref.coef_)
+    np.testing.assert_array_equal(reg.predict(raw_remote, filesystem=fs), ref.predict(raw_local))
+
+
+
+def test_fit_validation_path_lies_on_the_same_filesystem(s3, raw_files, tmp_path):
+    """fit(X, validation=path, filesystem=fs): both paths on the store, as the local fit."""
+    fs = s3.filesystem()
+    for dest in (str(tmp_path / "val.parquet"), s3.uri("bkt/val.parquet")):
+        release(raw_files / "f2.parquet", dest, spec(), FEATURES, "y", seed=21)
+    release(raw_files / "f1.parquet", s3.uri("bkt/train.parquet"), spec(), FEATURES, "y", seed=22)
+    release(raw_files / "f1.parquet", tmp_path / "train.parquet", spec(), FEATURES, "y", seed=22)
+    kw = dict(loss="logistic", alpha="auto", learning_rate=0.01, batch_size=32)
+    local = iwpfast.IWPClassifier(**kw).fit(tmp_path / "train.parquet",
+                                            validation=tmp_path / "val.parquet")
+    remote = iwpfast.IWPClassifier(**kw).fit("bkt/train.parquet", validation="bkt/val.parquet",
+                                             filesystem=fs)
+    assert remote.alpha_ == local.alpha_
+    np.testing.assert_array_equal(local.coef_, remote.coef_)
+
+
+def test_filesystem_with_in_memory_data_is_refused_naming_it(s3):
+    fs = s3.filesystem()
+    X = raw_table(200, 4)
+    Xa = np.column_stack([X[f].to_numpy() for f in FEATURES])
+    y = X["y"].to_numpy()
+    model = iwpfast.IWPClassifier(loss="logistic", alpha=1.0, learning_rate=0.05)
+    with pytest.raises(InvalidInputError, match=r"filesystem= applies to paths, but X is a ndarray"):
+        model.fit(Xa, y, filesystem=fs)
+    with pytest.raises(InvalidInputError, match=r"filesystem= applies to paths, but X is a Table"):
+        model.fit(X, features=FEATURES, label="y", filesystem=fs)
+    model.fit(Xa, y)
+    for call in (model.predict, model.predict_proba, model.decision_function):
+        with pytest.raises(InvalidInputError, match="filesystem="):
+            call(Xa, filesystem=fs)
+    for call in (model.score, model.risk, model.private_risk):
+        with pytest.raises(InvalidInputError, match="filesystem="):
+            call(Xa, y, filesystem=fs)
+    with pytest.raises(InvalidInputError, match="filesystem="):
+        iwpfast.IWPClassifier(alpha=1.0, learning_rate=0.05).partial_fit(Xa, y, filesystem=fs)

@@ -22,7 +22,7 @@ from ..exceptions import (
 )
 from ..sgd.schedules import default_radius
 from ..sgd.state import HeadConfig, HeadState
-from ._inputs import InputsMixin, dense_numeric, is_array_like, refuse_unsupported
+from ._inputs import InputsMixin, dense_numeric, is_array_like, on_filesystem, refuse_unsupported
 from ._noise import NoiseModel
 from ._params import ParamsMixin
 from ._state import ARRAY_LABEL, HEAD_NAME, PassState
@@ -88,7 +88,7 @@ class IWPBase(ParamsMixin, InputsMixin):
     def fit(self, X, y=None, *, noise_var=None, epsilon_y=None, label_keep_prob=None,
             target_noise_var=None, feature_bound=None, features=None, label=None,
             override: bool = False, checkpoint=None, checkpoint_every=None, resume: bool = False,
-            overwrite: bool = False, ranges=None, validation=None):
+            overwrite: bool = False, ranges=None, validation=None, filesystem=None):
         """Fit in one pass over ``X`` (a new model: earlier fitted attributes are dropped).
 
         Parameters
@@ -127,6 +127,11 @@ class IWPBase(ParamsMixin, InputsMixin):
         validation : release, optional
             A separate private release to choose the "auto" hyper-parameters on (default:
             ``validation_fraction`` of X's rows).
+        filesystem : pyarrow.fs.FileSystem or fsspec filesystem, optional
+            The filesystem X's path (and a ``validation`` path) lies on, e.g.
+            ``pyarrow.fs.S3FileSystem(...)`` with X ``"bucket/release/"`` (an fsspec filesystem
+            is wrapped).  Default: the local disk, or the store a URI names.  In-memory X
+            (arrays, frames, tables) with a filesystem is an InvalidInputError.
 
         Returns
         -------
@@ -146,6 +151,8 @@ class IWPBase(ParamsMixin, InputsMixin):
         for attr in list(vars(self)):
             if attr.endswith("_") and not attr.startswith("_"):
                 delattr(self, attr)
+        X = on_filesystem(X, filesystem)
+        validation = on_filesystem(validation, filesystem, "validation", paths_only=True)
         self._pass = PassState()
         return self._fit_pass(X, y, dict(noise_var=noise_var, epsilon_y=epsilon_y,
                                           label_keep_prob=label_keep_prob,
@@ -157,7 +164,7 @@ class IWPBase(ParamsMixin, InputsMixin):
 
     def partial_fit(self, X, y=None, *, classes=None, n_rows_total=None, noise_var=None,
                     epsilon_y=None, label_keep_prob=None, target_noise_var=None, feature_bound=None,
-                    features=None, label=None, override: bool = False):
+                    features=None, label=None, override: bool = False, filesystem=None):
         """Continue the same single pass with more rows (same step counter, schedule and average).
 
         Rows that do not fill a whole minibatch are carried in the state until the next call, so
@@ -175,11 +182,13 @@ class IWPBase(ParamsMixin, InputsMixin):
             fractional average and for ``schedule="paper"``.
         noise_var, epsilon_y, label_keep_prob, target_noise_var, feature_bound, features, label,
         override : as for ``fit``; they must stay the same across calls.
+        filesystem : as for ``fit`` (the filesystem X's path lies on).
 
         Returns
         -------
         self
         """
+        X = on_filesystem(X, filesystem)
         if self._pass is None:
             self._pass = PassState()
         ps = self._pass
@@ -688,13 +697,16 @@ class IWPBase(ParamsMixin, InputsMixin):
             u += t * c
         return u
 
-    def decision_function(self, X, *, features=None, scaled=None, raw=None) -> np.ndarray:
+    def decision_function(self, X, *, features=None, scaled=None, raw=None,
+                          filesystem=None) -> np.ndarray:
         """The linear score ``u = theta^T x + b`` for every row of X.
 
         X is in raw units by default: a model with declared ranges (fitted on a release, or with
         ``fit(..., ranges=...)``) scales and clips it as the release did.  ``scaled=True``: X is
         already in the model's [-1, 1] space.  (``raw=True`` is the older spelling of the default.)
+        ``filesystem``: the pyarrow or fsspec filesystem X's path lies on (as for ``fit``).
         """
+        X = on_filesystem(X, filesystem)
         scaled = resolve_scaled(scaled, raw)
         theta, b = self._theta_b()
         out = []
@@ -738,20 +750,27 @@ class IWPBase(ParamsMixin, InputsMixin):
         u, yv = self._clean_xy(X, y, features, label, resolve_scaled(scaled, raw), "evaluate")
         return self._score_from(u, yv), self._risk_from(u, yv)
 
-    def score(self, X, y=None, *, features=None, label=None, scaled=None, raw=None) -> float:
+    def score(self, X, y=None, *, features=None, label=None, scaled=None, raw=None,
+              filesystem=None) -> float:
         """Accuracy (classifier) or R^2 (regressor) on clean data: arrays ``(X, y)`` or a source
-        with the label column.  X in raw units unless ``scaled=True`` (see decision_function)."""
+        with the label column.  X in raw units unless ``scaled=True`` (see decision_function).
+        ``filesystem``: the pyarrow or fsspec filesystem X's path lies on (as for ``fit``)."""
+        X = on_filesystem(X, filesystem)
         return self._score_from(*self._clean_xy(X, y, features, label, resolve_scaled(scaled, raw)))
 
-    def risk(self, X, y=None, *, features=None, label=None, scaled=None, raw=None) -> float:
+    def risk(self, X, y=None, *, features=None, label=None, scaled=None, raw=None,
+             filesystem=None) -> float:
         """Mean (unregularized) loss on clean data, the loss the model minimizes.  X in raw units
-        unless ``scaled=True`` (see decision_function)."""
+        unless ``scaled=True`` (see decision_function).  ``filesystem``: the pyarrow or fsspec
+        filesystem X's path lies on (as for ``fit``)."""
+        X = on_filesystem(X, filesystem)
         return self._risk_from(*self._clean_xy(X, y, features, label, resolve_scaled(scaled, raw),
                                                "risk"))
 
     # ---- private validation --------------------------------------------------------------------
     def private_risk(self, X, y=None, *, noise_var=None, epsilon_y=None, label_keep_prob=None,
-                     target_noise_var=None, features=None, label=None, override=False) -> RiskEstimate:
+                     target_noise_var=None, features=None, label=None, override=False,
+                     filesystem=None) -> RiskEstimate:
         """Unbiased estimate of the *clean* risk from a *private* hold-out, with its standard error
         and whether to believe them.
 
@@ -766,7 +785,10 @@ class IWPBase(ParamsMixin, InputsMixin):
         factor it implies); when they show that a few rows dominate, or that the noise makes the
         per-row values too heavy-tailed for this many rows, ``reliable`` is False, ``ci95`` is None
         and a NumericalWarning says why (``iwpfast.estimates``: the thresholds).
+
+        ``filesystem``: the pyarrow or fsspec filesystem X's path lies on (as for ``fit``).
         """
+        X = on_filesystem(X, filesystem)
         from ..estimates import RiskAccumulator, glm_loss_values
         from ..label_noise import label_tilde_from_keep
         theta, b = self._theta_b()

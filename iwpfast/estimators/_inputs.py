@@ -6,6 +6,7 @@ explicit arguments.  Either way the driver gets the same kind of input and gives
 """
 from __future__ import annotations
 
+import os
 import warnings
 
 import numpy as np
@@ -32,6 +33,28 @@ def refuse_unsupported(X) -> None:
         raise InvalidInputError(
             f"sparse input is not supported (X is a {type(X).__name__}): the kernels read dense "
             "feature columns; pass X.toarray() (dense, float32 or float64)")
+
+
+def on_filesystem(source, filesystem, name: str = "X", *, paths_only: bool = False):
+    """``source`` (a path, folder, glob, or list of paths) opened on ``filesystem`` (a pyarrow or
+    fsspec filesystem), or ``source`` unchanged when ``filesystem`` is None.
+
+    Anything else (arrays, frames, tables, opened sources) already holds its data, so a filesystem
+    for it is a mistake the message names."""
+    if filesystem is None or source is None:
+        return source
+    is_path = isinstance(source, (str, os.PathLike)) or (
+        isinstance(source, (list, tuple)) and len(source) > 0
+        and all(isinstance(s, (str, os.PathLike)) for s in source))
+    if not is_path:
+        if paths_only:
+            return source
+        raise InvalidInputError(
+            f"filesystem= applies to paths, but {name} is a {type(source).__name__} (in memory or "
+            f"already opened): pass {name} as a path on that filesystem (e.g. 'bucket/release/'), "
+            "or drop filesystem=")
+    from ..io.sources import open_source
+    return open_source(source, filesystem=filesystem)
 
 
 def is_array_like(obj) -> bool:

@@ -24,6 +24,7 @@ import numpy as np
 from ..estimates import class_indices
 from ..exceptions import InvalidInputError, NumericalWarning
 from ..label_noise import check_classes, label_weight_table
+from ._inputs import on_filesystem
 
 PUBLIC_TABLE = (1.0, 0.0, 1.0, 0.0)
 
@@ -240,28 +241,39 @@ class OneVsRestMixin:
             return super()._theta_b()
         return np.asarray(self.coef_, dtype=np.float64), np.asarray(self.intercept_, dtype=np.float64)
 
-    def decision_function(self, X, *, features=None, scaled=None, raw=None) -> np.ndarray:
+    def decision_function(self, X, *, features=None, scaled=None, raw=None,
+                          filesystem=None) -> np.ndarray:
         """The linear score ``theta^T x + b``: shape (n,) for two classes, (n, k) for k > 2 (column
-        c: head c, classes_[c] against the rest).  Units as in ``IWPBase.decision_function``."""
-        return super().decision_function(X, features=features, scaled=scaled, raw=raw)
+        c: head c, classes_[c] against the rest).  Units and ``filesystem`` as in
+        ``IWPBase.decision_function``."""
+        return super().decision_function(X, features=features, scaled=scaled, raw=raw,
+                                         filesystem=filesystem)
 
-    def predict(self, X, *, features=None, scaled=None, raw=None) -> np.ndarray:
-        """The predicted class of each row: for k > 2 classes the argmax over the heads' scores."""
+    def predict(self, X, *, features=None, scaled=None, raw=None,
+                filesystem=None) -> np.ndarray:
+        """The predicted class of each row: for k > 2 classes the argmax over the heads' scores.
+        ``filesystem``: the pyarrow or fsspec filesystem X's path lies on (as for ``fit``)."""
         if not self._multiclass():
-            return super().predict(X, features=features, scaled=scaled, raw=raw)
-        u = self.decision_function(X, features=features, scaled=scaled, raw=raw)
+            return super().predict(X, features=features, scaled=scaled, raw=raw,
+                                   filesystem=filesystem)
+        u = self.decision_function(X, features=features, scaled=scaled, raw=raw,
+                                   filesystem=filesystem)
         return self.classes_[np.argmax(u, axis=1)]
 
-    def predict_proba(self, X, *, features=None, scaled=None, raw=None) -> np.ndarray:
+    def predict_proba(self, X, *, features=None, scaled=None, raw=None,
+                      filesystem=None) -> np.ndarray:
         """Class probabilities (logistic loss only); for k > 2 classes the one-vs-rest
-        probabilities sigma(u_c) normalized to sum to 1 over the classes."""
+        probabilities sigma(u_c) normalized to sum to 1 over the classes.  ``filesystem``: the
+        pyarrow or fsspec filesystem X's path lies on (as for ``fit``)."""
         if not self._multiclass():
-            return super().predict_proba(X, features=features, scaled=scaled, raw=raw)
+            return super().predict_proba(X, features=features, scaled=scaled, raw=raw,
+                                         filesystem=filesystem)
         if self.loss != "logistic":
             raise InvalidInputError(
                 f"predict_proba needs loss='logistic' (this model uses {self.loss!r}, whose score is not "
                 "a log-odds); use decision_function, or refit with loss='logistic'")
-        u = self.decision_function(X, features=features, scaled=scaled, raw=raw)
+        u = self.decision_function(X, features=features, scaled=scaled, raw=raw,
+                                   filesystem=filesystem)
         p = 0.5 * (1.0 + np.tanh(0.5 * u))    # overflow-free sigmoid of each head
         return p / p.sum(axis=1, keepdims=True)
 
@@ -283,10 +295,13 @@ class OneVsRestMixin:
         return super()._risk_from(u, y)
 
     def private_risk(self, X, y=None, *, noise_var=None, epsilon_y=None, label_keep_prob=None,
-                     target_noise_var=None, features=None, label=None, override=False):
+                     target_noise_var=None, features=None, label=None, override=False,
+                     filesystem=None):
         """``IWPBase.private_risk``; for k > 2 classes the estimate of the one-vs-rest risk
         (the sum over the heads of f(y_c u_c), mean over rows), each head debiased with the
-        k-ary label weights of the hold-out (a k-class release, or ``epsilon_y`` for arrays)."""
+        k-ary label weights of the hold-out (a k-class release, or ``epsilon_y`` for arrays).
+        ``filesystem``: the pyarrow or fsspec filesystem X's path lies on (as for ``fit``)."""
+        X = on_filesystem(X, filesystem)
         if not self._multiclass():
             return super().private_risk(X, y, noise_var=noise_var, epsilon_y=epsilon_y,
                                         label_keep_prob=label_keep_prob,

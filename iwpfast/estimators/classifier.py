@@ -181,19 +181,25 @@ class _TwoClasses(IWPBase):
             found = self._pass.classes
             self.classes_ = np.asarray(np.array([-1, 1]) if found is None else found)
 
-    def predict(self, X, *, features=None, scaled=None, raw=None) -> np.ndarray:
+    def predict(self, X, *, features=None, scaled=None, raw=None,
+                filesystem=None) -> np.ndarray:
         """The predicted class of each row (``classes_[1]`` where the score is positive), in the
-        label values the model was fitted with.  X in raw units unless ``scaled=True``."""
-        u = self.decision_function(X, features=features, scaled=scaled, raw=raw)
+        label values the model was fitted with.  X in raw units unless ``scaled=True``.
+        ``filesystem``: the pyarrow or fsspec filesystem X's path lies on (as for ``fit``)."""
+        u = self.decision_function(X, features=features, scaled=scaled, raw=raw,
+                                   filesystem=filesystem)
         return self.classes_[(u > 0).astype(np.intp)]
 
-    def predict_proba(self, X, *, features=None, scaled=None, raw=None) -> np.ndarray:
-        """Class probabilities (logistic loss only: the other losses are not likelihoods)."""
+    def predict_proba(self, X, *, features=None, scaled=None, raw=None,
+                      filesystem=None) -> np.ndarray:
+        """Class probabilities (logistic loss only: the other losses are not likelihoods).
+        ``filesystem``: the pyarrow or fsspec filesystem X's path lies on (as for ``fit``)."""
         if self.loss != "logistic":
             raise InvalidInputError(
                 f"predict_proba needs loss='logistic' (this model uses {self.loss!r}, whose score is not "
                 "a log-odds); use decision_function, or refit with loss='logistic'")
-        u = self.decision_function(X, features=features, scaled=scaled, raw=raw)
+        u = self.decision_function(X, features=features, scaled=scaled, raw=raw,
+                                   filesystem=filesystem)
         pos = 0.5 * (1.0 + np.tanh(0.5 * u))  # overflow-free sigmoid
         return np.column_stack([1.0 - pos, pos])
 

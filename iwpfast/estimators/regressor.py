@@ -90,9 +90,12 @@ class IWPRegressor(IWPBase):
 
         return encode
 
-    def predict(self, X, *, features=None, scaled=None, raw=None) -> np.ndarray:
-        """Predicted targets; X in raw units unless ``scaled=True`` (see decision_function)."""
-        return self.decision_function(X, features=features, scaled=scaled, raw=raw)
+    def predict(self, X, *, features=None, scaled=None, raw=None,
+                filesystem=None) -> np.ndarray:
+        """Predicted targets; X in raw units unless ``scaled=True`` (see decision_function).
+        ``filesystem``: the pyarrow or fsspec filesystem X's path lies on (as for ``fit``)."""
+        return self.decision_function(X, features=features, scaled=scaled, raw=raw,
+                                      filesystem=filesystem)
 
     def _score_from(self, pred, yv) -> float:
         """R^2 (scikit-learn's regressor convention)."""
