@@ -768,6 +768,17 @@ class IWPBase(ParamsMixin, InputsMixin):
                                                "risk"))
 
     # ---- private validation --------------------------------------------------------------------
+    def _holdout(self, X, y, noise_kw: dict, *, features, label, override):
+        """The hold-out of ``private_risk`` as (source, features, label, noise), its features
+        checked against the model's."""
+        source, feats, lab, noise, _, _ = self._prepare_source(
+            X, y, noise_kw=noise_kw, features=features, label=label, override=override)
+        if len(feats) != self.n_features_in_:
+            raise InvalidInputError(
+                f"the hold-out has {len(feats)} features {feats}, the model {self.n_features_in_} "
+                f"{self.features_}; pass features=[...] in the model's order")
+        return source, feats, lab, noise
+
     def private_risk(self, X, y=None, *, noise_var=None, epsilon_y=None, label_keep_prob=None,
                      target_noise_var=None, features=None, label=None, override=False,
                      filesystem=None) -> RiskEstimate:
@@ -792,14 +803,10 @@ class IWPBase(ParamsMixin, InputsMixin):
         from ..estimates import RiskAccumulator, glm_loss_values
         from ..label_noise import label_tilde_from_keep
         theta, b = self._theta_b()
-        kw = dict(noise_var=noise_var, epsilon_y=epsilon_y, label_keep_prob=label_keep_prob,
-                  target_noise_var=target_noise_var, feature_bound=None)
-        source, feats, lab, noise, _, _ = self._prepare_source(
-            X, y, noise_kw=kw, features=features, label=label, override=override)
-        if len(feats) != self.n_features_in_:
-            raise InvalidInputError(
-                f"the hold-out has {len(feats)} features {feats}, the model {self.n_features_in_} "
-                f"{self.features_}; pass features=[...] in the model's order")
+        source, feats, lab, noise = self._holdout(
+            X, y, dict(noise_var=noise_var, epsilon_y=epsilon_y, label_keep_prob=label_keep_prob,
+                       target_noise_var=target_noise_var, feature_bound=None),
+            features=features, label=label, override=override)
         s = noise.noise_var
         tau = 0.5 * float(np.dot(s, theta * theta))
         keep = noise.label_keep_prob

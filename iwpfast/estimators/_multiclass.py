@@ -310,14 +310,10 @@ class OneVsRestMixin:
         from ..estimates import RiskAccumulator, glm_loss_values_table
         theta, b = self._theta_b()
         k = theta.shape[0]
-        kw = dict(noise_var=noise_var, epsilon_y=epsilon_y, label_keep_prob=label_keep_prob,
-                  target_noise_var=target_noise_var, feature_bound=None)
-        source, feats, lab, noise, _, _ = self._prepare_source(
-            X, y, noise_kw=kw, features=features, label=label, override=override)
-        if len(feats) != self.n_features_in_:
-            raise InvalidInputError(
-                f"the hold-out has {len(feats)} features {feats}, the model {self.n_features_in_} "
-                f"{self.features_}; pass features=[...] in the model's order")
+        source, feats, lab, noise = self._holdout(
+            X, y, dict(noise_var=noise_var, epsilon_y=epsilon_y, label_keep_prob=label_keep_prob,
+                       target_noise_var=target_noise_var, feature_bound=None),
+            features=features, label=label, override=override)
         from ..io.arrays import ArraySource
         meta = getattr(source, "release_metadata", None)
         codes_in_file = meta is not None and meta.get("label_encoding") == "class_index"
