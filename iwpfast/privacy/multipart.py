@@ -40,7 +40,8 @@ class MultiPartResult(ReleaseResult):
 
     def summary(self) -> str:
         head, _, rest = super().summary().partition("\n")
-        head = head.replace(" rows", f" rows in {len(self.parts)} parts", 1)
+        n = len(self.parts)
+        head = head.replace(" rows", f" rows in {n} part{'' if n == 1 else 's'}", 1)
         return head + (("\n" + rest) if rest else "")
 
 
