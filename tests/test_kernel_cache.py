@@ -101,6 +101,10 @@ def test_readme_install_flow_then_import_from_another_folder(tmp_path):
     purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              capture_output=True, text=True, check=True).stdout.strip()
     (Path(purelib) / "host.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    # Python 3.11's venv bundles an old setuptools that would shadow the host's (the build backend
+    # pyproject names, setuptools >= 77, in the dev extra): without build isolation, use the host's
+    subprocess.run([str(python), "-m", "pip", "uninstall", "-y", "-q", "setuptools"],
+                   capture_output=True, check=False)
     src = tmp_path / "src"
     shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
         ".git", "__pycache__", "*.nbi", "*.nbc", ".pytest_cache", "build", "*.egg-info", ".venv"))
