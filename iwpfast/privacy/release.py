@@ -434,21 +434,7 @@ class _Privatizer:
         clipped = 0
         if self.fused and all(f.dtype in _FUSED_RAW_DTYPES for f in features):
             clipped = self._features_fused(k, features, r0, r1, out)
-        elif self.discrete:
-            sub = self.sub_rows
-            for s in range(r0, r1, sub):
-                e = min(s + sub, r1)
-                X = out[:, s:e]
-                for j in range(p):
-                    self.scaler.scale_into(j, features[j][s:e], X[j])
-                clipped += mech.clip_(X, coords_in_unit=True)
-                for j in range(p):
-                    if self.noise_kernels:
-                        self.noiser.snap_add_kernel(self.kernels, X[j], rng)
-                    else:
-                        self.noiser.snap_add_numpy(X[j], rng)
         else:
-            scratch = self.scratch[k]
             sub = self.sub_rows
             for s in range(r0, r1, sub):
                 e = min(s + sub, r1)
@@ -456,7 +442,14 @@ class _Privatizer:
                 for j in range(p):
                     self.scaler.scale_into(j, features[j][s:e], X[j])
                 clipped += mech.clip_(X, coords_in_unit=True)
-                mech.add_noise_(X, rng, scratch[: p * (e - s)].reshape(p, e - s))
+                if not self.discrete:
+                    mech.add_noise_(X, rng, self.scratch[k][: p * (e - s)].reshape(p, e - s))
+                elif self.noise_kernels:
+                    for j in range(p):
+                        self.noiser.snap_add_kernel(self.kernels, X[j], rng)
+                else:
+                    for j in range(p):
+                        self.noiser.snap_add_numpy(X[j], rng)
         targets = 0
         if label is not None:
             y = label[r0:r1]
