@@ -95,22 +95,14 @@ def release_files(client, source, destination, spec, *, features=None, label=_UN
     When a part fails, the other parts are let finish (Dask cannot stop a running task), then
     every part written is deleted and nothing is published.
     """
-    from .deprecation import renamed_keyword
-    from .engines import engine_from_keywords
-    from .privacy.multipart import discard_parts, finish_parts, plan_parts, unpublish
-    from .privacy.release import RELEASE_ENGINES
-
-    engine = engine_from_keywords(engine, kernel, "kernel", default="auto", allowed=RELEASE_ENGINES)
-    batch_rows = renamed_keyword(record_batch_rows, batch_rows, new_name="record_batch_rows",
-                                 old_name="batch_rows", default=DEFAULT_BATCH_ROWS)
+    from .privacy.multipart import discard_parts, finish_parts, start_parts
 
     _require_client(client)
-    plan = plan_parts(source, destination, spec, features, label, ranges=ranges,
-                      overwrite=overwrite, format=format, filesystem=filesystem,
-                      batch_rows=batch_rows, max_part_rows=max_part_rows)
+    plan, engine, batch_rows = start_parts(
+        source, destination, spec, features, label, ranges=ranges, overwrite=overwrite,
+        format=format, filesystem=filesystem, engine=engine, kernel=kernel,
+        record_batch_rows=record_batch_rows, batch_rows=batch_rows, max_part_rows=max_part_rows)
     t0 = time.perf_counter()
-    if overwrite:
-        unpublish(plan)
     if engine == "auto" and plan.spec.feature_dtype == "float32":
         # a cluster release is a large one: each worker loads the fused kernels once from the
         # on-disk cache (~0.5 s) and keeps them for all its parts

@@ -247,6 +247,25 @@ def unpublish(plan: PartPlan) -> None:
     plan.folder.child(MANIFEST_NAME).delete()
 
 
+def start_parts(source, destination, spec, features, label, *, ranges, overwrite, format,
+                filesystem, engine, kernel, record_batch_rows, batch_rows, max_part_rows):
+    """What a multi-part release (serial or on Dask) does before its first part: resolve the
+    engine and record-batch keywords, plan the parts, and (``overwrite``) unpublish the release
+    being replaced.  Returns (plan, engine, batch_rows)."""
+    from ..engines import engine_from_keywords
+    from .release import RELEASE_ENGINES
+
+    engine = engine_from_keywords(engine, kernel, "kernel", default="auto", allowed=RELEASE_ENGINES)
+    batch_rows = renamed_keyword(record_batch_rows, batch_rows, new_name="record_batch_rows",
+                                 old_name="batch_rows", default=DEFAULT_BATCH_ROWS)
+    plan = plan_parts(source, destination, spec, features, label, ranges=ranges,
+                      overwrite=overwrite, format=format, filesystem=filesystem,
+                      batch_rows=batch_rows, max_part_rows=max_part_rows)
+    if overwrite:
+        unpublish(plan)
+    return plan, engine, batch_rows
+
+
 def release_parts(source, destination, spec: ReleaseSpec, features=None, label=_UNSET, *,
                   ranges=None, seed=None, overwrite: bool = False, on_invalid: str = "error",
                   format: str | None = None, compression="auto",
@@ -257,18 +276,11 @@ def release_parts(source, destination, spec: ReleaseSpec, features=None, label=_
     """Release each input file of ``source`` into one part of the folder ``destination``, in this
     process, then write the manifest.  Arguments as :func:`iwpfast.release`; ``max_part_rows``
     splits large Parquet/IPC files into parts of whole row groups (see :func:`plan_parts`)."""
-    from ..engines import engine_from_keywords
-    from .release import RELEASE_ENGINES
-
-    engine = engine_from_keywords(engine, kernel, "kernel", default="auto", allowed=RELEASE_ENGINES)
-    batch_rows = renamed_keyword(record_batch_rows, batch_rows, new_name="record_batch_rows",
-                                 old_name="batch_rows", default=DEFAULT_BATCH_ROWS)
-    plan = plan_parts(source, destination, spec, features, label, ranges=ranges,
-                      overwrite=overwrite, format=format, filesystem=filesystem,
-                      batch_rows=batch_rows, max_part_rows=max_part_rows)
+    plan, engine, batch_rows = start_parts(
+        source, destination, spec, features, label, ranges=ranges, overwrite=overwrite,
+        format=format, filesystem=filesystem, engine=engine, kernel=kernel,
+        record_batch_rows=record_batch_rows, batch_rows=batch_rows, max_part_rows=max_part_rows)
     t0 = time.perf_counter()
-    if overwrite:
-        unpublish(plan)
     results = []
     try:
         for i in range(len(plan.inputs)):
