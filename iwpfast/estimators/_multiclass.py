@@ -268,10 +268,7 @@ class OneVsRestMixin:
         if not self._multiclass():
             return super().predict_proba(X, features=features, scaled=scaled, raw=raw,
                                          filesystem=filesystem)
-        if self.loss != "logistic":
-            raise InvalidInputError(
-                f"predict_proba needs loss='logistic' (this model uses {self.loss!r}, whose score is not "
-                "a log-odds); use decision_function, or refit with loss='logistic'")
+        self._check_probabilistic()
         u = self.decision_function(X, features=features, scaled=scaled, raw=raw,
                                    filesystem=filesystem)
         p = 0.5 * (1.0 + np.tanh(0.5 * u))    # overflow-free sigmoid of each head

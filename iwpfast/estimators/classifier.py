@@ -190,14 +190,17 @@ class _TwoClasses(IWPBase):
                                    filesystem=filesystem)
         return self.classes_[(u > 0).astype(np.intp)]
 
-    def predict_proba(self, X, *, features=None, scaled=None, raw=None,
-                      filesystem=None) -> np.ndarray:
-        """Class probabilities (logistic loss only: the other losses are not likelihoods).
-        ``filesystem``: the pyarrow or fsspec filesystem X's path lies on (as for ``fit``)."""
+    def _check_probabilistic(self) -> None:
         if self.loss != "logistic":
             raise InvalidInputError(
                 f"predict_proba needs loss='logistic' (this model uses {self.loss!r}, whose score is not "
                 "a log-odds); use decision_function, or refit with loss='logistic'")
+
+    def predict_proba(self, X, *, features=None, scaled=None, raw=None,
+                      filesystem=None) -> np.ndarray:
+        """Class probabilities (logistic loss only: the other losses are not likelihoods).
+        ``filesystem``: the pyarrow or fsspec filesystem X's path lies on (as for ``fit``)."""
+        self._check_probabilistic()
         u = self.decision_function(X, features=features, scaled=scaled, raw=raw,
                                    filesystem=filesystem)
         pos = 0.5 * (1.0 + np.tanh(0.5 * u))  # overflow-free sigmoid
