@@ -21,6 +21,7 @@ predicting something else.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -58,6 +59,10 @@ def _jsonable(value):
 
 def _float(value) -> float:
     return float(value)  # float("inf") / float("nan") parse the strings written by _jsonable
+
+
+#: the hyper-parameters a one-vs-rest head may have of its own (saved per head)
+PER_HEAD_FIELDS = ("alpha", "learning_rate", "mu", "radius", "variance_cap")
 
 
 def _digest(doc: dict) -> str:
@@ -100,6 +105,13 @@ def model_document(est) -> dict:
         # hyper-parameters chosen by private validation ("auto"), and the step/alpha run
         "alpha": _jsonable(est._pass.config.alpha),
         "tuning": _jsonable(getattr(est, "tuning_", None)),
+        # the cap the pass runs with ("auto" sets one when none is given)
+        "variance_cap": _jsonable(est._pass.config.variance_cap),
+        # alpha_/learning_rate_ of a k-class "auto" fit: one value per class
+        "alpha_per_class": (_jsonable(np.asarray(est.alpha_)) if np.ndim(getattr(est, "alpha_", 0))
+                            else None),
+        "learning_rate_per_class": (_jsonable(np.asarray(est.learning_rate_))
+                                    if np.ndim(getattr(est, "learning_rate_", 0)) else None),
     }
     release = None
     if getattr(est, "release_spec_", None) is not None:
@@ -111,6 +123,9 @@ def model_document(est) -> dict:
         fitted["intercept"] = _jsonable(np.asarray(est.intercept_, dtype=np.float64))
         fitted["label_weights"] = _jsonable(list(ovr.table))
         fitted["telemetry_per_class"] = _jsonable(list(est.telemetry_per_class_))
+        # every head's own hyper-parameters ("auto" chooses them per class)
+        fitted["head_configs"] = [
+            {k: _jsonable(getattr(cfg, k)) for k in PER_HEAD_FIELDS} for cfg in ovr.configs]
         state = None
     doc = {
         "format": FORMAT,
@@ -232,6 +247,9 @@ def load_model(path, filesystem=None):
         if f.get("alpha") is not None:
             est.alpha_ = _float(f["alpha"])
             est.learning_rate_ = _float(f["learning_rate"])
+        if f.get("alpha_per_class") is not None:
+            est.alpha_ = np.array([_float(a) for a in f["alpha_per_class"]])
+            est.learning_rate_ = np.array([_float(a) for a in f["learning_rate_per_class"]])
         alpha_run = _float(f["alpha"]) if f.get("alpha") is not None else None
         release = doc.get("release")
         est.release_spec_ = None
@@ -250,7 +268,8 @@ def load_model(path, filesystem=None):
             schedule=f.get("schedule", "constant" if est.schedule == "paper" else est.schedule),
             learning_rate=_float(f.get("learning_rate", v["learning_rate"])),
             mu=v["mu"] if v["mu"] is not None else alpha_run, radius=est.radius_,
-            variance_cap=float("inf") if est.variance_cap is None else float(est.variance_cap),
+            variance_cap=(_float(f["variance_cap"]) if f.get("variance_cap") is not None
+                          else float("inf") if est.variance_cap is None else float(est.variance_cap)),
             fit_intercept=bool(est.fit_intercept), average_start=int(f.get("average_start", -1)))
         noise = NoiseModel(est.noise_var_, est.label_keep_prob_, est.target_noise_var_, None, release)
         def head_state(state):
@@ -268,6 +287,10 @@ def load_model(path, filesystem=None):
             from .estimators._multiclass import OneVsRest
             ovr = OneVsRest(classes=est.classes_, table=tuple(_float(w) for w in f["label_weights"]))
             ovr.configs = ovr.head_configs(config)
+            if f.get("head_configs"):
+                ovr.configs = [dataclasses.replace(cfg, **{k: _float(v) for k, v in own.items()})
+                               for cfg, own in zip(ovr.configs, f["head_configs"], strict=True)]
+                config = ovr.configs[0]
             states = doc.get("states")
             ovr.states = None if states is None else [head_state(st) for st in states]
             head = None if ovr.states is None else ovr.states[0]

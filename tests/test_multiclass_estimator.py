@@ -151,8 +151,6 @@ def test_bad_labels_and_calls_name_the_fix():
         _model().fit(X, NAMES[y], noise_var=0.3, epsilon_y=1.0)
     with pytest.raises(InvalidInputError, match="partial_fit trains two"):
         _model().partial_fit(X, NAMES[y], classes=["a", "b", "c"])
-    with pytest.raises(InvalidInputError, match="'auto' tune two-class models; for k > 2 classes"):
-        IWPClassifier(progress=False).fit(X, NAMES[y])
     # public labels: the classes are those seen (sorted)
     public = _model().fit(X, NAMES[y])
     assert public.classes_.tolist() == ["a", "b", "c"] and public.mode_ == "clean"

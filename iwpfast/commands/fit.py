@@ -238,8 +238,13 @@ def run(args) -> int:
         coef = model.coef_.reshape(-1)
         intercept = float(np.asarray(model.intercept_).reshape(-1)[0])
         print("coef:", " ".join(f"{c:+.5g}" for c in coef), f" intercept: {intercept:+.5g}")
-    print(f"alpha {model.alpha_:.4g}, learning rate {model.learning_rate_:.4g}"
-          + (" (chosen by private validation)" if getattr(model, "tuning_", None) else ""))
+    chosen = " (chosen by private validation)" if getattr(model, "tuning_", None) else ""
+    if np.ndim(model.alpha_):           # k classes with "auto": chosen per class
+        print("alpha, learning rate per class" + chosen + ": " + ", ".join(
+            f"{cls!r}: {a:.4g}, {g:.4g}" for cls, a, g in zip(
+                np.asarray(model.classes_).tolist(), model.alpha_, model.learning_rate_, strict=True)))
+    else:
+        print(f"alpha {model.alpha_:.4g}, learning rate {model.learning_rate_:.4g}" + chosen)
     if getattr(model, "tuning_", None):
         print_tuning(model.tuning_, table=getattr(args, "table", False))
     print(f"updates: {tel.get('batches')}, projection hits: {tel.get('projection_hits')}, "
@@ -253,17 +258,22 @@ def print_tuning(t: dict, table: bool = False) -> None:
     import math
     k = int(t["heads"])
     reliable = sum(bool(r) for r in t["reliable"])
-    print(f"tuning: {k} heads (alpha x learning rate) in one scan of {int(t['n_train']):,} rows, "
+    per = f" x {len(set(t['class']))} classes" if t.get("class") else ""
+    print(f"tuning: {k} heads (alpha x learning rate{per}) in one scan of {int(t['n_train']):,} rows, "
           f"scored on {int(t['n_validation']):,} private validation rows; {reliable} reliable; "
           f"rule: {t['rule']}; cost: {float(t['passes']):.3g} reads of the data, {k} head "
           "updates per training row")
     if table:
-        print("    alpha   learning_rate   private risk +- se    reliable  sigma^2|theta|^2  capped")
-        for i in range(k):
+        # k classes: one row per (class, grid point) head, the class first
+        classes = t.get("class")
+        print(("  class " if classes else "") +
+              "    alpha   learning_rate   private risk +- se    reliable  sigma^2|theta|^2  capped")
+        for i in range(len(t["alpha"])):
             risk, se = float(t["risk"][i]), float(t["stderr"][i])
             mark = "  <- chosen" if t["chosen"][i] else ""
             risk_text = f"{risk:9.5f} +- {se:7.5f}" if math.isfinite(risk) else f"{'nan':>20}"
-            print(f"  {float(t['alpha'][i]):7.4g}   {float(t['learning_rate'][i]):13.4g}   "
+            print((f"  {str(classes[i]):>5} " if classes else "") +
+                  f"  {float(t['alpha'][i]):7.4g}   {float(t['learning_rate'][i]):13.4g}   "
                   f"{risk_text}   {str(bool(t['reliable'][i])):>8}  "
                   f"{float(t['noise_energy'][i]):16.3g}  {str(bool(t['capped'][i])):>6}{mark}")
     for note in t.get("notes") or []:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -398,15 +400,15 @@ class IWPBase(ParamsMixin, InputsMixin):
             raise DivergenceError(f"{exc} {hint}") from None
 
     # ---- hyper-parameters by private validation ----------------------------------------------
-    def _fit_tuned(self, source, mapper, feats, lab, noise, n_rows, names_in, v, validation,
-                   scaling, ckpt):
-        """alpha / learning_rate = 'auto': a grid of heads in one scan, chosen on a private hold-out
-        (``iwpfast.sgd.tuning``; docs/tuning.md)."""
+    def _auto_grid(self, v, noise: NoiseModel, p: int, n_train: int) -> AutoGrid:
+        """The derived grid of "auto" for a pass over ``n_train`` rows (docs/tuning.md), from
+        public quantities only: the feature bound, the noise, the label keep probability, the
+        loss, the batch size and n_train."""
         import dataclasses
 
         from ..sgd import tuning
-        p = len(feats)
-        probe = self._make_config(dict(v, alpha=1.0, learning_rate=1.0, mu=v["mu"]), noise, p, n_rows)
+        probe = self._make_config(dict(v, alpha=1.0, learning_rate=1.0, mu=v["mu"]), noise, p,
+                                  n_train)
         mode = probe.mode
         bound = noise.feature_bound
         notes = []
@@ -417,18 +419,7 @@ class IWPBase(ParamsMixin, InputsMixin):
         cap = (tuning.AUTO_VARIANCE_CAP if (self.variance_cap is None and mode == "iwp")
                else (math.inf if self.variance_cap is None else float(self.variance_cap)))
         sval = float(np.max(noise.noise_var)) if mode != "clean" and p else 0.0
-        keep = noise.label_keep_prob if mode == "iwp" else None
-        val_src = None
-        if validation is not None:
-            val_src = self._validation_source(validation, feats, lab, noise)
-            n_train = n_rows
-        else:
-            period = tuning.validation_period(v["validation_fraction"])
-            n_train = None if n_rows is None else n_rows - n_rows // period
-        if n_train is None:
-            raise InvalidInputError(
-                "learning_rate/alpha='auto' needs the number of rows to derive the grid, which this "
-                "source does not know (CSV or a stream): convert it to Parquet/IPC, or pass numbers")
+        keep = self._grid_label_keep_prob(noise) if mode == "iwp" else None
         paper = self.schedule == "paper"
         points = tuning.default_grid(
             loss=v["loss"], n_rows=n_train, bound=bound, batch_size=v["batch_size"],
@@ -449,13 +440,39 @@ class IWPBase(ParamsMixin, InputsMixin):
                 cfg = dataclasses.replace(cfg, average_start=(-(-int(rows) // v["batch_size"])) // 2)
             return dataclasses.replace(cfg, variance_cap=cap)
 
+        return AutoGrid(points, make_config, cap, mode, notes)
+
+    def _grid_label_keep_prob(self, noise: NoiseModel):
+        """The label keep probability the derived grid's step accounts for (two classes: the
+        release's own; k classes: ``_multiclass`` gives the binary equivalent of its weights)."""
+        return noise.label_keep_prob
+
+    def _fit_tuned(self, source, mapper, feats, lab, noise, n_rows, names_in, v, validation,
+                   scaling, ckpt):
+        """alpha / learning_rate = 'auto': a grid of heads in one scan, chosen on a private hold-out
+        (``iwpfast.sgd.tuning``; docs/tuning.md)."""
+        from ..sgd import tuning
+        p = len(feats)
+        val_src = None
+        if validation is not None:
+            val_src = self._validation_source(validation, feats, lab, noise)
+            n_train = n_rows
+        else:
+            period = tuning.validation_period(v["validation_fraction"])
+            n_train = None if n_rows is None else n_rows - n_rows // period
+        if n_train is None:
+            raise InvalidInputError(
+                "learning_rate/alpha='auto' needs the number of rows to derive the grid, which this "
+                "source does not know (CSV or a stream): convert it to Parquet/IPC, or pass numbers")
+        grid = self._auto_grid(v, noise, p, n_train)
         from ..io.sources import open_source
         src = open_source(source)
         if val_src is None and tuning.validation_rows(n_rows, v["validation_fraction"]) \
                 < tuning.MIN_VALIDATION_ROWS:
-            self._fit_untuned_centre(src, mapper, points, make_config, feats, lab, noise, n_rows,
-                                     names_in, scaling, cap, notes)
+            self._fit_untuned_centre(src, mapper, grid, feats, lab, noise, n_rows, names_in,
+                                     scaling)
             return
+        mode = grid.mode
         kw = dict(loss=v["loss"], validation_fraction=v["validation_fraction"], validation=val_src,
                   mapper=mapper, engine=_ENGINE, progress=self.progress, chunk_rows=self.chunk_rows,
                   feature_bound=noise.feature_bound,
@@ -464,7 +481,12 @@ class IWPBase(ParamsMixin, InputsMixin):
                          noise.target_noise_var if mode != "clean" else 0.0))
         if ckpt.get("checkpoint") is not None:
             kw.update(ckpt)
-        result = tuning.tune_stream(src, feats, lab, points, make_config, **kw)
+        self._tune(src, grid, kw, feats, lab, noise, names_in, scaling)
+
+    def _tune(self, src, grid: AutoGrid, kw, feats, lab, noise, names_in, scaling):
+        """Run the grid (``tuning.tune_stream``) and set the chosen head up as the fitted model."""
+        from ..sgd import tuning
+        result = tuning.tune_stream(src, feats, lab, grid.points, grid.make_config, **kw)
         chosen = result.points[result.chosen]
         cfg = result.configs[chosen.name]
         self._start_pass(cfg, feats, lab, noise, names_in)
@@ -475,10 +497,10 @@ class IWPBase(ParamsMixin, InputsMixin):
         self.learning_rate_ = cfg.learning_rate
         self.tuning_ = dict(result.table(), rule=result.rule, n_train=result.n_train,
                             n_validation=result.n_validation, passes=result.passes,
-                            heads=result.head_updates_per_row, variance_cap=cap,
-                            notes=notes + result.notes)
+                            heads=result.head_updates_per_row, variance_cap=grid.cap,
+                            notes=grid.notes + result.notes)
         for note in result.notes:
-            warnings.warn(f"auto hyper-parameters: {note}", NumericalWarning, stacklevel=3)
+            warnings.warn(f"auto hyper-parameters: {note}", NumericalWarning, stacklevel=4)
         # the chosen head's own warnings, as a plain fit would give them (an ending on the cap
         # "auto" set is by design: it is in tuning_["capped"], not a warning)
         tel = dict(self.telemetry_)
@@ -486,17 +508,14 @@ class IWPBase(ParamsMixin, InputsMixin):
             tel["capped"] = False
         _lazy_driver()._warn_telemetry(chosen.name, cfg, tel)
 
-    def _fit_untuned_centre(self, src, mapper, points, make_config, feats, lab, noise, n_rows,
-                            names_in, scaling, cap, notes):
+    def _fit_untuned_centre(self, src, mapper, grid: AutoGrid, feats, lab, noise, n_rows,
+                            names_in, scaling):
         """Too few rows to hold out a useful validation part: the derived grid's centre (the middle
         alpha, its middle step) on every row, said in tuning_ and a warning."""
         from ..io.views import PartSource
         from ..sgd import tuning
-        alphas = sorted({pt.alpha for pt in points})
-        mid = alphas[len(alphas) // 2]
-        steps = [pt for pt in points if pt.alpha == mid]
-        pt = steps[len(steps) // 2]
-        cfg = make_config(pt, n_rows)
+        pt = tuning.grid_centre(grid.points)
+        cfg = grid.make_config(pt, n_rows)
         self._start_pass(cfg, feats, lab, noise, names_in)
         self._set_scaling(scaling, feats)
         source = src if mapper is None else PartSource(src, mapper=mapper)
@@ -509,8 +528,8 @@ class IWPBase(ParamsMixin, InputsMixin):
                             noise_energy=[math.nan], capped=[bool(self.telemetry_.get("capped"))],
                             on_sphere=[bool(self.telemetry_.get("on_sphere"))], chosen=[True],
                             rule="too few rows: the derived grid's centre", n_train=int(n_rows),
-                            n_validation=0, passes=1.0, heads=1, variance_cap=cap,
-                            notes=[*notes, note])
+                            n_validation=0, passes=1.0, heads=1, variance_cap=grid.cap,
+                            notes=[*grid.notes, note])
         warnings.warn(f"auto hyper-parameters: {note}", NumericalWarning, stacklevel=4)
 
     def _validation_source(self, validation, feats, lab, noise):
@@ -881,6 +900,19 @@ def _unscaled_hint(source, feats) -> str | None:
     return ("The features look unscaled (" + ", ".join(large[:4]) + "): give their declared ranges "
             "so they are scaled into [-1, 1] and clipped as a release would: ranges={name: (lo, hi)} "
             "(CLI: --ranges NAME=LO:HI ...).")
+
+
+@dataclass
+class AutoGrid:
+    """The derived grid of an "auto" pass: its points, each point's HeadConfig for a pass over
+    n rows (``make_config(point, n)``), the variance cap its IWP heads run with, the head mode
+    and notes on what the grid had to assume."""
+
+    points: list
+    make_config: Callable
+    cap: float
+    mode: str
+    notes: list
 
 
 def _grid_values(value):

@@ -80,6 +80,17 @@ class OneVsRest:
                 for c in range(self.n_classes)]
 
 
+def equivalent_keep_prob(table) -> float | None:
+    """The binary keep probability S whose label factor 1/(2S - 1)^2 equals the largest
+    (|w_z| + |w_-z|)^2 of a one-vs-rest head's label weights (the bound of the label's part of
+    the IWP gradient's second moment; two classes: exactly S).  None for public labels.  The
+    derived step of "auto" (``tuning.derived_step``) reads the label noise through it."""
+    factor = max((abs(table[0]) + abs(table[1])) ** 2, (abs(table[2]) + abs(table[3])) ** 2)
+    if factor <= 1.0:
+        return None
+    return 0.5 * (1.0 + 1.0 / float(np.sqrt(factor)))
+
+
 def release_table(meta: dict) -> tuple:
     """The label weights of a k-class release, recomputed from its (checked) epsilon_y."""
     eps = meta.get("epsilon_y")
@@ -164,12 +175,96 @@ class OneVsRestMixin:
             return column_mapper({lab: lambda yv: class_codes(yv, list(declared))})
         return super()._label_mapper_for(source, lab)
 
-    def _fit_tuned(self, *args, **kwargs):
-        if self._ovr() is not None:
-            raise InvalidInputError(
-                "alpha/learning_rate='auto' tune two-class models; for k > 2 classes give numbers, "
-                "e.g. alpha=0.1, learning_rate=0.05 (CLI: --alpha, --learning-rate)")
-        return super()._fit_tuned(*args, **kwargs)
+    # ---- "auto" hyper-parameters for k classes ----------------------------------------------
+    def _grid_label_keep_prob(self, noise):
+        ovr = self._ovr()
+        if ovr is None:
+            return super()._grid_label_keep_prob(noise)
+        return equivalent_keep_prob(ovr.table)
+
+    def _tune(self, src, grid, kw, feats, lab, noise, names_in, scaling):
+        """k classes: every (grid point, class) pair is a head of the same scan, scored on the
+        same hold-out, and each class chooses its own point by the same rule
+        (``tuning.tune_stream_classes``; docs/tuning.md "k classes")."""
+        ovr = self._ovr()
+        if ovr is None:
+            return super()._tune(src, grid, kw, feats, lab, noise, names_in, scaling)
+        from ..sgd import driver, tuning
+        table = ovr.table if grid.mode != "clean" else PUBLIC_TABLE
+        results = tuning.tune_stream_classes(
+            src, feats, lab, grid.points, lambda pt, rows: ovr.head_configs(grid.make_config(pt, rows)),
+            ovr.n_classes, label_table=table, **kw)
+        chosen = [r.points[r.chosen].name for r in results]
+        configs = [r.configs[name] for r, name in zip(results, chosen, strict=True)]
+        self._start_pass(configs[0], feats, lab, noise, names_in)
+        self._set_scaling(scaling, feats)
+        ps = self._pass
+        ovr.configs = configs
+        ovr.states = [r.states[name] for r, name in zip(results, chosen, strict=True)]
+        ps.config, ps.head = ovr.configs[0], ovr.states[0]
+        names = ovr.head_names()
+        self._update_fitted(ps.head, {n: dict(r.telemetry.get(c, {}))
+                                      for n, r, c in zip(names, results, chosen, strict=True)})
+        self.alpha_ = np.array([cfg.alpha for cfg in configs])
+        self.learning_rate_ = np.array([cfg.learning_rate for cfg in configs])
+        self.tuning_ = self._class_tables([r.table() for r in results], [r.rule for r in results],
+                                          [r.notes for r in results], grid, results[0])
+        for note in self.tuning_["notes"][len(grid.notes):]:
+            warnings.warn(f"auto hyper-parameters: {note}", NumericalWarning, stacklevel=4)
+        for name, cfg, tel in zip(names, configs, self.telemetry_per_class_, strict=True):
+            tel = dict(tel)
+            if self.variance_cap is None:
+                tel["capped"] = False
+            driver._warn_telemetry(name, cfg, tel)
+
+    def _class_tables(self, tables, rules, notes, grid, first) -> dict:
+        """``tuning_`` of k classes: the classes' tables one after the other, with a column
+        ``class`` (the class each head learns: ``pandas.DataFrame`` of the list columns shows
+        every head, filter by class for one class's table); ``rule`` the rule of every class
+        (one string when they agree), notes prefixed by their class."""
+        classes = [c.item() if hasattr(c, "item") else c for c in self._ovr().classes]
+        merged: dict = {"class": [c for c, t in zip(classes, tables, strict=True)
+                                  for _ in t["alpha"]]}
+        for key in tables[0]:
+            merged[key] = [v for t in tables for v in t[key]]
+        rule = rules[0] if len(set(rules)) == 1 else "; ".join(
+            f"class {c!r}: {r}" for c, r in zip(classes, rules, strict=True))
+        per_class_notes = [f"class {c!r}: {n}" for c, ns in zip(classes, notes, strict=True)
+                           for n in ns]
+        return dict(merged, rule=rule, n_train=first.n_train, n_validation=first.n_validation,
+                    passes=first.passes, heads=first.head_updates_per_row, variance_cap=grid.cap,
+                    notes=list(grid.notes) + per_class_notes)
+
+    def _fit_untuned_centre(self, src, mapper, grid, feats, lab, noise, n_rows, names_in, scaling):
+        super()._fit_untuned_centre(src, mapper, grid, feats, lab, noise, n_rows, names_in, scaling)
+        ovr = self._ovr()
+        if ovr is None:
+            return
+        # the same centre for every class's head: the per-class attributes and table say so
+        k = ovr.n_classes
+        t = self.tuning_
+        table = {key: t[key] * k for key in ("alpha", "learning_rate", "risk", "stderr", "reliable",
+                                             "effective_rows", "noise_energy", "chosen")}
+        table["capped"] = [bool(tel.get("capped")) for tel in self.telemetry_per_class_]
+        table["on_sphere"] = [bool(tel.get("on_sphere")) for tel in self.telemetry_per_class_]
+        table["class"] = [c.item() if hasattr(c, "item") else c for c in ovr.classes]
+        self.tuning_ = dict(t, **table, heads=k)
+        self.alpha_ = np.full(k, float(self.alpha_))
+        self.learning_rate_ = np.full(k, float(self.learning_rate_))
+
+    def _validation_source(self, validation, feats, lab, noise):
+        src = super()._validation_source(validation, feats, lab, noise)
+        ovr = self._ovr()
+        if ovr is not None:
+            meta = src.release_metadata
+            if meta.get("label_encoding") != "class_index" or \
+                    list(meta.get("classes", [])) != list(ovr.classes) or \
+                    tuple(release_table(meta)) != tuple(ovr.table):
+                raise InvalidInputError(
+                    f"the validation release must be a k-class release of the same classes "
+                    f"{list(ovr.classes)} and label budget as the training data (iwpfast release "
+                    "... --classes ...); its labels are scored one class against the rest")
+        return src
 
     def partial_fit(self, X, y=None, *, classes=None, **kwargs):
         if (classes is not None and len(classes) > 2) or self._ovr() is not None:

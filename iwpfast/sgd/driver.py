@@ -282,7 +282,7 @@ def _run_unit_chunk(run_unit, unit, configs, states, chunk, group) -> None:
     head = unit[0]
     try:
         run_unit(configs, states, chunk.features[group], chunk.labels[head.label])
-    except DivergenceError:
+    except DivergenceError as exc:
         for name, values in zip(head.features, chunk.features[group], strict=True):
             bad = np.flatnonzero(~np.isfinite(values))
             if bad.size:
@@ -291,6 +291,13 @@ def _run_unit_chunk(run_unit, unit, configs, states, chunk, group) -> None:
                     f"non-finite value {float(values[i])!r} in column {name!r} at "
                     f"{chunk.origin.describe(i)}. "
                     f"Remove or fix the rows with NaN/inf before training.") from None
+        if len(unit) > 1:
+            # a unit of several heads (one-vs-rest heads, or the class heads of a tuning grid):
+            # name the first head whose theta became non-finite, so that a grid drops only it
+            for h, st in zip(unit, states, strict=True):
+                if not (np.all(np.isfinite(st.theta)) and np.all(np.isfinite(st.intercept))):
+                    _tag_head(exc, h.name)
+                    break
         raise
 
 

@@ -148,6 +148,15 @@ def default_grid(*, loss: str, n_rows: int, bound: float, batch_size: int, noise
     return points
 
 
+def grid_centre(points: Sequence[GridPoint]) -> GridPoint:
+    """The derived grid's centre: the middle alpha and, for it, the middle step.  What "auto"
+    runs without validating (too few rows to hold out; ``partial_fit``, which cannot)."""
+    alphas = sorted({pt.alpha for pt in points})
+    mid = alphas[len(alphas) // 2]
+    steps = [pt for pt in points if pt.alpha == mid]
+    return steps[len(steps) // 2]
+
+
 # ------------------------------------------------------------------------------ the split
 def _block_rows(n_rows: int | None, period: int) -> int:
     """Blocks small enough for >= 20 validation blocks, large enough to keep slicing cheap."""
@@ -277,12 +286,17 @@ def select(points: Sequence[GridPoint], estimates: Sequence,
 
 
 def score_heads(source, features: Sequence[str], label: str, heads: Sequence, states: dict,
-                configs: dict, *, loss: str, noise=None):
+                configs: dict, *, loss: str, noise=None, label_table=None):
     """(RiskEstimate per head, covariance of the estimates) on a (validation) source: one read,
     one (rows x p) @ (p x k) product per batch.  ``noise``: (noise_var, label_keep_prob,
     target_noise_var) of the validation data (default: the heads' own; naive heads need it given,
-    since their configs run without the correction)."""
-    from ..estimates import RiskAccumulator, glm_loss_values
+    since their configs run without the correction).
+
+    One-vs-rest heads (``HeadConfig.label_class`` set; the label column holds class indices) are
+    scored on their own binary problem: the sign of a row is +1 where its class is the head's,
+    and the per-row IWP loss uses the k-ary label weights ``label_table`` (those of the
+    validation data; default: the head's own ``label_weights``, public labels without them)."""
+    from ..estimates import RiskAccumulator, glm_loss_values, glm_loss_values_table
     k = len(heads)
     theta = np.stack([states[h].coef(configs[h].average_start >= 0)[0] for h in heads], axis=1)
     b = np.array([states[h].coef(configs[h].average_start >= 0)[1] for h in heads])
@@ -295,6 +309,13 @@ def score_heads(source, features: Sequence[str], label: str, heads: Sequence, st
     keep = noise[1]
     weight = label_tilde_from_keep(keep)
     target_var = float(noise[2])
+    one_vs_rest = cfg0.label_class is not None
+    if one_vs_rest:
+        head_class = np.array([float(configs[h].label_class) for h in heads])
+        table = label_table
+        if table is None:
+            table = cfg0.label_weights if cfg0.label_weights is not None else (1.0, 0.0, 1.0, 0.0)
+        table = tuple(float(w) for w in table)
     acc = RiskAccumulator(k)
     from ..io.sources import Source, open_source
     src = source if isinstance(source, Source) else open_source(source)
@@ -306,10 +327,91 @@ def score_heads(source, features: Sequence[str], label: str, heads: Sequence, st
         if loss == "squared_error":
             r = U - y[:, None]
             vals = 0.5 * r * r - tau - 0.5 * target_var
+        elif one_vs_rest:
+            signs = np.where(y[:, None] == head_class, 1.0, -1.0)        # (m, k)
+            vals = glm_loss_values_table(loss, signs * U, signs, tau, table, int(cfg0.truncation))
         else:
             vals = glm_loss_values(loss, y[:, None] * U, tau, weight, int(cfg0.truncation))
         acc.add(vals)
     return acc.estimates(loss, 2.0 * tau), acc.covariance_of_means()
+
+
+def _open_parts(source, validation_fraction, validation, mapper, validation_mapper):
+    """(training source, validation source, reads of the data) of a tuning scan."""
+    from ..io.sources import Source, open_source
+    from ..io.views import PartSource
+    src = source if isinstance(source, Source) else open_source(source)
+    if validation is None:
+        train, val = make_split(src, validation_fraction, mapper)
+        return train, val, 2.0
+    val = validation if isinstance(validation, Source) else open_source(validation)
+    if validation_mapper is not None:
+        val = PartSource(val, mapper=validation_mapper)
+    train = src if mapper is None else PartSource(src, mapper=mapper)
+    passes = 1.0 + (1.0 if val.num_rows is None or src.num_rows is None
+                    else val.num_rows / max(src.num_rows, 1))
+    return train, val, passes
+
+
+def _scan(train, heads_of: Callable[[list[str]], list], names: list[str], kw: dict,
+          siblings: Callable[[str], list[str]] | None = None):
+    """Train the named heads in one scan of ``train``; a head that diverges is dropped (with its
+    ``siblings``) and the scan repeated without it (one more read each).  Returns (result, names
+    kept, names dropped, scans repeated)."""
+    from ..exceptions import DivergenceError
+    from . import driver
+    active = list(names)
+    diverged: list[str] = []
+    repeats = 0
+    while True:
+        try:
+            with warnings.catch_warnings():
+                # per-head telemetry warnings (sphere, cap) are in the table, not k times over
+                warnings.simplefilter("ignore", NumericalWarning)
+                return driver.fit_stream(train, heads_of(active), **kw), active, diverged, repeats
+        except DivergenceError as exc:
+            # one head's step was too large for the data: drop it and scan again (one more read)
+            name = getattr(exc, "head", None)
+            drop = [name] if siblings is None or name is None else siblings(name)
+            if name is None or name not in active or len(drop) >= len(active) \
+                    or not train.rereadable:
+                raise
+            active = [n for n in active if n not in drop]
+            diverged += [n for n in drop if n not in diverged]
+            repeats += 1
+            if "checkpoint" in kw:   # the grid changed: the checkpoint starts over
+                kw.update(resume=False, overwrite=True)
+
+
+def _driver_kw(engine, progress, chunk_rows, feature_bound, checkpoint, checkpoint_every, resume,
+               overwrite) -> dict:
+    kw = dict(progress=progress, engine=engine)
+    if chunk_rows is not None:
+        kw["chunk_rows"] = int(chunk_rows)
+    if feature_bound is not None:
+        kw["feature_bound"] = feature_bound
+    if checkpoint is not None:
+        kw.update(checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume,
+                  overwrite=overwrite)
+    return kw
+
+
+def _choose(points, names: list[str], scored: dict, cov_of: Callable[[str, str], float]):
+    """(estimates per point, covariance, chosen, rule, notes): the points' heads (``names[i]``
+    is point i's head; a head missing from ``scored`` diverged) chosen by ``select``."""
+    from ..estimates import RiskEstimate
+    estimates = [scored[n] if n in scored else
+                 RiskEstimate(math.nan, math.inf, 0, reliable=False,
+                              warnings=("the head diverged (theta became non-finite).",))
+                 for n in names]
+    k = len(points)
+    cov = np.full((k, k), np.inf)
+    for i, ni in enumerate(names):
+        for j, nj in enumerate(names):
+            if ni in scored and nj in scored:
+                cov[i, j] = cov_of(ni, nj)
+    chosen, rule, notes = select(points, estimates, cov)
+    return estimates, chosen, rule, notes
 
 
 def tune_stream(source, features: Sequence[str], label: str, points: Sequence[GridPoint],
@@ -329,70 +431,25 @@ def tune_stream(source, features: Sequence[str], label: str, points: Sequence[Gr
     checkpoint, checkpoint_every, resume: as ``fit_stream`` (the grid's heads are checkpointed
     together; the split is a function of the row numbers, so a resumed scan sees the same rows).
     """
-    from ..io.sources import Source, open_source
-    from ..io.views import PartSource
     from . import driver
-    src = source if isinstance(source, Source) else open_source(source)
-    if validation is None:
-        train, val = make_split(src, validation_fraction, mapper)
-        passes = 2.0
-    else:
-        val = validation if isinstance(validation, Source) else open_source(validation)
-        if validation_mapper is not None:
-            val = PartSource(val, mapper=validation_mapper)
-        train = src if mapper is None else PartSource(src, mapper=mapper)
-        passes = 1.0 + (1.0 if val.num_rows is None or src.num_rows is None
-                        else val.num_rows / max(src.num_rows, 1))
-    from ..estimates import RiskEstimate
-    from ..exceptions import DivergenceError
-    kw = dict(progress=progress, engine=engine)
-    if chunk_rows is not None:
-        kw["chunk_rows"] = int(chunk_rows)
-    if feature_bound is not None:
-        kw["feature_bound"] = feature_bound
-    if checkpoint is not None:
-        kw.update(checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume,
-                  overwrite=overwrite)
-    active = list(points)
-    diverged: list[str] = []
-    while True:
-        heads = [driver.Head(pt.name, make_config(pt, train.num_rows), list(features), label)
-                 for pt in active]
-        try:
-            with warnings.catch_warnings():
-                # per-head telemetry warnings (sphere, cap) are in the table, not k times over
-                warnings.simplefilter("ignore", NumericalWarning)
-                result = driver.fit_stream(train, heads, **kw)
-            break
-        except DivergenceError as exc:
-            # one head's step was too large for the data: drop it and scan again (one more read)
-            name = getattr(exc, "head", None)
-            if name is None or len(active) == 1 or not train.rereadable:
-                raise
-            active = [pt for pt in active if pt.name != name]
-            diverged.append(name)
-            passes += 1.0
-            if checkpoint is not None:   # the grid changed: the checkpoint starts over
-                kw.update(resume=False, overwrite=True)
-    names = [pt.name for pt in active]
-    scored, cov_active = score_heads(val, features, label, names, result.states, result.configs,
+    train, val, passes = _open_parts(source, validation_fraction, validation, mapper,
+                                     validation_mapper)
+    kw = _driver_kw(engine, progress, chunk_rows, feature_bound, checkpoint, checkpoint_every,
+                    resume, overwrite)
+    by_name = {pt.name: pt for pt in points}
+
+    def heads_of(names):
+        return [driver.Head(n, make_config(by_name[n], train.num_rows), list(features), label)
+                for n in names]
+
+    result, active, diverged, repeats = _scan(train, heads_of, [pt.name for pt in points], kw)
+    passes += repeats
+    scored, cov_active = score_heads(val, features, label, active, result.states, result.configs,
                                      loss=loss, noise=noise)
-    by_name = dict(zip(names, scored, strict=True))
-    index = {n: i for i, n in enumerate(names)}
-    estimates = []
-    for pt in points:
-        if pt.name in by_name:
-            estimates.append(by_name[pt.name])
-        else:
-            estimates.append(RiskEstimate(math.nan, math.inf, 0, reliable=False,
-                                          warnings=("the head diverged (theta became non-finite).",)))
-    k = len(points)
-    cov = np.full((k, k), np.inf)
-    for i, pi in enumerate(points):
-        for j, pj in enumerate(points):
-            if pi.name in index and pj.name in index:
-                cov[i, j] = cov_active[index[pi.name], index[pj.name]]
-    chosen, rule, notes = select(points, estimates, cov)
+    index = {n: i for i, n in enumerate(active)}
+    estimates, chosen, rule, notes = _choose(
+        points, [pt.name for pt in points], dict(zip(active, scored, strict=True)),
+        lambda a, b: cov_active[index[a], index[b]])
     if diverged:
         notes.append(f"{len(diverged)} head(s) diverged and were dropped ({', '.join(diverged)}); "
                      f"each cost one more read of the training part")
@@ -401,3 +458,81 @@ def tune_stream(source, features: Sequence[str], label: str, points: Sequence[Gr
                         configs=result.configs, telemetry=result.telemetry, chosen=chosen,
                         rule=rule, n_train=int(result.n_rows), n_validation=int(n_val),
                         passes=passes, head_updates_per_row=len(points), notes=notes)
+
+
+def class_head_name(point: GridPoint, c: int) -> str:
+    """The name of class c's one-vs-rest head at a grid point in ``tune_stream_classes``."""
+    return f"{point.name},class={c}"
+
+
+def tune_stream_classes(source, features: Sequence[str], label: str, points: Sequence[GridPoint],
+                        make_configs: Callable[[GridPoint, int | None], list], n_classes: int, *,
+                        loss: str, validation_fraction: float = VALIDATION_FRACTION,
+                        validation=None, mapper=None, validation_mapper=None,
+                        engine: str = "numba", progress=True, chunk_rows=None, feature_bound=None,
+                        noise=None, label_table=None, checkpoint=None, checkpoint_every=None,
+                        resume: bool = False, overwrite: bool = False) -> list[TuningResult]:
+    """``tune_stream`` for k > 2 classes learned one-vs-rest: one TuningResult per class.
+
+    Each class's head is a two-class problem (class c against the rest), so every (grid point,
+    class) pair is one head: ``make_configs(point, n_train)`` gives the k one-vs-rest configs of a
+    point (config c with ``label_class = c``; the label column holds class indices).  All k x G
+    heads are trained in the same scan of the training part (the driver runs them as one k-head
+    kernel unit: every batch is read once) and scored in the same read of the validation part,
+    each on its own binary problem with the k-ary label weights ``label_table``
+    (``score_heads``).  A grid point whose head diverges on one class is dropped for every class
+    (the scan is repeated once per such point).  Then every class chooses its own point by
+    ``select`` (the same one-standard-error rule, with the paired covariance of that class's
+    heads): the one-vs-rest risk is a sum over the heads of risks that depend on one head each,
+    so choosing per class minimizes it too.  Result c holds class c's estimates, states and
+    configs keyed by the point names (``TuningResult.table`` works as for two classes);
+    ``passes`` and ``n_train`` are the shared scan's, ``head_updates_per_row`` is k x G.
+    """
+    from . import driver
+    k = int(n_classes)
+    train, val, passes = _open_parts(source, validation_fraction, validation, mapper,
+                                     validation_mapper)
+    kw = _driver_kw(engine, progress, chunk_rows, feature_bound, checkpoint, checkpoint_every,
+                    resume, overwrite)
+    owner = {class_head_name(pt, c): (pt, c) for pt in points for c in range(k)}
+    cache: dict = {}
+
+    def heads_of(names):
+        heads = []
+        for n in names:
+            pt, c = owner[n]
+            if pt.name not in cache:
+                cache[pt.name] = make_configs(pt, train.num_rows)
+            heads.append(driver.Head(n, cache[pt.name][c], list(features), label))
+        return heads
+
+    # a step that makes one class's head diverge is too large for these data: the point is
+    # dropped for every class (one repeated scan per point, not per head)
+    result, active, diverged, repeats = _scan(
+        train, heads_of, list(owner), kw,
+        siblings=lambda name: [class_head_name(owner[name][0], c) for c in range(k)])
+    passes += repeats
+    scored, cov_active = score_heads(val, features, label, active, result.states, result.configs,
+                                     loss=loss, noise=noise, label_table=label_table)
+    by_name = dict(zip(active, scored, strict=True))
+    index = {n: i for i, n in enumerate(active)}
+    results = []
+    for c in range(k):
+        names = [class_head_name(pt, c) for pt in points]
+        estimates, chosen, rule, notes = _choose(points, names, by_name,
+                                                 lambda a, b: cov_active[index[a], index[b]])
+        lost = [owner[n][0].name for n in diverged if owner[n][1] == c]
+        if lost:
+            notes.append(f"{len(lost)} grid point(s) diverged on some class's head and were dropped "
+                         f"for every class ({', '.join(lost)}); each cost one more read of the "
+                         "training part")
+        kept = {pt.name: n for pt, n in zip(points, names, strict=True) if n in result.states}
+        results.append(TuningResult(
+            points=list(points), estimates=estimates,
+            states={p: result.states[n] for p, n in kept.items()},
+            configs={p: result.configs[n] for p, n in kept.items()},
+            telemetry={p: result.telemetry.get(n, {}) for p, n in kept.items()},
+            chosen=chosen, rule=rule, n_train=int(result.n_rows),
+            n_validation=int(max((e.n_rows for e in estimates), default=0)), passes=passes,
+            head_updates_per_row=k * len(points), notes=notes))
+    return results
