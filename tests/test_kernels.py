@@ -415,3 +415,28 @@ def test_many_columns_staged_path_is_chunk_invariant_and_matches_twin(dtype):
         np.testing.assert_array_equal(state.telemetry, states[0].telemetry)
     twin = _run(reference_run_chunk, reference_finish, cfg, X.astype(np.float64), y, chunk=n)
     _assert_states_close(states[0], twin, 1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8])
+def test_label_checks_find_the_first_bad_label_at_block_edges(dtype):
+    """first_invalid_label / first_invalid_class scan blocks of 4096 labels: the first bad label
+    is found wherever it sits (block edges, the last row), as NumPy finds it."""
+    from iwpfast._kernels.sgd import first_invalid_class, first_invalid_label
+    n = 3 * 4096 + 17
+    signs = np.where(np.arange(n) % 3 == 0, 1, -1).astype(dtype)
+    codes = (np.arange(n) % 2).astype(dtype)
+    assert first_invalid_label(signs) == -1 and first_invalid_class(codes, 2) == -1
+    for where in (0, 4095, 4096, 8191, 2 * 4096 + 5, n - 1):
+        bad_signs, bad_codes = signs.copy(), codes.copy()
+        bad_signs[where] = 0
+        bad_signs[min(n - 1, where + 4100)] = 0          # a later bad label must not be reported
+        bad_codes[where] = 2
+        expected = int(np.flatnonzero(np.abs(bad_signs.astype(np.float64)) != 1.0)[0])
+        assert expected == where
+        assert first_invalid_label(bad_signs) == where
+        assert first_invalid_class(bad_codes, 2) == where
+    if np.dtype(dtype).kind == "f":
+        with_nan = signs.copy()
+        with_nan[4097] = np.nan
+        assert first_invalid_label(with_nan) == 4097
+        assert first_invalid_class(np.where(np.arange(n) == 4097, np.nan, codes).astype(dtype), 2) == 4097
