@@ -30,6 +30,10 @@ from ._params import ParamsMixin
 from ._state import ARRAY_LABEL, HEAD_NAME, PassState
 from ._units import UnitsCheck, resolve_scaled, scale_and_clip, scaling_mapper
 
+#: the pass length partial_fit's 'auto' assumes when n_rows_total is not given (the derived step
+#: depends on the number of updates; see _streaming_auto_config and docs/tuning.md)
+STREAM_ROWS = 100_000
+
 # which update engine the driver runs: "numba" (the fused kernels) or "reference" (the NumPy
 # twin; tests use it to check the facade independently of the kernels)
 _ENGINE = "numba"
@@ -172,7 +176,11 @@ class IWPBase(ParamsMixin, InputsMixin):
         Rows that do not fill a whole minibatch are carried in the state until the next call, so
         ``partial_fit`` over any split of the rows gives exactly the model of one ``fit`` over all
         of them once ``finalize()`` has run the carried rows as the final partial minibatch.
-        alpha and learning_rate must be numbers ("auto" needs a whole pass: use ``fit``).
+        alpha/learning_rate "auto" cannot be validated on a stream: on the pass's first call they
+        are set to the centre of the grid ``fit`` would derive, from public quantities only (the
+        feature bound, the noise, the label keep probability, the loss, the batch size and
+        ``n_rows_total``, else a pass of ``STREAM_ROWS`` = 100,000 rows), and kept for the whole
+        pass (fitted ``alpha_``, ``learning_rate_``; docs/tuning.md "partial_fit").
 
         Parameters
         ----------
@@ -181,7 +189,7 @@ class IWPBase(ParamsMixin, InputsMixin):
             All classes, on the first call when this chunk may not show them all.
         n_rows_total : int >= 1, optional
             Rows of the whole pass; needed on the first call for ``average="tail"`` or a
-            fractional average and for ``schedule="paper"``.
+            fractional average and for ``schedule="paper"``; with "auto" it sets the derived step.
         noise_var, epsilon_y, label_keep_prob, target_noise_var, feature_bound, features, label,
         override : as for ``fit``; they must stay the same across calls.
         filesystem : as for ``fit`` (the filesystem X's path lies on).
@@ -199,12 +207,12 @@ class IWPBase(ParamsMixin, InputsMixin):
         noise_kw = dict(noise_var=noise_var, epsilon_y=epsilon_y, label_keep_prob=label_keep_prob,
                         target_noise_var=target_noise_var, feature_bound=feature_bound)
         v = self._validated()
-        if not isinstance(v["alpha"], float) or (not isinstance(v["learning_rate"], float)
-                                                  and self.schedule != "paper"):
-            raise InvalidInputError(
-                "partial_fit needs numbers for alpha and learning_rate: 'auto' chooses them by "
-                "private validation over a whole pass, which only fit runs. Pass alpha=..., "
-                "learning_rate=... (e.g. the alpha_ and learning_rate_ a fit with 'auto' chose)")
+        for name in ("alpha", "learning_rate"):
+            if isinstance(v[name], list):
+                raise InvalidInputError(
+                    f"partial_fit cannot choose {name} from a list: choosing needs a private "
+                    "validation over a whole pass, which only fit runs. Pass a number, 'auto' (a "
+                    f"value derived from public quantities only), or the {name}_ of a fit")
         continuing = ps.started and hasattr(self, "coef_")
         if y is None:
             src, feats, lab, noise, _, names_in = self._prepare_source(
@@ -215,15 +223,19 @@ class IWPBase(ParamsMixin, InputsMixin):
         if continuing:
             self._check_same_setup(feats, noise)
         else:
-            # average="auto" means tail averaging only for hyper-parameters chosen by private
-            # validation, which partial_fit never does: here it is no averaging, as in fit
+            # average="auto" is no averaging with numeric hyper-parameters (as in fit); with
+            # "auto" ones, tail averaging when n_rows_total gives the pass's length (else none)
             if n_rows_total is None and (self.schedule == "paper" or (
                     self.average not in (False, True, "auto")
                     and not isinstance(self.average, numbers.Integral))):
                 raise InvalidInputError(
                     f"partial_fit with average={self.average!r} / schedule={self.schedule!r} needs the "
                     "total number of rows of the whole pass: pass n_rows_total=... on the first call")
-            cfg = self._make_config(v, noise, len(feats), n_rows_total)
+            if isinstance(v["alpha"], float) and (isinstance(v["learning_rate"], float)
+                                                   or self.schedule == "paper"):
+                cfg = self._make_config(v, noise, len(feats), n_rows_total)
+            else:
+                cfg = self._streaming_auto_config(v, noise, len(feats), n_rows_total)
             if cfg.schedule == "paper":
                 from ..sgd.schedules import resolve_paper_schedule
                 cfg = resolve_paper_schedule(cfg, int(n_rows_total), feature_bound=noise.feature_bound)
@@ -236,6 +248,20 @@ class IWPBase(ParamsMixin, InputsMixin):
         # call completes the batch, finalize() runs it as the pass's last update
         self._run(src, {"finish": False})
         return self
+
+    def _streaming_auto_config(self, v, noise: NoiseModel, p: int, n_rows_total) -> HeadConfig:
+        """partial_fit with alpha and/or learning_rate = 'auto': a stream cannot hold rows out and
+        read them again, so nothing is validated; the values are the centre of the grid ``fit``
+        would derive (``_auto_grid``: the middle alpha, its middle step), computed from public
+        quantities only -- the feature bound, the noise, the label keep probability, the loss,
+        the batch size and the pass's rows (``n_rows_total``, else ``STREAM_ROWS``) -- never from
+        the data's values.  Resolved once, on the pass's first call (every later call runs with
+        the same values); the IWP heads run with the variance cap of "auto", and
+        average='auto' tail-averages when ``n_rows_total`` is given (as fit's "auto")."""
+        from ..sgd import tuning
+        rows = STREAM_ROWS if n_rows_total is None else int(n_rows_total)
+        grid = self._auto_grid(v, noise, p, rows)
+        return grid.make_config(tuning.grid_centre(grid.points), n_rows_total)
 
     def finalize(self):
         """Run the rows ``partial_fit`` carries (fewer than a batch) as the pass's final partial
