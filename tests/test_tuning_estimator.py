@@ -70,8 +70,9 @@ def test_auto_is_saved_and_explicit_values_still_work(tmp_path):
     # a list is a manual grid chosen by the same rule
     grid = IWPClassifier(progress=False, alpha=[0.1, 1.0], learning_rate=0.05).fit(X, y)
     assert grid.tuning_["heads"] == 2 and grid.alpha_ in (0.1, 1.0)
-    with pytest.raises(InvalidInputError, match="partial_fit needs numbers"):
-        IWPClassifier(progress=False).partial_fit(X, y)
+    # a stream cannot choose from a list (partial_fit's "auto": tests/test_partial_fit_auto.py)
+    with pytest.raises(InvalidInputError, match="partial_fit cannot choose alpha from a list"):
+        IWPClassifier(progress=False, alpha=[0.1, 1.0]).partial_fit(X, y)
 
 
 def test_auto_regressor_and_separate_validation_release(tmp_path):
