@@ -149,8 +149,9 @@ def test_bad_labels_and_calls_name_the_fix():
         _model().fit(X, labels, noise_var=0.3, epsilon_y=1.0, classes=["a", "b", "c"])
     with pytest.raises(InvalidInputError, match="declare the classes"):
         _model().fit(X, NAMES[y], noise_var=0.3, epsilon_y=1.0)
-    with pytest.raises(InvalidInputError, match="partial_fit trains two"):
-        _model().partial_fit(X, NAMES[y], classes=["a", "b", "c"])
+    with pytest.raises(InvalidInputError, match="declared on the first call of a pass"):
+        _model().partial_fit(X, (y == 0).astype(int)).partial_fit(X, NAMES[y],
+                                                                   classes=["a", "b", "c"])
     # public labels: the classes are those seen (sorted)
     public = _model().fit(X, NAMES[y])
     assert public.classes_.tolist() == ["a", "b", "c"] and public.mode_ == "clean"

@@ -217,9 +217,13 @@ class IWPBase(ParamsMixin, InputsMixin):
         if y is None:
             src, feats, lab, noise, _, names_in = self._prepare_source(
                 X, None, noise_kw=noise_kw, features=features, label=label, override=override)
+            # labels in the kernel's encoding (k classes are known from here on, before the
+            # first call's config is made)
+            src = self._label_mapped_source(src, lab)
         else:
             src, feats, lab, noise, _, names_in = self._prepare_arrays(X, y, noise_kw=noise_kw,
                                                                        features=features)
+            src.validate = False        # the driver names a non-finite value (see io/arrays.py)
         if continuing:
             self._check_same_setup(feats, noise)
         else:
@@ -240,10 +244,6 @@ class IWPBase(ParamsMixin, InputsMixin):
                 from ..sgd.schedules import resolve_paper_schedule
                 cfg = resolve_paper_schedule(cfg, int(n_rows_total), feature_bound=noise.feature_bound)
             self._start_pass(cfg, feats, lab, noise, names_in)
-        if y is None:
-            src = self._label_mapped_source(src, lab)
-        else:
-            src.validate = False        # the driver names a non-finite value (see io/arrays.py)
         # the rows of an incomplete last batch stay in the state's carry (finish=False): the next
         # call completes the batch, finalize() runs it as the pass's last update
         self._run(src, {"finish": False})

@@ -160,6 +160,17 @@ class OneVsRestMixin:
     def _label_mapper_for(self, source, lab):
         meta = source.release_metadata if hasattr(source, "release_metadata") else None
         declared, eps, _ = self._fit_request or (None, None, None)
+        ovr = self._ovr()
+        if ovr is not None and self._pass.started:
+            # a later partial_fit call of a k-class pass: the same classes and label weights
+            classes = list(ovr.classes)
+            if meta is not None and meta.get("label_encoding") == "class_index":
+                if list(meta["classes"]) != classes or tuple(release_table(meta)) != tuple(ovr.table):
+                    raise InvalidInputError(f"this release declares the classes {meta['classes']} "
+                                            f"(or another epsilon_y) but the pass learns {classes}")
+                return None
+            from ..io.views import column_mapper
+            return column_mapper({lab: lambda yv: class_codes(yv, classes)})
         if meta is not None and meta.get("label_encoding") == "class_index":
             classes = list(meta["classes"])
             if declared is not None and list(declared) != classes:
@@ -267,10 +278,47 @@ class OneVsRestMixin:
         return src
 
     def partial_fit(self, X, y=None, *, classes=None, **kwargs):
-        if (classes is not None and len(classes) > 2) or self._ovr() is not None:
-            raise InvalidInputError("partial_fit trains two classes; train k > 2 classes in one pass "
-                                    "with fit(X, y, classes=[...]) or fit(release)")
-        return super().partial_fit(X, y, classes=classes, **kwargs)
+        """``IWPBase.partial_fit``; k > 2 classes when all of them are given on the pass's first
+        call (``classes=[...]``, as scikit-learn's SGDClassifier; with ``epsilon_y`` they set
+        k-ary randomized response's weights) or read from a k-class release: k one-vs-rest heads
+        updated from every batch, as ``fit`` trains them.  Later calls may repeat ``classes``
+        (the same list) or leave it out; a label outside them is an error naming its row."""
+        ovr = self._ovr()
+        declared = None if classes is None else check_classes(classes)
+        if ovr is not None and self._pass.started:
+            if declared is not None and list(declared) != list(ovr.classes):
+                raise InvalidInputError(
+                    f"classes={list(declared)} but this pass learns the classes {list(ovr.classes)}; "
+                    "give the same list (or none) on later calls, or call fit to start a new pass")
+            return super().partial_fit(X, y, **kwargs)
+        if declared is None or len(declared) <= 2:
+            return super().partial_fit(X, y, classes=classes, **kwargs)
+        if self._pass is not None and self._pass.started:
+            raise InvalidInputError(
+                f"classes={list(declared)} on a pass that started with two classes; k classes are "
+                "declared on the first call of a pass (call fit, or start a new estimator)")
+        self._fit_request = (declared, kwargs.get("epsilon_y"), kwargs.get("label_keep_prob"))
+        try:
+            return super().partial_fit(X, y, **kwargs)
+        finally:
+            self._fit_request = None
+
+    def finalize(self):
+        """Run the rows the k heads carry (fewer than a batch) as the pass's final partial batch."""
+        ovr = self._ovr()
+        if ovr is None or ovr.states is None:
+            return super().finalize()
+        self._check_fitted()
+        if ovr.states[0].carry_n:
+            from ..sgd import driver
+            from ._base import _ENGINE
+            names = ovr.head_names()
+            configs = dict(zip(names, ovr.configs, strict=True))
+            states = dict(zip(names, ovr.states, strict=True))
+            driver.finish_states(configs, states, engine=_ENGINE, features=self._pass.features)
+            self._update_fitted(ovr.states[0], {n: driver.head_telemetry(configs[n], states[n])
+                                                for n in names})
+        return self
 
     def _run(self, source, kwargs):
         ovr = self._ovr()

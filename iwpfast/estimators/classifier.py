@@ -82,8 +82,8 @@ class _TwoClasses(IWPBase):
             source = None
         if classes.size > 2:
             raise InvalidInputError(
-                f"y has {classes.size} classes {classes.tolist()[:10]} but partial_fit trains two; "
-                "train k classes in one pass with fit(X, y, classes=[...])")
+                f"y has {classes.size} classes {classes.tolist()[:10]}: declare all k classes on the "
+                "pass's first call, partial_fit(X, y, classes=[...]) (or fit(X, y) in one pass)")
         if classes.size == 1:
             if set(classes.tolist()) <= {-1, 1}:
                 classes = np.array([-1, 1])
@@ -112,8 +112,8 @@ class _TwoClasses(IWPBase):
                 if source is None:
                     raise InvalidInputError(
                         f"y has more than 2 classes: {negative!r}, {positive!r} and {value!r} (row "
-                        f"{first_row + row}); train k classes in one pass with fit(X, y, "
-                        "classes=[...]) (one-vs-rest heads in one scan)")
+                        f"{first_row + row}); k classes are declared on the pass's first call: "
+                        "partial_fit(X, y, classes=[...]), or fit(X, y) (one-vs-rest heads)")
                 raise InvalidInputError(f"y has label {value!r} at row {first_row + row}, not in {source}; "
                                         "pass classes=[...] naming both labels, or recode y")
             labels = is_positive.astype(dtype)
@@ -338,14 +338,10 @@ class IWPClassifier(OneVsRestMixin, _TwoClasses):
     ((1, 2), [0, 1], True)
     """
 
-    # scikit-learn's check_estimator passes except these; give them as its expected_failed_checks
-    # (check_estimator(est, expected_failed_checks=est.sklearn_expected_failed_checks)).
-    sklearn_expected_failed_checks = MappingProxyType({
-        check: ("partial_fit continues one two-class head; k > 2 classes (this check's y) are "
-                "trained as one-vs-rest heads in one pass by fit(X, y) or fit(release), whose "
-                "k-ary label noise is set up from the whole class list at the start of the pass")
-        for check in ("check_fit_score_takes_y", "check_n_features_in_after_fitting",
-                      "check_estimators_partial_fit_n_features")})
+    # scikit-learn's check_estimator passes except these (check -> reason; none today); give them
+    # as its expected_failed_checks: check_estimator(est,
+    # expected_failed_checks=est.sklearn_expected_failed_checks)
+    sklearn_expected_failed_checks: MappingProxyType = MappingProxyType({})
 
     # predict_proba exists only where the loss defines probabilities (scikit-learn asks with
     # hasattr): see _OnlyForLogistic
