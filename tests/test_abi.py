@@ -1,6 +1,8 @@
 """The kernels' ABI (iwpfast/_kernels/abi.py) pinned: codes, packed-parameter positions, counter
 and telemetry positions.  The compiled kernels, checkpoints written by earlier versions and the
 NumPy twin all rely on these numbers; changing one is a format change, made here on purpose."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -22,8 +24,8 @@ def test_positions_are_pinned():
                                  "variance_cap", "match_minus_z", "other_z", "other_minus_z")
     assert (abi.F_MATCH_Z, abi.F_LABEL_TILDE, abi.F_OTHER_MINUS_Z) == (0, 0, 8)
     assert abi.IPARAM_FIELDS == ("loss", "mode", "schedule", "truncation", "fit_intercept",
-                                 "average_start", "trace_every", "batch_size")
-    assert (abi.I_LOSS, abi.I_BATCH_SIZE) == (0, 7)
+                                 "average_start", "trace_every", "batch_size", "weighted")
+    assert (abi.I_LOSS, abi.I_BATCH_SIZE, abi.I_WEIGHTED) == (0, 7, 8)
     assert abi.COUNTER_FIELDS == ("step", "n_avg", "carry_n", "trace_n")
     assert (abi.C_STEP, abi.C_NAVG, abi.C_CARRY, abi.C_TRACE) == (0, 1, 2, 3)
     assert abi.TELEMETRY_FIELDS == ("rows_seen", "batches", "projection_hits", "grad_norm_mean",
@@ -52,7 +54,7 @@ def test_packing_by_name():
         abi.pack_fparams(match_z=1.0, alpha=0, learning_rate=1, mu=0, radius=1, variance_cap=1,
                          match_minus_z=0, other_z=1)
     iparams = abi.pack_iparams(loss=2, mode=1, schedule=0, truncation=3, fit_intercept=1,
-                               average_start=-1, trace_every=0, batch_size=64)
+                               average_start=-1, trace_every=0, batch_size=64, weighted=0)
     assert iparams.dtype == np.int64 and iparams[abi.I_TRUNCATION] == 3
     assert iparams[abi.I_BATCH_SIZE] == 64
 
@@ -70,7 +72,8 @@ def test_the_wrapper_packs_a_config_at_these_positions():
     assert (fparams[abi.F_ALPHA], fparams[abi.F_LEARNING_RATE], fparams[abi.F_RADIUS]) == (0.5, 0.02, 4.0)
     assert iparams[abi.I_LOSS] == abi.LOSS_LOGISTIC and iparams[abi.I_MODE] == abi.MODE_IWP
     assert (iparams[abi.I_TRUNCATION], iparams[abi.I_BATCH_SIZE], iparams[abi.I_AVERAGE_START]) == (3, 8, 5)
-    assert iparams[abi.I_FIT_INTERCEPT] == 1
+    assert iparams[abi.I_FIT_INTERCEPT] == 1 and iparams[abi.I_WEIGHTED] == 0
+    assert _pack_config(dataclasses.replace(cfg, weighted=True))[1][abi.I_WEIGHTED] == 1
     np.testing.assert_array_equal(noise_var, [0.1, 0.2])
     st = HeadState.new(cfg)
     assert st.counters.shape == (len(abi.COUNTER_FIELDS),)

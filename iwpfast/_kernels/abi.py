@@ -40,10 +40,12 @@ FPARAM_FIELDS = ("match_z", "alpha", "learning_rate", "mu", "radius", "variance_
 F_LABEL_TILDE = F_MATCH_Z
 
 # ------------------------------------------------------------------------------ iparams
+# weighted (1/0): the rows carry sample weights s_i, read as one more column after the p features
+# (in the features' dtype); row i's gradient is s_i times its unweighted one
 IPARAM_FIELDS = ("loss", "mode", "schedule", "truncation", "fit_intercept", "average_start",
-                 "trace_every", "batch_size")
+                 "trace_every", "batch_size", "weighted")
 (I_LOSS, I_MODE, I_SCHEDULE, I_TRUNCATION, I_FIT_INTERCEPT, I_AVERAGE_START,
- I_TRACE_EVERY, I_BATCH_SIZE) = range(len(IPARAM_FIELDS))
+ I_TRACE_EVERY, I_BATCH_SIZE, I_WEIGHTED) = range(len(IPARAM_FIELDS))
 
 # ------------------------------------------------------------------------------ state
 COUNTER_FIELDS = (

@@ -20,7 +20,10 @@ prefetcher follows, long runs are not.
 
 Columns (and the labels) come in as addresses (see ``_lowlevel.column_view``); ``like`` is an
 empty array of the column dtype (float32 or float64).  So one compiled kernel per (feature dtype,
-label dtype) serves every p, (p, n) arrays and lists of 1-D arrays, writable or read-only.  Every
+label dtype) serves every p, (p, n) arrays and lists of 1-D arrays, writable or read-only.  A
+weighted head (``iparams[I_WEIGHTED]``) reads its sample weights as one more column after the p
+features, in the same dtype (carried and staged with them): each row's scalars are multiplied by
+its weight right after they are computed (docs/math.md "Sample weights").  Every
 argument has been validated by the wrapper ``iwpfast.sgd.engine``: the kernels check nothing and
 never raise.
 
@@ -71,6 +74,7 @@ from .abi import (  # codes and positions: the ABI shared with iwpfast.sgd (abi.
     I_SCHEDULE,
     I_TRACE_EVERY,
     I_TRUNCATION,
+    I_WEIGHTED,
     LOSS_EXPONENTIAL,
     LOSS_LOGISTIC,
     LOSS_QUADRATIC,
@@ -345,6 +349,14 @@ def _batch(addresses, like, y, offset, m, fparams, iparams, noise_var, eulerian,
     # 2. margins and per-row scalars
     _margins(addresses, like, offset, m, theta, intercept, fit_intercept, margin)
     _row_scalars(loss, iwp, y, m, margin, tau, fparams, truncation, eulerian, weight, curvature)
+    if iparams[I_WEIGHTED] != 0:
+        # sample weights s_i (the column after the p features): row i's gradient, curvature
+        # term included, is s_i times its unweighted one; s_i = 1.0 multiplies exactly
+        sample_weight = column_view(addresses[n_features] + offset * like.itemsize, m, like)
+        for i in range(m):
+            s_i = np.float64(sample_weight[i])
+            weight[i] = weight[i] * s_i
+            curvature[i] = curvature[i] * s_i
     # 3. mean gradient
     mean_curvature = _sum_lanes(curvature, m, lanes, ones) / m if iwp else 0.0
     norm_sq = 0.0
@@ -462,6 +474,7 @@ def sgd_chunk(addresses, like, y_address, y_like, n_rows, carry_addresses, carry
     """
     batch_size = iparams[I_BATCH_SIZE]
     n_features = theta.shape[0]
+    n_columns = addresses.shape[0]      # the p features, then the sample weights when weighted
     y = column_view(y_address, n_rows, y_like)
     margin = np.empty(batch_size)
     weight = np.empty(batch_size)
@@ -474,7 +487,7 @@ def sgd_chunk(addresses, like, y_address, y_like, n_rows, carry_addresses, carry
     carried = counters[C_CARRY]
     if carried > 0:
         take = min(batch_size - carried, n_rows)
-        for j in range(n_features):
+        for j in range(n_columns):
             column = column_view(addresses[j], n_rows, like)
             for i in range(take):
                 carry_X[j, carried + i] = np.float64(column[i])
@@ -494,9 +507,9 @@ def sgd_chunk(addresses, like, y_address, y_like, n_rows, carry_addresses, carry
     staging = n_features >= STAGE_MIN_FEATURES
     stage_batches = max(1, STAGE_COLUMN_BYTES // (batch_size * like.itemsize))
     stage_rows = stage_batches * batch_size if staging else 0
-    stage = np.empty((n_features, stage_rows), like.dtype)
-    stage_addresses = np.empty(n_features, np.int64)
-    for j in range(n_features):
+    stage = np.empty((n_columns, stage_rows), like.dtype)
+    stage_addresses = np.empty(n_columns, np.int64)
+    for j in range(n_columns):
         stage_addresses[j] = stage.ctypes.data + j * stage.strides[0]
     while position + batch_size <= n_rows:
         n_batches = (n_rows - position) // batch_size
@@ -506,7 +519,7 @@ def sgd_chunk(addresses, like, y_address, y_like, n_rows, carry_addresses, carry
             # there; same dtype, same values, so the same bits as in place
             n_batches = min(n_batches, stage_batches)
             rows = n_batches * batch_size
-            for j in range(n_features):
+            for j in range(n_columns):
                 source = column_view(addresses[j] + position * like.itemsize, rows, like)
                 target = stage[j]
                 for i in range(rows):
@@ -529,7 +542,7 @@ def sgd_chunk(addresses, like, y_address, y_like, n_rows, carry_addresses, carry
         position += n_batches * batch_size
     rest = n_rows - position
     if rest > 0:
-        for j in range(n_features):
+        for j in range(n_columns):
             column = column_view(addresses[j], n_rows, like)
             for i in range(rest):
                 carry_X[j, i] = np.float64(column[position + i])
@@ -645,6 +658,7 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, carry_addresses,
     n_heads = thetas.shape[0]
     batch_size = iparams[0, I_BATCH_SIZE]
     n_features = thetas.shape[1]
+    n_columns = addresses.shape[0]      # the p features, then the sample weights when weighted
     y = column_view(y_address, n_rows, y_like)
     margin = np.empty(batch_size)
     weight = np.empty(batch_size)
@@ -658,7 +672,7 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, carry_addresses,
     carried = counters[0, C_CARRY]
     if carried > 0:
         take = min(batch_size - carried, n_rows)
-        for j in range(n_features):
+        for j in range(n_columns):
             column = column_view(addresses[j], n_rows, like)
             for i in range(take):
                 carry_X[j, carried + i] = np.float64(column[i])
@@ -683,16 +697,16 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, carry_addresses,
     staging = n_features >= STAGE_MIN_FEATURES
     stage_batches = max(1, STAGE_COLUMN_BYTES // (batch_size * like.itemsize))
     stage_rows = stage_batches * batch_size if staging else 0
-    stage = np.empty((n_features, stage_rows), like.dtype)
-    stage_addresses = np.empty(n_features, np.int64)
-    for j in range(n_features):
+    stage = np.empty((n_columns, stage_rows), like.dtype)
+    stage_addresses = np.empty(n_columns, np.int64)
+    for j in range(n_columns):
         stage_addresses[j] = stage.ctypes.data + j * stage.strides[0]
     while position + batch_size <= n_rows:
         n_batches = (n_rows - position) // batch_size
         if staging:
             n_batches = min(n_batches, stage_batches)
             rows = n_batches * batch_size
-            for j in range(n_features):
+            for j in range(n_columns):
                 source = column_view(addresses[j] + position * like.itemsize, rows, like)
                 target = stage[j]
                 for i in range(rows):
@@ -717,7 +731,7 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, carry_addresses,
         position += n_batches * batch_size
     rest = n_rows - position
     if rest > 0:
-        for j in range(n_features):
+        for j in range(n_columns):
             column = column_view(addresses[j], n_rows, like)
             for i in range(rest):
                 carry_X[j, i] = np.float64(column[position + i])

@@ -1,6 +1,7 @@
 """Public wrapper of the fused SGD kernels: validation here, arithmetic in ``iwpfast._kernels``.
 
-    run_chunk(cfg, state, X, y)   one chunk of rows (X feature-major), state updated in place
+    run_chunk(cfg, state, X, y, sample_weight=None)
+                                  one chunk of rows (X feature-major), state updated in place
     finish(cfg, state)            the carried partial batch as the stream's last update
     warmup(dtypes=...)            compile (or load from the on-disk cache) ahead of time
 
@@ -45,7 +46,7 @@ from .._kernels.abi import (
 )
 from ..exceptions import DivergenceError, InvalidInputError
 from ..losses import CLASSIFICATION_LOSSES
-from .state import MAX_TRUNCATION, HeadConfig, HeadState, check_config
+from .state import MAX_TRUNCATION, HeadConfig, HeadState, check_config, check_sample_weight
 
 __all__ = ["run_chunk", "finish", "run_chunk_heads", "finish_heads", "warmup", "MAX_TRUNCATION"]
 _FEATURE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -113,7 +114,8 @@ def _pack_config(cfg: HeadConfig):
     iparams = pack_iparams(loss=LOSS_CODES[c.loss], mode=MODE_CODES[c.mode],
                            schedule=SCHEDULE_CODES[c.schedule], truncation=c.truncation,
                            fit_intercept=int(c.fit_intercept), average_start=c.average_start,
-                           trace_every=c.trace_every, batch_size=c.batch_size)
+                           trace_every=c.trace_every, batch_size=c.batch_size,
+                           weighted=int(c.weighted))
     eulerian = _eulerian_table(c.truncation if c.loss == "logistic" else 0)
     return fparams, iparams, c.noise_var, eulerian
 
@@ -127,7 +129,8 @@ def _check_state(cfg: HeadConfig, state: HeadState) -> None:
     expected = {
         "theta": ((p,), np.float64), "theta_avg": ((p,), np.float64),
         "intercept": ((1,), np.float64), "intercept_avg": ((1,), np.float64),
-        "carry_X": ((p, batch), np.float64), "carry_y": ((batch,), np.float64),
+        # a weighted head carries its rows' sample weights as one more row
+        "carry_X": ((cfg.n_columns, batch), np.float64), "carry_y": ((batch,), np.float64),
         "telemetry": ((len(TELEMETRY_FIELDS),), np.float64),
         "counters": ((len(COUNTER_FIELDS),), np.int64),
     }
@@ -139,7 +142,8 @@ def _check_state(cfg: HeadConfig, state: HeadState) -> None:
                    else type(array).__name__)
             raise InvalidInputError(
                 f"state.{name} is {got}; expected a writable C-contiguous {np.dtype(dtype)} array of "
-                f"shape {shape} for this config (n_features={p}, batch_size={batch}): create the "
+                f"shape {shape} for this config (n_features={p}, batch_size={batch}, "
+                f"weighted={cfg.weighted}): create the "
                 "state with HeadState.new(cfg)")
     trace, steps = state.trace, state.trace_steps
     if (not isinstance(trace, np.ndarray) or trace.ndim != 2 or trace.shape[1] != p + 1
@@ -266,21 +270,26 @@ def _raise_divergence(cfg: HeadConfig, row: int) -> None:
 # public API
 # ------------------------------------------------------------------------------------------
 
-def run_chunk(cfg: HeadConfig, state: HeadState, X, y) -> None:
+def run_chunk(cfg: HeadConfig, state: HeadState, X, y, sample_weight=None) -> None:
     """Run minibatch projected SGD over one chunk of rows, updating ``state`` in place.
 
     Complete batches run in place; the rows of an incomplete batch at the end are copied into the
     state's float64 carry buffer and completed by the next chunk (or by ``finish``), so the
-    result does not depend on how the stream is chunked.  Raises ``InvalidInputError`` for bad
-    input (nothing is changed then) and ``DivergenceError`` when theta becomes non-finite.
+    result does not depend on how the stream is chunked.  ``sample_weight``: one weight >= 0 per
+    row, for a head with ``cfg.weighted`` (read in the features' dtype; the gradient of row i is
+    multiplied by it).  Raises ``InvalidInputError`` for bad input (nothing is changed then) and
+    ``DivergenceError`` when theta becomes non-finite.
     """
     if cfg.label_class is not None:       # class-index labels: the k-head kernel with k = 1
-        run_chunk_heads([cfg], [state], X, y)
+        run_chunk_heads([cfg], [state], X, y, sample_weight)
         return
     fparams, iparams, noise_var, eulerian = _kernel_config(cfg)
     _check_state(cfg, state)
     columns, addresses, dtype, n = _columns(X, cfg.n_features)
     y = _labels(cfg, y, n)
+    weights = check_sample_weight(cfg, sample_weight, n, dtype)
+    if weights is not None:
+        addresses = np.append(addresses, np.int64(weights.ctypes.data))
     if n == 0:
         return
     _check_trace_room(cfg, state, (state.carry_n + n) // cfg.batch_size)
@@ -291,7 +300,7 @@ def run_chunk(cfg: HeadConfig, state: HeadState, X, y) -> None:
         eulerian, state.theta, state.theta_avg, state.intercept, state.intercept_avg,
         state.carry_X, state.carry_y, state.counters, state.telemetry, state.trace,
         state.trace_steps)
-    del columns, y                              # kept alive until here: the kernel read raw memory
+    del columns, y, weights                     # kept alive until here: the kernel read raw memory
     if row >= 0:
         _raise_divergence(cfg, int(row))
 
@@ -361,7 +370,7 @@ def _pack_heads(cfgs, states):
         if cfg.label_class is None:
             raise InvalidInputError(f"head {c}: HeadConfig.label_class is None; run_chunk_heads trains "
                                     "one-vs-rest heads of a class-index label (set label_class=c)")
-        for name in ("n_features", "batch_size", "loss", "truncation"):
+        for name in ("n_features", "batch_size", "loss", "truncation", "weighted"):
             if getattr(cfg, name) != getattr(first, name):
                 raise InvalidInputError(f"head {c}: {name}={getattr(cfg, name)!r} differs from head 0's "
                                         f"{getattr(first, name)!r}; heads of one scan share it")
@@ -401,20 +410,24 @@ def _raise_heads_divergence(cfgs, states, row: int) -> None:
     _raise_divergence(cfgs[bad[0] if bad else 0], row)
 
 
-def run_chunk_heads(cfgs, states, X, y) -> None:
+def run_chunk_heads(cfgs, states, X, y, sample_weight=None) -> None:
     """k one-vs-rest heads (``HeadConfig.label_class`` set) of one class-index label, in one scan.
 
     Every batch of rows is read once and used by every head while it is in cache; head c's model
     has the bits of a single-head run (``run_chunk``) on the labels +1 where y == label_class, -1
     elsewhere, with its own label weights.  ``y`` holds class indices (integers 0..k-1, any real
     dtype).  The heads must share n_features, batch_size, loss and truncation, and have been
-    trained together (same carried rows).  States are updated in place.
+    trained together (same carried rows), and be all weighted (then ``sample_weight``: one weight
+    >= 0 per row, shared by the heads) or all not.  States are updated in place.
     """
     cfgs, states = list(cfgs), list(states)
     fparams, iparams, noise_var, eulerian, classes, stacked, traces, trace_steps = \
         _pack_heads(cfgs, states)
     columns, addresses, dtype, n = _columns(X, cfgs[0].n_features)
     codes = _class_labels(y, n)
+    weights = check_sample_weight(cfgs[0], sample_weight, n, dtype)
+    if weights is not None:
+        addresses = np.append(addresses, np.int64(weights.ctypes.data))
     if n == 0:
         return
     for cfg, state in zip(cfgs, states, strict=True):
@@ -425,7 +438,7 @@ def run_chunk_heads(cfgs, states, X, y) -> None:
         noise_var, eulerian, classes, stacked["theta"], stacked["theta_avg"], stacked["intercept"],
         stacked["intercept_avg"], states[0].carry_X, states[0].carry_y, stacked["counters"],
         stacked["telemetry"], traces, trace_steps)
-    del columns, codes
+    del columns, codes, weights
     _unpack_heads(states, stacked, traces, trace_steps)
     if row >= 0:
         _raise_heads_divergence(cfgs, states, int(row))

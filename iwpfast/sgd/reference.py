@@ -37,7 +37,7 @@ from .._kernels.abi import C_CARRY, C_NAVG, C_STEP, C_TRACE, TELEMETRY_INDEX
 from ..estimates import glm_scalars_table
 from ..exceptions import DivergenceError, InvalidInputError
 from ..losses import CLASSIFICATION_LOSSES, REGRESSION_LOSSES
-from .state import CheckedConfig, HeadConfig, HeadState, check_config
+from .state import CheckedConfig, HeadConfig, HeadState, check_config, check_sample_weight
 
 __all__ = ["reference_run_chunk", "reference_finish", "reference_run_chunk_heads",
            "reference_finish_heads"]
@@ -149,10 +149,13 @@ class _Head:
         self.fit_intercept = cfg.fit_intercept
         self.average_start = cfg.average_start
         self.trace_every = cfg.trace_every
+        self.weighted = cfg.weighted    # the rows' last column holds their sample weights
         self.cfg = cfg
 
 
-def _update(h: _Head, state: HeadState, Xb: np.ndarray, yb: np.ndarray) -> None:
+def _update(h: _Head, state: HeadState, Xb: np.ndarray, yb: np.ndarray,
+            sb: np.ndarray | None = None) -> None:
+    """One update on the rows Xb (p, m), labels yb, sample weights sb (None: unweighted)."""
     m = yb.shape[0]
     theta = state.theta
     b = state.intercept[0]
@@ -171,7 +174,15 @@ def _update(h: _Head, state: HeadState, Xb: np.ndarray, yb: np.ndarray) -> None:
             yb = np.where(yb == h.label_class, 1.0, -1.0)
         a, c = glm_scalars_table(h.loss, yb * u, yb, tau, h.label_table, h.truncation)
         w = a * yb
+        if sb is not None:
+            c = c * sb
         c_mean = float(c.sum()) / m
+    if sb is not None:
+        # weighted risk (1/n) sum s_i l_i: row i's gradient w_i x_i - c_i s*theta times s_i
+        # (normalised by m, not by sum s_i: docs/math.md "Sample weights")
+        w = w * sb
+        if h.regression:
+            c_mean = float(sb.sum()) / m
     # 3. mean gradient
     g_theta = (Xb @ w) / m - c_mean * (s * theta) + h.alpha * theta
     g_b = float(w.sum()) / m if h.fit_intercept else 0.0
@@ -228,11 +239,29 @@ def _update(h: _Head, state: HeadState, Xb: np.ndarray, yb: np.ndarray) -> None:
             f"(update {step}, learning rate {gamma:.3g}). {divergence_advice(h.cfg)}")
 
 
-def reference_run_chunk(cfg: HeadConfig, state: HeadState, X, y) -> None:
+def _update_rows(h: _Head, state: HeadState, rows: np.ndarray, yb: np.ndarray) -> None:
+    """``_update`` on a block of rows: the p features, then the weights when the head is weighted."""
+    if h.weighted:
+        _update(h, state, rows[:-1], yb, rows[-1])
+    else:
+        _update(h, state, rows, yb)
+
+
+def _feature_dtype(X) -> np.dtype:
+    """The dtype the kernel reads X's columns (and so the sample weights) in."""
+    if isinstance(X, np.ndarray):
+        return X.dtype
+    dtypes = {np.asarray(c).dtype for c in X}
+    return np.dtype(np.float32) if dtypes == {np.dtype(np.float32)} else np.dtype(np.float64)
+
+
+def reference_run_chunk(cfg: HeadConfig, state: HeadState, X, y, sample_weight=None) -> None:
     """Run every complete batch of this chunk (carry included) and carry the incomplete rest.
 
     X: (p, n) features-major array or a sequence of p 1-D arrays (float32/float64, read-only ok);
-    y: (n,) labels in {-1, +1} (classification) or targets (regression).  Updates ``state`` in place.
+    y: (n,) labels in {-1, +1} (classification) or targets (regression); sample_weight: (n,)
+    weights >= 0 for a ``cfg.weighted`` head, in X's dtype as the kernel reads them (kept as the
+    last row of ``state.carry_X`` while carried).  Updates ``state`` in place.
     Raises ``InvalidInputError`` on bad input (before any update) and ``DivergenceError`` when an
     iterate becomes non-finite (``state`` then holds the non-finite iterate).
     """
@@ -240,8 +269,11 @@ def reference_run_chunk(cfg: HeadConfig, state: HeadState, X, y) -> None:
     columns = _feature_major(cfg, X)
     n = columns.shape[1] if columns.ndim == 2 else 0
     y = _labels(cfg, y, n)
+    weights = check_sample_weight(cfg, sample_weight, n, _feature_dtype(X))
+    if weights is not None:             # the weights travel as one more row, like the kernel's
+        columns = np.vstack([columns, weights.astype(np.float64)[None, :]])
     B = int(cfg.batch_size)
-    if state.carry_X.shape != (cfg.n_features, B) or state.carry_y.shape != (B,):
+    if state.carry_X.shape != (cfg.n_columns, B) or state.carry_y.shape != (B,):
         raise InvalidInputError(f"state.carry_X has shape {state.carry_X.shape}; this state was made "
                                 "for another batch_size or n_features: use HeadState.new(cfg)")
     carry_n = int(state.counters[_CARRY])
@@ -263,12 +295,12 @@ def _run_batches(h: _Head, state: HeadState, columns: np.ndarray, y: np.ndarray,
         start = take
         if carry_n == B:
             state.counters[_CARRY] = 0
-            _update(h, state, state.carry_X, state.carry_y)
+            _update_rows(h, state, state.carry_X, state.carry_y)
         else:
             state.counters[_CARRY] = carry_n
             return
     while start + B <= n:
-        _update(h, state, columns[:, start:start + B], y[start:start + B])
+        _update_rows(h, state, columns[:, start:start + B], y[start:start + B])
         start += B
     rest = n - start
     if rest:
@@ -285,14 +317,15 @@ def reference_finish(cfg: HeadConfig, state: HeadState) -> None:
         return
     _check_trace_capacity(cfg, state, 1)
     state.counters[_CARRY] = 0
+    h = _Head(checked)
     with np.errstate(over="ignore", invalid="ignore"):
-        _update(_Head(checked), state, state.carry_X[:, :m], state.carry_y[:m])
+        _update_rows(h, state, state.carry_X[:, :m], state.carry_y[:m])
 
 
-def reference_run_chunk_heads(cfgs, states, X, y) -> None:
+def reference_run_chunk_heads(cfgs, states, X, y, sample_weight=None) -> None:
     """Twin of ``engine.run_chunk_heads``: the heads are independent, so one after the other."""
     for cfg, state in zip(cfgs, states, strict=True):
-        reference_run_chunk(cfg, state, X, y)
+        reference_run_chunk(cfg, state, X, y, sample_weight)
 
 
 def reference_finish_heads(cfgs, states) -> None:

@@ -34,7 +34,8 @@ from ..exceptions import InvalidInputError
 from ..label_noise import label_tilde_from_keep
 from ..losses import CLASSIFICATION_LOSSES
 
-__all__ = ["HeadConfig", "HeadState", "CheckedConfig", "check_config", "SCHEDULES", "MODE_CODES",
+__all__ = ["HeadConfig", "HeadState", "CheckedConfig", "check_config", "check_sample_weight",
+           "first_invalid_weight", "SCHEDULES", "MODE_CODES",
            "SCHEDULE_CODES", "LOSS_CODES", "TELEMETRY_FIELDS", "TELEMETRY_INDEX", "COUNTER_FIELDS",
            "MAX_TRUNCATION"]
 
@@ -72,6 +73,10 @@ class HeadConfig:
     trace_every:     record (theta, b) every k updates into the trace buffer (0 = never).
     label_class:     None: labels are -1/+1.  An integer c: labels are class indices 0..k-1 and this
                      is the one-vs-rest head of class c (its label is +1 where the index is c).
+    weighted:        the rows carry public sample weights s_i >= 0 (the engine's ``sample_weight``):
+                     each row's gradient is multiplied by s_i, an unbiased gradient of the weighted
+                     risk (1/n) sum s_i l_i (docs/math.md "Sample weights"); the carried rows then
+                     hold their weight as row p of carry_X.
     label_weights:   the 2 x 2 table of label weights (match_z, match_minus_z, other_z,
                      other_minus_z) of (F(z), F(-z)) for rows whose label is / is not the head's
                      class (docs/math.md "k classes"; ``iwpfast.estimates.label_weight_table``);
@@ -97,6 +102,12 @@ class HeadConfig:
     trace_every: int = 0
     label_class: int | None = None
     label_weights: tuple | None = None
+    weighted: bool = False
+
+    @property
+    def n_columns(self) -> int:
+        """Columns a chunk hands the kernel: the p features, then the sample weights if weighted."""
+        return self.n_features + (1 if self.weighted else 0)
 
     @property
     def loss_code(self) -> int:
@@ -150,6 +161,7 @@ class CheckedConfig(NamedTuple):
     fit_intercept: bool
     label_table: tuple          # (match_z, match_minus_z, other_z, other_minus_z)
     label_class: int | None
+    weighted: bool
 
 
 def _finite_number(value, name: str, *, minimum: float | None = None, strict: bool = False,
@@ -255,7 +267,52 @@ def check_config(cfg: HeadConfig) -> CheckedConfig:
         noise_var=np.ascontiguousarray(noise_var), truncation=truncation, batch_size=batch_size,
         trace_every=trace_every, average_start=int(cfg.average_start), alpha=alpha,
         learning_rate=learning_rate, mu=mu, radius=radius, variance_cap=variance_cap,
-        fit_intercept=bool(cfg.fit_intercept), label_table=table, label_class=label_class)
+        fit_intercept=bool(cfg.fit_intercept), label_table=table, label_class=label_class,
+        weighted=bool(cfg.weighted))
+
+
+def first_invalid_weight(weights: np.ndarray) -> int:
+    """Index of the first sample weight that is not finite and >= 0, or -1.
+
+    One sum and one minimum (no temporary array) in the usual case: a finite sum of values whose
+    minimum is >= 0 has no NaN and no inf; only a failing (or overflowing) check looks for the row."""
+    w = np.asarray(weights)
+    if w.size == 0:
+        return -1
+    with np.errstate(over="ignore", invalid="ignore"):
+        if np.isfinite(np.add.reduce(w)) and w.min() >= 0:
+            return -1
+        bad = np.flatnonzero(~(np.isfinite(w) & (w >= 0)))
+    return int(bad[0]) if bad.size else -1
+
+
+def check_sample_weight(cfg: HeadConfig, sample_weight, n: int, dtype) -> np.ndarray | None:
+    """The sample weights of a chunk of n rows as the update reads them: a contiguous array in the
+    features' ``dtype`` (the kernel reads them as one more column), each finite and >= 0; None for
+    an unweighted head.  The one check shared by ``iwpfast.sgd.engine`` and its NumPy twin."""
+    if not cfg.weighted:
+        if sample_weight is not None:
+            raise InvalidInputError("sample_weight given for a head without weights: make its "
+                                    "HeadConfig with weighted=True (weights cannot start mid-pass)")
+        return None
+    if sample_weight is None:
+        raise InvalidInputError("HeadConfig.weighted=True: pass sample_weight=... (one weight >= 0 "
+                                "per row of X), or make the config with weighted=False")
+    w = np.asarray(sample_weight)
+    if w.ndim != 1 or w.shape[0] != n:
+        raise InvalidInputError(f"sample_weight has shape {w.shape}; expected ({n},), one weight per "
+                                "row of X")
+    if w.dtype.kind not in "fiub":
+        raise InvalidInputError(f"sample_weight has dtype {w.dtype}; weights must be real numbers >= 0")
+    with np.errstate(over="ignore", invalid="ignore"):     # an overflow is reported below
+        w = np.ascontiguousarray(w, dtype=dtype)
+    bad = first_invalid_weight(w)
+    if bad >= 0:
+        given = np.asarray(sample_weight)[bad].item()
+        why = (f"it overflows the features' dtype {np.dtype(dtype)}" if np.isfinite(given) and given >= 0
+               else "sample weights must be finite and >= 0")
+        raise InvalidInputError(f"sample_weight[{bad}] = {given!r} (row {bad} of this chunk): {why}")
+    return w
 
 
 @dataclass
@@ -264,7 +321,8 @@ class HeadState:
 
     theta, theta_avg: (p,) float64.   intercept, intercept_avg: floats stored in (1,) arrays so the
     kernel can update them in place.  step: number of updates done.  n_avg: number of iterates in
-    the running average.  carry_X: (p, B) float64 rows of the incomplete batch at a chunk's end,
+    the running average.  carry_X: (p, B) float64 rows of the incomplete batch at a chunk's end
+    ((p + 1, B) for a weighted head: row p holds the rows' sample weights),
     carry_y: (B,) float64, carry_n: how many of them are filled.  telemetry: see TELEMETRY_FIELDS.
     trace: (capacity, p+1) float64 rows of (theta, b) recorded every ``trace_every`` updates since the
     driver last drained it; trace_n: rows filled.  trace_steps: the update number of each row.
@@ -294,7 +352,7 @@ class HeadState:
             theta_avg=np.zeros(p),
             intercept=np.array([float(intercept0)]),
             intercept_avg=np.zeros(1),
-            carry_X=np.zeros((p, cfg.batch_size)),
+            carry_X=np.zeros((cfg.n_columns, cfg.batch_size)),
             carry_y=np.zeros(cfg.batch_size),
             telemetry=np.zeros(len(TELEMETRY_FIELDS)),
             trace=np.zeros((trace_capacity, p + 1)),
