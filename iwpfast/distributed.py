@@ -206,7 +206,7 @@ def merge_telemetry(tels: list, index: dict) -> np.ndarray:
 
 
 def _fit_shard(locations, start, stop, config, features, label, state_arrays, estimator, engine,
-               chunk_rows):
+               chunk_rows, sample_weight=None):
     """One shard's pass on a worker: rows [start, stop) of the files, from ``state_arrays``
     (None: a fresh state).  Returns the final state's arrays and the head's telemetry."""
     from .estimators._state import HEAD_NAME, PassState
@@ -218,7 +218,7 @@ def _fit_shard(locations, start, stop, config, features, label, state_arrays, es
     estimator._pass = PassState()
     # released labels are +-1 already; {0, 1} label columns of clean data are mapped per batch
     source = estimator._label_mapped_source(src, label)
-    head = driver.Head(HEAD_NAME, config, list(features), label)
+    head = driver.Head(HEAD_NAME, config, list(features), label, sample_weight=sample_weight)
     kw = {"progress": False, "engine": engine}
     if chunk_rows is not None:
         kw["chunk_rows"] = int(chunk_rows)
@@ -231,7 +231,7 @@ def _fit_shard(locations, start, stop, config, features, label, state_arrays, es
 
 
 def fit_files(client, source, estimator, *, rounds: int = 1, shards: int | None = None,
-              features=None, label=None, filesystem=None):
+              features=None, label=None, filesystem=None, sample_weight=None):
     """Fit ``estimator`` (an unfitted or fitted ``IWPClassifier``/``IWPRegressor``; refitted in
     place and returned) on the release ``source`` on the Dask cluster of ``client``.
 
@@ -240,6 +240,8 @@ def fit_files(client, source, estimator, *, rounds: int = 1, shards: int | None 
     shards: K, the number of shards (default: the number of workers).
     rounds: periodic averaging: each shard's rows are read in ``rounds`` consecutive pieces, and
         the shards' states are merged after each piece and sent back (1: one merge at the end).
+    sample_weight: the column of public per-row weights (as ``estimator.fit(path,
+        sample_weight=...)``); None: unweighted.
 
     The step of a constant or inverse schedule is multiplied by K: a shard makes 1/K of the
     updates of one pass over all rows.  Returns the estimator with the attributes ``fit`` sets;
@@ -283,7 +285,8 @@ def fit_files(client, source, estimator, *, rounds: int = 1, shards: int | None 
             "hold-out in one pass on one machine): fit a sample with 'auto' first and pass its "
             "alpha_ and learning_rate_")
     _, feats, lab, noise, _, _ = est._prepare_source(
-        src, None, noise_kw={}, features=features, label=label, override=False)
+        src, None, noise_kw={}, features=features, label=label, override=False,
+        sample_weight=sample_weight)
     if (noise.metadata or {}).get("label_encoding") == "class_index":
         raise InvalidInputError(
             "fit_files trains one head per shard: a k-class release (k one-vs-rest heads) is fitted "
@@ -297,7 +300,7 @@ def fit_files(client, source, estimator, *, rounds: int = 1, shards: int | None 
                                          target_bound=(noise.metadata or {}).get("target_bound"))
         else:
             cfg = dataclasses.replace(cfg, learning_rate=cfg.learning_rate * shards)
-        configs.append(cfg)
+        configs.append(dataclasses.replace(cfg, weighted=sample_weight is not None))
     _check_step(configs[0], shards)
     locations = src.locations
     template = type(est)(**est.get_params())
@@ -311,7 +314,7 @@ def fit_files(client, source, estimator, *, rounds: int = 1, shards: int | None 
             lo, hi = shard_bounds(b - a, rounds)[r]
             futures.append(client.submit(
                 _fit_shard, locations, a + lo, a + hi, configs[k], feats, lab, states[k], template,
-                engine, est.chunk_rows, pure=False))
+                engine, est.chunk_rows, sample_weight, pure=False))
         arrays = client.gather(futures)
         shard_states = [HeadState.from_arrays(x) for x in arrays]
         merged = merge_states(shard_states, weights)
@@ -322,6 +325,7 @@ def fit_files(client, source, estimator, *, rounds: int = 1, shards: int | None 
             nxt = HeadState.from_arrays(merged.arrays())
             nxt.telemetry = s.telemetry.copy()
             states.append(nxt.arrays())
+    est._pass.sample_weight = sample_weight
     est._start_pass(configs[0], feats, lab, noise, None)
     est._pass.head = merged
     if est._task == "classification":

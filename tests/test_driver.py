@@ -291,7 +291,7 @@ def test_head_pool_raises_the_first_error_after_every_thread_finished():
     done = []
     lock = threading.Lock()
 
-    def run_chunk(cfgs, sts, X, y):         # the pool runs units of heads (here one head each)
+    def run_chunk(cfgs, sts, X, y, sample_weight=None):   # units of heads (here one head each)
         (cfg,) = cfgs
         if cfg == "slow":
             time.sleep(0.2)  # finishes long after the failing heads raised
@@ -302,7 +302,8 @@ def test_head_pool_raises_the_first_error_after_every_thread_finished():
 
     names = ["bad1", "slow", "bad2"]
     hs = [SimpleNamespace(name=c, config=c, label="y") for c in names]
-    pool = _HeadPool([[h] for h in hs], {c: None for c in names}, {c: 0 for c in names}, run_chunk, 3)
+    pool = _HeadPool([[h] for h in hs], {c: None for c in names}, {c: (0, None) for c in names},
+                     run_chunk, 3)
     try:
         for k in range(2):
             pool.submit(SimpleNamespace(features=[k], labels={"y": None}))

@@ -68,10 +68,10 @@ def test_the_k_heads_run_in_one_kernel_call_per_chunk(released, monkeypatch):
     calls = {"heads": 0, "single": 0}
     real_heads, real_single = engine.run_chunk_heads, engine.run_chunk
 
-    def heads(cfgs, states, X, y):
+    def heads(cfgs, states, X, y, sample_weight=None):
         calls["heads"] += 1
         assert len(cfgs) == 3
-        return real_heads(cfgs, states, X, y)
+        return real_heads(cfgs, states, X, y, sample_weight)
 
     def single(*args):
         calls["single"] += 1

@@ -131,6 +131,9 @@ def add_fit_arguments(p) -> None:
     p.add_argument("--features", nargs="+", default=None, metavar="NAME",
                    help="feature columns (default: the release's)")
     p.add_argument("--label", default=None, help="label column (default: the release's)")
+    p.add_argument("--sample-weight", default=None, metavar="COLUMN",
+                   help="column of public per-row weights >= 0: minimize the weighted risk "
+                        "(never a weight computed from the private data; see docs/usage.md)")
     p.add_argument("--noise-var", type=float, default=None,
                    help="feature noise variance sigma^2 for data without release metadata")
     p.add_argument("--epsilon-y", type=float, default=None,
@@ -211,12 +214,13 @@ def run(args) -> int:
                     "checkpoints: drop --checkpoint/--noise-var/--override, or fit on one machine")
             from ..distributed import fit_files
             fit_files(client, args.data, model, shards=args.shards, rounds=args.rounds,
-                      features=features, label=args.label)
+                      features=features, label=args.label, sample_weight=args.sample_weight)
         else:
             if args.bound is not None and args.ranges is None:
                 raise InvalidInputError("--bound goes with --ranges (raw clean data); a release "
                                         "carries its own bound")
-            model.fit(args.data, noise_var=args.noise_var, features=features, label=args.label,
+            model.fit(args.data, sample_weight=args.sample_weight, noise_var=args.noise_var,
+                      features=features, label=args.label,
                       override=args.override, checkpoint=args.checkpoint,
                       checkpoint_every=args.checkpoint_every, resume=args.resume,
                       overwrite=args.overwrite, ranges=args.ranges, feature_bound=args.bound,
@@ -227,7 +231,8 @@ def run(args) -> int:
     tel = model.telemetry_
     print(f"fitted {type(model).__name__}(loss={model.loss!r}, correction={model.correction!r}) on "
           f"{model.n_rows_seen_:,} rows of {args.data} ({model.mode_} mode)")
-    print(f"features: {', '.join(model.features_)}; label: {model.label_}")
+    print(f"features: {', '.join(model.features_)}; label: {model.label_}"
+          + (f"; sample weights: {args.sample_weight}" if args.sample_weight else ""))
     if np.ndim(model.coef_) == 2 and model.coef_.shape[0] > 1:     # k one-vs-rest heads
         print(f"{model.coef_.shape[0]} classes, one-vs-rest heads trained in one scan:")
         for cls, coef, intercept in zip(np.asarray(model.classes_).tolist(), model.coef_,

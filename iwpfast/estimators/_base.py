@@ -91,10 +91,11 @@ class IWPBase(ParamsMixin, InputsMixin):
         return truncation
 
     # ---- fitting -----------------------------------------------------------------------------
-    def fit(self, X, y=None, *, noise_var=None, epsilon_y=None, label_keep_prob=None,
-            target_noise_var=None, feature_bound=None, features=None, label=None,
-            override: bool = False, checkpoint=None, checkpoint_every=None, resume: bool = False,
-            overwrite: bool = False, ranges=None, validation=None, filesystem=None):
+    def fit(self, X, y=None, sample_weight=None, *, noise_var=None, epsilon_y=None,
+            label_keep_prob=None, target_noise_var=None, feature_bound=None, features=None,
+            label=None, override: bool = False, checkpoint=None, checkpoint_every=None,
+            resume: bool = False, overwrite: bool = False, ranges=None, validation=None,
+            filesystem=None):
         """Fit in one pass over ``X`` (a new model: earlier fitted attributes are dropped).
 
         Parameters
@@ -105,6 +106,13 @@ class IWPBase(ParamsMixin, InputsMixin):
             of p columns) of released rows with ``y`` and explicit noise parameters.
         y : array of shape (n,) or None
             Labels (any two values, or the declared classes) / regression targets, for arrays.
+        sample_weight : array of shape (n,), str, or None
+            Public per-row weights s_i >= 0: the model minimizes the weighted risk
+            (1/n) sum_i s_i loss_i + ridge, and the IWP gradient stays unbiased for it (the weights
+            must not be computed from the private data; docs/usage.md "Sample weights").  An
+            array for arrays X (a number: the same weight for every row); for a source X, the
+            name of the column holding the weights.  None: every row weighs 1 (the same model,
+            bit for bit, as weights of 1).
         noise_var : float >= 0 or sequence of p floats >= 0, optional
             Feature noise variances sigma_j^2 (arrays; None: clean features).  With a release,
             must agree with its metadata unless ``override=True``.
@@ -166,11 +174,12 @@ class IWPBase(ParamsMixin, InputsMixin):
                               features=features, label=label, override=override, n_rows_total=None,
                               finish=True, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
                               resume=resume, overwrite=overwrite, ranges=ranges,
-                              validation=validation)
+                              validation=validation, sample_weight=sample_weight)
 
-    def partial_fit(self, X, y=None, *, classes=None, n_rows_total=None, noise_var=None,
-                    epsilon_y=None, label_keep_prob=None, target_noise_var=None, feature_bound=None,
-                    features=None, label=None, override: bool = False, filesystem=None):
+    def partial_fit(self, X, y=None, sample_weight=None, *, classes=None, n_rows_total=None,
+                    noise_var=None, epsilon_y=None, label_keep_prob=None, target_noise_var=None,
+                    feature_bound=None, features=None, label=None, override: bool = False,
+                    filesystem=None):
         """Continue the same single pass with more rows (same step counter, schedule and average).
 
         Rows that do not fill a whole minibatch are carried in the state until the next call, so
@@ -187,6 +196,9 @@ class IWPBase(ParamsMixin, InputsMixin):
         X, y : as for ``fit`` (arrays, or a source streamed in chunks)
         classes : array-like of the label values, optional
             All classes, on the first call when this chunk may not show them all.
+        sample_weight : array of shape (n,), str, or None
+            As for ``fit``.  A pass that starts weighted takes weights in every call; one that
+            starts without them takes none (call ``fit`` to start a new pass).
         n_rows_total : int >= 1, optional
             Rows of the whole pass; needed on the first call for ``average="tail"`` or a
             fractional average and for ``schedule="paper"``; with "auto" it sets the derived step.
@@ -216,16 +228,26 @@ class IWPBase(ParamsMixin, InputsMixin):
         continuing = ps.started and hasattr(self, "coef_")
         if y is None:
             src, feats, lab, noise, _, names_in = self._prepare_source(
-                X, None, noise_kw=noise_kw, features=features, label=label, override=override)
+                X, None, noise_kw=noise_kw, features=features, label=label, override=override,
+                sample_weight=sample_weight)
             # labels in the kernel's encoding (k classes are known from here on, before the
             # first call's config is made)
             src = self._label_mapped_source(src, lab)
         else:
-            src, feats, lab, noise, _, names_in = self._prepare_arrays(X, y, noise_kw=noise_kw,
-                                                                       features=features)
+            src, feats, lab, noise, _, names_in = self._prepare_arrays(
+                X, y, noise_kw=noise_kw, features=features, sample_weight=sample_weight,
+                whole_pass=False)
             src.validate = False        # the driver names a non-finite value (see io/arrays.py)
+        weight_column = self._sample_weight_column(src, sample_weight)
         if continuing:
             self._check_same_setup(feats, noise)
+            if (weight_column is None) != (ps.sample_weight is None):
+                raise InvalidInputError(
+                    "partial_fit: the pass started " + ("with" if ps.sample_weight else "without")
+                    + " sample_weight and this call " + ("gives none" if ps.sample_weight else
+                                                         "gives some")
+                    + "; a pass is weighted in every call or in none (call fit to start a new pass)")
+            ps.sample_weight = weight_column
         else:
             # average="auto" is no averaging with numeric hyper-parameters (as in fit); with
             # "auto" ones, tail averaging when n_rows_total gives the pass's length (else none)
@@ -243,6 +265,7 @@ class IWPBase(ParamsMixin, InputsMixin):
             if cfg.schedule == "paper":
                 from ..sgd.schedules import resolve_paper_schedule
                 cfg = resolve_paper_schedule(cfg, int(n_rows_total), feature_bound=noise.feature_bound)
+            ps.sample_weight = weight_column
             self._start_pass(cfg, feats, lab, noise, names_in)
         # the rows of an incomplete last batch stay in the state's carry (finish=False): the next
         # call completes the batch, finalize() runs it as the pass's last update
@@ -277,8 +300,12 @@ class IWPBase(ParamsMixin, InputsMixin):
 
     def _start_pass(self, cfg, feats, lab, noise, names_in):
         """Set the pass's head up (the classes found and the hint given so far stay) and the
-        fitted attributes that describe it."""
+        fitted attributes that describe it.  A pass with sample weights (``PassState.sample_weight``
+        set before) gets a weighted head."""
         ps = self._pass
+        if ps.sample_weight is not None and not cfg.weighted:
+            import dataclasses
+            cfg = dataclasses.replace(cfg, weighted=True)
         ps.config = cfg
         ps.features = list(feats)
         ps.label = lab
@@ -313,7 +340,8 @@ class IWPBase(ParamsMixin, InputsMixin):
         """One call of the streaming driver on ``source`` for this estimator's head."""
         driver = _lazy_driver()
         ps = self._pass
-        head = driver.Head(HEAD_NAME, ps.config, list(ps.features), ps.label)
+        head = driver.Head(HEAD_NAME, ps.config, list(ps.features), ps.label,
+                           sample_weight=ps.sample_weight)
         kw = dict(progress=self.progress, engine=_ENGINE, **kwargs)
         if self.chunk_rows is not None:
             kw["chunk_rows"] = int(self.chunk_rows)
@@ -329,7 +357,7 @@ class IWPBase(ParamsMixin, InputsMixin):
 
     def _fit_pass(self, X, y, noise_kw, *, features, label, override, n_rows_total, finish,
                   checkpoint, checkpoint_every, resume, overwrite=False, ranges=None,
-                  validation=None):
+                  validation=None, sample_weight=None):
         v = self._validated()
         if ranges is not None:
             # raw, un-noised data: scaled and clipped as a release would, at the release's bound
@@ -337,7 +365,9 @@ class IWPBase(ParamsMixin, InputsMixin):
             if noise_kw.get("feature_bound") is None:
                 noise_kw["feature_bound"] = 1.0
         source, feats, lab, noise, n_rows, names_in = self._prepare_source(
-            X, y, noise_kw=noise_kw, features=features, label=label, override=override)
+            X, y, noise_kw=noise_kw, features=features, label=label, override=override,
+            sample_weight=sample_weight)
+        self._pass.sample_weight = self._sample_weight_column(source, sample_weight)
         mapper = None
         scaling = None
         if ranges is not None:
@@ -476,7 +506,8 @@ class IWPBase(ParamsMixin, InputsMixin):
     def _fit_tuned(self, source, mapper, feats, lab, noise, n_rows, names_in, v, validation,
                    scaling, ckpt):
         """alpha / learning_rate = 'auto': a grid of heads in one scan, chosen on a private hold-out
-        (``iwpfast.sgd.tuning``; docs/tuning.md)."""
+        (``iwpfast.sgd.tuning``; docs/tuning.md).  With sample weights every head is weighted and
+        the hold-out scores the same weighted risk."""
         from ..sgd import tuning
         p = len(feats)
         val_src = None
@@ -507,6 +538,14 @@ class IWPBase(ParamsMixin, InputsMixin):
                          noise.target_noise_var if mode != "clean" else 0.0))
         if ckpt.get("checkpoint") is not None:
             kw.update(ckpt)
+        if self._pass.sample_weight is not None:
+            # every head of the grid weighted, the hold-out scoring the same weighted risk
+            if val_src is not None:
+                raise InvalidInputError(
+                    "sample_weight with validation=...: the separate validation release has no "
+                    "weights for its rows; leave validation out (a part of X, with its weights, is "
+                    "held out), or pass numbers for alpha and learning_rate")
+            kw["sample_weight"] = self._pass.sample_weight
         self._tune(src, grid, kw, feats, lab, noise, names_in, scaling)
 
     def _tune(self, src, grid: AutoGrid, kw, feats, lab, noise, names_in, scaling):

@@ -24,7 +24,7 @@ from ._noise import (
     noise_from_metadata,
     override_noise,
 )
-from ._state import ARRAY_LABEL
+from ._state import ARRAY_LABEL, ARRAY_WEIGHT
 
 
 def refuse_unsupported(X) -> None:
@@ -115,14 +115,17 @@ def column(obj, name) -> np.ndarray:
 class InputsMixin:
     """Turns (X, y) or a source into what the driver reads, with its feature/label names and noise."""
 
-    def _prepare_source(self, X, y, *, noise_kw: dict, features, label, override: bool):
+    def _prepare_source(self, X, y, *, noise_kw: dict, features, label, override: bool,
+                        sample_weight=None):
         """Turn (X, y) or a source into (source for the driver, features, label, noise, n_rows, names_in).
 
         Arrays become a dict of feature-major columns, so arrays and files go through the same
-        driver and give the same result.
+        driver and give the same result.  ``sample_weight``: an array (arrays) or a column name
+        (a source), checked here (``_sample_weight_column`` gives the column the driver reads).
         """
         if y is not None:
-            return self._prepare_arrays(X, y, noise_kw=noise_kw, features=features)
+            return self._prepare_arrays(X, y, noise_kw=noise_kw, features=features,
+                                        sample_weight=sample_weight)
         if is_array_like(X) or type(X).__module__.startswith("scipy.sparse"):
             raise InvalidInputError(
                 f"{type(self).__name__} requires y to be passed, but the target y is None: pass "
@@ -160,9 +163,11 @@ class InputsMixin:
             raise InvalidInputError(
                 f"label column {lab!r} not in the source (its columns: {', '.join(names)}); pass "
                 "label=... naming the label column (CLI: --label)")
+        _check_weight_column(sample_weight, src, feats, lab)
         return src, feats, lab, noise, src.num_rows, None
 
-    def _prepare_arrays(self, X, y, *, noise_kw: dict, features):
+    def _prepare_arrays(self, X, y, *, noise_kw: dict, features, sample_weight=None,
+                        whole_pass: bool = True):
         """(ArraySource, features, label, noise, n_rows, names_in) for in-memory X and y.
 
         X is not copied: its columns keep their dtype (float32/float64; the kernel runs in it) and
@@ -213,13 +218,83 @@ class InputsMixin:
         # classification labels are exactly +-1 in the features' dtype (one kernel specialization);
         # regression targets stay float64
         label_dtype = dtype if self._task == "classification" else np.float64
+        weights = (None if sample_weight is None
+                   else sample_weight_array(sample_weight, n, whole_pass))
         source = ArraySource(data, ya, feats, ARRAY_LABEL, encode=encode, label_dtype=label_dtype,
-                             order=order, description="<(X, y) arrays>")
+                             order=order, description="<(X, y) arrays>", weights=weights,
+                             weight_name=ARRAY_WEIGHT)
         return source, feats, ARRAY_LABEL, noise, n, names_in
 
     def _target_encoder(self, y: np.ndarray):
         """``encode(values, first_row, dtype)``: the kernel's targets of a chunk of ``y`` (checked)."""
         raise NotImplementedError
+
+    @staticmethod
+    def _sample_weight_column(source, sample_weight) -> str | None:
+        """The column of the sample weights the driver reads from a prepared source, or None."""
+        if sample_weight is None:
+            return None
+        from ..io.arrays import ArraySource
+        if isinstance(source, ArraySource):
+            return source.weight_name
+        return str(sample_weight)
+
+
+def sample_weight_array(sample_weight, n: int, whole_pass: bool = True) -> np.ndarray:
+    """``sample_weight`` for n rows of arrays, checked: one real number >= 0 per row (a scalar is
+    the same weight for every row), finite, and for a whole pass (``fit``) not all 0 (a chunk of
+    ``partial_fit`` may weigh nothing).  The error names the row and the fix."""
+    if isinstance(sample_weight, str):
+        raise InvalidInputError(
+            f"sample_weight={sample_weight!r} names a column, but X is an in-memory array: pass one "
+            "weight per row (an array of n numbers), or a source (file, table) holding that column")
+    w = np.asarray(sample_weight)
+    if w.ndim == 0 and w.dtype.kind in "fiub":
+        w = np.full(n, w.item(), dtype=np.float64)
+    if w.dtype == object:
+        try:
+            w = w.astype(np.float64)
+        except (TypeError, ValueError):
+            raise InvalidInputError("sample_weight must hold real numbers >= 0 (got dtype object "
+                                    "with non-numbers)") from None
+    if w.ndim != 1 or w.shape[0] != n:
+        raise InvalidInputError(
+            f"sample_weight.shape == {w.shape}, expected ({n},): pass one weight per row of X")
+    if w.dtype.kind not in "fiub":
+        raise InvalidInputError(f"sample_weight has dtype {w.dtype}; weights must be real numbers >= 0")
+    from ..sgd.state import first_invalid_weight
+    bad = first_invalid_weight(w)
+    if bad >= 0:
+        raise InvalidInputError(f"sample_weight[{bad}] = {w[bad].item()!r}: sample weights must be "
+                                "finite and >= 0; fix or drop that row")
+    if whole_pass and n and not np.any(w):
+        raise InvalidInputError("sample_weight: every weight is zero, so there is nothing to fit "
+                                "(the weighted risk is 0 for every model); give some row a weight > 0")
+    return w
+
+
+def _check_weight_column(sample_weight, src, feats, lab) -> None:
+    """A source's sample weights are a column of it: numeric, not a feature or the label."""
+    if sample_weight is None:
+        return
+    if not isinstance(sample_weight, str):
+        raise InvalidInputError(
+            "with a source X (file, folder, table), sample_weight names the column holding the "
+            f"weights (e.g. sample_weight='w'); got a {type(sample_weight).__name__}")
+    names = list(src.full_schema.names)
+    if sample_weight not in names:
+        raise InvalidInputError(
+            f"sample_weight column {sample_weight!r} not in the source (its columns: "
+            f"{', '.join(names)}); name an existing column (CLI: --sample-weight)")
+    if sample_weight in feats or sample_weight == lab:
+        role = "feature" if sample_weight in feats else "label"
+        raise InvalidInputError(f"sample_weight column {sample_weight!r} is also the {role} column; "
+                                "the weights must be a column of their own")
+    import pyarrow as pa
+    t = src.full_schema.field(sample_weight).type
+    if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
+        raise InvalidInputError(f"sample_weight column {sample_weight!r} has type {t}; weights must "
+                                "be numbers >= 0")
 
 
 __all__ = ["InputsMixin", "NoiseModel", "column", "column_names", "is_tabular"]

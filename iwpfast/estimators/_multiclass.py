@@ -108,14 +108,14 @@ class OneVsRestMixin:
         return None if ps is None else ps.ovr
 
     # ---- fitting -----------------------------------------------------------------------------
-    def fit(self, X, y=None, *, classes=None, **kwargs):
+    def fit(self, X, y=None, sample_weight=None, *, classes=None, **kwargs):
         """Fit in one pass (see ``IWPBase.fit``).  ``classes``: the label's declared classes, in
         the order that defines the heads (required with ``epsilon_y`` for k > 2: k-ary randomized
         response's q and r depend on k).  A release written with ``classes=[...]`` carries them."""
         declared = None if classes is None else check_classes(classes)
         self._fit_request = (declared, kwargs.get("epsilon_y"), kwargs.get("label_keep_prob"))
         try:
-            return super().fit(X, y, **kwargs)
+            return super().fit(X, y, sample_weight, **kwargs)
         finally:
             self._fit_request = None
 
@@ -277,7 +277,7 @@ class OneVsRestMixin:
                     "... --classes ...); its labels are scored one class against the rest")
         return src
 
-    def partial_fit(self, X, y=None, *, classes=None, **kwargs):
+    def partial_fit(self, X, y=None, sample_weight=None, *, classes=None, **kwargs):
         """``IWPBase.partial_fit``; k > 2 classes when all of them are given on the pass's first
         call (``classes=[...]``, as scikit-learn's SGDClassifier; with ``epsilon_y`` they set
         k-ary randomized response's weights) or read from a k-class release: k one-vs-rest heads
@@ -290,16 +290,16 @@ class OneVsRestMixin:
                 raise InvalidInputError(
                     f"classes={list(declared)} but this pass learns the classes {list(ovr.classes)}; "
                     "give the same list (or none) on later calls, or call fit to start a new pass")
-            return super().partial_fit(X, y, **kwargs)
+            return super().partial_fit(X, y, sample_weight, **kwargs)
         if declared is None or len(declared) <= 2:
-            return super().partial_fit(X, y, classes=classes, **kwargs)
+            return super().partial_fit(X, y, sample_weight, classes=classes, **kwargs)
         if self._pass is not None and self._pass.started:
             raise InvalidInputError(
                 f"classes={list(declared)} on a pass that started with two classes; k classes are "
                 "declared on the first call of a pass (call fit, or start a new estimator)")
         self._fit_request = (declared, kwargs.get("epsilon_y"), kwargs.get("label_keep_prob"))
         try:
-            return super().partial_fit(X, y, **kwargs)
+            return super().partial_fit(X, y, sample_weight, **kwargs)
         finally:
             self._fit_request = None
 
@@ -330,7 +330,7 @@ class OneVsRestMixin:
         if not ovr.configs:
             ovr.configs = ovr.head_configs(ps.config)
         names = ovr.head_names()
-        heads = [driver.Head(n, c, list(ps.features), ps.label)
+        heads = [driver.Head(n, c, list(ps.features), ps.label, sample_weight=ps.sample_weight)
                  for n, c in zip(names, ovr.configs, strict=True)]
         kw = dict(progress=self.progress, engine=_ENGINE, **kwargs)
         if self.chunk_rows is not None:

@@ -16,6 +16,14 @@ import numpy as np
 from ..exceptions import InvalidInputError
 from ..sgd.state import SCHEDULES
 
+#: the scikit-learn check one-pass SGD cannot pass (both estimators declare it, with this reason)
+SAMPLE_WEIGHT_EQUIVALENCE = (
+    "check_sample_weight_equivalence_on_dense_data",
+    "one-pass minibatch SGD: a weight of 2 doubles a row's gradient inside its own minibatch, "
+    "while a repeated row is a second, later row in another minibatch, so the two fits differ "
+    "(both minimize the same weighted risk); scikit-learn declares this check for its own "
+    "SGDClassifier and SGDRegressor for the same reason")
+
 CORRECTIONS = ("iwp", "none")
 
 

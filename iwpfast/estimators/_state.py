@@ -17,6 +17,7 @@ from ._noise import NoiseModel
 
 HEAD_NAME = "model"            # the name of the single head an estimator trains
 ARRAY_LABEL = "__label__"      # the label column's name when fitting on in-memory arrays
+ARRAY_WEIGHT = "__sample_weight__"  # the sample-weight column's name for in-memory arrays
 
 
 @dataclass
@@ -26,6 +27,7 @@ class PassState:
     config: HeadConfig | None = None       # the head's configuration ('paper' resolved once run)
     features: list[str] | None = None      # the feature columns read, in the model's order
     label: str = ARRAY_LABEL               # the label column read
+    sample_weight: str | None = None       # the sample-weight column read (None: unweighted)
     noise: NoiseModel | None = None        # the noise the pass debiases for
     head: HeadState | None = None          # the SGD state; None before the first update
     classes: np.ndarray | None = None      # the two classes found so far (classifier)

@@ -12,6 +12,7 @@ from ..exceptions import InvalidInputError, NumericalWarning
 from ..losses import CLASSIFICATION_LOSSES
 from ._base import IWPBase
 from ._multiclass import OneVsRestMixin
+from ._params import SAMPLE_WEIGHT_EQUIVALENCE
 
 
 def _two_classes(y: np.ndarray) -> np.ndarray:
@@ -338,10 +339,11 @@ class IWPClassifier(OneVsRestMixin, _TwoClasses):
     ((1, 2), [0, 1], True)
     """
 
-    # scikit-learn's check_estimator passes except these (check -> reason; none today); give them
-    # as its expected_failed_checks: check_estimator(est,
+    # scikit-learn's check_estimator passes except these (check -> reason); give them as its
+    # expected_failed_checks: check_estimator(est,
     # expected_failed_checks=est.sklearn_expected_failed_checks)
-    sklearn_expected_failed_checks: MappingProxyType = MappingProxyType({})
+    sklearn_expected_failed_checks: MappingProxyType = MappingProxyType(
+        dict([SAMPLE_WEIGHT_EQUIVALENCE]))
 
     # predict_proba exists only where the loss defines probabilities (scikit-learn asks with
     # hasattr): see _OnlyForLogistic

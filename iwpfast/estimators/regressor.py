@@ -8,6 +8,7 @@ import numpy as np
 from ..exceptions import InvalidInputError
 from ..losses import REGRESSION_LOSSES
 from ._base import IWPBase
+from ._params import SAMPLE_WEIGHT_EQUIVALENCE
 
 
 class IWPRegressor(IWPBase):
@@ -60,7 +61,8 @@ class IWPRegressor(IWPBase):
         "check_regressors_no_decision_function": (
             "IWPRegressor.decision_function is iwpfast's public API since the first release (the "
             "linear score <theta, x> + b on raw or scaled features, the same values as predict); "
-            "scikit-learn expects regressors not to have it, but removing it would break callers")})
+            "scikit-learn expects regressors not to have it, but removing it would break callers"),
+        **dict([SAMPLE_WEIGHT_EQUIVALENCE])})
 
     def __init__(self, *, loss="squared_error", correction="iwp", alpha="auto", learning_rate="auto",
                  schedule="constant", mu=None, batch_size=128, radius=None, variance_cap=None,

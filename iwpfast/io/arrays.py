@@ -43,6 +43,7 @@ class ArraySource(Source):
     X: an (n, p) NumPy array (any order) or a list of p 1-D arrays.  labels: 1-D, n values, given
     to ``encode(values, first_row, label_dtype)`` chunk by chunk (returns the kernel's labels).
     order: an optional permutation of the rows (``shuffle=True``), applied chunk by chunk.
+    weights: optional sample weights (n values, checked by the caller), the column ``weight_name``.
     """
 
     cheap_decode = True
@@ -52,10 +53,15 @@ class ArraySource(Source):
                  label_name: str | None, *,
                  encode: Callable[[np.ndarray, int, np.dtype], np.ndarray] | None = None,
                  label_dtype=np.float64, order: np.ndarray | None = None,
-                 description: str = "<arrays>", validate: bool = True):
+                 description: str = "<arrays>", validate: bool = True,
+                 weights: np.ndarray | None = None, weight_name: str | None = None):
         self.description = description
         self.feature_names = list(feature_names)
         self.label_name = label_name
+        # sample weights (checked by the caller): a column ``weight_name`` read in the features'
+        # dtype, as the kernel reads them (a view when they are already in it)
+        self._weights = weights
+        self.weight_name = weight_name if weights is not None else None
         self._labels = labels
         self._encode = encode
         self._order = order
@@ -80,6 +86,8 @@ class ArraySource(Source):
         fields = [pa.field(f, pa.from_numpy_dtype(self.dtype)) for f in self.feature_names]
         if label_name is not None:
             fields.append(pa.field(label_name, pa.from_numpy_dtype(self.label_dtype)))
+        if self.weight_name is not None:
+            fields.append(pa.field(self.weight_name, pa.from_numpy_dtype(self.dtype)))
         schema = pa.schema(fields)
         super().__init__(schema, None, 1 << 16, int(n))
         self._n_rows = int(n)
@@ -104,6 +112,13 @@ class ArraySource(Source):
         assert labels is not None and encode is not None    # a label column was given
         rows = labels[start:stop] if self._order is None else labels[self._order[start:stop]]
         return rows, encode
+
+    def _weight_rows(self, start: int, stop: int) -> np.ndarray:
+        """The sample weights of rows [start, stop) (shuffled order if any), features' dtype."""
+        w = self._weights
+        assert w is not None
+        rows = w[start:stop] if self._order is None else w[self._order[start:stop]]
+        return np.ascontiguousarray(rows, dtype=self.dtype)
 
     def _feature_block(self, start: int, stop: int) -> tuple[list[np.ndarray], bool]:
         """The p feature columns of rows [start, stop) in ``self.dtype``, and whether they are
@@ -155,7 +170,10 @@ class ArraySource(Source):
             stats.copied_columns += 0 if views else len(columns)
             stats.copied_bytes += nbytes
             stats.copied_chunks += 0 if views else 1
-            features = [tuple(columns[index[name]] for name in group) for group in plan.groups]
+            by_name = {name: columns[j] for name, j in index.items()}
+            if self.weight_name is not None:
+                by_name[self.weight_name] = self._weight_rows(start, stop)
+            features = [tuple(by_name[name] for name in group) for group in plan.groups]
             yield Chunk(features, labels,
                         BatchOrigin(0, self.description, -1, start, start), stop - start)
 
@@ -170,6 +188,8 @@ class ArraySource(Source):
                 raw, encode = self._label_rows(start, stop)
                 data[self.label_name] = np.asarray(encode(raw, start, self.label_dtype),
                                                    dtype=self.label_dtype)
+            if self.weight_name is not None:
+                data[self.weight_name] = self._weight_rows(start, stop)
             yield (BatchOrigin(0, self.description, -1, start, start),
                    pa.record_batch([pa.array(data[c]) for c in columns], names=list(columns)))
 

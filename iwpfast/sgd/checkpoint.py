@@ -62,15 +62,22 @@ def _digest(obj) -> str:
 
 def config_hash(heads, epochs: int) -> str:
     """Hash of everything that determines the model: per head its name, resolved HeadConfig
-    (all fields but trace_every), feature and label columns, theta0 and intercept0; and epochs."""
+    (all fields but trace_every), feature, label and sample-weight columns, theta0 and
+    intercept0; and epochs."""
     desc = []
     for h in heads:
         cfg = {f.name: getattr(h.config, f.name) for f in fields(h.config)
                if f.name not in _NEUTRAL_FIELDS}
         cfg["noise_var"] = np.asarray(cfg["noise_var"], dtype=np.float64)
         theta0 = None if h.theta0 is None else np.asarray(h.theta0, dtype=np.float64)
-        desc.append({"name": h.name, "config": cfg, "features": list(h.features),
-                     "label": h.label, "theta0": theta0, "intercept0": float(h.intercept0)})
+        entry = {"name": h.name, "config": cfg, "features": list(h.features),
+                 "label": h.label, "theta0": theta0, "intercept0": float(h.intercept0)}
+        # unweighted heads hash as before sample weights existed: their checkpoints still resume
+        if not cfg.get("weighted"):
+            cfg.pop("weighted", None)
+        if getattr(h, "sample_weight", None) is not None:
+            entry["sample_weight"] = h.sample_weight
+        desc.append(entry)
     return _digest({"heads": desc, "epochs": int(epochs)})
 
 

@@ -50,7 +50,7 @@ from ..io.sources import Source, open_source
 from ..progress import progress_bar
 from .checkpoint import checkpoint_exists, config_hash, dataset_hash, read_checkpoint, write_checkpoint
 from .schedules import resolve_paper_schedule
-from .state import TELEMETRY_INDEX, HeadConfig, HeadState
+from .state import TELEMETRY_INDEX, HeadConfig, HeadState, first_invalid_weight
 
 #: warn when sigma^2 |theta|^2 exceeded this: the IWP gradient variance grows like
 #: exp(sigma^2 |theta|^2) (exponential loss), e^8 ~ 3000 times the noiseless variance.
@@ -66,7 +66,9 @@ class Head:
     name: unique name (key of the result dicts).  config: its HeadConfig.  features: the p feature
     columns in the order of ``config.noise_var``.  label: the label/target column.  theta0,
     intercept0: starting point.  paper_A, paper_smoothness: constants of the 'paper' schedule
-    (defaults: ``schedules.paper_constants`` from the release's feature bound).
+    (defaults: ``schedules.paper_constants`` from the release's feature bound).  sample_weight: the
+    column of public per-row weights s_i >= 0 (the head then minimizes the weighted risk; its
+    config is made ``weighted``); None: unweighted.
     """
 
     name: str
@@ -77,6 +79,7 @@ class Head:
     intercept0: float = 0.0
     paper_A: float | None = None
     paper_smoothness: float | None = None
+    sample_weight: str | None = None
 
 
 @dataclass
@@ -238,11 +241,11 @@ def _engine(name: str):
                                               ref.reference_run_chunk_heads,
                                               ref.reference_finish_heads)
 
-    def run(cfgs, states, X, y):
+    def run(cfgs, states, X, y, sample_weight=None):
         if len(cfgs) == 1:
-            one(cfgs[0], states[0], X, y)
+            one(cfgs[0], states[0], X, y, sample_weight)
         else:
-            many(cfgs, states, X, y)
+            many(cfgs, states, X, y, sample_weight)
 
     def finish(cfgs, states):
         if len(cfgs) == 1:
@@ -264,7 +267,7 @@ def _units(heads) -> list[list]:
         if c.label_class is None:
             units.append([h])
             continue
-        key = (tuple(h.features), h.label, c.batch_size, c.loss, c.truncation)
+        key = (tuple(h.features), h.label, h.sample_weight, c.batch_size, c.loss, c.truncation)
         if key not in together:
             together[key] = []
             units.append(together[key])
@@ -272,16 +275,33 @@ def _units(heads) -> list[list]:
     return units
 
 
+def _chunk_weights(head, chunk, weight_group):
+    """The head's sample weights in this chunk (None: unweighted), checked finite and >= 0 with an
+    error naming the column and row (one sum and one minimum per chunk)."""
+    if weight_group is None:
+        return None
+    weights = chunk.features[weight_group][0]
+    bad = first_invalid_weight(weights)
+    if bad >= 0:
+        raise InvalidInputError(
+            f"sample weight {float(weights[bad])!r} in column {head.sample_weight!r} at "
+            f"{chunk.origin.describe(bad)}: sample weights must be finite and >= 0; fix or drop "
+            "that row")
+    return weights
+
+
 def _run_unit_chunk(run_unit, unit, configs, states, chunk, group) -> None:
     """One kernel call of a unit of heads (one head, or one-vs-rest heads sharing their columns)
-    on one chunk.  A divergence caused by a non-finite feature value (NaN/inf make the gradient
-    NaN, whatever the step) becomes the input error naming the column and row: the values are
-    checked only then, so a source not validated while read (in-memory arrays) pays no pass of
-    its own for it."""
+    on one chunk; ``group``: (feature group, sample-weight group or None) of the chunk.  A
+    divergence caused by a non-finite feature value (NaN/inf make the gradient NaN, whatever the
+    step) becomes the input error naming the column and row: the values are checked only then,
+    so a source not validated while read (in-memory arrays) pays no pass of its own for it."""
     from ..exceptions import DivergenceError
     head = unit[0]
+    group, weight_group = group
+    weights = _chunk_weights(head, chunk, weight_group)
     try:
-        run_unit(configs, states, chunk.features[group], chunk.labels[head.label])
+        run_unit(configs, states, chunk.features[group], chunk.labels[head.label], weights)
     except DivergenceError as exc:
         for name, values in zip(head.features, chunk.features[group], strict=True):
             bad = np.flatnonzero(~np.isfinite(values))
@@ -305,7 +325,8 @@ def _locate_non_finite_carry(unit, state, end_row) -> None:
     """After a divergence of the last partial batch: the input error naming a non-finite value
     in it (the carried rows end the stream at ``end_row``), if there is one."""
     n = state.carry_n
-    for name, values in zip(unit[0].features, state.carry_X[:, :n], strict=True):
+    p = len(unit[0].features)            # a weighted head carries its weights as row p
+    for name, values in zip(unit[0].features, state.carry_X[:p, :n], strict=True):
         bad = np.flatnonzero(~np.isfinite(values))
         if bad.size:
             i = int(bad[0])
@@ -566,6 +587,12 @@ def _resolve_configs(heads, src, trace_every, feature_bound):
     resolved = []
     for h in heads:
         cfg = h.config
+        if h.sample_weight is not None and not cfg.weighted:
+            cfg = dataclasses.replace(cfg, weighted=True)
+        elif cfg.weighted and h.sample_weight is None:
+            raise InvalidInputError(
+                f"head {h.name!r}: config.weighted=True but no sample-weight column; name it with "
+                f"Head(..., sample_weight='column'), or make the config with weighted=False")
         if trace_every and trace_every > 0:
             cfg = dataclasses.replace(cfg, trace_every=int(trace_every))
         if cfg.schedule == "paper":
@@ -578,13 +605,17 @@ def _resolve_configs(heads, src, trace_every, feature_bound):
 
 
 def _column_plan(heads, src):
-    """(feature groups, head -> group index, label columns, every used column), each column
-    checked to exist in the source."""
+    """(column groups, head -> (feature group index, sample-weight group index or None), label
+    columns, every used column), each column checked to exist in the source.  A sample-weight
+    column is a group of its own, so it never changes the dtype the features are read in."""
     groups: list[list[str]] = []
     for h in heads:
-        if list(h.features) not in groups:
-            groups.append(list(h.features))
-    group_of = {h.name: groups.index(list(h.features)) for h in heads}
+        for g in [list(h.features)] + ([[h.sample_weight]] if h.sample_weight is not None else []):
+            if g not in groups:
+                groups.append(g)
+    group_of = {h.name: (groups.index(list(h.features)),
+                         None if h.sample_weight is None else groups.index([h.sample_weight]))
+                for h in heads}
     labels = list(dict.fromkeys(h.label for h in heads))
     used_columns = list(dict.fromkeys([c for g in groups for c in g] + labels))
     for c in used_columns:

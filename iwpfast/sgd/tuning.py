@@ -286,7 +286,8 @@ def select(points: Sequence[GridPoint], estimates: Sequence,
 
 
 def score_heads(source, features: Sequence[str], label: str, heads: Sequence, states: dict,
-                configs: dict, *, loss: str, noise=None, label_table=None):
+                configs: dict, *, loss: str, noise=None, label_table=None,
+                sample_weight: str | None = None):
     """(RiskEstimate per head, covariance of the estimates) on a (validation) source: one read,
     one (rows x p) @ (p x k) product per batch.  ``noise``: (noise_var, label_keep_prob,
     target_noise_var) of the validation data (default: the heads' own; naive heads need it given,
@@ -295,7 +296,10 @@ def score_heads(source, features: Sequence[str], label: str, heads: Sequence, st
     One-vs-rest heads (``HeadConfig.label_class`` set; the label column holds class indices) are
     scored on their own binary problem: the sign of a row is +1 where its class is the head's,
     and the per-row IWP loss uses the k-ary label weights ``label_table`` (those of the
-    validation data; default: the head's own ``label_weights``, public labels without them)."""
+    validation data; default: the head's own ``label_weights``, public labels without them).
+
+    ``sample_weight``: a column of public row weights s_i; each row's IWP loss is multiplied by
+    s_i, an unbiased estimate of the weighted clean risk the weighted heads minimize."""
     from ..estimates import RiskAccumulator, glm_loss_values, glm_loss_values_table
     k = len(heads)
     theta = np.stack([states[h].coef(configs[h].average_start >= 0)[0] for h in heads], axis=1)
@@ -319,7 +323,8 @@ def score_heads(source, features: Sequence[str], label: str, heads: Sequence, st
     acc = RiskAccumulator(k)
     from ..io.sources import Source, open_source
     src = source if isinstance(source, Source) else open_source(source)
-    for batch in src.batches([*features, label]):
+    columns = [*features, label] + ([sample_weight] if sample_weight is not None else [])
+    for batch in src.batches(columns):
         X = np.column_stack([np.asarray(batch.column(f).to_numpy(zero_copy_only=False),
                                         dtype=np.float64) for f in features])
         y = np.asarray(batch.column(label).to_numpy(zero_copy_only=False), dtype=np.float64)
@@ -332,6 +337,9 @@ def score_heads(source, features: Sequence[str], label: str, heads: Sequence, st
             vals = glm_loss_values_table(loss, signs * U, signs, tau, table, int(cfg0.truncation))
         else:
             vals = glm_loss_values(loss, y[:, None] * U, tau, weight, int(cfg0.truncation))
+        if sample_weight is not None:
+            vals = vals * np.asarray(batch.column(sample_weight).to_numpy(zero_copy_only=False),
+                                     dtype=np.float64)[:, None]
         acc.add(vals)
     return acc.estimates(loss, 2.0 * tau), acc.covariance_of_means()
 
@@ -419,7 +427,8 @@ def tune_stream(source, features: Sequence[str], label: str, points: Sequence[Gr
                 validation_fraction: float = VALIDATION_FRACTION, validation=None,
                 mapper=None, validation_mapper=None, engine: str = "numba", progress=True,
                 chunk_rows=None, feature_bound=None, noise=None, checkpoint=None,
-                checkpoint_every=None, resume: bool = False, overwrite: bool = False) -> TuningResult:
+                checkpoint_every=None, resume: bool = False, overwrite: bool = False,
+                sample_weight: str | None = None) -> TuningResult:
     """Train every grid point as a head in one scan, score each privately, choose one.
 
     source: the training data (a Source or anything ``open_source`` takes); ``mapper`` (see
@@ -430,6 +439,8 @@ def tune_stream(source, features: Sequence[str], label: str, points: Sequence[Gr
     label_keep_prob, target_noise_var) the validation risk debiases for (default: the heads').
     checkpoint, checkpoint_every, resume: as ``fit_stream`` (the grid's heads are checkpointed
     together; the split is a function of the row numbers, so a resumed scan sees the same rows).
+    sample_weight: a column of public row weights: every head is weighted and the hold-out scores
+    the weighted risk.
     """
     from . import driver
     train, val, passes = _open_parts(source, validation_fraction, validation, mapper,
@@ -439,13 +450,13 @@ def tune_stream(source, features: Sequence[str], label: str, points: Sequence[Gr
     by_name = {pt.name: pt for pt in points}
 
     def heads_of(names):
-        return [driver.Head(n, make_config(by_name[n], train.num_rows), list(features), label)
-                for n in names]
+        return [driver.Head(n, make_config(by_name[n], train.num_rows), list(features), label,
+                            sample_weight=sample_weight) for n in names]
 
     result, active, diverged, repeats = _scan(train, heads_of, [pt.name for pt in points], kw)
     passes += repeats
     scored, cov_active = score_heads(val, features, label, active, result.states, result.configs,
-                                     loss=loss, noise=noise)
+                                     loss=loss, noise=noise, sample_weight=sample_weight)
     index = {n: i for i, n in enumerate(active)}
     estimates, chosen, rule, notes = _choose(
         points, [pt.name for pt in points], dict(zip(active, scored, strict=True)),
@@ -471,7 +482,8 @@ def tune_stream_classes(source, features: Sequence[str], label: str, points: Seq
                         validation=None, mapper=None, validation_mapper=None,
                         engine: str = "numba", progress=True, chunk_rows=None, feature_bound=None,
                         noise=None, label_table=None, checkpoint=None, checkpoint_every=None,
-                        resume: bool = False, overwrite: bool = False) -> list[TuningResult]:
+                        resume: bool = False, overwrite: bool = False,
+                        sample_weight: str | None = None) -> list[TuningResult]:
     """``tune_stream`` for k > 2 classes learned one-vs-rest: one TuningResult per class.
 
     Each class's head is a two-class problem (class c against the rest), so every (grid point,
@@ -487,6 +499,7 @@ def tune_stream_classes(source, features: Sequence[str], label: str, points: Seq
     so choosing per class minimizes it too.  Result c holds class c's estimates, states and
     configs keyed by the point names (``TuningResult.table`` works as for two classes);
     ``passes`` and ``n_train`` are the shared scan's, ``head_updates_per_row`` is k x G.
+    ``sample_weight``: as for ``tune_stream``.
     """
     from . import driver
     k = int(n_classes)
@@ -503,7 +516,8 @@ def tune_stream_classes(source, features: Sequence[str], label: str, points: Seq
             pt, c = owner[n]
             if pt.name not in cache:
                 cache[pt.name] = make_configs(pt, train.num_rows)
-            heads.append(driver.Head(n, cache[pt.name][c], list(features), label))
+            heads.append(driver.Head(n, cache[pt.name][c], list(features), label,
+                                     sample_weight=sample_weight))
         return heads
 
     # a step that makes one class's head diverge is too large for these data: the point is
@@ -513,7 +527,8 @@ def tune_stream_classes(source, features: Sequence[str], label: str, points: Seq
         siblings=lambda name: [class_head_name(owner[name][0], c) for c in range(k)])
     passes += repeats
     scored, cov_active = score_heads(val, features, label, active, result.states, result.configs,
-                                     loss=loss, noise=noise, label_table=label_table)
+                                     loss=loss, noise=noise, label_table=label_table,
+                                     sample_weight=sample_weight)
     by_name = dict(zip(active, scored, strict=True))
     index = {n: i for i, n in enumerate(active)}
     results = []
