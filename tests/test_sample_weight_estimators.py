@@ -167,10 +167,13 @@ def test_hold_out_risk_is_weighted():
     assert scores["two"].risk == pytest.approx(2.0 * scores[None].risk, rel=1e-12)
 
 
-def test_auto_hyper_parameters_with_weights_run_weighted_heads():
-    X, y, w = _data(np.float32)
+@pytest.mark.parametrize("k", [2, 3])
+def test_auto_hyper_parameters_with_weights_run_weighted_heads(k):
+    X, y, w = _data(np.float32, k=k)
     model = IWPClassifier(progress=False, batch_size=32).fit(X, y, sample_weight=w, noise_var=0.05)
     assert model._pass.config.weighted and model._pass.sample_weight is not None
+    if k > 2:
+        assert all(cfg.weighted for cfg in model._pass.ovr.configs)
     assert np.isfinite(model.tuning_["risk"]).any()
 
 
