@@ -88,16 +88,20 @@ def test_weight_column_of_a_parquet_file_equals_array_weights(tmp_path, k):
     assert source._pass.config.weighted
 
 
-def test_partial_fit_with_weights_equals_fit():
-    X, y, w = _data(np.float64)
-    full = IWPClassifier(**HYPER).fit(X, y, sample_weight=w, noise_var=0.05)
+@pytest.mark.parametrize("k", [2, 3])
+def test_partial_fit_with_weights_equals_fit(k):
+    X, y, w = _data(np.float64, k=k)
+    classes = list(range(k))
+    full = IWPClassifier(**HYPER).fit(X, y, sample_weight=w, noise_var=0.05,
+                                      **({} if k == 2 else {"classes": classes}))
     parts = IWPClassifier(**HYPER)
     for start in range(0, N, 1001):                               # splits inside batches
         stop = start + 1001
         parts.partial_fit(X[start:stop], y[start:stop], sample_weight=w[start:stop],
-                          classes=[0, 1], noise_var=0.05)
+                          classes=classes, noise_var=0.05)
     parts.finalize()
     _same_model(full, parts)
+    y = np.minimum(y, 1)
     with pytest.raises(InvalidInputError, match="started with sample_weight and this call gives none"):
         parts.partial_fit(X[:10], y[:10], noise_var=0.05)
     plain = IWPClassifier(**HYPER).partial_fit(X[:100], y[:100], classes=[0, 1], noise_var=0.05)
