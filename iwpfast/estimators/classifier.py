@@ -284,7 +284,10 @@ class IWPClassifier(OneVsRestMixin, _TwoClasses):
         The step gamma0.  "auto": a grid of (alpha, step) heads is trained in the same scan of
         (1 - validation_fraction) of the rows and scored by its unbiased private risk on the rest
         (one-standard-error rule; fitted ``learning_rate_``, ``alpha_``, ``tuning_``; without a
-        ``variance_cap`` the IWP heads then run with sigma^2 |theta|^2 <= 2).
+        ``variance_cap`` the IWP heads then run with sigma^2 |theta|^2 <= 2).  k > 2 classes:
+        every class's one-vs-rest head chooses its own pair (``alpha_``, ``learning_rate_``
+        arrays of k values; ``tuning_`` with a ``class`` column).  ``partial_fit``: the centre
+        of the derived grid, from public quantities only (docs/tuning.md).
     schedule : {"constant", "inverse", "paper"}, default "constant"
         gamma_t = gamma0, gamma0 / (1 + mu gamma0 t), or the paper's constant step from the
         release size ("paper" needs alpha > 0).
