@@ -51,10 +51,10 @@ def auto_model(released):
     return _fit(released)
 
 
-def _fit(path, **kw):
+def _fit(path, **fit_kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")          # the tuning notes are asserted on tuning_
-        return IWPClassifier(progress=False, **kw).fit(path)
+        return IWPClassifier(progress=False).fit(path, **fit_kw)
 
 
 def test_auto_k_classes_from_a_release_learns_and_chooses_per_class(auto_model):
@@ -147,3 +147,25 @@ def test_cli_fit_a_k_class_release_with_the_defaults(released, tmp_path, capsys)
     chosen_lines = [line for line in printed.splitlines() if line.endswith("<- chosen")]
     assert len(chosen_lines) == 3 and all(not math.isnan(float(line.split()[3]))
                                           for line in chosen_lines)
+
+
+def test_separate_validation_release_and_resume(released, tmp_path):
+    X, y = _clean(1000, 6)
+    df = pd.DataFrame(X, columns=FEATURES)
+    df["y"] = NAMES[y]
+    val = tmp_path / "val.parquet"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        release(df, val, _spec(), seed=6)
+    model = _fit(released, validation=val)
+    # every training row trains, the whole validation release scores: 1 + 1000/4000 reads
+    assert model.tuning_["n_validation"] == 1000 and model.tuning_["n_train"] == 4000
+    assert model.tuning_["passes"] == pytest.approx(1.25)
+    # a checkpointed k-class grid resumes to the same model
+    ckpt = tmp_path / "ck.json"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        first = IWPClassifier(progress=False).fit(released, checkpoint=ckpt, checkpoint_every=1000)
+        again = IWPClassifier(progress=False).fit(released, checkpoint=ckpt, resume=True)
+    np.testing.assert_array_equal(first.coef_, again.coef_)
+    np.testing.assert_array_equal(first.alpha_, again.alpha_)
