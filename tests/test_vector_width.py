@@ -86,8 +86,9 @@ def test_row_scalars_exponential_loop_vectorized():
     # a binary head: the 2 x 2 label-weight table has two equal rows (S~, 1 - S~)
     fparams = np.zeros(9)
     fparams[[0, 6, 7, 8]] = label_tilde, 1 - label_tilde, label_tilde, 1 - label_tilde
-    row_scalars(sgd.LOSS_EXPONENTIAL, True, y, m, margin, 0.1, fparams, 0, np.zeros((1, 1)),
-                weight, curvature)
+    # table_form None: the binary form only, as a binary fit compiles it
+    row_scalars(sgd.LOSS_EXPONENTIAL, None, True, y, m, margin, 0.1, fparams, 0,
+                np.zeros((1, 1)), weight, curvature)
     z = y * margin
     e_z, e_minus_z = np.exp(-0.1 - z), np.exp(-0.1 + z)
     np.testing.assert_allclose(curvature, label_tilde * e_z + (1 - label_tilde) * e_minus_z,

@@ -210,7 +210,7 @@ def _logistic_scalars(z, w, tau, truncation, weight_z, weight_minus_z, private, 
 
 
 @jit
-def _row_scalars(loss, iwp, y, m, margin, tau, fparams, truncation, eulerian,
+def _row_scalars(loss, table_form, iwp, y, m, margin, tau, fparams, truncation, eulerian,
                  weight, curvature):
     """weight[i] = coefficient of x_i in the row gradient (a_i y_i, or u_i - y_i), curvature[i] = c_i.
 
@@ -219,10 +219,13 @@ def _row_scalars(loss, iwp, y, m, margin, tau, fparams, truncation, eulerian,
     (F(z), F(-z)) for a row whose label is the head's class (y = +1) and for one whose label is
     not (y = -1).  A binary head has two equal rows (S~, 1 - S~) and takes the loops below that
     read one weight; a k-class one-vs-rest head has two different rows (``_table_row_scalars``).
+    ``table_form`` None (a compile-time type) says that the rows are equal: the table form is then
+    not compiled at all (a binary fit does not pay its compile time); True checks at run time.
     Loops have no data-dependent branches so that LLVM vectorizes them (fast_exp included).
     """
     label_tilde = fparams[F_MATCH_Z]
-    if not (fparams[F_OTHER_Z] == label_tilde and fparams[F_OTHER_MINUS_Z] == fparams[F_MATCH_MINUS_Z]):
+    if table_form is not None and not (fparams[F_OTHER_Z] == label_tilde
+                                       and fparams[F_OTHER_MINUS_Z] == fparams[F_MATCH_MINUS_Z]):
         _table_row_scalars(loss, y, m, margin, tau, fparams[F_MATCH_Z], fparams[F_MATCH_MINUS_Z],
                            fparams[F_OTHER_Z], fparams[F_OTHER_MINUS_Z], truncation, eulerian,
                            weight, curvature)
@@ -321,7 +324,7 @@ def _table_row_scalars(loss, y, m, margin, tau, match_z, match_minus_z, other_z,
 
 
 @jit_inline
-def _batch(addresses, like, y, offset, m, fparams, iparams, noise_var, eulerian,
+def _batch(table_form, addresses, like, y, offset, m, fparams, iparams, noise_var, eulerian,
            theta, theta_avg, intercept, intercept_avg, counters, telemetry, trace, trace_steps,
            margin, weight, curvature, gradient, lanes, group_lanes, ones):
     """One SGD update on rows [offset, offset + m) of the columns, whose labels are y[0:m].
@@ -348,7 +351,7 @@ def _batch(addresses, like, y, offset, m, fparams, iparams, noise_var, eulerian,
         tau = 0.5 * tau
     # 2. margins and per-row scalars
     _margins(addresses, like, offset, m, theta, intercept, fit_intercept, margin)
-    _row_scalars(loss, iwp, y, m, margin, tau, fparams, truncation, eulerian, weight, curvature)
+    _row_scalars(loss, table_form, iwp, y, m, margin, tau, fparams, truncation, eulerian, weight, curvature)
     if iparams[I_WEIGHTED] != 0:
         # sample weights s_i (the column after the p features): row i's gradient, curvature
         # term included, is s_i times its unweighted one; s_i = 1.0 multiplies exactly
@@ -454,12 +457,12 @@ def _batch(addresses, like, y, offset, m, fparams, iparams, noise_var, eulerian,
 
 
 @jit
-def _batch_called(addresses, like, y, offset, m, fparams, iparams, noise_var, eulerian,
-                  theta, theta_avg, intercept, intercept_avg, counters, telemetry, trace,
+def _batch_called(table_form, addresses, like, y, offset, m, fparams, iparams, noise_var,
+                  eulerian, theta, theta_avg, intercept, intercept_avg, counters, telemetry, trace,
                   trace_steps, margin, weight, curvature, gradient, lanes, group_lanes, ones):
     """``_batch`` as a called function, for the once-per-chunk batches (the carried one and the
     last partial one): one more inlined copy of ``_batch`` would add seconds of compile time."""
-    return _batch(addresses, like, y, offset, m, fparams, iparams, noise_var, eulerian, theta,
+    return _batch(table_form, addresses, like, y, offset, m, fparams, iparams, noise_var, eulerian, theta,
                   theta_avg, intercept, intercept_avg, counters, telemetry, trace, trace_steps,
                   margin, weight, curvature, gradient, lanes, group_lanes, ones)
 
@@ -467,8 +470,11 @@ def _batch_called(addresses, like, y, offset, m, fparams, iparams, noise_var, eu
 @jit
 def sgd_chunk(addresses, like, y_address, y_like, n_rows, carry_addresses, carry_like, fparams,
               iparams, noise_var, eulerian, theta, theta_avg, intercept, intercept_avg, carry_X, carry_y,
-              counters, telemetry, trace, trace_steps):
-    """Run every complete batch of this chunk (completing the carried one first) and carry the rest.
+              counters, telemetry, trace, trace_steps, table_form, final):
+    """Run every complete batch of this chunk (completing the carried one first) and carry the rest;
+    with ``final``, then run the carried partial batch (if any) as the stream's last update (the
+    stream's end is a call with n_rows = 0 and final: no function of its own to compile).
+    ``table_form``: None for a head whose label-weight table has two equal rows (``_row_scalars``).
 
     Returns -1, or the global index of the last row of the batch after which theta diverged.
     """
@@ -498,10 +504,11 @@ def sgd_chunk(addresses, like, y_address, y_like, n_rows, carry_addresses, carry
         counters[C_CARRY] = carried
         if carried == batch_size:
             rows_before = telemetry[T_ROWS]
-            if not _batch_called(carry_addresses, carry_like, carry_y[:batch_size], 0, batch_size,
-                                 fparams, iparams, noise_var, eulerian, theta, theta_avg, intercept,
-                                 intercept_avg, counters, telemetry, trace, trace_steps, margin,
-                                 weight, curvature, gradient, lanes, group_lanes, ones):
+            if not _batch_called(table_form, carry_addresses, carry_like, carry_y[:batch_size], 0,
+                                 batch_size, fparams, iparams, noise_var, eulerian, theta,
+                                 theta_avg, intercept, intercept_avg, counters, telemetry, trace,
+                                 trace_steps, margin, weight, curvature, gradient, lanes,
+                                 group_lanes, ones):
                 return np.int64(rows_before) + batch_size - 1
             counters[C_CARRY] = 0
     staging = n_features >= STAGE_MIN_FEATURES
@@ -533,7 +540,7 @@ def sgd_chunk(addresses, like, y_address, y_like, n_rows, carry_addresses, carry
         for b in range(n_batches):
             rows_before = telemetry[T_ROWS]
             start = position + b * batch_size
-            if not _batch(sources, like, y[start:start + batch_size], first_row + b * batch_size,
+            if not _batch(table_form, sources, like, y[start:start + batch_size], first_row + b * batch_size,
                           batch_size, fparams,
                           iparams, noise_var, eulerian, theta, theta_avg, intercept,
                           intercept_avg, counters, telemetry, trace, trace_steps, margin, weight,
@@ -549,32 +556,16 @@ def sgd_chunk(addresses, like, y_address, y_like, n_rows, carry_addresses, carry
         for i in range(rest):
             carry_y[i] = np.float64(y[position + i])
         counters[C_CARRY] = rest
-    return NO_DIVERGENCE
-
-
-@jit
-def sgd_finish(carry_addresses, carry_like, fparams, iparams, noise_var, eulerian, theta,
-               theta_avg, intercept, intercept_avg, carry_y, counters, telemetry, trace,
-               trace_steps):
-    """Run the carried partial batch (if any) as the stream's last update."""
     carried = counters[C_CARRY]
-    if carried == 0:
-        return NO_DIVERGENCE
-    n_features = theta.shape[0]
-    margin = np.empty(carried)
-    weight = np.empty(carried)
-    curvature = np.empty(carried)
-    gradient = np.empty(n_features)
-    lanes = np.empty(LANES)
-    group_lanes = np.empty(GRADIENT_GROUP * LANES)
-    ones = np.ones(carried)
-    rows_before = telemetry[T_ROWS]
-    if not _batch_called(carry_addresses, carry_like, carry_y[:carried], 0, carried, fparams, iparams,
-                         noise_var, eulerian, theta, theta_avg, intercept, intercept_avg, counters,
-                         telemetry, trace, trace_steps, margin, weight, curvature, gradient, lanes,
-                         group_lanes, ones):
-        return np.int64(rows_before) + carried - 1
-    counters[C_CARRY] = 0
+    if final and carried > 0:
+        # the stream's last update: the same call (and types) as the carried complete batch's
+        rows_before = telemetry[T_ROWS]
+        if not _batch_called(table_form, carry_addresses, carry_like, carry_y[:carried], 0, carried,
+                             fparams, iparams, noise_var, eulerian, theta, theta_avg, intercept,
+                             intercept_avg, counters, telemetry, trace, trace_steps, margin, weight,
+                             curvature, gradient, lanes, group_lanes, ones):
+            return np.int64(rows_before) + carried - 1
+        counters[C_CARRY] = 0
     return NO_DIVERGENCE
 
 
@@ -686,7 +677,7 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, carry_addresses,
             for c in range(n_heads):
                 rows_before = telemetry[c, T_ROWS]
                 _class_signs(carry_y, classes[c], batch_size, signs)
-                if not _batch_called(carry_addresses, carry_like, signs, 0, batch_size, fparams[c],
+                if not _batch_called(True, carry_addresses, carry_like, signs, 0, batch_size, fparams[c],
                                      iparams[c], noise_var[c], eulerian, thetas[c], theta_avgs[c],
                                      intercepts[c], intercept_avgs[c], counters[c], telemetry[c],
                                      traces[c], trace_steps[c], margin, weight, curvature, gradient,
@@ -722,7 +713,7 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, carry_addresses,
             for c in range(n_heads):
                 rows_before = telemetry[c, T_ROWS]
                 _class_signs(codes, classes[c], batch_size, signs)
-                if not _batch(sources, like, signs, first_row + b * batch_size, batch_size,
+                if not _batch(True, sources, like, signs, first_row + b * batch_size, batch_size,
                               fparams[c], iparams[c], noise_var[c], eulerian, thetas[c],
                               theta_avgs[c], intercepts[c], intercept_avgs[c], counters[c],
                               telemetry[c], traces[c], trace_steps[c], margin, weight, curvature,
@@ -762,7 +753,7 @@ def sgd_finish_heads(carry_addresses, carry_like, fparams, iparams, noise_var, e
     for c in range(thetas.shape[0]):
         rows_before = telemetry[c, T_ROWS]
         _class_signs(carry_y, classes[c], carried, signs)
-        if not _batch_called(carry_addresses, carry_like, signs, 0, carried, fparams[c], iparams[c],
+        if not _batch_called(True, carry_addresses, carry_like, signs, 0, carried, fparams[c], iparams[c],
                              noise_var[c], eulerian, thetas[c], theta_avgs[c], intercepts[c],
                              intercept_avgs[c], counters[c], telemetry[c], traces[c],
                              trace_steps[c], margin, weight, curvature, gradient, lanes,

@@ -37,6 +37,10 @@ import numpy as np
 from .._kernels.abi import (
     C_CARRY,
     COUNTER_FIELDS,
+    F_MATCH_MINUS_Z,
+    F_MATCH_Z,
+    F_OTHER_MINUS_Z,
+    F_OTHER_Z,
     LOSS_CODES,
     MODE_CODES,
     SCHEDULE_CODES,
@@ -259,6 +263,23 @@ def _carry_addresses(state: HeadState) -> np.ndarray:
 _LIKE = {np.dtype(t): np.empty(0, t) for t in (np.float32, np.float64, np.int8, np.int16)}
 
 
+def _table_form(fparams: np.ndarray):
+    """None when the head's label-weight table has two equal rows (every binary head, unless
+    HeadConfig.label_weights says otherwise): the kernel is then compiled without the k-class
+    table form (its compile time is not paid); True lets the kernel check at run time."""
+    equal = (fparams[F_OTHER_Z] == fparams[F_MATCH_Z]
+             and fparams[F_OTHER_MINUS_Z] == fparams[F_MATCH_MINUS_Z])
+    return None if equal else True
+
+
+def _compiled_dtypes(kernel) -> tuple[np.dtype, np.dtype]:
+    """(column dtype, label dtype) of a specialization of ``kernel`` compiled (or loaded) in this
+    process, float64 if none: a call on no rows reads neither, so any compiled one serves."""
+    for signature in reversed(getattr(kernel, "signatures", ())):
+        return np.dtype(str(signature[1].dtype)), np.dtype(str(signature[3].dtype))
+    return np.dtype(np.float64), np.dtype(np.float64)
+
+
 def _raise_divergence(cfg: HeadConfig, row: int) -> None:
     from .state import divergence_advice
     raise DivergenceError(
@@ -299,7 +320,7 @@ def run_chunk(cfg: HeadConfig, state: HeadState, X, y, sample_weight=None) -> No
         _carry_addresses(state), _LIKE[np.dtype(np.float64)], fparams, iparams, noise_var,
         eulerian, state.theta, state.theta_avg, state.intercept, state.intercept_avg,
         state.carry_X, state.carry_y, state.counters, state.telemetry, state.trace,
-        state.trace_steps)
+        state.trace_steps, _table_form(fparams), False)
     del columns, y, weights                     # kept alive until here: the kernel read raw memory
     if row >= 0:
         _raise_divergence(cfg, int(row))
@@ -315,10 +336,16 @@ def finish(cfg: HeadConfig, state: HeadState) -> None:
     if state.carry_n == 0:
         return
     _check_trace_room(cfg, state, 1)
-    row = _kernels().sgd_finish(
-        _carry_addresses(state), _LIKE[np.dtype(np.float64)], fparams, iparams, noise_var, eulerian,
-        state.theta, state.theta_avg, state.intercept, state.intercept_avg, state.carry_y,
-        state.counters, state.telemetry, state.trace, state.trace_steps)
+    kernels = _kernels()
+    like, y_like = _compiled_dtypes(kernels.sgd_chunk)
+    carry = _carry_addresses(state)
+    # the end of the stream is sgd_chunk on no rows with final=True, in the column and label
+    # dtypes it already runs with (so nothing more compiles; with no rows they are not read)
+    row = kernels.sgd_chunk(
+        carry, _LIKE[like], np.int64(0), _LIKE[y_like], np.int64(0), carry,
+        _LIKE[np.dtype(np.float64)], fparams, iparams, noise_var, eulerian, state.theta,
+        state.theta_avg, state.intercept, state.intercept_avg, state.carry_X, state.carry_y,
+        state.counters, state.telemetry, state.trace, state.trace_steps, _table_form(fparams), True)
     if row >= 0:
         _raise_divergence(cfg, int(row))
 
