@@ -241,3 +241,22 @@ def test_large_files_split_into_row_group_ranges(client, raw, tmp_path, capsys):
                  "--ranges", "a=-1:1", "b=-1:1", "c=0:5", "--epsilon-x", "2", "--epsilon-y", "1",
                  "--bound", "1.5", "--seed", "6", "--part-rows", "2000", "--no-progress"]) == 0
     assert "in 9 parts" in capsys.readouterr().out
+
+
+def test_fit_files_with_a_sample_weight_column_is_fit(client, raw, tmp_path):
+    # a single-file release with a public weight column appended (its metadata kept)
+    rel = tmp_path / "rel.parquet"
+    release(raw, str(rel), spec(), FEATURES, "y", seed=5)
+    table = pq.read_table(rel)
+    w = np.random.default_rng(1).exponential(1.0, table.num_rows)
+    pq.write_table(table.append_column("w", pa.array(w)), tmp_path / "rel_w.parquet")
+    path = str(tmp_path / "rel_w.parquet")
+    kw = dict(alpha=1.0, learning_rate=0.005, batch_size=16, average="tail", variance_cap=2.0)
+    ref = iwpfast.IWPClassifier(**kw).fit(path, sample_weight="w")
+    got = dist.fit_files(client, path, iwpfast.IWPClassifier(**kw), shards=1, sample_weight="w")
+    np.testing.assert_array_equal(got.coef_, ref.coef_)
+    np.testing.assert_array_equal(got.intercept_, ref.intercept_)
+    plain = iwpfast.IWPClassifier(**kw).fit(path)
+    assert not np.array_equal(plain.coef_, ref.coef_)
+    with pytest.raises(InvalidInputError, match="sample_weight column 'v' not in the source"):
+        dist.fit_files(client, path, iwpfast.IWPClassifier(**kw), shards=1, sample_weight="v")
