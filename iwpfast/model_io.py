@@ -8,7 +8,8 @@ Layout (``format_version`` 1)::
                 "feature_names_in": [...] | null, "classes": [...] | null, "n_rows_seen": n,
                 "noise_var": [...], "label_keep_prob": .. | null, "target_noise_var": ..,
                 "radius": .., "truncation": K, "mode": "iwp", "average_start": t0,
-                "schedule": "constant", "learning_rate": step, "telemetry": {...}},
+                "schedule": "constant", "learning_rate": step, "telemetry": {...},
+                "sample_weight": "w" | null  (the weight column of a weighted pass)},
      "release": {...the release metadata...} | null,
      "state": {"theta": [...], ...} | null,
      "sha256": "..."}
@@ -112,6 +113,9 @@ def model_document(est) -> dict:
                             else None),
         "learning_rate_per_class": (_jsonable(np.asarray(est.learning_rate_))
                                     if np.ndim(getattr(est, "learning_rate_", 0)) else None),
+        # the column of sample weights the pass reads (None: unweighted): a weighted pass carries
+        # its rows' weights in its state, and partial_fit after load continues it with weights
+        "sample_weight": est._pass.sample_weight,
     }
     release = None
     if getattr(est, "release_spec_", None) is not None:
@@ -270,7 +274,8 @@ def load_model(path, filesystem=None):
             mu=v["mu"] if v["mu"] is not None else alpha_run, radius=est.radius_,
             variance_cap=(_float(f["variance_cap"]) if f.get("variance_cap") is not None
                           else float("inf") if est.variance_cap is None else float(est.variance_cap)),
-            fit_intercept=bool(est.fit_intercept), average_start=int(f.get("average_start", -1)))
+            fit_intercept=bool(est.fit_intercept), average_start=int(f.get("average_start", -1)),
+            weighted=f.get("sample_weight") is not None)
         noise = NoiseModel(est.noise_var_, est.label_keep_prob_, est.target_noise_var_, None, release)
         def head_state(state):
             # np.array parses the "inf"/"nan" strings _jsonable wrote for non-finite floats
@@ -296,7 +301,8 @@ def load_model(path, filesystem=None):
             head = None if ovr.states is None else ovr.states[0]
         est._pass = PassState(config=config, features=list(est.features_),
                               label=est.label_ if est.label_ is not None else ARRAY_LABEL,
-                              noise=noise, head=head, ovr=ovr)
+                              noise=noise, head=head, ovr=ovr,
+                              sample_weight=f.get("sample_weight"))
         return est
     except InvalidInputError:
         raise

@@ -208,3 +208,19 @@ def test_cli_fit_sample_weight_column(tmp_path, capsys):
                  "0.05", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("iwpfast: error:") and "'w'" in err and "row 7" in err
+
+
+def test_a_saved_weighted_pass_continues_with_weights_after_load(tmp_path):
+    from iwpfast import load
+    X, y, w = _data(np.float64)
+    full = IWPClassifier(**HYPER).fit(X, y, sample_weight=w, noise_var=0.05)
+    first = IWPClassifier(**HYPER).partial_fit(X[:1000], y[:1000], sample_weight=w[:1000],
+                                               classes=[0, 1], noise_var=0.05)
+    first.save(tmp_path / "m.json")
+    again = load(tmp_path / "m.json")
+    assert again._pass.config.weighted and again._pass.head.carry_X.shape[0] == P + 1
+    again.partial_fit(X[1000:], y[1000:], sample_weight=w[1000:], noise_var=0.05).finalize()
+    _same_model(full, again)
+    plain = IWPClassifier(**HYPER).fit(X, y, noise_var=0.05)
+    plain.save(tmp_path / "p.json")
+    assert not load(tmp_path / "p.json")._pass.config.weighted

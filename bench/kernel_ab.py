@@ -1,0 +1,100 @@
+"""This tree's SGD kernel against another checkout's, in one process, timed alternately.
+
+    python bench/kernel_ab.py OTHER_CHECKOUT [--rows 4000000] [--repeats 21] [--p 2,10,100]
+                              [--losses exponential,logistic] [--batch 128] [--clock cpu]
+
+Two processes run on a shared machine see different loads; here both kernel versions are loaded
+in one process (the other checkout's ``iwpfast/_kernels`` is copied into a temporary package:
+the kernels import only each other) and each pass of one is followed by a pass of the other (the
+order flips every round), so a change of load hits both.  Every pass is ``sgd_chunk`` over the
+same feature-major array with the configs of ``bench/kernels.py`` (mode iwp, public labels),
+unweighted; the two versions must give the same theta bit for bit (checked).  Prints M rows/s
+(medians) and the ratio this / other.  Used for the sample-weight change (bench/README.md).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [_HERE, os.path.dirname(_HERE)]     # bench/ and the repository root
+
+from kernels import config, make_data  # noqa: E402
+
+from iwpfast.sgd.engine import _LIKE, _carry_addresses, _kernel_config  # noqa: E402
+from iwpfast.sgd.state import HeadState  # noqa: E402
+
+
+def load_other(checkout: str):
+    """(sgd module, number of iparams fields) of another checkout's kernels."""
+    source = os.path.join(checkout, "iwpfast", "_kernels")
+    if not os.path.isfile(os.path.join(source, "sgd.py")):
+        raise SystemExit(f"{checkout!r} has no iwpfast/_kernels/sgd.py")
+    folder = tempfile.mkdtemp(prefix="iwpfast-kernel-ab-")
+    shutil.copytree(source, os.path.join(folder, "other_kernels"))
+    sys.path.insert(0, folder)
+    sgd = importlib.import_module("other_kernels.sgd")
+    abi = importlib.import_module("other_kernels.abi")
+    return sgd, len(abi.IPARAM_FIELDS)
+
+
+def one_pass(sgd, n_iparams, cfg, X, y, clock):
+    fparams, iparams, noise_var, eulerian = _kernel_config(cfg)
+    iparams = np.ascontiguousarray(iparams[:n_iparams])     # an older ABI reads the first fields
+    st = HeadState.new(cfg)
+    addresses = X.ctypes.data + np.arange(X.shape[0], dtype=np.int64) * X.strides[0]
+    start = clock()
+    sgd.sgd_chunk(addresses, _LIKE[X.dtype], np.int64(y.ctypes.data), _LIKE[y.dtype],
+                  np.int64(y.shape[0]), _carry_addresses(st), _LIKE[np.dtype(np.float64)], fparams,
+                  iparams, noise_var, eulerian, st.theta, st.theta_avg, st.intercept,
+                  st.intercept_avg, st.carry_X, st.carry_y, st.counters, st.telemetry, st.trace,
+                  st.trace_steps)
+    return clock() - start, st.theta.copy()
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("other", help="another checkout of iwpfast (its iwpfast/_kernels is timed)")
+    parser.add_argument("--rows", type=int, default=4_000_000)
+    parser.add_argument("--repeats", type=int, default=21)
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--losses", default="exponential,logistic")
+    parser.add_argument("--p", default="2,10,100")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="cpu")
+    args = parser.parse_args(argv)
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
+    from iwpfast._kernels import abi, sgd
+    versions = {"this": (sgd, len(abi.IPARAM_FIELDS)), "other": load_other(args.other)}
+    print(f"# rows={args.rows} batch={args.batch} repeats={args.repeats} clock={args.clock}; "
+          f"other={args.other}; M rows/s, medians, alternated in one process")
+    print(f"{'loss':<14} {'p':>4} {'dtype':<8} {'other':>8} {'this':>8} {'this/other':>11}")
+    for loss in args.losses.split(","):
+        for p in (int(v) for v in args.p.split(",")):
+            rows = args.rows if p <= 10 else max(args.rows // 4, args.batch)
+            for dtype in (np.float32, np.float64):
+                cfg = config(loss, p, args.batch)
+                X, y = make_data(p, rows, dtype, loss)
+                first = {name: one_pass(*v, cfg, X[:, :5000], y[:5000], clock)[1]
+                         for name, v in versions.items()}      # compile/load; same model
+                if not np.array_equal(first["this"], first["other"]):
+                    raise SystemExit(f"{loss} p={p} {np.dtype(dtype).name}: the two kernels give "
+                                     "different models")
+                times = {name: [] for name in versions}
+                for r in range(args.repeats):
+                    for name in (list(versions) if r % 2 == 0 else list(versions)[::-1]):
+                        times[name].append(one_pass(*versions[name], cfg, X, y, clock)[0])
+                speed = {n: rows / statistics.median(t) / 1e6 for n, t in times.items()}
+                print(f"{loss:<14} {p:>4} {np.dtype(dtype).name:<8} {speed['other']:>8.1f} "
+                      f"{speed['this']:>8.1f} {speed['this'] / speed['other']:>11.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
