@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import os
 import shutil
 import statistics
@@ -51,12 +52,14 @@ def one_pass(sgd, n_iparams, cfg, X, y, clock):
     iparams = np.ascontiguousarray(iparams[:n_iparams])     # an older ABI reads the first fields
     st = HeadState.new(cfg)
     addresses = X.ctypes.data + np.arange(X.shape[0], dtype=np.int64) * X.strides[0]
+    args = [addresses, _LIKE[X.dtype], np.int64(y.ctypes.data), _LIKE[y.dtype],
+            np.int64(y.shape[0]), _carry_addresses(st), _LIKE[np.dtype(np.float64)], fparams,
+            iparams, noise_var, eulerian, st.theta, st.theta_avg, st.intercept, st.intercept_avg,
+            st.carry_X, st.carry_y, st.counters, st.telemetry, st.trace, st.trace_steps]
+    if "table_form" in inspect.signature(sgd.sgd_chunk.py_func).parameters:
+        args += [None, False]       # later kernels: a binary head's table form, not the last call
     start = clock()
-    sgd.sgd_chunk(addresses, _LIKE[X.dtype], np.int64(y.ctypes.data), _LIKE[y.dtype],
-                  np.int64(y.shape[0]), _carry_addresses(st), _LIKE[np.dtype(np.float64)], fparams,
-                  iparams, noise_var, eulerian, st.theta, st.theta_avg, st.intercept,
-                  st.intercept_avg, st.carry_X, st.carry_y, st.counters, st.telemetry, st.trace,
-                  st.trace_steps)
+    sgd.sgd_chunk(*args)
     return clock() - start, st.theta.copy()
 
 
