@@ -224,3 +224,16 @@ def test_a_saved_weighted_pass_continues_with_weights_after_load(tmp_path):
     plain = IWPClassifier(**HYPER).fit(X, y, noise_var=0.05)
     plain.save(tmp_path / "p.json")
     assert not load(tmp_path / "p.json")._pass.config.weighted
+
+
+def test_a_frame_column_names_the_weights():
+    pd = pytest.importorskip("pandas")
+    X, y, w = _data(np.float64)
+    frame = pd.DataFrame({"a": X[:, 0], "w": w, "b": X[:, 1], "c": X[:, 2]})
+    by_name = IWPClassifier(**HYPER).fit(frame, y, sample_weight="w")
+    assert list(by_name.feature_names_in_) == ["a", "b", "c"]           # the weights are no feature
+    _same_model(by_name, IWPClassifier(**HYPER).fit(X, y, sample_weight=w))
+    _same_model(by_name, IWPClassifier(**HYPER).fit(frame[["a", "b", "c"]], y,
+                                                    sample_weight=frame["w"]))
+    with pytest.raises(InvalidInputError, match="sample_weight column 'v' not in X"):
+        IWPClassifier(**HYPER).fit(frame, y, sample_weight="v")

@@ -110,9 +110,9 @@ class IWPBase(ParamsMixin, InputsMixin):
             Public per-row weights s_i >= 0: the model minimizes the weighted risk
             (1/n) sum_i s_i loss_i + ridge, and the IWP gradient stays unbiased for it (the weights
             must not be computed from the private data; docs/usage.md "Sample weights").  An
-            array for arrays X (a number: the same weight for every row); for a source X, the
-            name of the column holding the weights.  None: every row weighs 1 (the same model,
-            bit for bit, as weights of 1).
+            array for arrays X (a number: the same weight for every row); for a source X or a
+            DataFrame, the name of the column holding the weights (not a feature then).  None:
+            every row weighs 1 (the same model, bit for bit, as weights of 1).
         noise_var : float >= 0 or sequence of p floats >= 0, optional
             Feature noise variances sigma_j^2 (arrays; None: clean features).  With a release,
             must agree with its metadata unless ``override=True``.

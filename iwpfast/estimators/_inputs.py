@@ -178,6 +178,17 @@ class InputsMixin:
         names_in = None
         if is_tabular(X):
             names_in = column_names(X)
+            if isinstance(sample_weight, str):
+                # a frame's own column of weights: read it, and it is no feature
+                if sample_weight not in names_in:
+                    raise InvalidInputError(
+                        f"sample_weight column {sample_weight!r} not in X (its columns: "
+                        f"{', '.join(names_in)}); name an existing column or pass an array")
+                if features is not None and sample_weight in features:
+                    raise InvalidInputError(f"sample_weight column {sample_weight!r} is also a "
+                                            "feature; the weights must be a column of their own")
+                names_in = [c for c in names_in if c != sample_weight]
+                sample_weight = np.asarray(column(X, sample_weight))
             if features is not None:
                 names_in = list(features)
             data = [np.asarray(column(X, c)) for c in names_in]
