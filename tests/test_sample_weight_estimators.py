@@ -237,3 +237,55 @@ def test_a_frame_column_names_the_weights():
                                                     sample_weight=frame["w"]))
     with pytest.raises(InvalidInputError, match="sample_weight column 'v' not in X"):
         IWPClassifier(**HYPER).fit(frame, y, sample_weight="v")
+
+
+def test_shuffle_applies_the_same_permutation_to_the_weights():
+    X, y, w = _data(np.float64)
+    shuffled = IWPClassifier(**HYPER, shuffle=True, random_state=4).fit(X, y, sample_weight=w)
+    order = np.random.default_rng(4).permutation(N)
+    by_hand = IWPClassifier(**HYPER).fit(X[order], y[order], sample_weight=w[order])
+    _same_model(shuffled, by_hand)
+
+
+def test_weighted_pass_resumes_from_a_checkpoint_bit_for_bit(tmp_path):
+    # a crash mid-stream, then resume: the carried rows' weights are in the checkpoint; another
+    # weight column is refused (the configuration hash covers it)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from iwpfast.exceptions import CheckpointError
+    from iwpfast.sgd.driver import Head, fit_stream
+    from iwpfast.sgd.state import HeadConfig
+    X, y, w = _data(np.float64)
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"a": X[:, 0], "b": X[:, 1], "c": X[:, 2],
+                             "y": np.where(y == 1, 1.0, -1.0), "w": w, "w2": 2 * w}), path,
+                   row_group_size=500)
+    cfg = HeadConfig(loss="exponential", mode="iwp", n_features=P, noise_var=np.full(P, 0.05),
+                     batch_size=32, learning_rate=0.05, alpha=0.1)
+
+    def head(column="w"):
+        return [Head("h", cfg, ["a", "b", "c"], "y", sample_weight=column)]
+
+    whole = fit_stream(str(path), head(), chunk_rows=250, progress=False)
+    ck = tmp_path / "run.ckpt"
+    calls = []
+
+    def crash(steps, params):
+        calls.append(1)
+        if len(calls) == 5:
+            raise RuntimeError("crash")
+
+    with pytest.raises(RuntimeError, match="crash"):
+        fit_stream(str(path), head(), chunk_rows=250, progress=False, checkpoint=ck,
+                   checkpoint_every=500, trace_every=1, trace_callback=crash)
+    with pytest.raises(CheckpointError, match="other heads or settings"):
+        fit_stream(str(path), head("w2"), chunk_rows=250, progress=False, checkpoint=ck,
+                   resume=True)
+    resumed = fit_stream(str(path), head(), chunk_rows=333, progress=False, checkpoint=ck,
+                         resume=True)
+    assert 0 < resumed.resumed_from_row < N
+    for name in ("theta", "theta_avg", "intercept", "telemetry", "counters"):
+        np.testing.assert_array_equal(getattr(resumed.states["h"], name),
+                                      getattr(whole.states["h"], name))
+    assert whole.configs["h"].weighted
