@@ -8,12 +8,14 @@ Layout and order of work per batch of m rows (why it is fast):
 3. sums over rows with ``_dot_lanes``: row i goes to lane i % 16 (two 8-wide vector
    accumulators written in LLVM IR, ``_lowlevel.lane_blocks``), then a fixed tree over the
    lanes.  That vectorizes without ``fastmath`` and its order depends on m only, not on the
-   column dtype, so a batch straddling two chunks (computed from the float64 carry buffer)
-   equals the same rows computed in place.  The gradient takes 4 columns per pass over the row
+   column dtype, so a batch straddling two chunks (computed from the carry buffer) equals the
+   same rows computed in place.  The gradient takes 4 columns per pass over the row
    weights (``_lowlevel.lane_blocks_group``), with the same bits as one column at a time.
 The per-batch step ``_batch`` and its helpers are inlined into the chunk loop: called, a compiled
 function increments and decrements the reference count of each array argument (atomic
-operations, ~40 per batch), which costs as much as the arithmetic of a small batch.
+operations, ~40 per batch), which costs as much as the arithmetic of a small batch.  Inlined
+once: in ``sgd_chunk`` every batch, the carried one and the stream's last one included, goes
+through one call site (an inlined copy costs seconds of compile time on a first fit).
 With many columns (p >= STAGE_MIN_FEATURES) complete batches run from a copy of the next 32 KiB
 of each column (``sgd_chunk``): p short runs per batch are more streams than the hardware
 prefetcher follows, long runs are not.
@@ -460,27 +462,33 @@ def _batch(table_form, addresses, like, y, offset, m, fparams, iparams, noise_va
 def _batch_called(table_form, addresses, like, y, offset, m, fparams, iparams, noise_var,
                   eulerian, theta, theta_avg, intercept, intercept_avg, counters, telemetry, trace,
                   trace_steps, margin, weight, curvature, gradient, lanes, group_lanes, ones):
-    """``_batch`` as a called function, for the once-per-chunk batches (the carried one and the
-    last partial one): one more inlined copy of ``_batch`` would add seconds of compile time."""
+    """``_batch`` as a called function, for the once-per-chunk batches of the k-head kernel (the
+    carried one and the last partial one): one more inlined copy of ``_batch`` would add seconds
+    of compile time."""
     return _batch(table_form, addresses, like, y, offset, m, fparams, iparams, noise_var, eulerian, theta,
                   theta_avg, intercept, intercept_avg, counters, telemetry, trace, trace_steps,
                   margin, weight, curvature, gradient, lanes, group_lanes, ones)
 
 
 @jit
-def sgd_chunk(addresses, like, y_address, y_like, n_rows, carry_addresses, carry_like, fparams,
-              iparams, noise_var, eulerian, theta, theta_avg, intercept, intercept_avg, carry_X, carry_y,
-              counters, telemetry, trace, trace_steps, table_form, final):
+def sgd_chunk(addresses, like, y_address, y_like, n_rows, fparams, iparams, noise_var, eulerian,
+              theta, theta_avg, intercept, intercept_avg, carry_X, carry_y, counters, telemetry,
+              trace, trace_steps, table_form, final):
     """Run every complete batch of this chunk (completing the carried one first) and carry the rest;
     with ``final``, then run the carried partial batch (if any) as the stream's last update (the
-    stream's end is a call with n_rows = 0 and final: no function of its own to compile).
+    end of a stream is a call on no rows with final: no kernel of its own to compile).
+
+    Every batch, the carried one included, runs through the one inlined ``_batch`` below: the
+    carried rows (held in float64 in carry_X / carry_y between chunks) are narrowed into a buffer
+    of the column and label dtypes first, which the wrapper (``iwpfast.sgd.engine``) has checked to
+    be exact.  One copy of ``_batch`` is compiled per (column dtype, label dtype), not two.
     ``table_form``: None for a head whose label-weight table has two equal rows (``_row_scalars``).
 
     Returns -1, or the global index of the last row of the batch after which theta diverged.
     """
     batch_size = iparams[I_BATCH_SIZE]
     n_features = theta.shape[0]
-    n_columns = addresses.shape[0]      # the p features, then the sample weights when weighted
+    n_columns = addresses.shape[0]      # the columns a batch reads (the features, then any other)
     y = column_view(y_address, n_rows, y_like)
     margin = np.empty(batch_size)
     weight = np.empty(batch_size)
@@ -502,15 +510,13 @@ def sgd_chunk(addresses, like, y_address, y_like, n_rows, carry_addresses, carry
         carried += take
         position = take
         counters[C_CARRY] = carried
-        if carried == batch_size:
-            rows_before = telemetry[T_ROWS]
-            if not _batch_called(table_form, carry_addresses, carry_like, carry_y[:batch_size], 0,
-                                 batch_size, fparams, iparams, noise_var, eulerian, theta,
-                                 theta_avg, intercept, intercept_avg, counters, telemetry, trace,
-                                 trace_steps, margin, weight, curvature, gradient, lanes,
-                                 group_lanes, ones):
-                return np.int64(rows_before) + batch_size - 1
-            counters[C_CARRY] = 0
+    # the carried batch in the column and label dtypes: carry_stage (its column addresses in
+    # carry_addresses) and carry_labels
+    carry_stage = np.empty((n_columns, batch_size), like.dtype)
+    carry_labels = np.empty(batch_size, y_like.dtype)
+    carry_addresses = np.empty(n_columns, np.int64)
+    for j in range(n_columns):
+        carry_addresses[j] = carry_stage.ctypes.data + j * carry_stage.strides[0]
     staging = n_features >= STAGE_MIN_FEATURES
     stage_batches = max(1, STAGE_COLUMN_BYTES // (batch_size * like.itemsize))
     stage_rows = stage_batches * batch_size if staging else 0
@@ -518,54 +524,69 @@ def sgd_chunk(addresses, like, y_address, y_like, n_rows, carry_addresses, carry
     stage_addresses = np.empty(n_columns, np.int64)
     for j in range(n_columns):
         stage_addresses[j] = stage.ctypes.data + j * stage.strides[0]
-    while position + batch_size <= n_rows:
-        n_batches = (n_rows - position) // batch_size
-        if staging:
-            # many columns: copy the next stage_batches batches of each column (long sequential
-            # reads, which the hardware prefetcher follows) into the stage, then run them from
-            # there; same dtype, same values, so the same bits as in place
-            n_batches = min(n_batches, stage_batches)
-            rows = n_batches * batch_size
+    while True:
+        # the next block of batches: the carried batch once complete (or, with final, once the
+        # chunk has ended), else the complete batches in place; the rest goes to the carry buffer
+        carried = counters[C_CARRY]
+        from_carry = carried == batch_size or (final and carried > 0 and position == n_rows)
+        if from_carry:
             for j in range(n_columns):
-                source = column_view(addresses[j] + position * like.itemsize, rows, like)
-                target = stage[j]
-                for i in range(rows):
+                source = carry_X[j]
+                target = carry_stage[j]
+                for i in range(carried):
                     target[i] = source[i]
-            sources = stage_addresses
+            for i in range(carried):
+                carry_labels[i] = carry_y[i]
+            sources = carry_addresses
             first_row = 0
+            block_labels = carry_labels
+            m = carried
+            n_batches = 1
+        elif position + batch_size <= n_rows:
+            m = batch_size
+            n_batches = (n_rows - position) // batch_size
+            if staging:
+                # many columns: copy the next stage_batches batches of each column (long
+                # sequential reads, which the hardware prefetcher follows) into the stage, then
+                # run them from there; same dtype, same values, so the same bits as in place
+                n_batches = min(n_batches, stage_batches)
+                rows = n_batches * batch_size
+                for j in range(n_columns):
+                    source = column_view(addresses[j] + position * like.itemsize, rows, like)
+                    target = stage[j]
+                    for i in range(rows):
+                        target[i] = source[i]
+                sources = stage_addresses
+                first_row = 0
+            else:
+                sources = addresses
+                first_row = position
+            block_labels = y[position:position + n_batches * batch_size]
+            position += n_batches * batch_size
+        elif position < n_rows:
+            rest = n_rows - position
+            for j in range(n_columns):
+                column = column_view(addresses[j], n_rows, like)
+                for i in range(rest):
+                    carry_X[j, i] = np.float64(column[position + i])
+            for i in range(rest):
+                carry_y[i] = np.float64(y[position + i])
+            counters[C_CARRY] = rest
+            position = n_rows
+            continue
         else:
-            sources = addresses
-            first_row = position
+            break
         # _batch reads rows [offset, offset + m) of the columns and the m labels it is given
         for b in range(n_batches):
             rows_before = telemetry[T_ROWS]
-            start = position + b * batch_size
-            if not _batch(table_form, sources, like, y[start:start + batch_size], first_row + b * batch_size,
-                          batch_size, fparams,
-                          iparams, noise_var, eulerian, theta, theta_avg, intercept,
-                          intercept_avg, counters, telemetry, trace, trace_steps, margin, weight,
-                          curvature, gradient, lanes, group_lanes, ones):
-                return np.int64(rows_before) + batch_size - 1
-        position += n_batches * batch_size
-    rest = n_rows - position
-    if rest > 0:
-        for j in range(n_columns):
-            column = column_view(addresses[j], n_rows, like)
-            for i in range(rest):
-                carry_X[j, i] = np.float64(column[position + i])
-        for i in range(rest):
-            carry_y[i] = np.float64(y[position + i])
-        counters[C_CARRY] = rest
-    carried = counters[C_CARRY]
-    if final and carried > 0:
-        # the stream's last update: the same call (and types) as the carried complete batch's
-        rows_before = telemetry[T_ROWS]
-        if not _batch_called(table_form, carry_addresses, carry_like, carry_y[:carried], 0, carried,
-                             fparams, iparams, noise_var, eulerian, theta, theta_avg, intercept,
-                             intercept_avg, counters, telemetry, trace, trace_steps, margin, weight,
-                             curvature, gradient, lanes, group_lanes, ones):
-            return np.int64(rows_before) + carried - 1
-        counters[C_CARRY] = 0
+            if not _batch(table_form, sources, like, block_labels[b * m:(b + 1) * m],
+                          first_row + b * m, m, fparams, iparams, noise_var, eulerian, theta,
+                          theta_avg, intercept, intercept_avg, counters, telemetry, trace,
+                          trace_steps, margin, weight, curvature, gradient, lanes, group_lanes,
+                          ones):
+                return np.int64(rows_before) + m - 1
+        if from_carry:
+            counters[C_CARRY] = 0
     return NO_DIVERGENCE
 
 

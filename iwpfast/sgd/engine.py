@@ -272,6 +272,31 @@ def _table_form(fparams: np.ndarray):
     return None if equal else True
 
 
+def _carry_is_exact(state: HeadState, dtype: np.dtype, y_dtype: np.dtype) -> bool:
+    """True when the carried rows (float64 in the state) are values of the column dtype ``dtype``
+    and the label dtype ``y_dtype``: the kernel narrows them into those dtypes to run the carried
+    batch through the same compiled code as the batches in place.  They are whenever the stream's
+    earlier chunks had these dtypes; a float64 chunk before a float32 one may leave rows that are
+    not, and the float32 chunk then runs in float64 (``_in_float64``)."""
+    carried = state.carry_n
+    if carried == 0:
+        return True
+    for values, target in ((state.carry_X[:, :carried], dtype), (state.carry_y[:carried], y_dtype)):
+        if target != np.float64:
+            with np.errstate(over="ignore", invalid="ignore"):
+                narrowed = values.astype(target).astype(np.float64)
+            if not np.array_equal(narrowed, values, equal_nan=True):
+                return False
+    return True
+
+
+def _in_float64(columns, y):
+    """(columns, addresses, dtype, y) of a chunk converted to float64 (exact)."""
+    columns = [np.ascontiguousarray(column, dtype=np.float64) for column in columns]
+    return (columns, _addresses(columns), np.dtype(np.float64),
+            np.ascontiguousarray(y, dtype=np.float64))
+
+
 def _compiled_dtypes(kernel) -> tuple[np.dtype, np.dtype]:
     """(column dtype, label dtype) of a specialization of ``kernel`` compiled (or loaded) in this
     process, float64 if none: a call on no rows reads neither, so any compiled one serves."""
@@ -308,6 +333,8 @@ def run_chunk(cfg: HeadConfig, state: HeadState, X, y, sample_weight=None) -> No
     _check_state(cfg, state)
     columns, addresses, dtype, n = _columns(X, cfg.n_features)
     y = _labels(cfg, y, n)
+    if not _carry_is_exact(state, dtype, y.dtype):
+        columns, addresses, dtype, y = _in_float64(columns, y)
     weights = check_sample_weight(cfg, sample_weight, n, dtype)
     if weights is not None:
         addresses = np.append(addresses, np.int64(weights.ctypes.data))
@@ -316,11 +343,10 @@ def run_chunk(cfg: HeadConfig, state: HeadState, X, y, sample_weight=None) -> No
     _check_trace_room(cfg, state, (state.carry_n + n) // cfg.batch_size)
     kernels = _kernels()
     row = kernels.sgd_chunk(
-        addresses, _LIKE[dtype], np.int64(y.ctypes.data), _LIKE[y.dtype], np.int64(n),
-        _carry_addresses(state), _LIKE[np.dtype(np.float64)], fparams, iparams, noise_var,
-        eulerian, state.theta, state.theta_avg, state.intercept, state.intercept_avg,
-        state.carry_X, state.carry_y, state.counters, state.telemetry, state.trace,
-        state.trace_steps, _table_form(fparams), False)
+        addresses, _LIKE[dtype], np.int64(y.ctypes.data), _LIKE[y.dtype], np.int64(n), fparams,
+        iparams, noise_var, eulerian, state.theta, state.theta_avg, state.intercept,
+        state.intercept_avg, state.carry_X, state.carry_y, state.counters, state.telemetry,
+        state.trace, state.trace_steps, _table_form(fparams), False)
     del columns, y, weights                     # kept alive until here: the kernel read raw memory
     if row >= 0:
         _raise_divergence(cfg, int(row))
@@ -338,14 +364,15 @@ def finish(cfg: HeadConfig, state: HeadState) -> None:
     _check_trace_room(cfg, state, 1)
     kernels = _kernels()
     like, y_like = _compiled_dtypes(kernels.sgd_chunk)
-    carry = _carry_addresses(state)
-    # the end of the stream is sgd_chunk on no rows with final=True, in the column and label
-    # dtypes it already runs with (so nothing more compiles; with no rows they are not read)
+    if not _carry_is_exact(state, like, y_like):
+        like = y_like = np.dtype(np.float64)
+    # the end of the stream is sgd_chunk on no rows with final=True, in column and label dtypes
+    # it already runs with (so nothing more compiles; with no rows only the carried ones are read)
     row = kernels.sgd_chunk(
-        carry, _LIKE[like], np.int64(0), _LIKE[y_like], np.int64(0), carry,
-        _LIKE[np.dtype(np.float64)], fparams, iparams, noise_var, eulerian, state.theta,
-        state.theta_avg, state.intercept, state.intercept_avg, state.carry_X, state.carry_y,
-        state.counters, state.telemetry, state.trace, state.trace_steps, _table_form(fparams), True)
+        _carry_addresses(state), _LIKE[like], np.int64(state.carry_y.ctypes.data), _LIKE[y_like],
+        np.int64(0), fparams, iparams, noise_var, eulerian, state.theta, state.theta_avg,
+        state.intercept, state.intercept_avg, state.carry_X, state.carry_y, state.counters,
+        state.telemetry, state.trace, state.trace_steps, _table_form(fparams), True)
     if row >= 0:
         _raise_divergence(cfg, int(row))
 

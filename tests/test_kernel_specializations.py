@@ -1,0 +1,104 @@
+"""What the first fit compiles (issue 10, "first run in seconds"): one copy of the batch update
+per (column dtype, label dtype), no k-class table form for a binary head, no kernel of its own for
+the end of a stream; and the narrowing of the carried rows that this relies on stays exact."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from iwpfast.sgd.engine import finish, run_chunk
+from iwpfast.sgd.state import HeadConfig, HeadState
+
+ROOT = Path(__file__).resolve().parents[1]
+JIT = os.environ.get("NUMBA_DISABLE_JIT") != "1"
+
+
+def _config(**kw) -> HeadConfig:
+    base = dict(loss="exponential", mode="iwp", n_features=3, noise_var=np.full(3, 0.1),
+                batch_size=32, learning_rate=0.05, fit_intercept=True, average_start=0,
+                label_keep_prob=0.8)
+    base.update(kw)
+    return HeadConfig(**base)
+
+
+def _assert_same_bits(a: HeadState, b: HeadState) -> None:
+    for name in ("theta", "theta_avg", "intercept", "telemetry", "counters"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+
+
+def test_float64_chunk_then_float32_chunk_equals_one_float64_pass():
+    # the carried rows of a float64 chunk are not float32 values: the float32 chunk that completes
+    # their batch must not round them (it runs in float64), so the stream equals one float64 pass
+    cfg = _config()
+    rng = np.random.default_rng(7)
+    first = rng.standard_normal((3, 50))                       # 50 = 32 + 18 carried rows
+    second = rng.standard_normal((3, 70)).astype(np.float32)
+    y = np.where(rng.random(120) < 0.5, -1.0, 1.0)
+    streamed = HeadState.new(cfg)
+    run_chunk(cfg, streamed, first, y[:50])
+    run_chunk(cfg, streamed, second, y[50:].astype(np.float32))
+    finish(cfg, streamed)
+    whole = HeadState.new(cfg)
+    run_chunk(cfg, whole, np.concatenate([first, second.astype(np.float64)], axis=1), y)
+    finish(cfg, whole)
+    _assert_same_bits(streamed, whole)
+
+
+def test_float32_stream_carries_through_float32_code_with_the_bits_of_float64():
+    # float32 rows carried between chunks are narrowed back exactly: a float32 stream cut at odd
+    # places equals the same rows as one float64 chunk (products and sums are float64 either way)
+    cfg = _config()
+    rng = np.random.default_rng(8)
+    X = rng.standard_normal((3, 301)).astype(np.float32)
+    y = np.where(rng.random(301) < 0.5, -1.0, 1.0).astype(np.float32)
+    streamed = HeadState.new(cfg)
+    for start, stop in ((0, 5), (5, 77), (77, 300), (300, 301)):
+        run_chunk(cfg, streamed, X[:, start:stop], y[start:stop])
+    finish(cfg, streamed)
+    whole = HeadState.new(cfg)
+    run_chunk(cfg, whole, X.astype(np.float64), y.astype(np.float64))
+    finish(cfg, whole)
+    _assert_same_bits(streamed, whole)
+
+
+@pytest.mark.skipif(not JIT, reason="NUMBA_DISABLE_JIT: nothing is compiled")
+def test_finish_runs_in_a_compiled_specialization():
+    from iwpfast._kernels import sgd
+    cfg = _config(n_features=2, noise_var=np.zeros(2), batch_size=8)
+    state = HeadState.new(cfg)
+    X = np.ones((2, 13), np.float32)
+    run_chunk(cfg, state, X, np.ones(13, np.float32))
+    compiled = len(sgd.sgd_chunk.signatures)
+    assert state.carry_n == 5
+    finish(cfg, state)
+    assert state.carry_n == 0 and state.step == 2
+    assert len(sgd.sgd_chunk.signatures) == compiled      # the end of the stream compiled nothing
+
+
+PROBE = """
+import json, numpy as np, iwpfast
+from iwpfast._kernels import sgd
+X = np.random.default_rng(0).standard_normal((1000, 3))
+iwpfast.IWPClassifier(progress=False).fit(X, (X[:, 0] > 0).astype(int))
+print(json.dumps({name: len(getattr(sgd, name).signatures) for name in
+                  ("sgd_chunk", "_batch_called", "_table_row_scalars", "sgd_chunk_heads")}))
+"""
+
+
+@pytest.mark.skipif(not JIT, reason="NUMBA_DISABLE_JIT: nothing is compiled")
+def test_a_binary_first_fit_compiles_one_chunk_kernel_and_no_table_form(tmp_path):
+    # a fresh process with an empty kernel cache, as bench/first_fit.py measures
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_DISABLE_JIT",)}
+    env.update(IWPFAST_CACHE_DIR=str(tmp_path), PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr
+    compiled = json.loads(out.stdout.strip().splitlines()[-1])
+    assert compiled == {"sgd_chunk": 1, "_batch_called": 0, "_table_row_scalars": 0,
+                        "sgd_chunk_heads": 0}
