@@ -30,7 +30,7 @@ sys.path[:0] = [_HERE, os.path.dirname(_HERE)]     # bench/ and the repository r
 
 from kernels import config, make_data  # noqa: E402
 
-from iwpfast.sgd.engine import _LIKE, _carry_addresses, _kernel_config  # noqa: E402
+from iwpfast.sgd.engine import _LIKE, _carry_addresses, _kernel_config, _table_form  # noqa: E402
 from iwpfast.sgd.state import HeadState  # noqa: E402
 
 
@@ -52,15 +52,30 @@ def one_pass(sgd, n_iparams, cfg, X, y, clock):
     iparams = np.ascontiguousarray(iparams[:n_iparams])     # an older ABI reads the first fields
     st = HeadState.new(cfg)
     addresses = X.ctypes.data + np.arange(X.shape[0], dtype=np.int64) * X.strides[0]
-    args = [addresses, _LIKE[X.dtype], np.int64(y.ctypes.data), _LIKE[y.dtype],
-            np.int64(y.shape[0]), _carry_addresses(st), _LIKE[np.dtype(np.float64)], fparams,
-            iparams, noise_var, eulerian, st.theta, st.theta_avg, st.intercept, st.intercept_avg,
-            st.carry_X, st.carry_y, st.counters, st.telemetry, st.trace, st.trace_steps]
-    if "table_form" in inspect.signature(sgd.sgd_chunk.py_func).parameters:
-        args += [None, False]       # later kernels: a binary head's table form, not the last call
+    if eulerian is None and cfg.loss == "logistic":
+        raise SystemExit("no Eulerian table for a logistic head")
+    values = dict(
+        addresses=addresses, like=_LIKE[X.dtype], y_address=np.int64(y.ctypes.data),
+        y_like=_LIKE[y.dtype], n_rows=np.int64(y.shape[0]), carry_addresses=_carry_addresses(st),
+        carry_like=_LIKE[np.dtype(np.float64)], fparams=fparams, iparams=iparams,
+        noise_var=noise_var, theta=st.theta, theta_avg=st.theta_avg,
+        intercept=st.intercept, intercept_avg=st.intercept_avg, carry_X=st.carry_X,
+        carry_y=st.carry_y, counters=st.counters, telemetry=st.telemetry, trace=st.trace,
+        trace_steps=st.trace_steps, table_form=_table_form(fparams), final=False,
+        # older kernels read a (1, 1) table for the losses other than logistic
+        eulerian=eulerian if eulerian is not None or _takes_none_eulerian(sgd) else np.zeros((2, 1)))
+    # the arguments by name: sgd_chunk's signature differs between versions (issue 10 dropped
+    # carry_addresses / carry_like and added table_form / final)
+    kernel = getattr(sgd.sgd_chunk, "py_func", sgd.sgd_chunk)
+    args = [values[name] for name in inspect.signature(kernel).parameters]
     start = clock()
     sgd.sgd_chunk(*args)
     return clock() - start, st.theta.copy()
+
+
+def _takes_none_eulerian(sgd) -> bool:
+    """Whether this kernel version accepts eulerian=None (for the losses other than logistic)."""
+    return "eulerian is not None" in inspect.getsource(sgd)
 
 
 def main(argv=None) -> None:
