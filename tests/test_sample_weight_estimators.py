@@ -289,3 +289,52 @@ def test_weighted_pass_resumes_from_a_checkpoint_bit_for_bit(tmp_path):
         np.testing.assert_array_equal(getattr(resumed.states["h"], name),
                                       getattr(whole.states["h"], name))
     assert whole.configs["h"].weighted
+
+
+def test_weighted_score_and_risk_follow_their_definitions(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    X, y, w = _data(np.float64)
+    clf = IWPClassifier(**HYPER).fit(X, y, sample_weight=w)
+    correct = clf.predict(X) == y
+    assert clf.score(X, y, np.ones(N)) == clf.score(X, y)
+    assert clf.score(X, y, w) == pytest.approx(np.sum(w * correct) / np.sum(w), rel=1e-12)
+    u = clf.decision_function(X)
+    losses = np.exp(-np.where(y == 1, 1.0, -1.0) * u)                 # exponential loss
+    assert clf.risk(X, y, w) == pytest.approx(np.mean(w * losses), rel=1e-12)   # (1/n) sum s l
+    assert clf.risk(X, y, np.ones(N)) == clf.risk(X, y)
+    # a weight column of a file gives the same as the array
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"x0": X[:, 0], "x1": X[:, 1], "x2": X[:, 2], "y": y, "w": w}), path)
+    assert clf.score(str(path), sample_weight="w", features=["x0", "x1", "x2"], label="y") \
+        == pytest.approx(clf.score(X, y, w), rel=1e-12)
+    assert clf.risk(str(path), sample_weight="w", features=["x0", "x1", "x2"], label="y") \
+        == pytest.approx(clf.risk(X, y, w), rel=1e-12)
+    t = X @ np.array([0.5, -0.2, 0.1])
+    reg = IWPRegressor(**HYPER).fit(X, t, sample_weight=w)
+    pred = reg.predict(X)
+    mean = np.average(t, weights=w)
+    r2 = 1 - np.sum(w * (t - pred) ** 2) / np.sum(w * (t - mean) ** 2)
+    assert reg.score(X, t, w) == pytest.approx(r2, rel=1e-12)
+    assert reg.risk(X, t, w) == pytest.approx(np.mean(w * 0.5 * (pred - t) ** 2), rel=1e-12)
+    with pytest.raises(InvalidInputError, match=r"sample_weight\[3\] = -1.0"):
+        clf.score(X, y, np.where(np.arange(N) == 3, -1.0, 1.0))
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_weighted_private_risk_is_the_mean_of_weighted_iwp_losses(k):
+    X, y, w = _data(np.float64, k=k)
+    kw = dict(noise_var=0.05) if k == 2 else dict(noise_var=0.05, classes=[0, 1, 2])
+    clf = IWPClassifier(**HYPER).fit(X, y, sample_weight=w, **kw)
+    plain = clf.private_risk(X, y, noise_var=0.05)
+    ones = clf.private_risk(X, y, np.ones(N), noise_var=0.05)
+    assert ones.risk == plain.risk and ones.stderr == plain.stderr
+    twos = clf.private_risk(X, y, np.full(N, 2.0), noise_var=0.05)
+    assert twos.risk == pytest.approx(2.0 * plain.risk, rel=1e-12)
+    assert twos.stderr == pytest.approx(2.0 * plain.stderr, rel=1e-9)
+    weighted = clf.private_risk(X, y, w, noise_var=0.05)
+    assert weighted.risk != pytest.approx(plain.risk, rel=1e-3)
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"x0": X[:, 0], "x1": X[:, 1], "w": w, "x2": X[:, 2]})
+    by_column = clf.private_risk(frame, y, "w", noise_var=0.05)
+    assert by_column.risk == pytest.approx(weighted.risk, rel=1e-12)

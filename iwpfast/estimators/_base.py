@@ -24,7 +24,15 @@ from ..exceptions import (
 )
 from ..sgd.schedules import default_radius
 from ..sgd.state import HeadConfig, HeadState
-from ._inputs import InputsMixin, dense_numeric, is_array_like, on_filesystem, refuse_unsupported
+from ._inputs import (
+    InputsMixin,
+    column_names,
+    dense_numeric,
+    is_array_like,
+    is_tabular,
+    on_filesystem,
+    refuse_unsupported,
+)
 from ._noise import NoiseModel
 from ._params import ParamsMixin
 from ._state import ARRAY_LABEL, HEAD_NAME, PassState
@@ -799,11 +807,22 @@ class IWPBase(ParamsMixin, InputsMixin):
             out.append(self._linear_scores(theta, b, cols))
         return np.concatenate(out) if out else np.zeros(0)
 
-    def _clean_xy(self, X, y, features, label, scaled, where="score"):
-        """(scores, targets in the kernel's encoding) on clean data: arrays or a source with a label."""
+    def _clean_xy(self, X, y, features, label, scaled, where="score", sample_weight=None):
+        """(scores, targets in the kernel's encoding, weights or None) on clean data: arrays or a
+        source with a label; ``sample_weight`` an array, or a column of the source / DataFrame."""
         if y is not None:
-            return (self.decision_function(X, features=features, scaled=scaled),
-                    self._encode_targets_stream(np.asarray(y).reshape(-1)))
+            u = self.decision_function(X, features=features, scaled=scaled)
+            targets = self._encode_targets_stream(np.asarray(y).reshape(-1))
+            if sample_weight is None:
+                return u, targets, None
+            from ._inputs import column, sample_weight_array
+            if isinstance(sample_weight, str) and is_tabular(X):
+                if sample_weight not in column_names(X):
+                    raise InvalidInputError(
+                        f"sample_weight column {sample_weight!r} not in X (its columns: "
+                        f"{', '.join(column_names(X))}); name an existing column or pass an array")
+                sample_weight = np.asarray(column(X, sample_weight))
+            return u, targets, sample_weight_array(sample_weight, u.shape[0])
         self._check_fitted()
         from ..io.sources import open_source
         src = open_source(X)
@@ -816,56 +835,77 @@ class IWPBase(ParamsMixin, InputsMixin):
                                     f"{', '.join(names)})")
         wanted = self._wanted_features(features)
         self._check_names(names, wanted, list(self.features_))
+        from ._inputs import _check_weight_column
+        _check_weight_column(sample_weight, src, wanted, lab)
         theta, b = self._theta_b()
-        us, ys = [], []
+        us, ys, ws = [], [], []
         source = self._targets_view(src, lab)
+        # the weight column is read with the features, then split off
+        extra = [] if sample_weight is None else [sample_weight]
 
         def batches():
-            for cols, labels in self._read(source, wanted, lab):
+            for cols, labels in self._read(source, wanted + extra, lab):
                 ys.append(np.asarray(labels, dtype=np.float64))
+                if extra:
+                    ws.append(np.asarray(cols[-1], dtype=np.float64))
+                    cols = cols[:-1]
                 yield cols
 
         for cols in self._in_model_units(batches(), scaled, where):
             us.append(self._linear_scores(theta, b, cols))
-        return np.concatenate(us), np.concatenate(ys)
+        weights = None
+        if extra:
+            from ..sgd.state import first_invalid_weight
+            weights = np.concatenate(ws)
+            bad = first_invalid_weight(weights)
+            if bad >= 0:
+                raise InvalidInputError(f"sample weight {weights[bad]!r} in column {sample_weight!r} "
+                                        f"at row {bad}: sample weights must be finite and >= 0")
+        return np.concatenate(us), np.concatenate(ys), weights
 
     def _clean_score_and_risk(self, X, y=None, *, features=None, label=None, scaled=None, raw=None):
         """``(score(...), risk(...))`` from one pass over X (the CLI's ``evaluate``)."""
-        u, yv = self._clean_xy(X, y, features, label, resolve_scaled(scaled, raw), "evaluate")
+        u, yv, _ = self._clean_xy(X, y, features, label, resolve_scaled(scaled, raw), "evaluate")
         return self._score_from(u, yv), self._risk_from(u, yv)
 
-    def score(self, X, y=None, *, features=None, label=None, scaled=None, raw=None,
-              filesystem=None) -> float:
+    def score(self, X, y=None, sample_weight=None, *, features=None, label=None, scaled=None,
+              raw=None, filesystem=None) -> float:
         """Accuracy (classifier) or R^2 (regressor) on clean data: arrays ``(X, y)`` or a source
         with the label column.  X in raw units unless ``scaled=True`` (see decision_function).
+        ``sample_weight`` (an array, or a column of a source or DataFrame): the weighted accuracy
+        sum_i s_i [correct_i] / sum_i s_i, or the weighted R^2 (scikit-learn's definitions).
         ``filesystem``: the pyarrow or fsspec filesystem X's path lies on (as for ``fit``)."""
         X = on_filesystem(X, filesystem)
-        return self._score_from(*self._clean_xy(X, y, features, label, resolve_scaled(scaled, raw)))
+        return self._score_from(*self._clean_xy(X, y, features, label, resolve_scaled(scaled, raw),
+                                                sample_weight=sample_weight))
 
-    def risk(self, X, y=None, *, features=None, label=None, scaled=None, raw=None,
-             filesystem=None) -> float:
+    def risk(self, X, y=None, sample_weight=None, *, features=None, label=None, scaled=None,
+             raw=None, filesystem=None) -> float:
         """Mean (unregularized) loss on clean data, the loss the model minimizes.  X in raw units
-        unless ``scaled=True`` (see decision_function).  ``filesystem``: the pyarrow or fsspec
-        filesystem X's path lies on (as for ``fit``)."""
+        unless ``scaled=True`` (see decision_function).  ``sample_weight`` (an array, or a column
+        of a source or DataFrame): the weighted risk (1/n) sum_i s_i loss_i that a weighted fit
+        minimizes (divided by n, not by the sum of the weights).  ``filesystem``: the pyarrow or
+        fsspec filesystem X's path lies on (as for ``fit``)."""
         X = on_filesystem(X, filesystem)
         return self._risk_from(*self._clean_xy(X, y, features, label, resolve_scaled(scaled, raw),
-                                               "risk"))
+                                               "risk", sample_weight=sample_weight))
 
     # ---- private validation --------------------------------------------------------------------
-    def _holdout(self, X, y, noise_kw: dict, *, features, label, override):
-        """The hold-out of ``private_risk`` as (source, features, label, noise), its features
-        checked against the model's."""
+    def _holdout(self, X, y, noise_kw: dict, *, features, label, override, sample_weight=None):
+        """The hold-out of ``private_risk`` as (source, features, label, noise, weight column or
+        None), its features checked against the model's."""
         source, feats, lab, noise, _, _ = self._prepare_source(
-            X, y, noise_kw=noise_kw, features=features, label=label, override=override)
+            X, y, noise_kw=noise_kw, features=features, label=label, override=override,
+            sample_weight=sample_weight)
         if len(feats) != self.n_features_in_:
             raise InvalidInputError(
                 f"the hold-out has {len(feats)} features {feats}, the model {self.n_features_in_} "
                 f"{self.features_}; pass features=[...] in the model's order")
-        return source, feats, lab, noise
+        return source, feats, lab, noise, self._sample_weight_column(source, sample_weight)
 
-    def private_risk(self, X, y=None, *, noise_var=None, epsilon_y=None, label_keep_prob=None,
-                     target_noise_var=None, features=None, label=None, override=False,
-                     filesystem=None) -> RiskEstimate:
+    def private_risk(self, X, y=None, sample_weight=None, *, noise_var=None, epsilon_y=None,
+                     label_keep_prob=None, target_noise_var=None, features=None, label=None,
+                     override=False, filesystem=None) -> RiskEstimate:
         """Unbiased estimate of the *clean* risk from a *private* hold-out, with its standard error
         and whether to believe them.
 
@@ -881,42 +921,60 @@ class IWPBase(ParamsMixin, InputsMixin):
         per-row values too heavy-tailed for this many rows, ``reliable`` is False, ``ci95`` is None
         and a NumericalWarning says why (``iwpfast.estimates``: the thresholds).
 
+        ``sample_weight`` (public row weights: an array, or a column of the hold-out): the
+        estimate of the weighted risk (1/n) sum_i s_i loss_i, the mean of s_i times each row's IWP
+        loss (unbiased for it, as for the training gradient; docs/math.md "Sample weights").
+
         ``filesystem``: the pyarrow or fsspec filesystem X's path lies on (as for ``fit``).
         """
         X = on_filesystem(X, filesystem)
         from ..estimates import RiskAccumulator, glm_loss_values
         from ..label_noise import label_tilde_from_keep
         theta, b = self._theta_b()
-        source, feats, lab, noise = self._holdout(
+        source, feats, lab, noise, weight_column = self._holdout(
             X, y, dict(noise_var=noise_var, epsilon_y=epsilon_y, label_keep_prob=label_keep_prob,
                        target_noise_var=target_noise_var, feature_bound=None),
-            features=features, label=label, override=override)
+            features=features, label=label, override=override, sample_weight=sample_weight)
         s = noise.noise_var
         tau = 0.5 * float(np.dot(s, theta * theta))
         keep = noise.label_keep_prob
         weight = label_tilde_from_keep(keep)
         acc = RiskAccumulator(1)
-        for cols, yv in self._iter_xy(source, feats, lab):
+        for cols, yv, sw in self._iter_xy(source, feats, lab, weight_column):
             u = self._linear_scores(theta, b, cols)
             if self._task == "regression":
                 r = u - yv
                 vals = 0.5 * r * r - tau - 0.5 * noise.target_noise_var
             else:
                 vals = glm_loss_values(self.loss, yv * u, tau, weight, int(getattr(self, "truncation_", 0)))
-            acc.add(vals)
+            acc.add(vals if sw is None else vals * sw)
         est = acc.estimates(self.loss, 2.0 * tau)[0]
         if not est.reliable:
             warnings.warn("private_risk: the estimate is not reliable: " + " ".join(est.warnings),
                           NumericalWarning, stacklevel=2)
         return est
 
-    def _iter_xy(self, source, feats, lab):
-        """Yield (feature columns, targets in the kernel's encoding) per chunk of a prepared source."""
+    def _iter_xy(self, source, feats, lab, weight_column=None):
+        """Yield (feature columns, targets in the kernel's encoding, sample weights or None) per
+        chunk of a prepared source (the weights read with the features and checked)."""
         from ..io.arrays import ArraySource
+        from ..sgd.state import first_invalid_weight
         if not isinstance(source, ArraySource):       # arrays: labels encoded by the source
             source = self._targets_view(source, lab)
-        for cols, labels in self._read(source, feats, lab):
-            yield cols, np.asarray(labels, dtype=np.float64)
+        extra = [] if weight_column is None else [weight_column]
+        row = 0
+        for cols, labels in self._read(source, list(feats) + extra, lab):
+            weights = None
+            if extra:
+                weights = np.asarray(cols[-1], dtype=np.float64)
+                cols = cols[:-1]
+                bad = first_invalid_weight(weights)
+                if bad >= 0:
+                    raise InvalidInputError(
+                        f"sample weight {weights[bad]!r} in column {weight_column!r} at row "
+                        f"{row + bad}: sample weights must be finite and >= 0")
+            row += len(labels)
+            yield cols, np.asarray(labels, dtype=np.float64), weights
 
     def _targets_view(self, source, lab):
         """``source`` with the label column in the kernel's encoding of this fitted model

@@ -422,38 +422,41 @@ class OneVsRestMixin:
             return class_codes(np.asarray(y), list(self.classes_))
         return super()._encode_targets_stream(y, first, column)
 
-    def _score_from(self, u, y) -> float:
+    def _score_from(self, u, y, sample_weight=None) -> float:
         if np.ndim(u) == 2:                   # accuracy of the argmax against class indices
-            return float(np.mean(np.argmax(u, axis=1) == y))
-        return super()._score_from(u, y)
+            return float(np.average(np.argmax(u, axis=1) == y, weights=sample_weight))
+        return super()._score_from(u, y, sample_weight)
 
-    def _risk_from(self, u, y) -> float:
+    def _risk_from(self, u, y, sample_weight=None) -> float:
         if np.ndim(u) == 2:                   # the one-vs-rest loss: sum over the heads, mean over rows
             from ..losses import derivative
             signs = np.where(np.asarray(y)[:, None] == np.arange(u.shape[1]), 1.0, -1.0)
-            return float(np.mean(np.sum(derivative(self.loss, 0, signs * u), axis=1)))
-        return super()._risk_from(u, y)
+            loss = np.sum(derivative(self.loss, 0, signs * u), axis=1)
+            return float(np.mean(loss if sample_weight is None else loss * sample_weight))
+        return super()._risk_from(u, y, sample_weight)
 
-    def private_risk(self, X, y=None, *, noise_var=None, epsilon_y=None, label_keep_prob=None,
-                     target_noise_var=None, features=None, label=None, override=False,
-                     filesystem=None):
+    def private_risk(self, X, y=None, sample_weight=None, *, noise_var=None, epsilon_y=None,
+                     label_keep_prob=None, target_noise_var=None, features=None, label=None,
+                     override=False, filesystem=None):
         """``IWPBase.private_risk``; for k > 2 classes the estimate of the one-vs-rest risk
         (the sum over the heads of f(y_c u_c), mean over rows), each head debiased with the
         k-ary label weights of the hold-out (a k-class release, or ``epsilon_y`` for arrays).
         ``filesystem``: the pyarrow or fsspec filesystem X's path lies on (as for ``fit``)."""
         X = on_filesystem(X, filesystem)
         if not self._multiclass():
-            return super().private_risk(X, y, noise_var=noise_var, epsilon_y=epsilon_y,
+            return super().private_risk(X, y, sample_weight, noise_var=noise_var,
+                                        epsilon_y=epsilon_y,
                                         label_keep_prob=label_keep_prob,
                                         target_noise_var=target_noise_var, features=features,
                                         label=label, override=override)
         from ..estimates import RiskAccumulator, glm_loss_values_table
+        from ..sgd.state import first_invalid_weight
         theta, b = self._theta_b()
         k = theta.shape[0]
-        source, feats, lab, noise = self._holdout(
+        source, feats, lab, noise, weight_column = self._holdout(
             X, y, dict(noise_var=noise_var, epsilon_y=epsilon_y, label_keep_prob=label_keep_prob,
                        target_noise_var=target_noise_var, feature_bound=None),
-            features=features, label=label, override=override)
+            features=features, label=label, override=override, sample_weight=sample_weight)
         from ..io.arrays import ArraySource
         meta = getattr(source, "release_metadata", None)
         codes_in_file = meta is not None and meta.get("label_encoding") == "class_index"
@@ -471,17 +474,26 @@ class OneVsRestMixin:
         truncation = int(getattr(self, "truncation_", 0))
         acc = RiskAccumulator(1)
 
+        extra = [] if weight_column is None else [weight_column]
+
         def batches():
             if isinstance(source, dict):
-                yield [np.asarray(source[f], dtype=np.float64) for f in feats], np.asarray(source[lab])
+                yield ([np.asarray(source[f], dtype=np.float64) for f in feats],
+                       np.asarray(source[lab]), None)
                 return
-            for batch in source.batches([*feats, lab]):
+            for batch in source.batches([*feats, lab, *extra]):
                 cols = [np.asarray(batch.column(f).to_numpy(zero_copy_only=False), dtype=np.float64)
                         for f in feats]
                 labels = batch.column(lab).to_numpy(zero_copy_only=False)
-                yield cols, (labels if encoded else class_codes(labels, list(self.classes_)))
+                weights = (None if not extra else np.asarray(
+                    batch.column(weight_column).to_numpy(zero_copy_only=False), dtype=np.float64))
+                if weights is not None and first_invalid_weight(weights) >= 0:
+                    raise InvalidInputError(f"sample weight {weights[first_invalid_weight(weights)]!r}"
+                                            f" in column {weight_column!r}: sample weights must be "
+                                            "finite and >= 0")
+                yield cols, (labels if encoded else class_codes(labels, list(self.classes_))), weights
 
-        for cols, codes in batches():
+        for cols, codes, weights in batches():
             codes = np.asarray(codes)
             u = self._linear_scores(theta, b, cols)
             vals = np.zeros(u.shape[0])
@@ -489,7 +501,7 @@ class OneVsRestMixin:
                 signs = np.where(codes == c, 1.0, -1.0)
                 vals += glm_loss_values_table(self.loss, signs * u[:, c], signs, float(taus[c]), table,
                                               truncation)
-            acc.add(vals)
+            acc.add(vals if weights is None else vals * weights)
         est = acc.estimates(self.loss, 2.0 * float(np.max(taus)))[0]
         if not est.reliable:
             warnings.warn("private_risk: the estimate is not reliable: " + " ".join(est.warnings),

@@ -207,13 +207,19 @@ class _TwoClasses(IWPBase):
         pos = 0.5 * (1.0 + np.tanh(0.5 * u))  # overflow-free sigmoid
         return np.column_stack([1.0 - pos, pos])
 
-    def _score_from(self, u, ypm) -> float:
-        """Accuracy of the scores ``u`` against +-1 targets."""
-        return float(np.mean(np.where(u > 0, 1.0, -1.0) == ypm))
+    def _score_from(self, u, ypm, sample_weight=None) -> float:
+        """Accuracy of the scores ``u`` against +-1 targets (weighted: sum s [correct] / sum s)."""
+        return float(np.average(np.where(u > 0, 1.0, -1.0) == ypm, weights=sample_weight))
 
-    def _risk_from(self, u, ypm) -> float:
+    def _risk_from(self, u, ypm, sample_weight=None) -> float:
+        """Mean loss (weighted: (1/n) sum s_i loss_i, the risk a weighted fit minimizes)."""
         from ..losses import derivative
-        return float(np.mean(derivative(self.loss, 0, ypm * u)))
+        return float(np.mean(_weighted(derivative(self.loss, 0, ypm * u), sample_weight)))
+
+
+def _weighted(values: np.ndarray, sample_weight) -> np.ndarray:
+    """Per-row values times their sample weights (unchanged without weights)."""
+    return values if sample_weight is None else values * sample_weight
 
 
 def _distinct_values(y: np.ndarray) -> np.ndarray:

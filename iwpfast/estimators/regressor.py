@@ -99,12 +99,14 @@ class IWPRegressor(IWPBase):
         return self.decision_function(X, features=features, scaled=scaled, raw=raw,
                                       filesystem=filesystem)
 
-    def _score_from(self, pred, yv) -> float:
-        """R^2 (scikit-learn's regressor convention)."""
-        ss_res = float(np.sum((yv - pred) ** 2))
-        ss_tot = float(np.sum((yv - yv.mean()) ** 2))
+    def _score_from(self, pred, yv, sample_weight=None) -> float:
+        """R^2 (scikit-learn's regressor convention; weighted as its r2_score)."""
+        w = np.ones_like(yv) if sample_weight is None else sample_weight
+        ss_res = float(np.sum(w * (yv - pred) ** 2))
+        ss_tot = float(np.sum(w * (yv - np.average(yv, weights=w)) ** 2))
         return 1.0 - ss_res / ss_tot if ss_tot > 0 else (1.0 if ss_res == 0 else 0.0)
 
-    def _risk_from(self, pred, yv) -> float:
-        """Mean squared error / 2."""
-        return float(np.mean(0.5 * (pred - yv) ** 2))
+    def _risk_from(self, pred, yv, sample_weight=None) -> float:
+        """Mean squared error / 2 (weighted: (1/n) sum s_i (pred_i - y_i)^2 / 2)."""
+        loss = 0.5 * (pred - yv) ** 2
+        return float(np.mean(loss if sample_weight is None else loss * sample_weight))
