@@ -338,3 +338,26 @@ def test_weighted_private_risk_is_the_mean_of_weighted_iwp_losses(k):
     frame = pd.DataFrame({"x0": X[:, 0], "x1": X[:, 1], "w": w, "x2": X[:, 2]})
     by_column = clf.private_risk(frame, y, "w", noise_var=0.05)
     assert by_column.risk == pytest.approx(weighted.risk, rel=1e-12)
+
+
+def test_class_balancing_weights_with_private_labels_warn():
+    import warnings
+
+    from iwpfast.exceptions import PrivacyLeakWarning
+
+    def model():
+        return IWPClassifier(**{**HYPER, "learning_rate": 0.01}, radius=2.0)
+
+    X, y, w = _data(np.float64)
+    balanced = np.where(y == 1, 0.5 / np.mean(y == 1), 0.5 / np.mean(y == 0))   # one per class
+    with pytest.warns(PrivacyLeakWarning, match="one value per label value"):
+        model().fit(X, y, sample_weight=balanced, epsilon_y=2.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyLeakWarning)
+        model().fit(X, y, sample_weight=balanced)                        # public labels: fine
+        model().fit(X, y, sample_weight=w, epsilon_y=2.0)                 # not one per class
+        model().fit(X, y, sample_weight=np.full(N, 3.0), epsilon_y=2.0)   # constant
+    X3, y3, _ = _data(np.float64, k=3)
+    per_class = np.array([1.0, 2.0, 5.0])[y3]
+    with pytest.warns(PrivacyLeakWarning, match="one value per label value"):
+        model().fit(X3, y3, sample_weight=per_class, epsilon_y=4.0, classes=[0, 1, 2])

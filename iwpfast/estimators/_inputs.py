@@ -231,6 +231,9 @@ class InputsMixin:
         label_dtype = dtype if self._task == "classification" else np.float64
         weights = (None if sample_weight is None
                    else sample_weight_array(sample_weight, n, whole_pass))
+        if weights is not None and self._task == "classification" and (
+                noise_kw.get("epsilon_y") is not None or noise_kw.get("label_keep_prob") is not None):
+            warn_label_derived_weights(weights, ya)
         source = ArraySource(data, ya, feats, ARRAY_LABEL, encode=encode, label_dtype=label_dtype,
                              order=order, description="<(X, y) arrays>", weights=weights,
                              weight_name=ARRAY_WEIGHT)
@@ -282,6 +285,43 @@ def sample_weight_array(sample_weight, n: int, whole_pass: bool = True) -> np.nd
         raise InvalidInputError("sample_weight: every weight is zero, so there is nothing to fit "
                                 "(the weighted risk is 0 for every model); give some row a weight > 0")
     return w
+
+
+#: labels with more distinct values than this are not checked by ``warn_label_derived_weights``
+MAX_CHECKED_CLASSES = 32
+
+
+def warn_label_derived_weights(weights: np.ndarray, y: np.ndarray) -> bool:
+    """Warn (PrivacyLeakWarning) when private labels come with weights that are a function of
+    the label (one weight per label value, at least two different ones: class balancing, the usual
+    way of deriving weights from the data).  Computed from the released labels they are correlated
+    with the label noise, so the IWP correction no longer removes the bias; computed from the clean
+    labels they leak them.  Returns whether it warned.  One pass per label value, only when the
+    weights are not constant."""
+    w = np.asarray(weights)
+    if w.size < 2 or w.min() == w.max():
+        return False
+    y = np.asarray(y)
+    values = np.unique(y) if y.dtype.kind not in "iufb" else None
+    if values is None:
+        low, high = y.min(), y.max()
+        values = [low, high] if bool(((y == low) | (y == high)).all()) else np.unique(y)
+    if len(values) > MAX_CHECKED_CLASSES:
+        return False
+    for value in values:
+        in_class = w[y == value]
+        if in_class.size and in_class.min() != in_class.max():
+            return False
+    import warnings
+
+    from ..exceptions import PrivacyLeakWarning
+    warnings.warn(
+        "sample_weight takes one value per label value (like class-balancing weights) while the "
+        "labels are private (epsilon_y / label_keep_prob): weights computed from the released labels "
+        "are correlated with their noise, so the model is biased again, and weights computed from "
+        "the clean labels leak them. Use public weights fixed before the release (docs/usage.md "
+        "\"Sample weights\").", PrivacyLeakWarning, stacklevel=4)
+    return True
 
 
 def _check_weight_column(sample_weight, src, feats, lab) -> None:
