@@ -49,8 +49,10 @@ def cpu_model() -> str:
 def run_child(cache_dir: str) -> tuple[float, float]:
     env = dict(os.environ, IWPFAST_CACHE_DIR=cache_dir, PYTHONPATH=ROOT)
     env.pop("NUMBA_DISABLE_JIT", None)
-    out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True,
-                         check=True)
+    # cwd=ROOT: ``python -c`` puts the working folder first on sys.path, so run from another
+    # checkout it would import that checkout's iwpfast instead of this one
+    out = subprocess.run([sys.executable, "-c", CHILD], env=env, cwd=ROOT, capture_output=True,
+                         text=True, check=True)
     imp, fit = out.stdout.split()
     return float(imp), float(fit)
 
