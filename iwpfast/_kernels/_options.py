@@ -174,8 +174,19 @@ def jit(function):
 def jit_inline(function):
     """Like ``jit``, but inlined into its callers at the Numba IR level.
 
-    For the per-batch step: a call of a compiled function that takes arrays increments and
-    decrements each array's reference count (atomic operations, ~20 of them per batch), which
-    costs as much as the arithmetic of a small batch; inlined, the refcount pruning removes them.
+    For the small helpers of the per-batch step: a call of a compiled function that takes arrays
+    increments and decrements each array's reference count (atomic operations), which costs as
+    much as the arithmetic of a small batch; inlined, the refcount pruning removes them.  The
+    per-batch step itself uses ``jit_forceinline`` (its IR is large: copying it costs seconds).
     """
     return _cached(numba.njit(inline="always", **JIT_OPTIONS)(function))
+
+
+def jit_forceinline(function):
+    """Like ``jit``, but marked ``alwaysinline`` for LLVM, for the per-batch step: typed and lowered
+    once per argument types as a function of its own, then inlined by LLVM into each caller, before
+    the reference-count pruning (which then removes the atomic increments and decrements of its
+    array arguments, as ``jit_inline`` does).  Unlike ``jit_inline`` its Numba IR is not copied
+    into the caller (Numba's IR inlining copies the callee's whole scope per block: seconds for a
+    large function), which is most of a first fit's compile time saved."""
+    return _cached(numba.njit(forceinline=True, **JIT_OPTIONS)(function))

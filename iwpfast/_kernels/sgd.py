@@ -11,11 +11,13 @@ Layout and order of work per batch of m rows (why it is fast):
    column dtype, so a batch straddling two chunks (computed from the carry buffer) equals the
    same rows computed in place.  The gradient takes 4 columns per pass over the row
    weights (``_lowlevel.lane_blocks_group``), with the same bits as one column at a time.
-The per-batch step ``_batch`` and its helpers are inlined into the chunk loop: called, a compiled
-function increments and decrements the reference count of each array argument (atomic
-operations, ~40 per batch), which costs as much as the arithmetic of a small batch.  Inlined
-once: in ``sgd_chunk`` every batch, the carried one and the stream's last one included, goes
-through one call site (an inlined copy costs seconds of compile time on a first fit).
+The per-batch step ``_batch`` is compiled once per argument types (``jit_forceinline``) and
+inlined by LLVM where it is called: a call would increment and decrement the reference count of
+each array argument (atomic operations, ~40 per batch, as much as the arithmetic of a small
+batch), inlined Numba's reference-count pruning removes them.  Its helpers are inlined into it at
+the Numba IR level (``jit_inline``).  In ``sgd_chunk`` every batch, the carried one and the
+stream's last one included, goes through one call site: a first fit types and lowers ``_batch``
+once (each copy costs seconds of compile time), and LLVM inlines it once.
 With many columns (p >= STAGE_MIN_FEATURES) complete batches run from a copy of the next 32 KiB
 of each column (``sgd_chunk``): p short runs per batch are more streams than the hardware
 prefetcher follows, long runs are not.
@@ -36,7 +38,8 @@ ABI shared with ``iwpfast.sgd``.  The label weights of (F(z), F(-z)) are a 2 x 2
 (match_z, match_minus_z) where the row's label is the head's class, (other_z, other_minus_z)
 where it is not; binary heads have two equal rows (S~, 1 - S~), public labels (1, 0).
 ``eulerian[d, k]`` = (-1)^k A(d, k), the Eulerian-number coefficients of the sigmoid derivatives
-(logistic only).
+(logistic only; None for the other losses, so that a fit of another loss does not compile the
+logistic code: a None argument is a type of its own, and Numba prunes ``is not None`` branches).
 """
 from __future__ import annotations
 
@@ -53,7 +56,7 @@ from ._lowlevel import (
     lane_blocks_group,
     margin_blocks,
 )
-from ._options import jit, jit_inline
+from ._options import jit, jit_forceinline, jit_inline
 from .abi import (  # codes and positions: the ABI shared with iwpfast.sgd (abi.py)
     C_CARRY,
     C_NAVG,
@@ -265,7 +268,7 @@ def _row_scalars(loss, table_form, iwp, y, m, margin, tau, fparams, truncation, 
                 yi = np.float64(y[i])
                 weight[i] = (yi * margin[i] - 1.0) * yi
                 curvature[i] = 1.0
-    elif loss == LOSS_LOGISTIC:
+    elif eulerian is not None and loss == LOSS_LOGISTIC:    # (None: not compiled, see top)
         for i in range(m):                          # vectorized exp pass: curvature holds w_i
             curvature[i] = fast_exp(-abs(np.float64(y[i]) * margin[i]))
         for i in range(m):
@@ -311,7 +314,7 @@ def _table_row_scalars(loss, y, m, margin, tau, match_z, match_minus_z, other_z,
             a = w_z * (z - 1.0) - w_minus_z * (-z - 1.0)
             weight[i] = a * yi
             curvature[i] = w_z + w_minus_z
-    else:                                           # logistic
+    elif eulerian is not None:                      # logistic (None: not compiled, see top)
         for i in range(m):
             curvature[i] = fast_exp(-abs(np.float64(y[i]) * margin[i]))
         for i in range(m):
@@ -325,7 +328,7 @@ def _table_row_scalars(loss, y, m, margin, tau, match_z, match_minus_z, other_z,
             curvature[i] = c
 
 
-@jit_inline
+@jit_forceinline
 def _batch(table_form, addresses, like, y, offset, m, fparams, iparams, noise_var, eulerian,
            theta, theta_avg, intercept, intercept_avg, counters, telemetry, trace, trace_steps,
            margin, weight, curvature, gradient, lanes, group_lanes, ones):
@@ -456,18 +459,6 @@ def _batch(table_form, addresses, like, y, offset, m, fparams, iparams, noise_va
     for j in range(n_features):
         finite = finite and math.isfinite(theta[j])
     return finite
-
-
-@jit
-def _batch_called(table_form, addresses, like, y, offset, m, fparams, iparams, noise_var,
-                  eulerian, theta, theta_avg, intercept, intercept_avg, counters, telemetry, trace,
-                  trace_steps, margin, weight, curvature, gradient, lanes, group_lanes, ones):
-    """``_batch`` as a called function, for the once-per-chunk batches of the k-head kernel (the
-    carried one and the last partial one): one more inlined copy of ``_batch`` would add seconds
-    of compile time."""
-    return _batch(table_form, addresses, like, y, offset, m, fparams, iparams, noise_var, eulerian, theta,
-                  theta_avg, intercept, intercept_avg, counters, telemetry, trace, trace_steps,
-                  margin, weight, curvature, gradient, lanes, group_lanes, ones)
 
 
 @jit
@@ -680,6 +671,7 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, carry_addresses,
     group_lanes = np.empty(GRADIENT_GROUP * LANES)
     ones = np.ones(batch_size)
     signs = np.empty(batch_size)
+    zero = np.int64(0)      # (a literal 0 would compile another specialization of _batch)
     position = 0
     carried = counters[0, C_CARRY]
     if carried > 0:
@@ -698,11 +690,11 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, carry_addresses,
             for c in range(n_heads):
                 rows_before = telemetry[c, T_ROWS]
                 _class_signs(carry_y, classes[c], batch_size, signs)
-                if not _batch_called(True, carry_addresses, carry_like, signs, 0, batch_size, fparams[c],
-                                     iparams[c], noise_var[c], eulerian, thetas[c], theta_avgs[c],
-                                     intercepts[c], intercept_avgs[c], counters[c], telemetry[c],
-                                     traces[c], trace_steps[c], margin, weight, curvature, gradient,
-                                     lanes, group_lanes, ones):
+                if not _batch(True, carry_addresses, carry_like, signs, zero, batch_size,
+                              fparams[c], iparams[c], noise_var[c], eulerian, thetas[c],
+                              theta_avgs[c], intercepts[c], intercept_avgs[c], counters[c],
+                              telemetry[c], traces[c], trace_steps[c], margin, weight, curvature,
+                              gradient, lanes, group_lanes, ones):
                     return np.int64(rows_before) + batch_size - 1
             for c in range(n_heads):
                 counters[c, C_CARRY] = 0
@@ -771,14 +763,14 @@ def sgd_finish_heads(carry_addresses, carry_like, fparams, iparams, noise_var, e
     group_lanes = np.empty(GRADIENT_GROUP * LANES)
     ones = np.ones(carried)
     signs = np.empty(carried)
+    zero = np.int64(0)      # (a literal 0 would compile another specialization of _batch)
     for c in range(thetas.shape[0]):
         rows_before = telemetry[c, T_ROWS]
         _class_signs(carry_y, classes[c], carried, signs)
-        if not _batch_called(True, carry_addresses, carry_like, signs, 0, carried, fparams[c], iparams[c],
-                             noise_var[c], eulerian, thetas[c], theta_avgs[c], intercepts[c],
-                             intercept_avgs[c], counters[c], telemetry[c], traces[c],
-                             trace_steps[c], margin, weight, curvature, gradient, lanes,
-                             group_lanes, ones):
+        if not _batch(True, carry_addresses, carry_like, signs, zero, carried, fparams[c],
+                      iparams[c], noise_var[c], eulerian, thetas[c], theta_avgs[c], intercepts[c],
+                      intercept_avgs[c], counters[c], telemetry[c], traces[c], trace_steps[c],
+                      margin, weight, curvature, gradient, lanes, group_lanes, ones):
             return np.int64(rows_before) + carried - 1
         counters[c, C_CARRY] = 0
     return NO_DIVERGENCE

@@ -120,7 +120,8 @@ def _pack_config(cfg: HeadConfig):
                            fit_intercept=int(c.fit_intercept), average_start=c.average_start,
                            trace_every=c.trace_every, batch_size=c.batch_size,
                            weighted=int(c.weighted))
-    eulerian = _eulerian_table(c.truncation if c.loss == "logistic" else 0)
+    # the other losses pass None: the kernel is then compiled without the logistic code
+    eulerian = _eulerian_table(c.truncation) if c.loss == "logistic" else None
     return fparams, iparams, c.noise_var, eulerian
 
 
