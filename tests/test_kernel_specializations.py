@@ -106,3 +106,18 @@ def test_a_binary_first_fit_compiles_one_batch_step_and_no_table_or_logistic_cod
     compiled = json.loads(out.stdout.strip().splitlines()[-1])
     assert compiled == {"sgd_chunk": 1, "_batch": 1, "_table_row_scalars": 0,
                         "_logistic_scalars": 0, "sgd_chunk_heads": 0}
+
+
+@pytest.mark.skipif(not JIT, reason="NUMBA_DISABLE_JIT: nothing is compiled")
+def test_finish_of_one_vs_rest_heads_runs_in_a_compiled_specialization():
+    from iwpfast._kernels import sgd
+    from iwpfast.sgd.engine import finish_heads, run_chunk_heads
+    cfgs = [_config(n_features=2, noise_var=np.zeros(2), batch_size=8, label_keep_prob=None,
+                    label_class=c) for c in range(3)]
+    states = [HeadState.new(cfg) for cfg in cfgs]
+    codes = np.arange(13, dtype=np.int8) % 3
+    run_chunk_heads(cfgs, states, np.ones((2, 13), np.float32), codes)
+    compiled = len(sgd.sgd_chunk_heads.signatures)
+    finish_heads(cfgs, states)
+    assert all(st.carry_n == 0 and st.step == 2 for st in states)
+    assert len(sgd.sgd_chunk_heads.signatures) == compiled    # the end of the stream compiled nothing

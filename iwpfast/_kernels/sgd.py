@@ -646,7 +646,8 @@ def _class_signs(codes, cls, m, signs):
 @jit
 def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, carry_addresses, carry_like,
                     fparams, iparams, noise_var, eulerian, classes, thetas, theta_avgs, intercepts,
-                    intercept_avgs, carry_X, carry_y, counters, telemetry, traces, trace_steps):
+                    intercept_avgs, carry_X, carry_y, counters, telemetry, traces, trace_steps,
+                    final):
     """k one-vs-rest heads of one class-index label in one scan (docs/math.md "k classes").
 
     Row c of each 2-D argument (``fparams``, ``iparams``, ``noise_var``, ``thetas``, ...,
@@ -655,8 +656,11 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, carry_addresses,
     are shared, with counters[c, C_CARRY] equal for every head.  Per batch every head makes its
     update from the same rows while they are in cache (each with its own +-1 signs); each head's
     update is ``_batch``, so head c has the bits of a single-head run on +-1 labels
-    (``sgd_chunk``).  Returns -1, or the global index of the last row of the batch after which a
-    head diverged (that head's theta is not finite; the scan stops there).
+    (``sgd_chunk``).  With ``final``, the carried partial batch (if any) then runs as every head's
+    last update (the end of a stream is a call on no rows with final, through the same call of
+    ``_batch`` as the carried complete batch: no kernel of its own to compile).  Returns -1, or the
+    global index of the last row of the batch after which a head diverged (that head's theta is
+    not finite; the scan stops there).
     """
     n_heads = thetas.shape[0]
     batch_size = iparams[0, I_BATCH_SIZE]
@@ -686,18 +690,6 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, carry_addresses,
         position = take
         for c in range(n_heads):
             counters[c, C_CARRY] = carried
-        if carried == batch_size:
-            for c in range(n_heads):
-                rows_before = telemetry[c, T_ROWS]
-                _class_signs(carry_y, classes[c], batch_size, signs)
-                if not _batch(True, carry_addresses, carry_like, signs, zero, batch_size,
-                              fparams[c], iparams[c], noise_var[c], eulerian, thetas[c],
-                              theta_avgs[c], intercepts[c], intercept_avgs[c], counters[c],
-                              telemetry[c], traces[c], trace_steps[c], margin, weight, curvature,
-                              gradient, lanes, group_lanes, ones):
-                    return np.int64(rows_before) + batch_size - 1
-            for c in range(n_heads):
-                counters[c, C_CARRY] = 0
     staging = n_features >= STAGE_MIN_FEATURES
     stage_batches = max(1, STAGE_COLUMN_BYTES // (batch_size * like.itemsize))
     stage_rows = stage_batches * batch_size if staging else 0
@@ -705,72 +697,59 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, carry_addresses,
     stage_addresses = np.empty(n_columns, np.int64)
     for j in range(n_columns):
         stage_addresses[j] = stage.ctypes.data + j * stage.strides[0]
-    while position + batch_size <= n_rows:
-        n_batches = (n_rows - position) // batch_size
-        if staging:
-            n_batches = min(n_batches, stage_batches)
-            rows = n_batches * batch_size
-            for j in range(n_columns):
-                source = column_view(addresses[j] + position * like.itemsize, rows, like)
-                target = stage[j]
-                for i in range(rows):
-                    target[i] = source[i]
-            sources = stage_addresses
-            first_row = 0
-        else:
-            sources = addresses
-            first_row = position
-        for b in range(n_batches):
-            start = position + b * batch_size
-            codes = y[start:start + batch_size]
+    while True:
+        carried = counters[0, C_CARRY]
+        if carried == batch_size or (final and carried > 0 and position == n_rows):
+            # the carried batch, once complete (or, with final, once the chunk has ended)
             for c in range(n_heads):
                 rows_before = telemetry[c, T_ROWS]
-                _class_signs(codes, classes[c], batch_size, signs)
-                if not _batch(True, sources, like, signs, first_row + b * batch_size, batch_size,
+                _class_signs(carry_y, classes[c], carried, signs)
+                if not _batch(True, carry_addresses, carry_like, signs, zero, carried,
                               fparams[c], iparams[c], noise_var[c], eulerian, thetas[c],
                               theta_avgs[c], intercepts[c], intercept_avgs[c], counters[c],
                               telemetry[c], traces[c], trace_steps[c], margin, weight, curvature,
                               gradient, lanes, group_lanes, ones):
-                    return np.int64(rows_before) + batch_size - 1
-        position += n_batches * batch_size
-    rest = n_rows - position
-    if rest > 0:
-        for j in range(n_columns):
-            column = column_view(addresses[j], n_rows, like)
+                    return np.int64(rows_before) + carried - 1
+            for c in range(n_heads):
+                counters[c, C_CARRY] = 0
+        elif position + batch_size <= n_rows:
+            n_batches = (n_rows - position) // batch_size
+            if staging:
+                n_batches = min(n_batches, stage_batches)
+                rows = n_batches * batch_size
+                for j in range(n_columns):
+                    source = column_view(addresses[j] + position * like.itemsize, rows, like)
+                    target = stage[j]
+                    for i in range(rows):
+                        target[i] = source[i]
+                sources = stage_addresses
+                first_row = 0
+            else:
+                sources = addresses
+                first_row = position
+            for b in range(n_batches):
+                start = position + b * batch_size
+                codes = y[start:start + batch_size]
+                for c in range(n_heads):
+                    rows_before = telemetry[c, T_ROWS]
+                    _class_signs(codes, classes[c], batch_size, signs)
+                    if not _batch(True, sources, like, signs, first_row + b * batch_size,
+                                  batch_size, fparams[c], iparams[c], noise_var[c], eulerian,
+                                  thetas[c], theta_avgs[c], intercepts[c], intercept_avgs[c],
+                                  counters[c], telemetry[c], traces[c], trace_steps[c], margin,
+                                  weight, curvature, gradient, lanes, group_lanes, ones):
+                        return np.int64(rows_before) + batch_size - 1
+            position += n_batches * batch_size
+        elif position < n_rows:
+            rest = n_rows - position
+            for j in range(n_columns):
+                column = column_view(addresses[j], n_rows, like)
+                for i in range(rest):
+                    carry_X[j, i] = np.float64(column[position + i])
             for i in range(rest):
-                carry_X[j, i] = np.float64(column[position + i])
-        for i in range(rest):
-            carry_y[i] = np.float64(y[position + i])
-        for c in range(n_heads):
-            counters[c, C_CARRY] = rest
-    return NO_DIVERGENCE
-
-
-@jit
-def sgd_finish_heads(carry_addresses, carry_like, fparams, iparams, noise_var, eulerian, classes,
-                     thetas, theta_avgs, intercepts, intercept_avgs, carry_y, counters, telemetry,
-                     traces, trace_steps):
-    """Run the shared carried partial batch (if any) as every head's last update."""
-    carried = counters[0, C_CARRY]
-    if carried == 0:
-        return NO_DIVERGENCE
-    n_features = thetas.shape[1]
-    margin = np.empty(carried)
-    weight = np.empty(carried)
-    curvature = np.empty(carried)
-    gradient = np.empty(n_features)
-    lanes = np.empty(LANES)
-    group_lanes = np.empty(GRADIENT_GROUP * LANES)
-    ones = np.ones(carried)
-    signs = np.empty(carried)
-    zero = np.int64(0)      # (a literal 0 would compile another specialization of _batch)
-    for c in range(thetas.shape[0]):
-        rows_before = telemetry[c, T_ROWS]
-        _class_signs(carry_y, classes[c], carried, signs)
-        if not _batch(True, carry_addresses, carry_like, signs, zero, carried, fparams[c],
-                      iparams[c], noise_var[c], eulerian, thetas[c], theta_avgs[c], intercepts[c],
-                      intercept_avgs[c], counters[c], telemetry[c], traces[c], trace_steps[c],
-                      margin, weight, curvature, gradient, lanes, group_lanes, ones):
-            return np.int64(rows_before) + carried - 1
-        counters[c, C_CARRY] = 0
-    return NO_DIVERGENCE
+                carry_y[i] = np.float64(y[position + i])
+            for c in range(n_heads):
+                counters[c, C_CARRY] = rest
+            position = n_rows
+        else:
+            return NO_DIVERGENCE

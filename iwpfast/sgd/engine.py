@@ -492,7 +492,7 @@ def run_chunk_heads(cfgs, states, X, y, sample_weight=None) -> None:
         _carry_addresses(states[0]), _LIKE[np.dtype(np.float64)], fparams, iparams,
         noise_var, eulerian, classes, stacked["theta"], stacked["theta_avg"], stacked["intercept"],
         stacked["intercept_avg"], states[0].carry_X, states[0].carry_y, stacked["counters"],
-        stacked["telemetry"], traces, trace_steps)
+        stacked["telemetry"], traces, trace_steps, False)
     del columns, codes, weights
     _unpack_heads(states, stacked, traces, trace_steps)
     if row >= 0:
@@ -508,11 +508,17 @@ def finish_heads(cfgs, states) -> None:
         return
     for cfg, state in zip(cfgs, states, strict=True):
         _check_trace_room(cfg, state, 1)
-    row = _kernels().sgd_finish_heads(
-        _carry_addresses(states[0]), _LIKE[np.dtype(np.float64)], fparams, iparams, noise_var,
-        eulerian, classes, stacked["theta"], stacked["theta_avg"], stacked["intercept"],
-        stacked["intercept_avg"], states[0].carry_y, stacked["counters"], stacked["telemetry"],
-        traces, trace_steps)
+    kernels = _kernels()
+    # sgd_chunk_heads on no rows with final=True, in column and label dtypes it already runs with
+    # (the carried batch is read from the float64 carry buffer: nothing more compiles)
+    like, y_like = _compiled_dtypes(kernels.sgd_chunk_heads)
+    carry = _carry_addresses(states[0])
+    row = kernels.sgd_chunk_heads(
+        carry, _LIKE[like], np.int64(states[0].carry_y.ctypes.data), _LIKE[y_like], np.int64(0),
+        carry, _LIKE[np.dtype(np.float64)], fparams, iparams, noise_var, eulerian, classes,
+        stacked["theta"], stacked["theta_avg"], stacked["intercept"], stacked["intercept_avg"],
+        states[0].carry_X, states[0].carry_y, stacked["counters"], stacked["telemetry"], traces,
+        trace_steps, True)
     _unpack_heads(states, stacked, traces, trace_steps)
     if row >= 0:
         _raise_heads_divergence(cfgs, states, int(row))
