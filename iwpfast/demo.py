@@ -247,8 +247,8 @@ def run_demo(*, rows: int = 1_000_000, features: int = 10, epsilon: float | None
         # compile (or load from Numba's cache) before the clock starts: rows/s is the scan's rate
         t_compile = time.perf_counter()
         from .sgd.engine import warmup
-        warmup(dtypes=("float32",), label_dtypes=("int8", "float32", "float64"))
-        warmup(dtypes=("float64",))
+        warmup(dtypes=("float32",), label_dtypes=("int8", "float32", "float64"), losses=(loss,))
+        warmup(dtypes=("float64",), losses=(loss,))
         compile_s = time.perf_counter() - t_compile
         result = fit_stream(sim_path, heads, progress=progress, trace_every=trace_every,
                             trace_callback=on_trace)

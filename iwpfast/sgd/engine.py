@@ -524,18 +524,22 @@ def finish_heads(cfgs, states) -> None:
         _raise_heads_divergence(cfgs, states, int(row))
 
 
-def warmup(dtypes=("float32", "float64"), label_dtypes=None) -> None:
+def warmup(dtypes=("float32", "float64"), label_dtypes=None,
+           losses=("exponential", "logistic")) -> None:
     """Compile the kernels (or load them from Numba's on-disk cache) for these feature dtypes.
 
     Benchmarks call this first so that compile time is excluded; it is never needed for
     correctness.  ``label_dtypes`` defaults to the feature dtype (float32 labels with float32
-    features).  The loss, mode and p are runtime values: one compilation covers all of them.
+    features).  Mode, p and the step schedule are runtime values; the losses other than logistic
+    share one compilation, the logistic loss (its derivative code) has its own, and so has a head
+    whose label-weight table has two different rows (``HeadConfig.label_weights``).
     """
     for dtype in dtypes:
         for label_dtype in (label_dtypes or (dtype,)):
-            cfg = HeadConfig(loss="exponential", mode="iwp", n_features=1, noise_var=np.zeros(1),
-                             batch_size=2)
-            state = HeadState.new(cfg)
-            X = np.zeros((1, 3), dtype=dtype)
-            run_chunk(cfg, state, X, np.ones(3, dtype=label_dtype))
-            finish(cfg, state)
+            for loss in losses:
+                cfg = HeadConfig(loss=loss, mode="iwp", n_features=1, noise_var=np.zeros(1),
+                                 batch_size=2)
+                state = HeadState.new(cfg)
+                X = np.zeros((1, 3), dtype=dtype)
+                run_chunk(cfg, state, X, np.ones(3, dtype=label_dtype))
+                finish(cfg, state)
