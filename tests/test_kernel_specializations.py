@@ -33,20 +33,25 @@ def _assert_same_bits(a: HeadState, b: HeadState) -> None:
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
 
 
-def test_float64_chunk_then_float32_chunk_equals_one_float64_pass():
+@pytest.mark.parametrize("weighted", [False, True])
+def test_float64_chunk_then_float32_chunk_equals_one_float64_pass(weighted):
     # the carried rows of a float64 chunk are not float32 values: the float32 chunk that completes
-    # their batch must not round them (it runs in float64), so the stream equals one float64 pass
-    cfg = _config()
+    # their batch must not round them (it runs in float64), so the stream equals one float64 pass;
+    # sample weights are carried with the features and follow them
+    cfg = _config(weighted=weighted)
     rng = np.random.default_rng(7)
     first = rng.standard_normal((3, 50))                       # 50 = 32 + 18 carried rows
     second = rng.standard_normal((3, 70)).astype(np.float32)
     y = np.where(rng.random(120) < 0.5, -1.0, 1.0)
+    w = rng.uniform(0.5, 2.0, 120) if weighted else None
     streamed = HeadState.new(cfg)
-    run_chunk(cfg, streamed, first, y[:50])
-    run_chunk(cfg, streamed, second, y[50:].astype(np.float32))
+    run_chunk(cfg, streamed, first, y[:50], None if w is None else w[:50])
+    run_chunk(cfg, streamed, second, y[50:].astype(np.float32),
+              None if w is None else w[50:].astype(np.float32))
     finish(cfg, streamed)
     whole = HeadState.new(cfg)
-    run_chunk(cfg, whole, np.concatenate([first, second.astype(np.float64)], axis=1), y)
+    w_whole = None if w is None else np.concatenate([w[:50], w[50:].astype(np.float32)])
+    run_chunk(cfg, whole, np.concatenate([first, second.astype(np.float64)], axis=1), y, w_whole)
     finish(cfg, whole)
     _assert_same_bits(streamed, whole)
 
