@@ -184,3 +184,16 @@ def test_fit_files_refuses_a_k_class_release(released):
     fake_client = SimpleNamespace(submit=None, gather=None)   # refused before any work is sent
     with pytest.raises(InvalidInputError, match="k-class release.*estimator.fit"):
         fit_files(fake_client, path, _model(), shards=1)
+
+
+def test_at_most_two_values_for_every_label_dtype():
+    """The two-class test of fit(X, y) (min/max, then one comparison pass unless integers that
+    are one apart): true exactly when y has at most two distinct values."""
+    from iwpfast.estimators._multiclass import _at_most_two_values
+    cases = [np.array([0, 1, 1, 0], np.int8), np.array([-1, 0, -1], np.int64),
+             np.array([3, 3, 3], np.uint8), np.array([True, False]), np.array([0.0, 1.0, 0.0]),
+             np.array([-1.0, 1.0]), np.array(["a", "b", "a"]), np.array([0, 2, 0], np.int16),
+             np.array([0, 1, 2], np.int8), np.array([0.0, 0.5, 1.0]), np.array(["a", "b", "c"]),
+             np.array([5, 7, 6], np.uint16)]
+    for y in cases:
+        assert _at_most_two_values(y) == (np.unique(y).size <= 2), y

@@ -49,8 +49,12 @@ def class_codes(values, classes: list, first_row: int = 0) -> np.ndarray:
 def _at_most_two_values(y: np.ndarray) -> bool:
     """Whether y holds at most two distinct values (numbers: min/max and one comparison pass)."""
     y = np.asarray(y)
+    if y.dtype.kind == "b":
+        return True
     if y.dtype.kind in "iuf" and y.size:
         low, high = y.min(), y.max()
+        if y.dtype.kind in "iu" and int(high) - int(low) <= 1:
+            return True     # integers: no value lies between (the common {0, 1} labels: 2 passes, not 6)
         return bool(((y == low) | (y == high)).all())
     return np.unique(y).size <= 2
 
