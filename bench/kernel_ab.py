@@ -13,7 +13,6 @@ unweighted; the two versions must give the same theta bit for bit (checked).  Pr
 """
 from __future__ import annotations
 
-import argparse
 import importlib
 import inspect
 import os
@@ -28,7 +27,7 @@ import numpy as np
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [_HERE, os.path.dirname(_HERE)]     # bench/ and the repository root
 
-from kernels import config, make_data  # noqa: E402
+from kernels import config, kernel_bench_parser, make_data  # noqa: E402
 
 from iwpfast.sgd.engine import _LIKE, _carry_addresses, _kernel_config, _table_form  # noqa: E402
 from iwpfast.sgd.state import HeadState  # noqa: E402
@@ -79,14 +78,8 @@ def _takes_none_eulerian(sgd) -> bool:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = kernel_bench_parser(__doc__.splitlines()[0], repeats=21)
     parser.add_argument("other", help="another checkout of iwpfast (its iwpfast/_kernels is timed)")
-    parser.add_argument("--rows", type=int, default=4_000_000)
-    parser.add_argument("--repeats", type=int, default=21)
-    parser.add_argument("--batch", type=int, default=128)
-    parser.add_argument("--losses", default="exponential,logistic")
-    parser.add_argument("--p", default="2,10,100")
-    parser.add_argument("--clock", choices=("wall", "cpu"), default="cpu")
     args = parser.parse_args(argv)
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     from iwpfast._kernels import abi, sgd

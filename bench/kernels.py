@@ -72,18 +72,26 @@ def time_numpy(cfg, X, y, repeats: int) -> float:
     return y.shape[0] / statistics.median(times) / 1e6
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def kernel_bench_parser(description: str, *, repeats: int, losses: str = "exponential,logistic",
+                        clock: str = "cpu") -> argparse.ArgumentParser:
+    """The options every kernel benchmark of bench/ shares (rows, repeats, batch, losses, p, clock)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--rows", type=int, default=4_000_000)
-    parser.add_argument("--numpy-rows", type=int, default=200_000)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=repeats)
     parser.add_argument("--batch", type=int, default=128)
-    parser.add_argument("--losses", default=",".join(LOSSES))
+    parser.add_argument("--losses", default=losses)
     parser.add_argument("--p", default="2,10,100")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default=clock,
+                        help="wall: time.perf_counter; cpu: time.process_time (shared machines)")
+    return parser
+
+
+def main(argv=None) -> None:
+    parser = kernel_bench_parser(__doc__.splitlines()[0], repeats=5, losses=",".join(LOSSES),
+                                 clock="wall")
+    parser.add_argument("--numpy-rows", type=int, default=200_000)
     parser.add_argument("--private-labels", action="store_true",
                         help="label_keep_prob=0.8 (two exponentials per row for the exponential loss)")
-    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
-                        help="wall: time.perf_counter; cpu: time.process_time (shared machines)")
     args = parser.parse_args(argv)
     global CLOCK
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter

@@ -12,7 +12,6 @@ from two trees (see bench/README.md).
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import statistics
@@ -24,20 +23,14 @@ import numpy as np
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [_HERE, os.path.dirname(_HERE)]     # bench/ and the repository root
 
-from kernels import config, make_data  # noqa: E402
+from kernels import config, kernel_bench_parser, make_data  # noqa: E402
 
 from iwpfast.sgd.engine import finish, run_chunk, warmup  # noqa: E402
 from iwpfast.sgd.state import HeadState  # noqa: E402
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=4_000_000)
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--batch", type=int, default=128)
-    parser.add_argument("--losses", default="exponential,logistic")
-    parser.add_argument("--p", default="2,10,100")
-    parser.add_argument("--clock", choices=("wall", "cpu"), default="cpu")
+    parser = kernel_bench_parser(__doc__.splitlines()[0], repeats=7)
     args = parser.parse_args(argv)
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     warmup()
