@@ -102,7 +102,7 @@ def test_missing_ranges_and_columns(tmp_path):
 def test_destination_exists_refused_unless_overwrite(tmp_path):
     out = tmp_path / "o.parquet"
     out.write_bytes(b"precious")
-    with pytest.raises(InvalidInputError, match="already exists.*overwrite"):
+    with pytest.raises(InvalidInputError, match="exists already.*overwrite"):
         release(table(), out, spec(), features=FEATURES, label="y")
     assert out.read_bytes() == b"precious"
     release(table(), out, spec(), features=FEATURES, label="y", overwrite=True)

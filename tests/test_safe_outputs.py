@@ -98,3 +98,19 @@ def test_fit_stream_refuses_to_replace_a_checkpoint_unless_asked(tmp_path):
         fit_stream(str(path), heads(), engine="reference", progress=False, checkpoint=ck)
     fit_stream(str(path), heads(), engine="reference", progress=False, checkpoint=ck,
                overwrite=True)
+
+
+def test_a_folder_is_refused_as_an_output_file_even_with_overwrite(tmp_path):
+    """A model, a checkpoint or a release pointed at a folder: one refusal naming the folder (the
+    release's suggests a file name in it), whatever overwrite says."""
+    from iwpfast.io.outputs import check_output_path
+    from iwpfast.io.writer import check_destination
+    folder = tmp_path / "out"
+    folder.mkdir()
+    for overwrite in (False, True):
+        with pytest.raises(InvalidInputError, match="'.*out' is a folder / prefix; give a file name$"):
+            check_output_path(folder, what="model", overwrite=overwrite)
+        with pytest.raises(InvalidInputError, match="is a folder / prefix; give a file name such as "
+                                                    ".*out/release.parquet"):
+            check_destination(folder, overwrite=overwrite)
+    assert check_output_path(folder / "m.json", what="model", overwrite=False).endswith("m.json")

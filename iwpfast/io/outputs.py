@@ -17,6 +17,9 @@ def source_files(source) -> list[str]:
     return [os.fspath(p) for p in (getattr(source, "paths", None) or ())]
 
 
+OVERWRITE_FLAG = "overwrite=True (CLI: --overwrite)"
+
+
 def _same_file(a: str, b: str) -> bool:
     try:
         return os.path.samefile(a, b)
@@ -24,8 +27,22 @@ def _same_file(a: str, b: str) -> bool:
         return os.path.abspath(a) == os.path.abspath(b)
 
 
+def refuse_existing(display: str, kind: str | None, *, what: str, overwrite: bool,
+                    flag: str = OVERWRITE_FLAG, example: str | None = None) -> None:
+    """The refusals every output shares, local or remote: a folder (or prefix) where the file is to
+    go, and an existing file unless ``overwrite``.  kind: "dir", "file" or None (nothing there)."""
+    if kind == "dir":
+        such_as = f" such as {example}" if example else ""
+        raise InvalidInputError(f"the {what} path {display!r} is a folder / prefix; give a file "
+                                f"name{such_as}")
+    if kind == "file" and not overwrite:
+        raise InvalidInputError(
+            f"the {what} file {display!r} exists already; choose another path, or pass {flag} to "
+            f"replace it")
+
+
 def check_output_path(path, *, what: str, overwrite: bool, inputs: Iterable[str] = (),
-                      flag: str = "overwrite=True (CLI: --overwrite)", filesystem=None) -> str:
+                      flag: str = OVERWRITE_FLAG, filesystem=None) -> str:
     """Refuse ``path`` if it is one of ``inputs`` (always) or exists (unless ``overwrite``).
 
     what: what is written there ("model", "checkpoint"), for the message.  A URI (``s3://...``)
@@ -36,14 +53,7 @@ def check_output_path(path, *, what: str, overwrite: bool, inputs: Iterable[str]
     if filesystem is not None or is_uri(path):
         loc = resolve(path, filesystem)
         if not loc.local:
-            kind = loc.kind()
-            if kind == "dir":
-                raise InvalidInputError(f"the {what} path {loc.display!r} is a folder / prefix; "
-                                        f"give a file name")
-            if kind == "file" and not overwrite:
-                raise InvalidInputError(
-                    f"the {what} file {loc.display!r} exists already; choose another path, or "
-                    f"pass {flag} to replace it")
+            refuse_existing(loc.display, loc.kind(), what=what, overwrite=overwrite, flag=flag)
             return path
         path = loc.path
     for item in inputs:
@@ -51,10 +61,12 @@ def check_output_path(path, *, what: str, overwrite: bool, inputs: Iterable[str]
             raise InvalidInputError(
                 f"the {what} path {path!r} is an input file of this job; writing the {what} there "
                 f"would destroy the data: choose another path")
-    if os.path.isdir(path):
-        raise InvalidInputError(f"the {what} path {path!r} is a directory; give a file name")
-    if os.path.exists(path) and not overwrite:
-        raise InvalidInputError(
-            f"the {what} file {path!r} exists already; choose another path, or pass {flag} to "
-            f"replace it")
+    refuse_existing(path, local_kind(path), what=what, overwrite=overwrite, flag=flag)
     return path
+
+
+def local_kind(path) -> str | None:
+    """"dir", "file" or None (nothing there) for a local path: ``refuse_existing``'s kind."""
+    if os.path.isdir(path):
+        return "dir"
+    return "file" if os.path.exists(path) else None

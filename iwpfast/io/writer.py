@@ -28,6 +28,7 @@ import pyarrow as pa
 from ..exceptions import InvalidInputError
 from .filesystem import Location, publish, resolve
 from .formats import OUTPUT_FORMATS, output_format
+from .outputs import local_kind, refuse_existing
 
 # re-exported: callers import the output format from here
 __all__ = ["FORMATS", "output_format", "check_destination", "AtomicArrowWriter"]
@@ -40,24 +41,12 @@ def check_destination(destination, overwrite: bool = False, filesystem=None) -> 
     Returns the local ``Path``, or the ``Location`` of a destination on another filesystem."""
     loc = destination if isinstance(destination, Location) else resolve(destination, filesystem)
     if not loc.local:
-        kind = loc.kind()
-        if kind == "dir":
-            raise InvalidInputError(f"destination {loc.display!r} is a folder / prefix; give a file "
-                                    f"name such as {loc.child('release.parquet').display}")
-        if kind == "file" and not overwrite:
-            raise InvalidInputError(
-                f"destination {loc.display!r} already exists; pass overwrite=True (CLI: "
-                f"--overwrite) or choose another path")
+        refuse_existing(loc.display, loc.kind(), what="destination", overwrite=overwrite,
+                        example=loc.child("release.parquet").display)
         return loc
     path = Path(loc.path)
-    if path.is_dir():
-        raise InvalidInputError(f"destination {str(path)!r} is a directory; give a file name such "
-                                f"as {path / 'release.parquet'}")
-    if path.exists() and not overwrite:
-        raise InvalidInputError(
-            f"destination {str(path)!r} already exists; pass overwrite=True (CLI: --overwrite) "
-            "or choose another path"
-        )
+    refuse_existing(str(path), local_kind(path), what="destination", overwrite=overwrite,
+                    example=str(path / "release.parquet"))
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         raise InvalidInputError(f"directory {str(parent)!r} of the destination does not exist; "
