@@ -461,6 +461,39 @@ def _batch(table_form, addresses, like, y, offset, m, fparams, iparams, noise_va
     return finite
 
 
+@jit_inline
+def _to_carry(addresses, like, y, n_rows, first, count, carry_X, carry_y, at):
+    """Rows [first, first + count) of the columns and labels into the float64 carry buffer from
+    its row ``at`` on (the start of a chunk completing the carried batch, or the rest at its end)."""
+    for j in range(addresses.shape[0]):
+        column = column_view(addresses[j], n_rows, like)
+        for i in range(count):
+            carry_X[j, at + i] = np.float64(column[first + i])
+    for i in range(count):
+        carry_y[at + i] = np.float64(y[first + i])
+
+
+@jit_inline
+def _row_addresses(block):
+    """The address of each row of a C-contiguous 2-D array (a stage the batches read from)."""
+    addresses = np.empty(block.shape[0], np.int64)
+    for j in range(block.shape[0]):
+        addresses[j] = block.ctypes.data + j * block.strides[0]
+    return addresses
+
+
+@jit_inline
+def _stage_rows(addresses, like, position, rows, stage):
+    """Copy rows [position, position + rows) of every column into the stage (many columns: long
+    sequential reads, which the hardware prefetcher follows; same dtype, same values, so the
+    batches run from it give the bits they give in place)."""
+    for j in range(addresses.shape[0]):
+        source = column_view(addresses[j] + position * like.itemsize, rows, like)
+        target = stage[j]
+        for i in range(rows):
+            target[i] = source[i]
+
+
 @jit
 def sgd_chunk(addresses, like, y_address, y_like, n_rows, fparams, iparams, noise_var, eulerian,
               theta, theta_avg, intercept, intercept_avg, carry_X, carry_y, counters, telemetry,
@@ -492,12 +525,7 @@ def sgd_chunk(addresses, like, y_address, y_like, n_rows, fparams, iparams, nois
     carried = counters[C_CARRY]
     if carried > 0:
         take = min(batch_size - carried, n_rows)
-        for j in range(n_columns):
-            column = column_view(addresses[j], n_rows, like)
-            for i in range(take):
-                carry_X[j, carried + i] = np.float64(column[i])
-        for i in range(take):
-            carry_y[carried + i] = np.float64(y[i])
+        _to_carry(addresses, like, y, n_rows, 0, take, carry_X, carry_y, carried)
         carried += take
         position = take
         counters[C_CARRY] = carried
@@ -505,16 +533,12 @@ def sgd_chunk(addresses, like, y_address, y_like, n_rows, fparams, iparams, nois
     # carry_addresses) and carry_labels
     carry_stage = np.empty((n_columns, batch_size), like.dtype)
     carry_labels = np.empty(batch_size, y_like.dtype)
-    carry_addresses = np.empty(n_columns, np.int64)
-    for j in range(n_columns):
-        carry_addresses[j] = carry_stage.ctypes.data + j * carry_stage.strides[0]
+    carry_addresses = _row_addresses(carry_stage)
     staging = n_features >= STAGE_MIN_FEATURES
     stage_batches = max(1, STAGE_COLUMN_BYTES // (batch_size * like.itemsize))
     stage_rows = stage_batches * batch_size if staging else 0
     stage = np.empty((n_columns, stage_rows), like.dtype)
-    stage_addresses = np.empty(n_columns, np.int64)
-    for j in range(n_columns):
-        stage_addresses[j] = stage.ctypes.data + j * stage.strides[0]
+    stage_addresses = _row_addresses(stage)
     while True:
         # the next block of batches: the carried batch once complete (or, with final, once the
         # chunk has ended), else the complete batches in place; the rest goes to the carry buffer
@@ -537,16 +561,9 @@ def sgd_chunk(addresses, like, y_address, y_like, n_rows, fparams, iparams, nois
             m = batch_size
             n_batches = (n_rows - position) // batch_size
             if staging:
-                # many columns: copy the next stage_batches batches of each column (long
-                # sequential reads, which the hardware prefetcher follows) into the stage, then
-                # run them from there; same dtype, same values, so the same bits as in place
+                # many columns: the next stage_batches batches run from the stage
                 n_batches = min(n_batches, stage_batches)
-                rows = n_batches * batch_size
-                for j in range(n_columns):
-                    source = column_view(addresses[j] + position * like.itemsize, rows, like)
-                    target = stage[j]
-                    for i in range(rows):
-                        target[i] = source[i]
+                _stage_rows(addresses, like, position, n_batches * batch_size, stage)
                 sources = stage_addresses
                 first_row = 0
             else:
@@ -556,12 +573,7 @@ def sgd_chunk(addresses, like, y_address, y_like, n_rows, fparams, iparams, nois
             position += n_batches * batch_size
         elif position < n_rows:
             rest = n_rows - position
-            for j in range(n_columns):
-                column = column_view(addresses[j], n_rows, like)
-                for i in range(rest):
-                    carry_X[j, i] = np.float64(column[position + i])
-            for i in range(rest):
-                carry_y[i] = np.float64(y[position + i])
+            _to_carry(addresses, like, y, n_rows, position, rest, carry_X, carry_y, 0)
             counters[C_CARRY] = rest
             position = n_rows
             continue
@@ -680,12 +692,7 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, carry_addresses,
     carried = counters[0, C_CARRY]
     if carried > 0:
         take = min(batch_size - carried, n_rows)
-        for j in range(n_columns):
-            column = column_view(addresses[j], n_rows, like)
-            for i in range(take):
-                carry_X[j, carried + i] = np.float64(column[i])
-        for i in range(take):
-            carry_y[carried + i] = np.float64(y[i])
+        _to_carry(addresses, like, y, n_rows, 0, take, carry_X, carry_y, carried)
         carried += take
         position = take
         for c in range(n_heads):
@@ -694,9 +701,7 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, carry_addresses,
     stage_batches = max(1, STAGE_COLUMN_BYTES // (batch_size * like.itemsize))
     stage_rows = stage_batches * batch_size if staging else 0
     stage = np.empty((n_columns, stage_rows), like.dtype)
-    stage_addresses = np.empty(n_columns, np.int64)
-    for j in range(n_columns):
-        stage_addresses[j] = stage.ctypes.data + j * stage.strides[0]
+    stage_addresses = _row_addresses(stage)
     while True:
         carried = counters[0, C_CARRY]
         if carried == batch_size or (final and carried > 0 and position == n_rows):
@@ -716,12 +721,7 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, carry_addresses,
             n_batches = (n_rows - position) // batch_size
             if staging:
                 n_batches = min(n_batches, stage_batches)
-                rows = n_batches * batch_size
-                for j in range(n_columns):
-                    source = column_view(addresses[j] + position * like.itemsize, rows, like)
-                    target = stage[j]
-                    for i in range(rows):
-                        target[i] = source[i]
+                _stage_rows(addresses, like, position, n_batches * batch_size, stage)
                 sources = stage_addresses
                 first_row = 0
             else:
@@ -742,12 +742,7 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, carry_addresses,
             position += n_batches * batch_size
         elif position < n_rows:
             rest = n_rows - position
-            for j in range(n_columns):
-                column = column_view(addresses[j], n_rows, like)
-                for i in range(rest):
-                    carry_X[j, i] = np.float64(column[position + i])
-            for i in range(rest):
-                carry_y[i] = np.float64(y[position + i])
+            _to_carry(addresses, like, y, n_rows, position, rest, carry_X, carry_y, 0)
             for c in range(n_heads):
                 counters[c, C_CARRY] = rest
             position = n_rows
