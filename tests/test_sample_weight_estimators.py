@@ -143,6 +143,15 @@ def test_bad_weight_column_is_refused_naming_column_and_row(tmp_path):
     with pytest.raises(InvalidInputError,
                        match=r"sample weight -3.0 in column 'w' at .*row 2500 of the stream"):
         IWPClassifier(**HYPER, chunk_rows=1000).fit(str(path), sample_weight="w", **kw)
+    # a float64 weight too large for the float32 features: refused too, with column and row
+    too_large = np.abs(w.astype(np.float64))
+    too_large[2900] = 1e39
+    big = tmp_path / "big.parquet"
+    pq.write_table(pa.table({**{f"x{j}": X[:, j] for j in range(P)}, "y": y.astype(np.int8),
+                             "w": too_large}), big)
+    with pytest.raises(InvalidInputError, match=r"sample weight 1e\+39 in column 'w' at .*row 2900 "
+                                                r"of the stream\): it overflows the features. dtype float32"):
+        IWPClassifier(**HYPER, chunk_rows=1000).fit(str(big), sample_weight="w", **kw)
     with pytest.raises(InvalidInputError, match=r"sample_weight column 'v' not in the source"):
         IWPClassifier(**HYPER).fit(str(path), sample_weight="v", **kw)
     with pytest.raises(InvalidInputError, match=r"sample_weight column 'x1' is also the feature"):

@@ -50,7 +50,7 @@ from ..io.sources import Source, open_source
 from ..progress import progress_bar
 from .checkpoint import checkpoint_exists, config_hash, dataset_hash, read_checkpoint, write_checkpoint
 from .schedules import resolve_paper_schedule
-from .state import TELEMETRY_INDEX, HeadConfig, HeadState, first_invalid_weight
+from .state import TELEMETRY_INDEX, HeadConfig, HeadState
 
 #: warn when sigma^2 |theta|^2 exceeded this: the IWP gradient variance grows like
 #: exp(sigma^2 |theta|^2) (exponential loss), e^8 ~ 3000 times the noiseless variance.
@@ -275,21 +275,6 @@ def _units(heads) -> list[list]:
     return units
 
 
-def _chunk_weights(head, chunk, weight_group):
-    """The head's sample weights in this chunk (None: unweighted), checked finite and >= 0 with an
-    error naming the column and row (one sum and one minimum per chunk)."""
-    if weight_group is None:
-        return None
-    weights = chunk.features[weight_group][0]
-    bad = first_invalid_weight(weights)
-    if bad >= 0:
-        raise InvalidInputError(
-            f"sample weight {float(weights[bad])!r} in column {head.sample_weight!r} at "
-            f"{chunk.origin.describe(bad)}: sample weights must be finite and >= 0; fix or drop "
-            "that row")
-    return weights
-
-
 def _run_unit_chunk(run_unit, unit, configs, states, chunk, group) -> None:
     """One kernel call of a unit of heads (one head, or one-vs-rest heads sharing their columns)
     on one chunk; ``group``: (feature group, sample-weight group or None) of the chunk.  A
@@ -299,9 +284,19 @@ def _run_unit_chunk(run_unit, unit, configs, states, chunk, group) -> None:
     from ..exceptions import DivergenceError
     head = unit[0]
     group, weight_group = group
-    weights = _chunk_weights(head, chunk, weight_group)
+    weights = None if weight_group is None else chunk.features[weight_group][0]
     try:
         run_unit(configs, states, chunk.features[group], chunk.labels[head.label], weights)
+    except InvalidInputError as exc:
+        # the engine checks the weights (finite, >= 0, within the features' dtype) before any
+        # update; here the error gets the column and the row of the source
+        row = getattr(exc, "sample_weight_row", None)
+        if row is None or weights is None:
+            raise
+        raise InvalidInputError(
+            f"sample weight {float(weights[row])!r} in column {head.sample_weight!r} at "
+            f"{chunk.origin.describe(row)}: {exc.sample_weight_reason}; fix or drop that "
+            "row") from None
     except DivergenceError as exc:
         for name, values in zip(head.features, chunk.features[group], strict=True):
             bad = np.flatnonzero(~np.isfinite(values))

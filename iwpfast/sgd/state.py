@@ -311,7 +311,11 @@ def check_sample_weight(cfg: HeadConfig, sample_weight, n: int, dtype) -> np.nda
         given = np.asarray(sample_weight)[bad].item()
         why = (f"it overflows the features' dtype {np.dtype(dtype)}" if np.isfinite(given) and given >= 0
                else "sample weights must be finite and >= 0")
-        raise InvalidInputError(f"sample_weight[{bad}] = {given!r} (row {bad} of this chunk): {why}")
+        error = InvalidInputError(f"sample_weight[{bad}] = {given!r} (row {bad} of this chunk): {why}")
+        # for a caller that knows where the chunk came from (the streaming driver names the column
+        # and the row of the source instead of checking the weights a second time)
+        error.sample_weight_row, error.sample_weight_reason = bad, why
+        raise error
     return w
 
 
