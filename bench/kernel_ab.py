@@ -27,7 +27,7 @@ import numpy as np
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [_HERE, os.path.dirname(_HERE)]     # bench/ and the repository root
 
-from kernels import config, kernel_bench_parser, make_data  # noqa: E402
+from kernels import config, kernel_bench_parser, kernel_cases, make_data  # noqa: E402
 
 from iwpfast.sgd.engine import _LIKE, _carry_addresses, _kernel_config, _table_form  # noqa: E402
 from iwpfast.sgd.state import HeadState  # noqa: E402
@@ -87,24 +87,21 @@ def main(argv=None) -> None:
     print(f"# rows={args.rows} batch={args.batch} repeats={args.repeats} clock={args.clock}; "
           f"other={args.other}; M rows/s, medians, alternated in one process")
     print(f"{'loss':<14} {'p':>4} {'dtype':<8} {'other':>8} {'this':>8} {'this/other':>11}")
-    for loss in args.losses.split(","):
-        for p in (int(v) for v in args.p.split(",")):
-            rows = args.rows if p <= 10 else max(args.rows // 4, args.batch)
-            for dtype in (np.float32, np.float64):
-                cfg = config(loss, p, args.batch)
-                X, y = make_data(p, rows, dtype, loss)
-                first = {name: one_pass(*v, cfg, X[:, :5000], y[:5000], clock)[1]
-                         for name, v in versions.items()}      # compile/load; same model
-                if not np.array_equal(first["this"], first["other"]):
-                    raise SystemExit(f"{loss} p={p} {np.dtype(dtype).name}: the two kernels give "
-                                     "different models")
-                times = {name: [] for name in versions}
-                for r in range(args.repeats):
-                    for name in (list(versions) if r % 2 == 0 else list(versions)[::-1]):
-                        times[name].append(one_pass(*versions[name], cfg, X, y, clock)[0])
-                speed = {n: rows / statistics.median(t) / 1e6 for n, t in times.items()}
-                print(f"{loss:<14} {p:>4} {np.dtype(dtype).name:<8} {speed['other']:>8.1f} "
-                      f"{speed['this']:>8.1f} {speed['this'] / speed['other']:>11.3f}", flush=True)
+    for loss, p, dtype, rows in kernel_cases(args):
+        cfg = config(loss, p, args.batch)
+        X, y = make_data(p, rows, dtype, loss)
+        first = {name: one_pass(*v, cfg, X[:, :5000], y[:5000], clock)[1]
+                 for name, v in versions.items()}      # compile/load; same model
+        if not np.array_equal(first["this"], first["other"]):
+            raise SystemExit(f"{loss} p={p} {np.dtype(dtype).name}: the two kernels give "
+                             "different models")
+        times = {name: [] for name in versions}
+        for r in range(args.repeats):
+            for name in (list(versions) if r % 2 == 0 else list(versions)[::-1]):
+                times[name].append(one_pass(*versions[name], cfg, X, y, clock)[0])
+        speed = {n: rows / statistics.median(t) / 1e6 for n, t in times.items()}
+        print(f"{loss:<14} {p:>4} {np.dtype(dtype).name:<8} {speed['other']:>8.1f} "
+              f"{speed['this']:>8.1f} {speed['this'] / speed['other']:>11.3f}", flush=True)
 
 
 if __name__ == "__main__":

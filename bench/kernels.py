@@ -86,6 +86,16 @@ def kernel_bench_parser(description: str, *, repeats: int, losses: str = "expone
     return parser
 
 
+def kernel_cases(args):
+    """(loss, p, dtype, rows) of every measured case: each loss and p of the options, float32 then
+    float64; a quarter of the rows for p > 10 (each row costs ~p)."""
+    for loss in args.losses.split(","):
+        for p in (int(v) for v in args.p.split(",")):
+            rows = args.rows if p <= 10 else max(args.rows // 4, args.batch)
+            for dtype in (np.float32, np.float64):
+                yield loss, p, dtype, rows
+
+
 def main(argv=None) -> None:
     parser = kernel_bench_parser(__doc__.splitlines()[0], repeats=5, losses=",".join(LOSSES),
                                  clock="wall")
@@ -100,17 +110,14 @@ def main(argv=None) -> None:
     print(f"# rows={args.rows} batch={args.batch} repeats={args.repeats} clock={args.clock} mode=iwp "
           f"labels={'private (S=0.8)' if keep else 'public'}; M rows/s, medians")
     print(f"{'loss':<14} {'p':>4} {'dtype':<8} {'kernel':>9} {'numpy':>8} {'ratio':>7}")
-    for loss in args.losses.split(","):
-        for p in (int(v) for v in args.p.split(",")):
-            rows = args.rows if p <= 10 else max(args.rows // 4, args.batch)
-            for dtype in (np.float32, np.float64):
-                cfg = config(loss, p, args.batch, keep if loss != "squared_error" else None)
-                X, y = make_data(p, rows, dtype, loss)
-                kernel = time_kernel(cfg, X, y, args.repeats)
-                n_np = min(args.numpy_rows, rows)
-                numpy = time_numpy(cfg, X[:, :n_np], y[:n_np], max(3, args.repeats // 2))
-                print(f"{loss:<14} {p:>4} {np.dtype(dtype).name:<8} {kernel:>9.1f} {numpy:>8.2f} "
-                      f"{kernel / numpy:>6.0f}x", flush=True)
+    for loss, p, dtype, rows in kernel_cases(args):
+        cfg = config(loss, p, args.batch, keep if loss != "squared_error" else None)
+        X, y = make_data(p, rows, dtype, loss)
+        kernel = time_kernel(cfg, X, y, args.repeats)
+        n_np = min(args.numpy_rows, rows)
+        numpy = time_numpy(cfg, X[:, :n_np], y[:n_np], max(3, args.repeats // 2))
+        print(f"{loss:<14} {p:>4} {np.dtype(dtype).name:<8} {kernel:>9.1f} {numpy:>8.2f} "
+              f"{kernel / numpy:>6.0f}x", flush=True)
 
 
 if __name__ == "__main__":

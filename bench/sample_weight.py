@@ -23,7 +23,7 @@ import numpy as np
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [_HERE, os.path.dirname(_HERE)]     # bench/ and the repository root
 
-from kernels import config, kernel_bench_parser, make_data  # noqa: E402
+from kernels import config, kernel_bench_parser, kernel_cases, make_data  # noqa: E402
 
 from iwpfast.sgd.engine import finish, run_chunk, warmup  # noqa: E402
 from iwpfast.sgd.state import HeadState  # noqa: E402
@@ -37,28 +37,25 @@ def main(argv=None) -> None:
     print(f"# rows={args.rows} batch={args.batch} repeats={args.repeats} clock={args.clock} "
           "mode=iwp labels=public; M rows/s, medians")
     print(f"{'loss':<14} {'p':>4} {'dtype':<8} {'plain':>9} {'weighted':>9} {'ratio':>7}")
-    for loss in args.losses.split(","):
-        for p in (int(v) for v in args.p.split(",")):
-            rows = args.rows if p <= 10 else max(args.rows // 4, args.batch)
-            for dtype in (np.float32, np.float64):
-                cfg = config(loss, p, args.batch)
-                weighted = dataclasses.replace(cfg, weighted=True)
-                X, y = make_data(p, rows, dtype, loss)
-                w = np.random.default_rng(1).exponential(1.0, rows).astype(dtype)
-                # compile/load the weighted specialization's path before timing
-                run_chunk(weighted, HeadState.new(weighted), X[:, :1000], y[:1000], sample_weight=w[:1000])
-                times = {"plain": [], "weighted": []}
-                for _ in range(args.repeats):
-                    for name, c, kw in (("plain", cfg, {}), ("weighted", weighted, {"sample_weight": w})):
-                        state = HeadState.new(c)
-                        start = clock()
-                        run_chunk(c, state, X, y, **kw)
-                        finish(c, state)
-                        times[name].append(clock() - start)
-                plain = rows / statistics.median(times["plain"]) / 1e6
-                heavy = rows / statistics.median(times["weighted"]) / 1e6
-                print(f"{loss:<14} {p:>4} {np.dtype(dtype).name:<8} {plain:>9.1f} {heavy:>9.1f} "
-                      f"{heavy / plain:>7.2f}", flush=True)
+    for loss, p, dtype, rows in kernel_cases(args):
+        cfg = config(loss, p, args.batch)
+        weighted = dataclasses.replace(cfg, weighted=True)
+        X, y = make_data(p, rows, dtype, loss)
+        w = np.random.default_rng(1).exponential(1.0, rows).astype(dtype)
+        # compile/load the weighted specialization's path before timing
+        run_chunk(weighted, HeadState.new(weighted), X[:, :1000], y[:1000], sample_weight=w[:1000])
+        times = {"plain": [], "weighted": []}
+        for _ in range(args.repeats):
+            for name, c, kw in (("plain", cfg, {}), ("weighted", weighted, {"sample_weight": w})):
+                state = HeadState.new(c)
+                start = clock()
+                run_chunk(c, state, X, y, **kw)
+                finish(c, state)
+                times[name].append(clock() - start)
+        plain = rows / statistics.median(times["plain"]) / 1e6
+        heavy = rows / statistics.median(times["weighted"]) / 1e6
+        print(f"{loss:<14} {p:>4} {np.dtype(dtype).name:<8} {plain:>9.1f} {heavy:>9.1f} "
+              f"{heavy / plain:>7.2f}", flush=True)
 
 
 if __name__ == "__main__":
