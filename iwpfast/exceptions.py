@@ -38,6 +38,17 @@ class InvalidInputTypeError(InvalidInputError, TypeError):
     """Bad input of the wrong type (e.g. an object in a numeric matrix): also a ``TypeError``."""
 
 
+class SampleWeightError(InvalidInputError):
+    """A sample weight that is not finite and >= 0 (or does not fit the features' dtype) in a
+    chunk: ``row`` is its row in the chunk and ``reason`` why it is refused, so that a caller who
+    knows where the chunk came from (the streaming driver) can name the column and source row."""
+
+    def __init__(self, message: str, row: int, reason: str):
+        super().__init__(message)
+        self.row = row
+        self.reason = reason
+
+
 class NotFittedError(IWPError, ValueError, AttributeError):
     """An estimator was used before ``fit`` (a ``ValueError`` and an ``AttributeError``, as
     scikit-learn's ``NotFittedError``)."""

@@ -44,6 +44,7 @@ from ..exceptions import (
     InvalidInputError,
     NumericalWarning,
     ReleaseSpecError,
+    SampleWeightError,
 )
 from ..io.reader import ChunkReader
 from ..io.sources import Source, open_source
@@ -287,16 +288,14 @@ def _run_unit_chunk(run_unit, unit, configs, states, chunk, group) -> None:
     weights = None if weight_group is None else chunk.features[weight_group][0]
     try:
         run_unit(configs, states, chunk.features[group], chunk.labels[head.label], weights)
-    except InvalidInputError as exc:
+    except SampleWeightError as exc:
         # the engine checks the weights (finite, >= 0, within the features' dtype) before any
         # update; here the error gets the column and the row of the source
-        row = getattr(exc, "sample_weight_row", None)
-        if row is None or weights is None:
+        if weights is None:
             raise
         raise InvalidInputError(
-            f"sample weight {float(weights[row])!r} in column {head.sample_weight!r} at "
-            f"{chunk.origin.describe(row)}: {exc.sample_weight_reason}; fix or drop that "
-            "row") from None
+            f"sample weight {float(weights[exc.row])!r} in column {head.sample_weight!r} at "
+            f"{chunk.origin.describe(exc.row)}: {exc.reason}; fix or drop that row") from None
     except DivergenceError as exc:
         for name, values in zip(head.features, chunk.features[group], strict=True):
             bad = np.flatnonzero(~np.isfinite(values))

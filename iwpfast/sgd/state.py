@@ -30,7 +30,7 @@ from .._kernels.abi import (  # the kernels' ABI (codes, positions): defined onc
     TELEMETRY_FIELDS,
     TELEMETRY_INDEX,
 )
-from ..exceptions import InvalidInputError
+from ..exceptions import InvalidInputError, SampleWeightError
 from ..label_noise import label_tilde_from_keep
 from ..losses import CLASSIFICATION_LOSSES
 
@@ -311,11 +311,10 @@ def check_sample_weight(cfg: HeadConfig, sample_weight, n: int, dtype) -> np.nda
         given = np.asarray(sample_weight)[bad].item()
         why = (f"it overflows the features' dtype {np.dtype(dtype)}" if np.isfinite(given) and given >= 0
                else "sample weights must be finite and >= 0")
-        error = InvalidInputError(f"sample_weight[{bad}] = {given!r} (row {bad} of this chunk): {why}")
-        # for a caller that knows where the chunk came from (the streaming driver names the column
-        # and the row of the source instead of checking the weights a second time)
-        error.sample_weight_row, error.sample_weight_reason = bad, why
-        raise error
+        # row and reason travel with the error: the streaming driver names the column and the row
+        # of the source with them instead of checking the weights a second time
+        raise SampleWeightError(f"sample_weight[{bad}] = {given!r} (row {bad} of this chunk): {why}",
+                                bad, why)
     return w
 
 
