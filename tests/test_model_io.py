@@ -1,5 +1,6 @@
 """Model files: round trip, version check, corruption detection, continuing a pass after load."""
 import json
+import pathlib
 
 import numpy as np
 import pytest
@@ -112,3 +113,31 @@ def test_regressor_round_trip(tmp_path):
     assert type(back) is IWPRegressor
     np.testing.assert_array_equal(back.predict(X), m.predict(X))
     assert back.score(X, y) == m.score(X, y)
+
+
+# Files written by iwpfast at commit 6c93f45 (before estimators wrote their own documents): a
+# binary logistic classifier, a regressor and a 3-class one-vs-rest classifier, fitted on 400 rows
+# (X = uniform(-1, 1) with seed 0), with the scores they gave for X[:20].
+OLD_MODELS = pathlib.Path(__file__).parent / "data"
+
+
+@pytest.mark.parametrize("name, method", [("binary", "decision_function"), ("regressor", "predict"),
+                                          ("multiclass", "decision_function")])
+def test_files_written_before_load_and_predict_the_same_bits(name, method, tmp_path):
+    expected = json.loads((OLD_MODELS / "model_v1_predictions.json").read_text())
+    X = np.array(expected["X"])
+    model = iwpfast.load(OLD_MODELS / f"model_{name}_v1.json")
+    np.testing.assert_array_equal(getattr(model, method)(X), np.array(expected[name]))
+    # written again, the document is the same one (the format did not change)
+    model.save(tmp_path / "again.json")
+    old = json.loads((OLD_MODELS / f"model_{name}_v1.json").read_text())
+    new = json.loads((tmp_path / "again.json").read_text())
+    for doc in (old, new):
+        for key in ("sha256", "library_version", "numpy_version"):
+            doc.pop(key)
+    assert new == old
+    # and the pass goes on after the load
+    y = np.where(X[:, 0] > 0, 1, -1) if name == "binary" else None
+    if y is not None:
+        model.partial_fit(X, y)
+        assert model.n_rows_seen_ == 420
