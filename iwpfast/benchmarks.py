@@ -32,6 +32,8 @@ import time
 import numpy as np
 
 from .exceptions import InvalidInputError
+from .losses import CLASSIFICATION_LOSSES
+from .sgd.schedules import default_radius
 
 __all__ = ["run_bench", "format_bench", "numpy_pass"]
 
@@ -106,9 +108,9 @@ def run_bench(rows: int = 2_000_000, features: int = 10, *, loss: str = "logisti
     from .privacy.calibration import gaussian_noise_scale, label_keep_probability
     from .sgd.state import HeadConfig, HeadState
 
-    if loss not in ("logistic", "exponential", "quadratic"):
-        raise InvalidInputError(f"--loss {loss!r}: the bench compares classifiers; use logistic, "
-                                "exponential or quadratic")
+    if loss not in CLASSIFICATION_LOSSES:
+        raise InvalidInputError(f"--loss {loss!r}: the bench compares classifiers; use one of "
+                                f"{', '.join(CLASSIFICATION_LOSSES)}")
     if dtype not in ("float32", "float64"):
         raise InvalidInputError(f"--dtype {dtype!r}: use float32 or float64")
     if rows < batch_size or features < 1 or repeats < 1:
@@ -130,7 +132,7 @@ def run_bench(rows: int = 2_000_000, features: int = 10, *, loss: str = "logisti
     data_seconds = time.perf_counter() - t0
 
     alpha = 1e-3
-    radius = bound * (0.5 if loss == "logistic" else 1.0) / alpha
+    radius = default_radius(loss, bound, alpha)
     common = dict(loss=loss, n_features=features, batch_size=batch_size, alpha=alpha,
                   learning_rate=1e-3, radius=radius, truncation=2)
     cfg_iwp = HeadConfig(mode="iwp", noise_var=np.full(features, sigma ** 2), label_keep_prob=keep,

@@ -155,6 +155,7 @@ def run_demo(*, rows: int = 1_000_000, features: int = 10, epsilon: float | None
     from .losses import CLASSIFICATION_LOSSES
     from .privacy import ReleaseSpec, release
     from .sgd.driver import Head, fit_stream
+    from .sgd.schedules import default_radius
     from .sgd.state import HeadConfig
     from .solvers import solve
 
@@ -187,7 +188,7 @@ def run_demo(*, rows: int = 1_000_000, features: int = 10, epsilon: float | None
     n_updates = -(-n // batch_size)
     if learning_rate is None:
         learning_rate = max(PAPER_LEARNING_RATE, 4.0 / (alpha * n_updates))
-    radius = bound * {"logistic": 0.5}.get(loss, 1.0) / alpha
+    radius = default_radius(loss, bound, alpha)
     tail_start = n_updates // 2
     trace_every = max(1, n_updates // 200)
 

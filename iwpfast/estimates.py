@@ -40,9 +40,11 @@ from .exceptions import InvalidInputError
 from .label_noise import check_classes, label_tilde, label_weight_table
 from .losses import (
     CLASSIFICATION_LOSSES,
+    LOSS_RECORDS,
     REGRESSION_LOSSES,
     check_loss,
     check_order,
+    loss_record,
     series_F_unchecked,
 )
 
@@ -63,19 +65,13 @@ def glm_scalars(loss: str, z: np.ndarray, tau: float, label_weight: float,
     With S~ == 1 the (1 - S~) terms are exactly zero and are skipped (not multiplied: 0 * inf
     would turn an overflow of F(-z) into NaN), so IWP with sigma = 0 and public labels is clean.
     """
-    if loss == "exponential":          # F_1 = -F_2 = -exp(-tau - v): one exp serves both
-        e = np.exp(-tau - z)
-        if label_weight == 1.0:
-            return -e, e
-        e_neg = np.exp(-tau - (-z))
-        other = 1.0 - label_weight
-        return label_weight * (-e) - other * (-e_neg), label_weight * e + other * e_neg
-    a = series_F_unchecked(loss, 1, z, tau, truncation)
-    c = series_F_unchecked(loss, 2, z, tau, truncation)
+    record = LOSS_RECORDS[loss]
+    a, c = record.both_series(z, tau, truncation)
     if label_weight != 1.0:
+        a_neg, c_neg = record.both_series(-z, tau, truncation)
         other = 1.0 - label_weight
-        a = label_weight * a - other * series_F_unchecked(loss, 1, -z, tau, truncation)
-        c = label_weight * c + other * series_F_unchecked(loss, 2, -z, tau, truncation)
+        a = label_weight * a - other * a_neg
+        c = label_weight * c + other * c_neg
     return a, c
 
 
@@ -106,15 +102,10 @@ def glm_scalars_table(loss: str, z: np.ndarray, signs: np.ndarray, tau: float, t
     if _symmetric(table):
         return glm_scalars(loss, z, tau, table[0], truncation)
     w_z, w_minus_z = _table_weights(signs, table)
-    if loss == "exponential":
-        e = np.exp(-tau - z)
-        e_neg = np.exp(-tau - (-z))
-        return w_z * (-e) - w_minus_z * (-e_neg), w_z * e + w_minus_z * e_neg
-    a = w_z * series_F_unchecked(loss, 1, z, tau, truncation) \
-        - w_minus_z * series_F_unchecked(loss, 1, -z, tau, truncation)
-    c = w_z * series_F_unchecked(loss, 2, z, tau, truncation) \
-        + w_minus_z * series_F_unchecked(loss, 2, -z, tau, truncation)
-    return a, c
+    record = LOSS_RECORDS[loss]
+    a, c = record.both_series(z, tau, truncation)
+    a_neg, c_neg = record.both_series(-z, tau, truncation)
+    return w_z * a - w_minus_z * a_neg, w_z * c + w_minus_z * c_neg
 
 
 def glm_loss_values_table(loss: str, z: np.ndarray, signs: np.ndarray, tau: float, table,
@@ -395,10 +386,7 @@ def noise_variance_factor(loss: str, noise_energy: float) -> float:
     polynomials in the noise, whose moments grow polynomially; for them this returns 1 + noise_energy
     (the variance added to the score), a scale, not a bound.
     """
-    v = max(float(noise_energy), 0.0)
-    if loss == "exponential":
-        return math.exp(min(v, 700.0))
-    return 1.0 + v
+    return loss_record(loss).variance_factor(noise_energy)
 
 
 class RiskEstimate(NamedTuple):
@@ -525,7 +513,7 @@ def _judge(loss, mean, m2, n, sum_abs, sum_sq, max_abs, energy) -> RiskEstimate:
                    f"{MIN_EFFECTIVE_ROWS:g}).")
     if share > MAX_LARGEST_SHARE:
         why.append(f"one row carries {share:.1%} of the sum.")
-    if loss == "exponential" and factor * MIN_ROWS_PER_VARIANCE_FACTOR > n:
+    if LOSS_RECORDS[loss].heavy_tailed and factor * MIN_ROWS_PER_VARIANCE_FACTOR > n:
         why.append(f"sigma^2|theta|^2 = {energy:.3g} multiplies a row's variance by about "
                    f"exp({energy:.3g}) = {factor:.3g}, too much for {n:,} rows (the rare rows that "
                    "dominate the mean are mostly missing, so mean and standard error are too small).")

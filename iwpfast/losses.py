@@ -36,28 +36,14 @@ Example::
 """
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
 
 from .exceptions import InvalidInputError
-
-CLASSIFICATION_LOSSES = ("exponential", "quadratic", "logistic")
-REGRESSION_LOSSES = ("squared_error",)
-#: every loss name; the kernels' integer code of each is in iwpfast._kernels.abi.LOSS_CODES
-LOSSES = CLASSIFICATION_LOSSES + REGRESSION_LOSSES
-
-
-def check_loss(loss: str, *, allowed: tuple[str, ...] | None = None, parameter: str = "loss") -> str:
-    """Return ``loss`` if it is a known loss name (among ``allowed`` if given), else raise.
-
-    The error lists the valid choices so the caller can fix the call.
-    """
-    choices = LOSSES if allowed is None else tuple(allowed)
-    if not isinstance(loss, str) or loss not in choices:
-        raise InvalidInputError(
-            f"{parameter}={loss!r} is not a known loss here; choose one of {', '.join(choices)}")
-    return loss
 
 
 def check_order(n, parameter: str = "n") -> int:
@@ -116,27 +102,220 @@ def _logistic_derivative_from_u(n: int, v: np.ndarray, u: np.ndarray, positive: 
     return _sigmoid_derivative_from_u(n - 1, u, positive)
 
 
+# --------------------------------------------------------------------------------------------
+# One record per loss: everything the Python side needs to know about a loss.  The kernels'
+# integer code of each name is in iwpfast._kernels.abi.LOSS_CODES and its Numba derivative code
+# in iwpfast._kernels.sgd (the kernels may not import this layer); docs/extending.md says how to
+# add a loss.
+# --------------------------------------------------------------------------------------------
+
+#: (v, tau, truncation) -> F_j(v) as a float64 array
+Series = Callable[[np.ndarray, float, int], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Loss:
+    """A GLM loss ``f`` and the facts about it that the estimators, tuning and tools read.
+
+    name:        the public name (``loss=`` of the estimators and the CLI).
+    task:        "classification" (``f`` of the margin ``v = y theta^T x``, labels +-1) or
+                 "regression" (``f`` of the residual ``v = theta^T x - y``).
+    formula:     ``f(v)`` in words, for messages and docs.
+    derivative:  ``(n, v) -> f^(n)(v)``, elementwise over a float64 array ``v``.
+    series:      ``(j, v, tau, truncation) -> F_j(v)``, the inverse-Weierstrass series of
+                 ``f^(j)`` for j = 0, 1, 2 (module docstring); unchecked, for per-batch loops.
+    f2_at_0:     ``f''(0)``: the curvature scale of the "auto" alpha grid.
+    slope_at_0:  ``|f'(0)|``: the default projection radius is ``B |f'(0)| / alpha``; None for a
+                 regression loss, where ``|f'(0)| = |y|`` is the target bound.
+    derivative_bounds: ``(zmax, target_bound) -> (max |f'|, max f'')`` over ``|v| <= zmax``
+                 (the constants of the paper's Theorem 4.4: the derived step, the 'paper' schedule).
+    truncated:   the series is truncated at ``K = truncation`` (logistic): K matters, "auto" chooses
+                 it, and the kernel gets the Eulerian table of order K.
+    heavy_tailed: a row's IWP value is log-normal in the feature noise (exponential): its variance
+                 grows like ``exp(sigma^2 |theta|^2)`` instead of polynomially.
+    series_12:   ``(v, tau, truncation) -> (F_1, F_2)`` at once; a faster form where both share the
+                 work (same bits as two ``series`` calls).
+    smoothed:    ``(v, tau) -> W_{2 tau}[f](v) = E f(v + sqrt(2 tau) Z)`` in closed form, or None
+                 (then ``iwpfast.transforms`` integrates it by Gauss-Hermite quadrature).
+    newton:      ``v -> (f, f', f'')`` for the deterministic solvers (``iwpfast.solvers``).
+    """
+
+    name: str
+    task: str
+    formula: str
+    derivative: Callable[[int, np.ndarray], np.ndarray]
+    series: Callable[[int, np.ndarray, float, int], np.ndarray]
+    f2_at_0: float
+    slope_at_0: float | None
+    derivative_bounds: Callable[[float, float], tuple[float, float]]
+    truncated: bool = False
+    heavy_tailed: bool = False
+    series_12: Callable[[np.ndarray, float, int], tuple[np.ndarray, np.ndarray]] | None = None
+    smoothed: Callable[[np.ndarray, float], np.ndarray] | None = None
+    newton: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
+
+    def both_series(self, v: np.ndarray, tau: float, truncation: int) -> tuple[np.ndarray, np.ndarray]:
+        """(F_1(v), F_2(v)): the scalars a row's gradient is made of."""
+        if self.series_12 is not None:
+            return self.series_12(v, tau, truncation)
+        return self.series(1, v, tau, truncation), self.series(2, v, tau, truncation)
+
+    def value_and_slopes(self, v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(f, f', f'') at ``v`` (the solvers' Newton pieces)."""
+        if self.newton is not None:
+            return self.newton(v)
+        return self.derivative(0, v), self.derivative(1, v), self.derivative(2, v)
+
+    def variance_factor(self, noise_energy: float) -> float:
+        """The leading-order factor by which feature noise of energy sigma^2 |theta|^2 multiplies
+        a row's second moment: ``exp(.)`` for a heavy-tailed loss, ``1 + .`` otherwise."""
+        v = max(float(noise_energy), 0.0)
+        return math.exp(min(v, 700.0)) if self.heavy_tailed else 1.0 + v
+
+    def score_factor(self, noise_energy: float) -> float:
+        """The part of ``variance_factor`` beyond the features' own: ``exp(sigma^2 |theta|^2)`` for
+        a heavy-tailed loss, 1 otherwise (docs/tuning.md)."""
+        return math.exp(min(float(noise_energy), 700.0)) if self.heavy_tailed else 1.0
+
+
+# --- exponential: f(v) = exp(-v); every series is exact
+def _exponential_derivative(n: int, v: np.ndarray) -> np.ndarray:
+    e = np.exp(-v)
+    return -e if n % 2 else e
+
+
+def _exponential_series(j: int, v: np.ndarray, tau: float, truncation: int) -> np.ndarray:
+    e = np.exp(-tau - v)
+    return -e if j == 1 else e
+
+
+def _exponential_series_12(v: np.ndarray, tau: float, truncation: int):
+    e = np.exp(-tau - v)                 # F_1 = -F_2 = -exp(-tau - v): one exp serves both
+    return -e, e
+
+
+def _exponential_bounds(zmax: float, target_bound: float) -> tuple[float, float]:
+    e = math.exp(min(zmax, 700.0))
+    return e, e
+
+
+def _exponential_newton(v: np.ndarray):
+    e = np.exp(-v)
+    return e, -e, e
+
+
+# --- quadratic (v - 1)^2 / 2 and squared error r^2 / 2: one parabola, shifted; series exact
+def _parabola(shift: float):
+    def derivative(n: int, v: np.ndarray) -> np.ndarray:
+        if n == 0:
+            return 0.5 * (v - shift) ** 2
+        if n == 1:
+            return v - shift
+        return np.full_like(v, 1.0 if n == 2 else 0.0)
+
+    def series(j: int, v: np.ndarray, tau: float, truncation: int) -> np.ndarray:
+        if j == 0:
+            return 0.5 * (v - shift) ** 2 - tau
+        if j == 1:
+            return v - shift
+        return np.ones_like(v)
+
+    def smoothed(v: np.ndarray, tau: float) -> np.ndarray:
+        return 0.5 * (v - shift) ** 2 + tau
+
+    def newton(v: np.ndarray):
+        r = v - shift
+        return 0.5 * r * r, r, np.ones_like(v)
+
+    return derivative, series, smoothed, newton
+
+
+_quadratic_derivative, _quadratic_series, _quadratic_smoothed, _quadratic_newton = _parabola(1.0)
+_squared_derivative, _squared_series, _squared_smoothed, _squared_newton = _parabola(0.0)
+
+
+# --- logistic: f(v) = log(1 + exp(-v)); the series diverges and is truncated at K
+def _logistic_derivative(n: int, v: np.ndarray) -> np.ndarray:
+    u = np.exp(-np.abs(v))
+    return _logistic_derivative_from_u(n, v, u, v > 0)
+
+
+def _logistic_series(j: int, v: np.ndarray, tau: float, truncation: int) -> np.ndarray:
+    top = truncation - 1 if j == 2 else truncation
+    u = np.exp(-np.abs(v))               # u and the sign mask serve every order of the series
+    positive = v > 0
+    total = np.zeros_like(v)
+    coefficient = 1.0
+    for k in range(top + 1):
+        if k > 0:
+            coefficient *= -tau / k                 # (-tau)^k / k!, built up term by term
+        total = total + coefficient * _logistic_derivative_from_u(2 * k + j, v, u, positive)
+    return total
+
+
+def _sigmoid(v: np.ndarray) -> np.ndarray:
+    """1/(1+e^{-v}) without overflow."""
+    out = np.empty_like(v)
+    pos = v >= 0
+    out[pos] = 1.0 / (1.0 + np.exp(-v[pos]))
+    e = np.exp(v[~pos])
+    out[~pos] = e / (1.0 + e)
+    return out
+
+
+def _logistic_newton(v: np.ndarray):
+    s_neg = _sigmoid(-v)                 # S(-v) = -f'(v)
+    return np.logaddexp(0.0, -v), -s_neg, s_neg * (1.0 - s_neg)
+
+
+LOSS_RECORDS: dict[str, Loss] = {loss.name: loss for loss in (
+    Loss("exponential", "classification", "exp(-v)", _exponential_derivative, _exponential_series,
+         f2_at_0=1.0, slope_at_0=1.0, derivative_bounds=_exponential_bounds, heavy_tailed=True,
+         series_12=_exponential_series_12, smoothed=lambda v, tau: np.exp(tau - v),
+         newton=_exponential_newton),
+    Loss("quadratic", "classification", "(v - 1)^2 / 2", _quadratic_derivative, _quadratic_series,
+         f2_at_0=1.0, slope_at_0=1.0, derivative_bounds=lambda zmax, target_bound: (zmax + 1.0, 1.0),
+         smoothed=_quadratic_smoothed, newton=_quadratic_newton),
+    Loss("logistic", "classification", "log(1 + exp(-v))", _logistic_derivative, _logistic_series,
+         f2_at_0=0.25, slope_at_0=0.5, derivative_bounds=lambda zmax, target_bound: (1.0, 0.25),
+         truncated=True, newton=_logistic_newton),
+    Loss("squared_error", "regression", "r^2 / 2", _squared_derivative, _squared_series,
+         f2_at_0=1.0, slope_at_0=None,
+         derivative_bounds=lambda zmax, target_bound: (zmax + target_bound, 1.0),
+         smoothed=_squared_smoothed, newton=_squared_newton),
+)}
+
+CLASSIFICATION_LOSSES = tuple(n for n, r in LOSS_RECORDS.items() if r.task == "classification")
+REGRESSION_LOSSES = tuple(n for n, r in LOSS_RECORDS.items() if r.task == "regression")
+#: every loss name; the kernels' integer code of each is in iwpfast._kernels.abi.LOSS_CODES
+LOSSES = CLASSIFICATION_LOSSES + REGRESSION_LOSSES
+
+
+def check_loss(loss: str, *, allowed: tuple[str, ...] | None = None, parameter: str = "loss") -> str:
+    """Return ``loss`` if it is a known loss name (among ``allowed`` if given), else raise.
+
+    The error lists the valid choices so the caller can fix the call.
+    """
+    choices = LOSSES if allowed is None else tuple(allowed)
+    if not isinstance(loss, str) or loss not in choices:
+        raise InvalidInputError(
+            f"{parameter}={loss!r} is not a known loss here; choose one of {', '.join(choices)}")
+    return loss
+
+
+def loss_record(loss: str, *, allowed: tuple[str, ...] | None = None, parameter: str = "loss") -> Loss:
+    """The :class:`Loss` record of a loss name (checked as by :func:`check_loss`)."""
+    return LOSS_RECORDS[check_loss(loss, allowed=allowed, parameter=parameter)]
+
+
 def derivative(loss: str, n: int, v) -> np.ndarray:
     """f^(n)(v) of the named loss, elementwise over ``v`` (float64 array).
 
     ``v`` is the margin ``y * theta^T x`` for classification losses and the residual
     ``theta^T x - y`` for ``squared_error``.
     """
-    check_loss(loss)
-    n = check_order(n)
-    v = np.asarray(v, dtype=np.float64)
-    if loss == "exponential":
-        e = np.exp(-v)
-        return -e if n % 2 else e
-    if loss in ("quadratic", "squared_error"):
-        shift = 1.0 if loss == "quadratic" else 0.0
-        if n == 0:
-            return 0.5 * (v - shift) ** 2
-        if n == 1:
-            return v - shift
-        return np.full_like(v, 1.0 if n == 2 else 0.0)
-    u = np.exp(-np.abs(v))
-    return _logistic_derivative_from_u(n, v, u, v > 0)
+    record = loss_record(loss)
+    return record.derivative(check_order(n), np.asarray(v, dtype=np.float64))
 
 
 def series_terms(loss: str, j: int, truncation: int) -> int:
@@ -165,24 +344,4 @@ def series_F(loss: str, j: int, v, tau: float, truncation: int = 2) -> np.ndarra
 
 def series_F_unchecked(loss: str, j: int, v: np.ndarray, tau: float, truncation: int) -> np.ndarray:
     """``series_F`` without argument checks (v a float64 array): for per-batch loops."""
-    top = truncation - 1 if j == 2 else truncation
-    if loss == "exponential":
-        e = np.exp(-tau - v)
-        return -e if j == 1 else e
-    if loss in ("quadratic", "squared_error"):
-        shift = 1.0 if loss == "quadratic" else 0.0
-        if j == 0:
-            return 0.5 * (v - shift) ** 2 - tau
-        if j == 1:
-            return v - shift
-        return np.ones_like(v)
-    # logistic: u and the sign mask are shared by every order of the series
-    u = np.exp(-np.abs(v))
-    positive = v > 0
-    total = np.zeros_like(v)
-    coefficient = 1.0
-    for k in range(top + 1):
-        if k > 0:
-            coefficient *= -tau / k                 # (-tau)^k / k!, built up term by term
-        total = total + coefficient * _logistic_derivative_from_u(2 * k + j, v, u, positive)
-    return total
+    return LOSS_RECORDS[loss].series(j, v, tau, truncation)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from .exceptions import InvalidInputError
 from .label_noise import label_tilde_from_keep
-from .losses import CLASSIFICATION_LOSSES, REGRESSION_LOSSES
+from .losses import CLASSIFICATION_LOSSES, REGRESSION_LOSSES, loss_record
 
 #: the |theta| at which the plan tabulates the variance growth
 THETA_NORMS = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0)
@@ -78,8 +78,7 @@ class ReleasePlan:
         return 1.0 + self.n_features * self.sigma ** 2 / self.bound ** 2
 
     def score_factor(self, theta_norm: float) -> float:
-        v = self.sigma ** 2 * theta_norm ** 2
-        return math.exp(min(v, 700.0)) if self.loss == "exponential" else 1.0
+        return loss_record(self.loss).score_factor(self.sigma ** 2 * theta_norm ** 2)
 
     def gradient_variance_factor(self, theta_norm: float) -> float:
         """Leading-order factor on a row's gradient second moment, IWP vs clean (module docstring)."""
@@ -98,6 +97,7 @@ class ReleasePlan:
 
     def describe(self) -> str:
         p = self.n_features
+        heavy_tailed = loss_record(self.loss).heavy_tailed
         lines = [f"budget:        epsilon_x={self.epsilon_x:g}"
                  + (f", epsilon_y={self.epsilon_y:g}" if self.epsilon_y is not None else
                     ", public labels") + f", delta={self.delta:g}; {self.guarantee}",
@@ -116,11 +116,11 @@ class ReleasePlan:
             lines.append(f"target sigma:  {self.target_noise_scale:.6g} (target bound {self.target_bound:g})")
         lines.append(f"gradient variance, IWP vs clean, loss {self.loss} (leading order, rows at the bound):")
         lines.append(f"  label x{self.label_factor:.3g}, features x{self.feature_factor:.3g}"
-                     + (", score x exp(sigma^2 |theta|^2):" if self.loss == "exponential" else ":"))
+                     + (", score x exp(sigma^2 |theta|^2):" if heavy_tailed else ":"))
         lines.append("    |theta|   sigma^2|theta|^2   variance factor")
         for r, v, f in self.variance_rows:
             lines.append(f"    {r:7.3g}   {v:16.4g}   {f:15.4g}")
-        if self.loss == "exponential":
+        if heavy_tailed:
             lines.append("  keep sigma^2|theta|^2 small: a variance cap of 2 (fit --variance-cap 2) "
                          f"bounds |theta| by {math.sqrt(2.0) / self.sigma:.3g}")
         if self.n_rows is not None:

@@ -31,21 +31,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from .exceptions import InvalidInputError
+from .losses import LOSS_RECORDS, LOSSES, loss_record
 
 __all__ = ["Solution", "solve", "solve_noisy_exponential", "risk", "accuracy", "objective",
            "gradient", "loss_derivatives", "SOLVER_LOSSES"]
 
-SOLVER_LOSSES = ("exponential", "logistic", "quadratic", "squared_error")
-
-
-def _sigmoid(v: np.ndarray) -> np.ndarray:
-    """1/(1+e^{-v}) without overflow."""
-    out = np.empty_like(v)
-    pos = v >= 0
-    out[pos] = 1.0 / (1.0 + np.exp(-v[pos]))
-    e = np.exp(v[~pos])
-    out[~pos] = e / (1.0 + e)
-    return out
+SOLVER_LOSSES = LOSSES
 
 
 def loss_derivatives(loss: str, z: np.ndarray, y: np.ndarray | None = None):
@@ -54,20 +45,8 @@ def loss_derivatives(loss: str, z: np.ndarray, y: np.ndarray | None = None):
     Classification losses take the margin ``z = y u``; ``squared_error`` takes the score ``u`` and
     the target ``y`` and differentiates with respect to ``u``.
     """
-    if loss == "exponential":
-        e = np.exp(-z)
-        return e, -e, e
-    if loss == "logistic":
-        value = np.logaddexp(0.0, -z)
-        s_neg = _sigmoid(-z)              # S(-z) = -f'(z)
-        return value, -s_neg, s_neg * (1.0 - s_neg)
-    if loss == "quadratic":
-        r = z - 1.0
-        return 0.5 * r * r, r, np.ones_like(z)
-    if loss == "squared_error":
-        r = z - y
-        return 0.5 * r * r, r, np.ones_like(z)
-    raise InvalidInputError(f"loss={loss!r} is not supported by the solver; use one of {SOLVER_LOSSES}")
+    record = loss_record(loss)
+    return record.value_and_slopes(z - y if record.task == "regression" else z)
 
 
 def _check(X, y, loss):
@@ -80,7 +59,7 @@ def _check(X, y, loss):
     if y.shape != (X.shape[0],):
         raise InvalidInputError(
             f"y has shape {y.shape} but X has {X.shape[0]} rows; pass one label per row")
-    if loss != "squared_error":
+    if LOSS_RECORDS[loss].task == "classification":
         bad = np.flatnonzero(np.abs(y) != 1.0)
         if bad.size:
             raise InvalidInputError(
@@ -92,7 +71,7 @@ def _check(X, y, loss):
 def _pieces(theta, b, X, y, loss):
     """Per-row (f, df/du, d2f/du2) with u = theta^T x + b (chain rule through z = y u)."""
     u = X @ theta + b
-    if loss == "squared_error":
+    if LOSS_RECORDS[loss].task == "regression":
         return loss_derivatives(loss, u, y)
     f, d1, d2 = loss_derivatives(loss, y * u)
     return f, d1 * y, d2           # y^2 = 1

@@ -33,7 +33,7 @@ import numpy as np
 
 from .exceptions import InvalidInputError
 from .label_noise import keep_probability, label_tilde
-from .losses import CLASSIFICATION_LOSSES, check_loss, check_order, derivative, series_F
+from .losses import CLASSIFICATION_LOSSES, LOSS_RECORDS, check_loss, check_order, derivative, series_F
 
 __all__ = [
     "weierstrass", "inverse_weierstrass", "inverse_weierstrass_series", "keep_probability",
@@ -181,11 +181,10 @@ def _margins(theta, X, y, noise_var):
 
 
 def _smoothed(loss: str, v: np.ndarray, tau: float, n_nodes: int) -> np.ndarray:
-    """W_{2 tau}[f](v): closed forms for exponential / quadratic, quadrature for logistic."""
-    if loss == "exponential":
-        return np.exp(tau - v)
-    if loss == "quadratic":
-        return 0.5 * (v - 1.0) ** 2 + tau
+    """W_{2 tau}[f](v): the loss's closed form (``Loss.smoothed``), else Gauss-Hermite quadrature."""
+    closed_form = LOSS_RECORDS[loss].smoothed
+    if closed_form is not None:
+        return closed_form(v, tau)
     return _gaussian_expectation(lambda w: derivative(loss, 0, w), v, 2.0 * tau, n_nodes)
 
 

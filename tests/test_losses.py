@@ -8,10 +8,12 @@ import pytest
 from iwpfast.exceptions import InvalidInputError
 from iwpfast.losses import (
     CLASSIFICATION_LOSSES,
+    LOSS_RECORDS,
     LOSSES,
     REGRESSION_LOSSES,
     derivative,
     eulerian_numbers,
+    loss_record,
     series_F,
     sigmoid_derivative,
 )
@@ -129,3 +131,58 @@ def test_bad_names_and_orders_are_rejected_with_the_choices():
         series_F("logistic", 1, 0.0, 1.0, -1)
     with pytest.raises(InvalidInputError, match="n="):
         derivative("logistic", 1.5, 0.0)
+
+
+# ---------------------------------------------------------------- the loss records
+
+
+@pytest.mark.parametrize("name", LOSSES)
+def test_record_facts_agree_with_its_derivatives(name):
+    """What the record states about f (f''(0), |f'(0)|, the bounds on |f'| and f'') is what its
+    derivative function computes: a new loss's record is checked by the same test."""
+    record = loss_record(name)
+    assert record.name == name and record.task in ("classification", "regression")
+    assert (name in CLASSIFICATION_LOSSES) == (record.task == "classification")
+    zero = np.zeros(1)
+    assert float(record.derivative(2, zero)[0]) == record.f2_at_0
+    if record.slope_at_0 is not None:
+        assert abs(float(record.derivative(1, zero)[0])) == record.slope_at_0
+    else:
+        assert record.task == "regression"        # |f'(0)| = |y|: the target bound stands in
+    target_bound = 1.5
+    for zmax in (0.5, 2.0, 6.0):
+        v = np.linspace(-zmax, zmax, 2001)
+        fp_max, fpp_max = record.derivative_bounds(zmax, target_bound)
+        # a regression loss is f(u - y) with |y| <= target_bound: its residuals reach zmax + that
+        r = np.linspace(-zmax - target_bound, zmax + target_bound, 2001) \
+            if record.task == "regression" else v
+        assert np.max(np.abs(record.derivative(1, r))) <= fp_max * (1 + 1e-12)
+        assert np.max(record.derivative(2, r)) <= fpp_max * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("name", LOSSES)
+def test_record_fast_forms_match_the_series_and_derivatives(name):
+    record = LOSS_RECORDS[name]
+    v = np.random.default_rng(3).normal(scale=3.0, size=500)
+    for tau, K in ((0.0, 0), (0.3, 2), (1.1, 3)):
+        a, c = record.both_series(v, tau, K)           # the same bits as two series calls
+        np.testing.assert_array_equal(a, series_F(name, 1, v, tau, K))
+        np.testing.assert_array_equal(c, series_F(name, 2, v, tau, K))
+    f, fp, fpp = record.value_and_slopes(v)            # the solvers' (f, f', f'')
+    for n, got in enumerate((f, fp, fpp)):
+        np.testing.assert_allclose(got, derivative(name, n, v), rtol=1e-12, atol=1e-300)
+    if record.smoothed is not None:
+        # E f(v + sqrt(2 tau) Z) by Gauss-Hermite quadrature (exact for these closed forms up to
+        # rounding: the integrands are polynomials or exp, which 60 nodes integrate to 1e-12)
+        nodes, weights = np.polynomial.hermite_e.hermegauss(60)
+        weights = weights / weights.sum()
+        tau = 0.4
+        quad = sum(w * derivative(name, 0, v + math.sqrt(2 * tau) * z)
+                   for z, w in zip(nodes, weights, strict=True))
+        np.testing.assert_allclose(record.smoothed(v, tau), quad, rtol=1e-10)
+
+
+def test_loss_record_names_the_choices():
+    with pytest.raises(InvalidInputError, match="choose one of exponential, quadratic, logistic"):
+        loss_record("hinge")
+    assert loss_record("logistic").truncated and loss_record("exponential").heavy_tailed

@@ -1,6 +1,7 @@
 """``iwpfast bench``: iwpfast against its peers on the same generated data, in one run."""
 from __future__ import annotations
 
+from ..losses import CLASSIFICATION_LOSSES
 from . import add_subparser
 
 EXAMPLES = """\
@@ -21,7 +22,7 @@ def register(subparsers) -> None:
     )
     p.add_argument("--rows", type=int, default=2_000_000)
     p.add_argument("--features", type=int, default=10)
-    p.add_argument("--loss", default="logistic", choices=("logistic", "exponential", "quadratic"))
+    p.add_argument("--loss", default="logistic", choices=CLASSIFICATION_LOSSES)
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--dtype", default="float32", choices=("float32", "float64"))
     p.add_argument("--repeats", type=int, default=3)

@@ -1,6 +1,7 @@
 """``iwpfast fit DATA --out model.json``: one IWP-SGD pass over a release, model written as JSON."""
 from __future__ import annotations
 
+from ..losses import REGRESSION_LOSSES
 from . import add_cluster_arguments, add_subparser, split_names
 
 EXAMPLES = """\
@@ -184,7 +185,7 @@ def run(args) -> int:
     if task == "auto":
         meta = source.release_metadata
         task = (meta or {}).get("task", "classification")
-        if args.loss == "squared_error":
+        if args.loss in REGRESSION_LOSSES:
             task = "regression"
     if args.resume and args.checkpoint is None:
         raise InvalidInputError("--resume needs --checkpoint PATH (the file written by the interrupted run)")

@@ -6,7 +6,14 @@ Add a handler (e.g. for model files) by appending to the list or calling ``regis
 """
 from __future__ import annotations
 
+from ..losses import LOSS_RECORDS
 from . import add_subparser
+
+
+def _truncated(loss: str) -> bool:
+    record = LOSS_RECORDS.get(loss)
+    return record is not None and record.truncated
+
 
 EXAMPLES = """\
   iwpfast info acs_ldp.parquet          # spec, sigma, keep probability, guarantee
@@ -84,9 +91,9 @@ def model_info(path, args) -> str | None:
         f"learning rate {step:.4g} ({prm['schedule']}){chosen}, batch {prm['batch_size']}, "
         f"average {prm['average']}",
         f"trained on {f['n_rows_seen']:,} rows, {f['n_iter']} updates; radius {f['radius']}"
-        + (f"; logistic series truncated at K = {f['truncation']}"
+        + (f"; {prm['loss']} series truncated at K = {f['truncation']}"
            + (" (chosen by truncation='auto')" if prm.get("truncation") == "auto" else "")
-           if prm["loss"] == "logistic" and f["mode"] == "iwp" else ""),
+           if _truncated(prm["loss"]) and f["mode"] == "iwp" else ""),
     ]
     if isinstance(f["intercept"], list):      # k > 2 classes: one-vs-rest heads
         lines.append(f"{len(f['intercept'])} classes, one-vs-rest heads (k-ary label weights "

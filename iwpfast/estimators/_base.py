@@ -22,6 +22,7 @@ from ..exceptions import (
     ReleaseSpecError,
     sklearn_compatible,
 )
+from ..losses import LOSS_RECORDS
 from ..sgd.schedules import default_radius
 from ..sgd.state import HeadConfig, HeadState
 from ._inputs import (
@@ -78,7 +79,7 @@ class IWPBase(ParamsMixin, InputsMixin):
             radius = math.inf if bound is None else default_radius(v["loss"], bound, v["alpha"])
         cap = math.inf if self.variance_cap is None else float(self.variance_cap)
         truncation = v["truncation"]
-        if v["loss"] == "logistic" and mode == "iwp":
+        if LOSS_RECORDS[v["loss"]].truncated and mode == "iwp":
             truncation = self._resolve_truncation(truncation, noise, radius, cap)
         elif truncation == "auto":
             # K only matters for the logistic IWP series: without noise (or correction) or with

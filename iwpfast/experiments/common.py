@@ -29,6 +29,7 @@ import numpy as np
 
 from ..engines import resolve_engine
 from ..exceptions import PrivacyCalibrationWarning
+from ..losses import loss_record
 from ..sgd.schedules import default_radius  # re-exported (__all__): one definition of R
 from ..solvers import solve, solve_noisy_exponential
 
@@ -67,7 +68,7 @@ class Setting:
 
     @property
     def task(self) -> str:
-        return "regression" if self.loss == "squared_error" else "classification"
+        return loss_record(self.loss).task
 
 
 @dataclass
@@ -213,27 +214,12 @@ def run_head(cfg, X_fm, y, engine: str):
 # Evaluation
 # --------------------------------------------------------------------------------------------
 
-def _loss_in_place(loss: str, Z: np.ndarray) -> np.ndarray:
-    """f(Z) overwriting Z (margins, or residuals for squared_error); in place to keep the
-    (rows x thetas) temporaries to one."""
-    if loss == "exponential":
-        np.negative(Z, out=Z)
-        return np.exp(Z, out=Z)
-    if loss == "logistic":
-        np.negative(Z, out=Z)
-        return np.logaddexp(0.0, Z, out=Z)
-    if loss == "quadratic":
-        Z -= 1.0
-    Z *= Z
-    Z *= 0.5
-    return Z
-
-
 def evaluate(params: np.ndarray, X: np.ndarray, y: np.ndarray, loss: str, block: int = 32):
     """Test risk (unregularized mean loss) and accuracy of each row (theta, b) of ``params``."""
     k = params.shape[0]
     risks, accs = np.empty(k), np.empty(k)
-    regression = loss == "squared_error"
+    record = loss_record(loss)
+    regression = record.task == "regression"
     for start in range(0, k, block):
         P = params[start:start + block]
         U = X @ np.ascontiguousarray(P[:, :-1].T)           # (n, block) scores
@@ -245,7 +231,7 @@ def evaluate(params: np.ndarray, X: np.ndarray, y: np.ndarray, loss: str, block:
         else:
             U *= y[:, None]
             accs[start:start + block] = np.count_nonzero(U > 0, axis=0) / U.shape[0]
-        risks[start:start + block] = _loss_in_place(loss, U).mean(axis=0)
+        risks[start:start + block] = record.derivative(0, U).mean(axis=0)
     return risks, accs
 
 
@@ -259,7 +245,7 @@ def head_plan(setting: Setting, t_star: dict[str, float]) -> list[dict]:
     plan = [{"head": "clean", "mode": "clean", "calibration": None, "truncation": 2}]
     for cal in setting.calibrations:
         plan.append({"head": "naive", "mode": "naive", "calibration": cal, "truncation": 2})
-        if setting.loss == "logistic":
+        if loss_record(setting.loss).truncated:
             ks = []
             for K in setting.truncations or ("mse",):
                 k = choose_truncation_at(t_star[cal], setting.batch_size) if K == "mse" else int(K)
@@ -467,7 +453,7 @@ def format_table(result: dict) -> str:
     """Markdown table per calibration: the numbers of the issue's table."""
     lines = []
     star = result["theta_star_norm"]
-    task_is_reg = result["setting"]["loss"] == "squared_error"
+    task_is_reg = loss_record(result["setting"]["loss"]).task == "regression"
     for cal, block in result["calibrations"].items():
         c = block["release"]
         sig = f"sigma = {c['sigma']:.3g}"

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..losses import loss_record
+
 COLORS = {"clean": "tab:blue", "naive": "tab:red", "iwp": "tab:green"}
 _EXTRA = ["tab:green", "tab:olive", "tab:purple", "tab:brown", "tab:cyan"]
 
@@ -30,7 +32,7 @@ def plot_curves(result: dict, calibration: str, path) -> None:
     seed-averaged model, accuracy (classification) -- against the number of batches."""
     plt = _plt()
     block = result["calibrations"][calibration]
-    regression = result["setting"]["loss"] == "squared_error"
+    regression = loss_record(result["setting"]["loss"]).task == "regression"
     n_panels = 2 if regression else 3
     fig, axes = plt.subplots(1, n_panels, figsize=(5.2 * n_panels, 4.0))
     risk_star = result["risk_star_mean"]

@@ -49,7 +49,7 @@ from .._kernels.abi import (
     pack_iparams,
 )
 from ..exceptions import DivergenceError, InvalidInputError
-from ..losses import CLASSIFICATION_LOSSES
+from ..losses import CLASSIFICATION_LOSSES, LOSS_RECORDS
 from .state import MAX_TRUNCATION, HeadConfig, HeadState, check_config, check_sample_weight
 
 __all__ = ["run_chunk", "finish", "run_chunk_heads", "finish_heads", "warmup", "MAX_TRUNCATION"]
@@ -121,7 +121,7 @@ def _pack_config(cfg: HeadConfig):
                            trace_every=c.trace_every, batch_size=c.batch_size,
                            weighted=int(c.weighted))
     # the other losses pass None: the kernel is then compiled without the logistic code
-    eulerian = _eulerian_table(c.truncation) if c.loss == "logistic" else None
+    eulerian = _eulerian_table(c.truncation) if LOSS_RECORDS[c.loss].truncated else None
     return fparams, iparams, c.noise_var, eulerian
 
 

@@ -36,6 +36,7 @@ import math
 import numpy as np
 
 from ..exceptions import InvalidInputError
+from ..losses import loss_record
 from .state import HeadConfig
 
 
@@ -45,18 +46,14 @@ def default_radius(loss: str, feature_bound: float, alpha: float,
 
     B/lambda for exponential and quadratic, B/(2 lambda) for logistic, B B_y / lambda for squared
     error (|f'(0)| = |y| <= B_y).  inf when alpha = 0 (no strong convexity, no bound)."""
+    slope = loss_record(loss).slope_at_0            # |f'(0)|; None: the target bound |y|
     if alpha <= 0:
         return math.inf
-    B = float(feature_bound)
-    if loss in ("exponential", "quadratic"):
-        return B / alpha
-    if loss == "logistic":
-        return B / (2.0 * alpha)
-    if loss == "squared_error":
+    if slope is None:
         if target_bound is None:
             return math.inf
-        return B * float(target_bound) / alpha
-    raise InvalidInputError(f"unknown loss {loss!r}")
+        slope = float(target_bound)
+    return float(feature_bound) * slope / alpha
 
 
 def paper_learning_rate(mu: float, radius: float, n: int, A: float, smoothness: float) -> float:
@@ -86,17 +83,8 @@ def paper_constants(cfg: HeadConfig, feature_bound: float, target_bound: float |
     if not math.isfinite(R):
         raise InvalidInputError("the 'paper' schedule needs a finite radius to bound the gradient")
     zmax = R * B
-    loss = cfg.loss
-    if loss == "logistic":
-        fp, fpp = 1.0, 0.25
-    elif loss == "quadratic":
-        fp, fpp = zmax + 1.0, 1.0
-    elif loss == "exponential":
-        fp = fpp = math.exp(min(zmax, 700.0))
-    elif loss == "squared_error":
-        fp, fpp = zmax + float(1.0 if target_bound is None else target_bound), 1.0
-    else:
-        raise InvalidInputError(f"unknown loss {loss!r}")
+    fp, fpp = loss_record(cfg.loss).derivative_bounds(
+        zmax, float(1.0 if target_bound is None else target_bound))
     C2 = (B * fp) ** 2
     sigma2 = float(np.max(cfg.noise_var)) if cfg.mode == "iwp" and cfg.n_features else 0.0
     label_term = 0.0

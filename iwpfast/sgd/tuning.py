@@ -31,6 +31,7 @@ import numpy as np
 
 from ..exceptions import InvalidInputError, NumericalWarning
 from ..label_noise import label_tilde_from_keep
+from ..losses import loss_record
 
 #: default share of a stream held out for validation
 VALIDATION_FRACTION = 0.1
@@ -45,21 +46,11 @@ MARGIN_SCALE = 2.0
 #: the variance cap "auto" uses for IWP heads when none is given (sigma^2 |theta|^2 <= 2)
 AUTO_VARIANCE_CAP = 2.0
 
-# |f'(z)| and f''(z) bounds on |z| <= zmax, for the constants of the paper's Theorem 4.4
-_F2_AT_0 = {"exponential": 1.0, "quadratic": 1.0, "logistic": 0.25, "squared_error": 1.0}
 
 
 def _derivative_bounds(loss: str, zmax: float, target_bound: float = 1.0) -> tuple[float, float]:
-    if loss == "logistic":
-        return 1.0, 0.25
-    if loss == "quadratic":
-        return zmax + 1.0, 1.0
-    if loss == "exponential":
-        e = math.exp(min(zmax, 700.0))
-        return e, e
-    if loss == "squared_error":
-        return zmax + target_bound, 1.0
-    raise InvalidInputError(f"unknown loss {loss!r}")
+    """|f'(z)| and f''(z) bounds on |z| <= zmax, for the constants of the paper's Theorem 4.4."""
+    return loss_record(loss).derivative_bounds(zmax, target_bound)
 
 
 def derived_step(*, loss: str, alpha: float, n_updates: int, bound: float, batch_size: int,
@@ -83,10 +74,10 @@ def derived_step(*, loss: str, alpha: float, n_updates: int, bound: float, batch
     # e^{-z} over a large ball is a worst case no useful model meets; it would make the step vanish)
     fp, fpp = _derivative_bounds(loss, min(R * B, MARGIN_SCALE))
     label = 1.0 if label_keep_prob is None else 1.0 / (2.0 * label_keep_prob - 1.0) ** 2
-    if loss == "squared_error":
+    if loss_record(loss).task == "regression":
         label = 1.0 + target_noise_var
     feature = 1.0 + n_features * noise_var / (B * B)
-    score = math.exp(min(noise_var * R * R, 700.0)) if loss == "exponential" else 1.0
+    score = loss_record(loss).score_factor(noise_var * R * R)
     A = (B * fp) ** 2 * label * feature * score / max(int(batch_size), 1)
     K = smoothness(loss, B, mu, R)
     T = max(int(n_updates), 1)
@@ -124,7 +115,7 @@ def default_grid(*, loss: str, n_rows: int, bound: float, batch_size: int, noise
     when the variance cap binds first).
     """
     if alphas is None:
-        kappa = _F2_AT_0[loss] * bound * bound / max(n_features, 1)
+        kappa = loss_record(loss).f2_at_0 * bound * bound / max(n_features, 1)
         alphas = [kappa * m for m in ALPHA_MULTIPLIERS]
     n_updates = -(-max(int(n_rows), 1) // int(batch_size))
     points = []
@@ -302,6 +293,7 @@ def score_heads(source, features: Sequence[str], label: str, heads: Sequence, st
     ``sample_weight``: a column of public row weights s_i; each row's IWP loss is multiplied by
     s_i, an unbiased estimate of the weighted clean risk the weighted heads minimize."""
     from ..estimates import RiskAccumulator, glm_loss_values
+    record = loss_record(loss)
     k = len(heads)
     theta = np.stack([states[h].coef(configs[h].average_start >= 0)[0] for h in heads], axis=1)
     b = np.array([states[h].coef(configs[h].average_start >= 0)[1] for h in heads])
@@ -339,7 +331,7 @@ def score_heads(source, features: Sequence[str], label: str, heads: Sequence, st
             row_weights = np.asarray(batch.column(sample_weight).to_numpy(zero_copy_only=False),
                                      dtype=np.float64)
         U = X @ theta + b                                                 # (m, k)
-        if loss == "squared_error":
+        if record.task == "regression":
             r = U - y[:, None]
             vals = 0.5 * r * r - tau - 0.5 * target_var
         elif one_vs_rest:
