@@ -69,7 +69,7 @@ class PeakAnon:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=int, default=20_000_000)
     ap.add_argument("--p", type=int, default=10)
     ap.add_argument("--parquet", default=None)

@@ -49,7 +49,7 @@ def make_raw(directory, files, rows, p=10):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     ap.add_argument("--files", type=int, default=8)
     ap.add_argument("--rows", type=int, default=2_000_000)
     ap.add_argument("--repeat", type=int, default=3)

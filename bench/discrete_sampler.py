@@ -35,7 +35,7 @@ def user_ns_per_value(fn, n, reps, rounds=5):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=1 << 16)
     parser.add_argument("--reps", type=int, default=60)
     args = parser.parse_args(argv)

@@ -58,7 +58,7 @@ def run_child(cache_dir: str) -> tuple[float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     print(f"# CPU: {cpu_model()}, {os.cpu_count()} cores visible")

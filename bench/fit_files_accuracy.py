@@ -35,7 +35,7 @@ from iwpfast.benchmarks import cpu_model  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--shards", default="2,4")
     ap.add_argument("--rows", type=int, default=None, help="training rows (default: the task's 10^6)")

@@ -75,7 +75,7 @@ def time_numpy(cfg, X, y, repeats: int) -> float:
 def kernel_bench_parser(description: str, *, repeats: int, losses: str = "exponential,logistic",
                         clock: str = "cpu") -> argparse.ArgumentParser:
     """The options every kernel benchmark of bench/ shares (rows, repeats, batch, losses, p, clock)."""
-    parser = argparse.ArgumentParser(description=description)
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=description)
     parser.add_argument("--rows", type=int, default=4_000_000)
     parser.add_argument("--repeats", type=int, default=repeats)
     parser.add_argument("--batch", type=int, default=128)

@@ -13,7 +13,7 @@ The schema carries release metadata (key iwpfast.release) so the learner reads s
 from __future__ import annotations
 
 import argparse
-import json
+import math
 import os
 import time
 
@@ -24,14 +24,29 @@ BLOCK = 1 << 20
 DISTINCT_BLOCKS = 8
 
 
-def release_metadata(p: int, sigma: float, keep: float, rows: int) -> dict:
-    return {"format": "iwpfast.release", "format_version": 1, "library_version": "0.1.0",
-            "task": "classification", "features": [f"x{j}" for j in range(p)], "label": "y",
-            "feature_bound": 1.0, "feature_ranges": None, "ranges_from_data": False,
-            "feature_noise_scale": [sigma] * p, "feature_dtype": "float32",
-            "epsilon_x": None, "delta_x": None, "calibration": "synthetic-benchmark",
-            "epsilon_y": float(np.log(keep / (1 - keep))), "label_keep_prob": keep,
-            "label_encoding": "pm1", "guarantee": None, "row_count": rows}
+def release_spec(p: int, sigma: float, keep: float, rows: int):
+    """A ReleaseSpec whose parameters give exactly this sigma and keep probability, so that
+    `iwpfast info` and `fit` read the file like any release (its contract checks recompute sigma
+    from epsilon_x, delta and the bound).  epsilon_x is solved for sigma by bisection (float
+    Gaussian law: the blocks add float Gaussian noise); the features' declared range is [-1, 1]
+    (the clean rows are N(0, 1/p) per coordinate, so ||x|| is about 1 = the bound; they are not
+    clipped: synthetic data for throughput, not a privacy claim).  Recorded as seeded: the noise
+    is reproducible from make_data's fixed seed."""
+    from dataclasses import replace
+
+    from iwpfast.privacy import ReleaseSpec
+    from iwpfast.privacy.calibration import gaussian_noise_scale
+
+    delta, bound = 1e-5, 1.0
+    lo, hi = 1e-6, 1e6  # epsilon_x: sigma falls as epsilon_x grows
+    for _ in range(200):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if gaussian_noise_scale(mid, delta, bound) > sigma else (lo, mid)
+    names = [f"x{j}" for j in range(p)]
+    spec = ReleaseSpec(epsilon_x=math.sqrt(lo * hi), delta=delta, bound=bound,
+                       epsilon_y=math.log(keep / (1 - keep)), features=names,
+                       ranges={n: (-1.0, 1.0) for n in names}, label="y", noise="float")
+    return replace(spec, row_count=rows, seeded=True)
 
 
 def blocks(p: int, sigma: float, keep: float, seed: int = 0):
@@ -50,7 +65,7 @@ def blocks(p: int, sigma: float, keep: float, seed: int = 0):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, required=True)
     ap.add_argument("--p", type=int, default=10)
     ap.add_argument("--format", choices=["parquet", "ipc", "csv"], required=True)
@@ -62,11 +77,11 @@ def main(argv=None):
                          "recode the labels; bench/api_speed.py)")
     a = ap.parse_args(argv)
     names = [f"x{j}" for j in range(a.p)] + ["y"]
-    meta = None if a.no_metadata else {
-        b"iwpfast.release": json.dumps(release_metadata(a.p, a.sigma, a.keep, a.rows)).encode()}
+    spec = release_spec(a.p, a.sigma, a.keep, a.rows)
+    meta = None if a.no_metadata else {b"iwpfast.release": spec.to_json().encode()}
     schema = pa.schema([(n, pa.float32()) for n in names[:-1]] + [("y", pa.int8())],
                        metadata=meta)
-    data = blocks(a.p, a.sigma, a.keep)
+    data = blocks(a.p, spec.sigma, spec.label_keep_prob)
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     tmp = a.out + ".tmp"
     t0 = time.perf_counter()

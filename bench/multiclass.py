@@ -33,7 +33,7 @@ from iwpfast.sgd.state import HeadConfig, HeadState  # noqa: E402
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--p", type=int, default=10)
     parser.add_argument("--k", default="3,5")

@@ -117,7 +117,7 @@ def parquet_read_write(src, dst, compression):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--p", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=3)

@@ -142,7 +142,7 @@ class moto_process:
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=4_000_000)
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()

@@ -105,7 +105,7 @@ STEPS = ["decode", "decode_mmap", "reader", "reader_4chunk", "reader_pread", "ke
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(allow_abbrev=False)
     ap.add_argument("path")
     ap.add_argument("--steps", default="decode,reader,kernel_1,fit_1,fit_3_seq,fit_3_par",
                     help=f"comma-separated, from {STEPS}")

@@ -17,7 +17,8 @@ from iwpfast.sgd.state import HeadConfig
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=20_000_000)
     ap.add_argument("--p", type=int, default=10)
     ap.add_argument("--every", type=int, default=10, help="trace every k updates")

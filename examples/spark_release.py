@@ -92,7 +92,7 @@ def demo_dataframe(spark, rows: int, partitions: int):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     ap.add_argument("--input", help="Parquet data Spark reads (default: a demo DataFrame)")
     ap.add_argument("--output", required=True, help="folder / prefix of the release")
     ap.add_argument("--features", default="a,b,c")

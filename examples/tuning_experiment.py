@@ -26,7 +26,8 @@ GRID_STEP = (0.003, 0.01, 0.03, 0.1)
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=32561)
     ap.add_argument("--seeds", type=int, default=4)
     ap.add_argument("--epsilon-x", type=float, default=4.0)

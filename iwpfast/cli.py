@@ -30,6 +30,7 @@ COMMANDS = [
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         prog="iwpfast",
         description="Unbiased learning of linear models from local-DP releases (IWP-SGD).",
         epilog="Run 'iwpfast COMMAND --help' for the options and examples of a command.",

@@ -67,7 +67,7 @@ def committed() -> list[float]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true",
                         help="exit with status 1 unless both sets are within --tolerance")
     parser.add_argument("--tolerance", type=float, default=TOLERANCE,

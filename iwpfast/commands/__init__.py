@@ -14,6 +14,9 @@ def add_subparser(subparsers, name: str, *, help: str, description: str, example
         description=description,
         epilog="examples:\n" + examples,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        # a prefix must never select another option (`--public` read as `--public-labels`): in a
+        # privacy tool that silently changes what is released
+        allow_abbrev=False,
     )
 
 

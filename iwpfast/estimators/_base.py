@@ -575,12 +575,10 @@ class IWPBase(ParamsMixin, InputsMixin):
                             notes=grid.notes + result.notes)
         for note in result.notes:
             warnings.warn(f"auto hyper-parameters: {note}", NumericalWarning, stacklevel=4)
-        # the chosen head's own warnings, as a plain fit would give them (an ending on the cap
-        # "auto" set is by design: it is in tuning_["capped"], not a warning)
-        tel = dict(self.telemetry_)
-        if self.variance_cap is None:
-            tel["capped"] = False
-        _lazy_driver()._warn_telemetry(chosen.name, cfg, tel)
+        # the chosen head's own warnings, as a plain fit would give them: a chosen head that
+        # ended on the cap "auto" set is a model the noise held small (issue 18), said too
+        _lazy_driver()._warn_telemetry(chosen.name, cfg, dict(self.telemetry_),
+                                       chosen=self.variance_cap is None)
 
     def _fit_untuned_centre(self, src, mapper, grid: AutoGrid, feats, lab, noise, n_rows,
                             names_in, scaling):

@@ -227,10 +227,7 @@ class OneVsRestMixin:
         for note in self.tuning_["notes"][len(grid.notes):]:
             warnings.warn(f"auto hyper-parameters: {note}", NumericalWarning, stacklevel=4)
         for name, cfg, tel in zip(names, configs, self.telemetry_per_class_, strict=True):
-            tel = dict(tel)
-            if self.variance_cap is None:
-                tel["capped"] = False
-            driver._warn_telemetry(name, cfg, tel)
+            driver._warn_telemetry(name, cfg, dict(tel), chosen=self.variance_cap is None)
 
     def _class_tables(self, tables, rules, notes, grid, first) -> dict:
         """``tuning_`` of k classes: the classes' tables one after the other, with a column

@@ -59,7 +59,9 @@ def check_same_noise(given: dict, meta_noise: NoiseModel, override: bool) -> Non
 def noise_from_metadata(meta: dict, features: list[str]) -> NoiseModel:
     """The noise of ``features`` (any subset or order of the released columns: each carries its
     own independent noise) from a release's metadata, via the driver's by-name lookup."""
+    from ..privacy.spec import check_metadata_fields
     from ..sgd import driver
+    check_metadata_fields(meta)
     try:
         found = driver.noise_from_release(meta, features)
         bound = meta.get("feature_bound")

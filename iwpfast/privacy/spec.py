@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 from .._version import __version__
 from ..exceptions import InvalidInputError, ReleaseSpecError
@@ -404,6 +404,7 @@ class ReleaseSpec:
                 f"release format version {meta.get('format_version')!r} is not supported by this "
                 f"iwpfast (reads version {FORMAT_VERSION}); upgrade iwpfast"
             )
+        check_metadata_fields(meta)
         try:
             spec = cls(
                 epsilon_x=meta["epsilon_x"],
@@ -424,10 +425,12 @@ class ReleaseSpec:
                 # releases written before the discrete law carry no "noise": they were float
                 noise=_noise_from_law((meta.get("noise") or {}).get("law", "float_gaussian")),
             )
-        except KeyError as exc:
-            raise ReleaseSpecError(f"release metadata lacks the field {exc}; the file is corrupt") from None
         except InvalidInputError as exc:
             raise ReleaseSpecError(f"release metadata is invalid: {exc}") from None
+        except (TypeError, ValueError, AttributeError, KeyError) as exc:
+            # the field table above catches what the contract names; this is the net under it
+            raise ReleaseSpecError(f"release metadata is invalid ({type(exc).__name__}: {exc}); "
+                                   "re-create the release with `iwpfast release`") from None
         # The stored sigma is what the data were noised with; it must match the parameters.
         stored = meta.get("feature_noise_scale")
         if not isinstance(stored, Sequence) or len(stored) != len(spec.features or ()) or any(
@@ -510,6 +513,82 @@ class ReleaseSpec:
         lines.append(f"seeded:        {seeded}")
         lines.append(f"guarantee:     {self.guarantee().statement}")
         return "\n".join(lines)
+
+
+# The contract's fields (docs/internals.md "Release metadata"): name -> (required, what the value
+# must be).  A file written by another tool or an older version is read field by field against this
+# table first, so that a missing, null or mistyped field is one error naming it, never a traceback
+# from deeper down.
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _is_pair(v) -> bool:
+    return isinstance(v, list) and len(v) == 2 and all(_is_number(x) for x in v)
+
+
+def _is_noise_law(v) -> bool:
+    return (isinstance(v, Mapping) and isinstance(v.get("law"), str)
+            and all(v.get(k) is None or _is_number(v.get(k)) for k in ("grid", "sigma", "variance")))
+
+
+_METADATA_FIELDS: dict[str, tuple[bool, str, Callable[[Any], bool]]] = {
+    "features": (True, "a non-empty list of column names",
+                 lambda v: isinstance(v, list) and bool(v) and all(isinstance(x, str) for x in v)),
+    "feature_bound": (True, "a positive number", lambda v: _is_number(v) and v > 0),
+    "feature_ranges": (True, "an object {feature: [lo, hi]}",
+                       lambda v: isinstance(v, Mapping) and all(_is_pair(x) for x in v.values())),
+    "feature_noise_scale": (True, "a list of numbers, one sigma per feature",
+                            lambda v: isinstance(v, list) and all(_is_number(x) for x in v)),
+    "epsilon_x": (True, "a positive number", lambda v: _is_number(v) and v > 0),
+    "delta_x": (True, "a number in (0, 1)", lambda v: _is_number(v) and 0 < v < 1),
+    "calibration": (True, "a string", lambda v: isinstance(v, str)),
+    "library_version": (False, "a string", lambda v: isinstance(v, str)),
+    "task": (False, f"one of {TASKS}", lambda v: v in TASKS),
+    "label": (False, "a column name", lambda v: isinstance(v, str)),
+    "ranges_from_data": (False, "true or false", lambda v: isinstance(v, bool)),
+    "feature_dtype": (False, f"one of {FEATURE_DTYPES}", lambda v: v in FEATURE_DTYPES),
+    "epsilon_y": (False, "a positive number", lambda v: _is_number(v) and v > 0),
+    "label_keep_prob": (False, "a probability", lambda v: _is_number(v) and 0 <= v <= 1),
+    "label_other_prob": (False, "a probability", lambda v: _is_number(v) and 0 <= v <= 1),
+    "classes": (False, "a list of class values (numbers or strings)",
+                lambda v: isinstance(v, list) and all(
+                    isinstance(x, str) or _is_number(x) for x in v)),
+    "label_encoding": (False, "a string", lambda v: isinstance(v, str)),
+    "target_bound": (False, "a positive number", lambda v: _is_number(v) and v > 0),
+    "target_range": (False, "a pair [lo, hi]", _is_pair),
+    "target_noise_scale": (False, "a number", _is_number),
+    "delta_y": (False, "a number in (0, 1)", lambda v: _is_number(v) and 0 < v < 1),
+    "guarantee": (False, "an object", lambda v: isinstance(v, Mapping)),
+    "noise": (False, "an object with a string 'law' and numbers grid/sigma/variance", _is_noise_law),
+    "target_noise": (False, "an object with a string 'law' and numbers grid/sigma/variance",
+                     _is_noise_law),
+    "seeded": (False, "true or false", lambda v: isinstance(v, bool)),
+    "row_count": (False, "a non-negative integer",
+                  lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0),
+}
+
+
+def check_metadata_fields(meta: Mapping) -> None:
+    """Raise ``ReleaseSpecError`` naming the first field of the release metadata that is missing
+    (when required), null (when required) or of the wrong type.
+
+    Optional fields may be absent or null (releases written before they existed)."""
+    for name, (required, what, ok) in _METADATA_FIELDS.items():
+        value = meta.get(name)
+        if value is None:
+            if required:
+                state = "missing" if name not in meta else "null"
+                raise ReleaseSpecError(
+                    f"release metadata field {name!r} is {state}; it must be {what}. The file was "
+                    "not written by `iwpfast release` (or was edited): re-create the release with "
+                    "`iwpfast release` / iwpfast.release()")
+            continue
+        if not ok(value):
+            raise ReleaseSpecError(
+                f"release metadata field {name!r} is {json.dumps(value, default=repr)[:80]}; it must "
+                f"be {what}. The file was not written by `iwpfast release` (or was edited): "
+                "re-create the release with `iwpfast release` / iwpfast.release()")
 
 
 def _noise_from_law(law: str) -> str:

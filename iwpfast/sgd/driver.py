@@ -206,7 +206,9 @@ def head_telemetry(cfg: HeadConfig, state: HeadState) -> dict:
     }
 
 
-def _warn_telemetry(name: str, cfg: HeadConfig, tel: dict) -> None:
+def _warn_telemetry(name: str, cfg: HeadConfig, tel: dict, chosen: bool = False) -> None:
+    """The pass's warnings (noisy run, ending on the sphere or the cap); ``chosen``: the head was
+    picked by the automatic tuning (the fix then is more signal, not another setting)."""
     if cfg.mode == "iwp" and tel["max_noise_energy"] > NOISE_ENERGY_WARN:
         e = tel["max_noise_energy"]
         warnings.warn(
@@ -223,10 +225,14 @@ def _warn_telemetry(name: str, cfg: HeadConfig, tel: dict) -> None:
             f"updates); theta may be biased toward the sphere. Use a larger radius or a smaller "
             f"learning rate.", NumericalWarning, stacklevel=3)
     if tel["capped"]:
+        fix = ("more rows, a larger epsilon_x or fewer private (noised) columns allow a larger "
+               "theta (`iwpfast plan` shows the limit)" if chosen else
+               "raise variance_cap or lower the learning rate")
         warnings.warn(
             f"head {name!r}: the pass ended with the variance cap active (sigma^2 |theta|^2 = cap "
-            f"= {cfg.variance_cap:.4g}); theta may be biased. Raise variance_cap or lower the "
-            f"learning rate.", NumericalWarning, stacklevel=3)
+            f"= {cfg.variance_cap:.4g}, {tel['cap_hits']} cap hits): the noise, not the data, "
+            "limited |theta|, so the scores are shrunk toward 0 (predictions may lean to the "
+            f"majority class) and theta may be biased; {fix}.", NumericalWarning, stacklevel=3)
 
 
 # ------------------------------------------------------------------------------ engines
