@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 import warnings
 
 import numpy as np
 
 from .exceptions import InvalidInputError
-from .privacy.release import _UNSET, DEFAULT_BATCH_ROWS
+from .privacy.options import _UNSET, DEFAULT_BATCH_ROWS
 
 __all__ = ["release_files", "fit_files", "shard_bounds", "merge_states", "local_client"]
 
@@ -95,46 +94,61 @@ def release_files(client, source, destination, spec, *, features=None, label=_UN
     When a part fails, the other parts are let finish (Dask cannot stop a running task), then
     every part written is deleted and nothing is published.
     """
-    from .privacy.multipart import discard_parts, finish_parts, start_parts
+    from .privacy.options import release_options
+    from .privacy.release import run_release
 
     _require_client(client)
-    plan, engine, batch_rows = start_parts(
-        source, destination, spec, features, label, ranges=ranges, overwrite=overwrite,
-        format=format, filesystem=filesystem, engine=engine, kernel=kernel,
-        record_batch_rows=record_batch_rows, batch_rows=batch_rows, max_part_rows=max_part_rows)
-    t0 = time.perf_counter()
-    if engine == "auto" and plan.spec.feature_dtype == "float32":
-        # a cluster release is a large one: each worker loads the fused kernels once from the
-        # on-disk cache (~0.5 s) and keeps them for all its parts
-        engine = "numba"
-    futures = [client.submit(_release_part_task, plan, i, seed=seed, on_invalid=on_invalid,
-                             format=format, compression=compression, batch_rows=batch_rows,
-                             threads=threads, engine=engine, retries=retries, pure=False,
-                             key=f"iwpfast-release-{plan.release_id}-part-{i}")
-               for i in range(len(plan.inputs))]
-    try:
-        results = client.gather(futures)
-    except BaseException:
-        # Dask cannot stop a part task that a worker has started (cancel only forgets it: the
-        # part would go on writing, and publish after the cleanup), and whether a task has
-        # started cannot be known without a race.  So every part is let finish, then all deleted.
-        _wait_quietly(futures)
-        discard_parts(plan)
-        raise
-    return finish_parts(plan, list(results), time.perf_counter() - t0, overwrite)
+    options = release_options(
+        seed=seed, overwrite=overwrite, on_invalid=on_invalid, format=format,
+        compression=compression, record_batch_rows=record_batch_rows, batch_rows=batch_rows,
+        threads=threads, engine=engine, kernel=kernel, filesystem=filesystem,
+        max_part_rows=max_part_rows, features=features, label=label, ranges=ranges)
+    return run_release(source, destination, spec, options,
+                       parts_runner=DaskPartsRunner(client, retries))
 
 
-def _release_part_task(plan, index, *, threads, **kw):
+class DaskPartsRunner:
+    """Runs the parts of a multi-part release as Dask tasks (``run_release``'s parts runner)."""
+
+    def __init__(self, client, retries: int = 0):
+        self.client = client
+        self.retries = int(retries)
+
+    def __call__(self, plan, options):
+        from .privacy.multipart import discard_parts
+
+        if options.engine == "auto" and plan.spec.feature_dtype == "float32":
+            # a cluster release is a large one: each worker loads the fused kernels once from the
+            # on-disk cache (~0.5 s) and keeps them for all its parts
+            options = dataclasses.replace(options, engine="numba")
+        # the filesystem object stays here: the plan's locations carry their own
+        options = dataclasses.replace(options, filesystem=None)
+        futures = [self.client.submit(_release_part_task, plan, i, options, retries=self.retries,
+                                      pure=False, key=f"iwpfast-release-{plan.release_id}-part-{i}")
+                   for i in range(len(plan.inputs))]
+        try:
+            return list(self.client.gather(futures))
+        except BaseException:
+            # Dask cannot stop a part task that a worker has started (cancel only forgets it: the
+            # part would go on writing, and publish after the cleanup), and whether a task has
+            # started cannot be known without a race.  So every part is let finish, then all
+            # deleted.
+            _wait_quietly(futures)
+            discard_parts(plan)
+            raise
+
+
+def _release_part_task(plan, index, options):
     """``release_part`` on a Dask worker: pyarrow's decoding uses as many threads as the part's
     noise (a worker's threads are its share of the machine; pyarrow would otherwise start one
     decoding thread per core in every worker process)."""
     import pyarrow as pa
 
-    from .privacy.multipart import release_part
+    from .privacy.multipart import release_part_with
 
-    pa.set_cpu_count(max(1, int(threads or 1)))
-    pa.set_io_thread_count(max(2, int(threads or 1)))
-    return release_part(plan, index, threads=threads, **kw)
+    pa.set_cpu_count(max(1, int(options.threads or 1)))
+    pa.set_io_thread_count(max(2, int(options.threads or 1)))
+    return release_part_with(plan, index, options)
 
 
 def _wait_quietly(futures) -> None:

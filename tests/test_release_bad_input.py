@@ -10,7 +10,7 @@ from iwpfast.exceptions import InvalidInputError
 from iwpfast.privacy import ReleaseSpec, release
 
 # the package exports the function ``release``, which shadows the module of the same name
-release_module = importlib.import_module("iwpfast.privacy.release")
+release_module = importlib.import_module("iwpfast.privacy.privatizer")
 
 FEATURES = ["age", "hours"]
 

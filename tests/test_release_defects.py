@@ -171,7 +171,7 @@ def test_sorted_labels_warn_and_shuffle_removes_the_position_leak(tmp_path, monk
     from iwpfast.privacy import release as release_fn
     from iwpfast.privacy.release import label_order_z
 
-    release_module = __import__("iwpfast.privacy.release", fromlist=["x"])
+    shuffle_module = __import__("iwpfast.privacy.shuffle", fromlist=["x"])
     src = _sorted_source()
     with pytest.warns(PrivacyLeakWarning, match="looks sorted or clustered.*shuffle=True"):
         release_fn(src, tmp_path / "sorted.parquet", _spec())
@@ -187,7 +187,7 @@ def test_sorted_labels_warn_and_shuffle_removes_the_position_leak(tmp_path, monk
     # of released rows is a permutation (the feature values' noise aside, labels' counts agree)
     for memory in (True, False):
         if not memory:  # force the two-pass bucket shuffle through temporary files
-            monkeypatch.setattr(release_module, "SHUFFLE_MEMORY_BYTES", 64 << 10)
+            monkeypatch.setattr(shuffle_module, "SHUFFLE_MEMORY_BYTES", 64 << 10)
         out = tmp_path / f"shuffled-{memory}.parquet"
         with warnings.catch_warnings():
             warnings.simplefilter("error", PrivacyLeakWarning)

@@ -15,8 +15,10 @@ import pytest
 from iwpfast.exceptions import InvalidInputError
 from iwpfast.privacy import ReleaseSpec, privatize, release
 
-# the module (``iwpfast.privacy.release`` the attribute is the function of the same name)
+# the modules of the release (``iwpfast.privacy.release`` the attribute is the function)
 release_module = importlib.import_module("iwpfast.privacy.release")
+privatizer_module = importlib.import_module("iwpfast.privacy.privatizer")
+noise_laws_module = importlib.import_module("iwpfast.privacy.noise_laws")
 
 pytestmark = pytest.mark.kernels
 
@@ -27,11 +29,11 @@ RANGES = {"a": (0.0, 100.0), "b": (-5.0, 5.0), "c": (17.0, 95.0), "d": (0.0, 1.0
 def small_blocks(monkeypatch):
     # Blocks of 1024 rows, two threads from 2000 rows, label blocks of 700: a few thousand rows
     # then cover several blocks per part, ragged last blocks and both streams.
-    monkeypatch.setattr(release_module, "_SUB_VALUES", 4096)
-    monkeypatch.setattr(release_module, "_MIN_ROWS_PER_THREAD", 1000)
-    monkeypatch.setattr(release_module, "_LABEL_SUB_ROWS", 700)
+    monkeypatch.setattr(privatizer_module, "_SUB_VALUES", 4096)
+    monkeypatch.setattr(privatizer_module, "_MIN_ROWS_PER_THREAD", 1000)
+    monkeypatch.setattr(noise_laws_module, "_LABEL_SUB_ROWS", 700)
     # keystream buffers of 300 words: the discrete sampler refills in the middle of columns
-    monkeypatch.setattr(release_module, "_WORD_BUFFER", 300)
+    monkeypatch.setattr(noise_laws_module, "_WORD_BUFFER", 300)
 
 
 def mixed_columns(n, seed=0):
@@ -130,7 +132,7 @@ def test_clip_factors_kernel():
 
 
 def test_kernel_choice():
-    choose = release_module._use_fused_kernels
+    choose = privatizer_module._use_fused_kernels
     f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
     assert choose("auto", f32, release_module.FUSED_MIN_ROWS)
     # below the cold threshold: only once the kernels are loaded in this process
@@ -140,7 +142,7 @@ def test_kernel_choice():
     X = {"a": np.linspace(0, 100, 50, dtype=np.float32)}
     privatize(X, None, make_spec(1.0, ["a"]), seed=0, engine="numba")
     compiled = hasattr(kernels.finish_f32, "signatures")  # False with NUMBA_DISABLE_JIT=1
-    assert release_module._kernels_loaded() == compiled
+    assert privatizer_module._kernels_loaded() == compiled
     assert choose("auto", f32, release_module.FUSED_WARM_MIN_ROWS) == compiled
     assert choose("auto", f32, None)  # unknown length (a stream): large is likely
     assert not choose("auto", f64, None)

@@ -144,7 +144,9 @@ def run(args) -> int:
     import warnings
 
     from ..exceptions import InvalidInputError
-    from ..privacy import ReleaseSpec, parse_ranges, release
+    from ..privacy import ReleaseSpec, parse_ranges
+    from ..privacy.options import release_options
+    from ..privacy.release import run_release
 
     features, inline = [], []
     for token in split_names(args.features):
@@ -179,29 +181,26 @@ def run(args) -> int:
         # Show each warning once, as one plain line (not Python's file:line form).
         warnings.simplefilter("always")
         warnings.showwarning = _show_warning
-        common = dict(label=label, seed=args.seed, overwrite=args.overwrite,
-                      on_invalid=args.on_invalid, format=args.format,
-                      compression=None if args.compression == "none" else args.compression,
-                      record_batch_rows=args.record_batch_rows)
         from . import cluster_client
 
         with cluster_client(args) as client:
-            if client is None and args.part_rows is not None:
-                from ..privacy.multipart import release_parts
+            parts_runner = None
+            destination = args.destination
+            if client is not None:
+                from ..distributed import DaskPartsRunner
 
-                result = release_parts(args.source, _as_folder(args.destination, "--part-rows"),
-                                       spec, threads=args.threads,
-                                       max_part_rows=args.part_rows, **common)
-            elif client is None:
-                result = release(args.source, args.destination, spec, threads=args.threads,
-                                 progress=False if args.no_progress else None,
-                                 shuffle=args.shuffle, **common)
-            else:
-                from ..distributed import release_files
-
-                result = release_files(client, args.source, _as_folder(args.destination), spec,
-                                       threads=args.threads or 1, max_part_rows=args.part_rows,
-                                       **common)
+                parts_runner = DaskPartsRunner(client)
+                destination = _as_folder(destination)
+            elif args.part_rows is not None:
+                destination = _as_folder(destination, "--part-rows")
+            threads = (args.threads or 1) if client is not None else args.threads  # per Dask task
+            options = release_options(
+                label=label, seed=args.seed, overwrite=args.overwrite, on_invalid=args.on_invalid,
+                format=args.format, compression=None if args.compression == "none" else args.compression,
+                record_batch_rows=args.record_batch_rows, threads=threads,
+                progress=False if args.no_progress else None,
+                shuffle=args.shuffle, max_part_rows=args.part_rows)
+            result = run_release(args.source, destination, spec, options, parts_runner=parts_runner)
     print(result.summary())
     print(result.spec.guarantee().statement)
     return 0

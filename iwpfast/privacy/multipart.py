@@ -22,9 +22,18 @@ import warnings
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from ..deprecation import renamed_keyword
 from ..exceptions import InvalidInputError, ReleaseSpecError
-from .release import _UNSET, DEFAULT_BATCH_ROWS, ReleaseResult, _fill_ranges_from_data, _resolve_spec
+from .file_release import release_file
+from .options import (
+    _UNSET,
+    DEFAULT_BATCH_ROWS,
+    ReleaseOptions,
+    fill_ranges_from_data,
+    release_options,
+    resolve_options_spec,
+    resolve_spec,
+)
+from .report import ReleaseResult
 from .spec import ReleaseSpec
 
 if TYPE_CHECKING:                    # io.filesystem imports pyarrow: not at import time
@@ -91,6 +100,14 @@ def plan_parts(source, destination, spec, features=None, label=_UNSET, *, ranges
 
     ``max_part_rows``: split the Parquet/IPC inputs larger than this into parts of whole row
     groups (a part holds at least one row group, so it may be larger); None: one part per file."""
+    options = release_options(overwrite=overwrite, format=format, filesystem=filesystem,
+                              record_batch_rows=batch_rows, max_part_rows=max_part_rows,
+                              features=features, label=label, ranges=ranges)
+    return plan_parts_with(source, destination, spec, options)
+
+
+def plan_parts_with(source, destination, spec: ReleaseSpec, options: ReleaseOptions) -> PartPlan:
+    """:func:`plan_parts` with resolved options."""
     from ..io.filesystem import is_uri, resolve
     from ..io.formats import output_format
     from ..io.parts import MANIFEST_NAME, read_manifest
@@ -101,11 +118,11 @@ def plan_parts(source, destination, spec, features=None, label=_UNSET, *, ranges
             f"a folder destination writes one part per input file: give the source as a file, "
             f"folder, glob or prefix (got a {type(source).__name__}); or give a file destination")
     src_text, dest_text = os.fspath(source), os.fspath(destination)
-    src_loc = resolve(src_text, None if is_uri(src_text) else filesystem)
-    folder = resolve(dest_text, None if is_uri(dest_text) else filesystem)
+    src_loc = resolve(src_text, None if is_uri(src_text) else options.filesystem)
+    folder = resolve(dest_text, None if is_uri(dest_text) else options.filesystem)
     inputs, _ = _expand_path(src_loc)
-    spec = _resolve_spec(spec, features, label, ranges)
-    fmt = output_format("x.parquet", format)
+    spec = resolve_options_spec(spec, options)
+    fmt = output_format("x.parquet", options.format)
     extension = ".parquet" if fmt == "parquet" else ".arrow"
     kind = folder.kind()
     if kind == "file":
@@ -117,20 +134,18 @@ def plan_parts(source, destination, spec, features=None, label=_UNSET, *, ranges
             raise InvalidInputError(f"directory {parent!r} of the destination does not exist; "
                                     f"create it first")
         os.makedirs(folder.path, exist_ok=True)
-    if kind == "dir" and read_manifest(folder) is not None and not overwrite:
+    if kind == "dir" and read_manifest(folder) is not None and not options.overwrite:
         raise InvalidInputError(
             f"{folder.display!r} already holds a release ({MANIFEST_NAME}); pass overwrite=True "
             f"(CLI: --overwrite) or choose another folder")
     if spec.ranges_from_data:
         # one range for every part, computed over all the inputs (parts must share the spec)
-        spec = _fill_ranges_from_data(spec, _all_inputs(inputs, spec, batch_rows))
+        spec = fill_ranges_from_data(spec, _all_inputs(inputs, spec, options.batch_rows))
     else:
         spec.scaler_ranges()
     row_ranges = None
-    if max_part_rows is not None:
-        if int(max_part_rows) < 1:
-            raise InvalidInputError(f"max_part_rows={max_part_rows}: give a number of rows >= 1")
-        inputs, row_ranges = _split_inputs(inputs, int(max_part_rows), batch_rows)
+    if options.max_part_rows is not None:
+        inputs, row_ranges = _split_inputs(inputs, options.max_part_rows, options.batch_rows)
     return PartPlan(inputs, folder, spec, uuid.uuid4().hex, extension, row_ranges)
 
 
@@ -173,17 +188,20 @@ def release_part(plan: PartPlan, index: int, *, seed=None, on_invalid: str = "er
                  threads: int | None = None, engine: str = "auto") -> ReleaseResult:
     """Release input ``index`` of ``plan`` into its part (replacing an earlier attempt: a
     retried task simply writes the part again; nothing is published before the manifest)."""
-    from .release import release
+    options = release_options(seed=seed, on_invalid=on_invalid, format=format,
+                              compression=compression, record_batch_rows=batch_rows,
+                              threads=threads, engine=engine)
+    return release_part_with(plan, index, options)
 
+
+def release_part_with(plan: PartPlan, index: int, options: ReleaseOptions) -> ReleaseResult:
+    """:func:`release_part` with resolved options (``options.seed`` is the release's seed)."""
     with warnings.catch_warnings():
         # the range counts are reported once for the whole release, by the caller
         warnings.simplefilter("ignore", UserWarning)
-        return release(plan.part_source(index, batch_rows), plan.part_location(index), plan.spec,
-                       seed=part_seed(seed, index),
-                       overwrite=True, on_invalid=on_invalid, format=format,
-                       compression=compression, record_batch_rows=batch_rows, threads=threads,
-                       progress=False, engine=engine,
-                       part={"release_id": plan.release_id, "index": index})
+        return release_file(plan.part_source(index, options.batch_rows), plan.part_location(index),
+                            plan.spec, options.for_part(part_seed(options.seed, index)),
+                            part={"release_id": plan.release_id, "index": index})
 
 
 def finish_parts(plan: PartPlan, results: list[ReleaseResult], elapsed_s: float,
@@ -247,23 +265,36 @@ def unpublish(plan: PartPlan) -> None:
     plan.folder.child(MANIFEST_NAME).delete()
 
 
-def start_parts(source, destination, spec, features, label, *, ranges, overwrite, format,
-                filesystem, engine, kernel, record_batch_rows, batch_rows, max_part_rows):
-    """What a multi-part release (serial or on Dask) does before its first part: resolve the
-    engine and record-batch keywords, plan the parts, and (``overwrite``) unpublish the release
-    being replaced.  Returns (plan, engine, batch_rows)."""
-    from ..engines import engine_from_keywords
-    from .release import RELEASE_ENGINES
-
-    engine = engine_from_keywords(engine, kernel, "kernel", default="auto", allowed=RELEASE_ENGINES)
-    batch_rows = renamed_keyword(record_batch_rows, batch_rows, new_name="record_batch_rows",
-                                 old_name="batch_rows", default=DEFAULT_BATCH_ROWS)
-    plan = plan_parts(source, destination, spec, features, label, ranges=ranges,
-                      overwrite=overwrite, format=format, filesystem=filesystem,
-                      batch_rows=batch_rows, max_part_rows=max_part_rows)
-    if overwrite:
+def start_parts(source, destination, spec, options: ReleaseOptions) -> PartPlan:
+    """What a multi-part release (serial or on Dask) does before its first part: plan the parts
+    and (``overwrite``) unpublish the release being replaced."""
+    plan = plan_parts_with(source, destination, spec, options)
+    if options.overwrite:
         unpublish(plan)
-    return plan, engine, batch_rows
+    return plan
+
+
+def run_parts_serially(plan: PartPlan, options: ReleaseOptions) -> list[ReleaseResult]:
+    """The default parts runner: every part in this process, in order; a failed or interrupted
+    part deletes every part written."""
+    results: list[ReleaseResult] = []
+    try:
+        for i in range(len(plan.inputs)):
+            results.append(release_part_with(plan, i, options))
+    finally:
+        if len(results) < len(plan.inputs):  # a part failed or was interrupted
+            discard_parts(plan)
+    return results
+
+
+def release_parts_with(source, destination, spec: ReleaseSpec, options: ReleaseOptions,
+                       runner=None) -> MultiPartResult:
+    """Plan the parts, run them with ``runner(plan, options) -> [ReleaseResult]`` (default
+    :func:`run_parts_serially`), then write the manifest."""
+    plan = start_parts(source, destination, spec, options)
+    t0 = time.perf_counter()
+    results = (runner or run_parts_serially)(plan, options)
+    return finish_parts(plan, list(results), time.perf_counter() - t0, options.overwrite)
 
 
 def release_parts(source, destination, spec: ReleaseSpec, features=None, label=_UNSET, *,
@@ -276,21 +307,12 @@ def release_parts(source, destination, spec: ReleaseSpec, features=None, label=_
     """Release each input file of ``source`` into one part of the folder ``destination``, in this
     process, then write the manifest.  Arguments as :func:`iwpfast.release`; ``max_part_rows``
     splits large Parquet/IPC files into parts of whole row groups (see :func:`plan_parts`)."""
-    plan, engine, batch_rows = start_parts(
-        source, destination, spec, features, label, ranges=ranges, overwrite=overwrite,
-        format=format, filesystem=filesystem, engine=engine, kernel=kernel,
-        record_batch_rows=record_batch_rows, batch_rows=batch_rows, max_part_rows=max_part_rows)
-    t0 = time.perf_counter()
-    results = []
-    try:
-        for i in range(len(plan.inputs)):
-            results.append(release_part(plan, i, seed=seed, on_invalid=on_invalid, format=format,
-                                        compression=compression, batch_rows=batch_rows,
-                                        threads=threads, engine=engine))
-    finally:
-        if len(results) < len(plan.inputs):  # a part failed or was interrupted
-            discard_parts(plan)
-    return finish_parts(plan, results, time.perf_counter() - t0, overwrite)
+    options = release_options(
+        seed=seed, overwrite=overwrite, on_invalid=on_invalid, format=format,
+        compression=compression, record_batch_rows=record_batch_rows, batch_rows=batch_rows,
+        threads=threads, progress=progress, engine=engine, kernel=kernel, filesystem=filesystem,
+        max_part_rows=max_part_rows, features=features, label=label, ranges=ranges)
+    return release_parts_with(source, destination, spec, options)
 
 
 def new_release_id() -> str:
@@ -320,11 +342,11 @@ def release_batches(batches, destination, spec: ReleaseSpec, *, index: int, rele
     from ..io.filesystem import is_uri, resolve
     from ..io.parts import part_name
     from ..io.writer import output_format
-    from .release import release
 
-    batch_rows = renamed_keyword(record_batch_rows, batch_rows, new_name="record_batch_rows",
-                                 old_name="batch_rows", default=DEFAULT_BATCH_ROWS)
-    spec = _resolve_spec(spec, features, label, ranges)
+    options = release_options(seed=seed, on_invalid=on_invalid, format=format,
+                              compression=compression, record_batch_rows=record_batch_rows,
+                              batch_rows=batch_rows, threads=threads, engine=engine)
+    spec = resolve_spec(spec, features, label, ranges)
     if spec.ranges_from_data:
         raise InvalidInputError(
             "ranges_from_data cannot be used part by part (every part must share the ranges): "
@@ -340,8 +362,6 @@ def release_batches(batches, destination, spec: ReleaseSpec, *, index: int, rele
     text = os.fspath(destination)
     folder = resolve(text, None if is_uri(text) else filesystem)
     extension = ".parquet" if output_format("x.parquet", format) == "parquet" else ".arrow"
-    return release(reader, folder.child(part_name(index, extension)), spec,
-                   seed=part_seed(seed, index), overwrite=True, on_invalid=on_invalid,
-                   format=format, compression=compression, record_batch_rows=batch_rows,
-                   threads=threads, progress=False, engine=engine,
-                   part={"release_id": release_id, "index": int(index)})
+    return release_file(reader, folder.child(part_name(index, extension)), spec,
+                        options.for_part(part_seed(seed, index)),
+                        part={"release_id": release_id, "index": int(index)})

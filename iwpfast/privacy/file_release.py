@@ -1,0 +1,168 @@
+"""The release of one source into one output file: read, check, privatize and write, atomically.
+
+:func:`release_file` is what every release path ends in (a single file, each part of a multi-part
+release, a Spark partition): it takes a resolved spec and one :class:`ReleaseOptions`.
+"""
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from ..exceptions import InvalidInputError
+from ..progress import progress_bar
+from .options import ReleaseOptions, fill_ranges_from_data
+from .privatizer import _Privatizer
+from .report import ReleaseResult, finish_counts, is_seeded, warn_seeded
+from .spec import METADATA_KEY, ReleaseSpec
+from .writing import label_dtype, metadata_json, output_schema, peek_label_classes, record_batch
+
+
+def release_file(source, destination, spec: ReleaseSpec, options: ReleaseOptions,
+                 part: dict | None = None) -> ReleaseResult:
+    """Release ``source`` into the file ``destination`` with the resolved ``spec`` (see
+    :func:`iwpfast.privacy.release.release`); ``part``: ``{"release_id", "index"}`` of a part."""
+    from ..io.filesystem import is_uri
+    from ..io.sources import open_source
+    from ..io.writer import check_destination
+
+    def local_fs(target):
+        return None if not isinstance(target, (str, os.PathLike)) or is_uri(os.fspath(target)) \
+            else options.filesystem
+
+    destination = check_destination(destination, options.overwrite, local_fs(destination))
+    columns = list(spec.feature_names) + ([spec.label] if spec.label is not None else [])
+    src = open_source(source, columns=columns, record_batch_rows=options.batch_rows,
+                      filesystem=local_fs(source))
+    if src.release_metadata is not None:
+        raise InvalidInputError(
+            f"{src.description} is already an iwpfast release (it has '{METADATA_KEY}' metadata); "
+            "releasing it again would add noise twice. Release the original data instead"
+        )
+    spec = _complete_spec(spec, src, options.seed)
+    shuffle_tmp = None
+    if options.shuffle:
+        from .shuffle import shuffled_source
+
+        src, shuffle_tmp = shuffled_source(src, columns, options.batch_rows, options.seed)
+    privatizer = _Privatizer(spec, options.seed, options.threads, options.engine, src.num_rows)
+    result = ReleaseResult(destination=destination if isinstance(destination, Path)
+                           else destination.display, spec=spec)
+    t0 = time.perf_counter()
+    bar = progress_bar(options.progress, src.num_rows, desc="release")
+    try:
+        _write(src, destination, spec, options, part, privatizer, result, bar)
+    finally:
+        bar.close()
+        privatizer.close()
+        if shuffle_tmp is not None:
+            shuffle_tmp.cleanup()
+    result.elapsed_s = time.perf_counter() - t0
+    finish_counts(result, privatizer)
+    return result
+
+
+def _complete_spec(spec: ReleaseSpec, src, seed) -> ReleaseSpec:
+    """The spec with its ranges known (declared, or from the data when asked) and ``seeded`` set
+    (with the seeded-release warning)."""
+    if spec.ranges_from_data:
+        spec = fill_ranges_from_data(spec, src)
+    else:
+        spec.scaler_ranges()
+        if spec.task == "regression" and spec.label is not None and spec.target_range is None:
+            raise InvalidInputError(
+                f"regression needs the declared public range of the target {spec.label!r}; "
+                "give target_range=(lo, hi) (CLI: --target-range LO:HI)"
+            )
+    seeded = is_seeded(seed)
+    if seeded != spec.seeded:
+        spec = replace(spec, seeded=seeded)
+    if seeded:
+        warn_seeded(stacklevel=6)  # the caller of release()
+    return spec
+
+
+def _codecs(spec: ReleaseSpec, compression):
+    """Per-column codecs: "auto" leaves the noisy features uncompressed (they do not compress)."""
+    if compression != "auto":
+        return compression
+    codecs = {f: "none" for f in spec.feature_names}
+    if spec.label is not None:
+        codecs[spec.label] = "snappy" if spec.task == "classification" else "none"
+    return codecs
+
+
+def _write(src, destination, spec: ReleaseSpec, options: ReleaseOptions, part, privatizer,
+           result: ReleaseResult, bar) -> None:
+    """Privatize chunk by chunk into an atomic writer; the metadata is final at the commit."""
+    from ..io.writer import AtomicArrowWriter
+
+    # With on_invalid="error" every row read is written, so a known row count is final now;
+    # otherwise the writer fixes the metadata at the end (free for Parquet, a rewrite for IPC).
+    expected_rows = src.num_rows if options.on_invalid == "error" else None
+    label_classes = peek_label_classes(spec, src)
+    schema = output_schema(spec, {METADATA_KEY: metadata_json(spec, expected_rows, part,
+                                                              label_classes)})
+    dictionary = [spec.label] if spec.label is not None and spec.task == "classification" else []
+    # The encoder of chunk k runs in a background thread (pyarrow releases the GIL) while chunk
+    # k+1 is read and noised; two output buffers alternate so that the one being written is never
+    # overwritten.
+    write_pool = ThreadPoolExecutor(1)
+    try:
+        with AtomicArrowWriter(destination, schema, format=options.format,
+                               overwrite=options.overwrite, compression=_codecs(spec, options.compression),
+                               dictionary_columns=dictionary) as writer:
+            _write_chunks(src, writer, schema, spec, options.on_invalid, privatizer, result, bar,
+                          write_pool)
+            spec = ReleaseSpec.from_metadata(spec.to_metadata(result.rows_written))
+            if privatizer.label_encoding is not None:
+                label_classes = [0, 1] if privatizer.label_encoding == "01" else [-1, 1]
+            writer.commit({METADATA_KEY: metadata_json(spec, result.rows_written, part,
+                                                       label_classes)})
+    finally:
+        write_pool.shutdown(wait=True)
+    result.spec = spec
+
+
+def _write_chunks(src, writer, schema, spec: ReleaseSpec, on_invalid: str, privatizer, result,
+                  bar, write_pool) -> None:
+    buffers: list[list[np.ndarray | None]] = [[None, None], [None, None]]
+    turn = 0
+    pending = None
+    try:
+        for origin, batch in src.located_batches():
+            n_in = batch.num_rows
+            feats, label_values, dropped = privatizer.prepare(origin, batch, on_invalid)
+            n = n_in - dropped
+            slot = buffers[turn]
+            features_buffer = slot[0]
+            if features_buffer is None or features_buffer.shape[1] < n:
+                features_buffer = slot[0] = np.empty((privatizer.p, max(n, 1)), dtype=privatizer.dtype)
+                if spec.label is not None:
+                    slot[1] = np.empty(max(n, 1), dtype=label_dtype(spec))
+            out = features_buffer[:, :n]
+            label_buffer = slot[1]
+            label_out = label_buffer[:n] if label_buffer is not None else None
+            if n:
+                privatizer.run(feats, label_values, out, label_out)
+                if pending is not None:
+                    pending.result()  # the other buffer is free again; errors surface here
+                pending = write_pool.submit(writer.write_batch, record_batch(schema, out, label_out))
+                turn = 1 - turn
+            result.rows_read += n_in
+            result.rows_written += n
+            result.rows_dropped += dropped
+            bar.update(n_in)
+        if pending is not None:
+            pending.result()
+    finally:
+        # never let the writer be closed/aborted while the thread still writes to it
+        if pending is not None:
+            try:
+                pending.result()
+            except BaseException:
+                pass
