@@ -23,7 +23,8 @@ import numpy as np
 import pyarrow as pa
 
 from ..exceptions import InvalidInputError
-from .sources import BatchOrigin, Source
+from .chunks import Chunk
+from .source_base import BatchOrigin, Source
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 #: rows per chunk (default) when the reader copies the features (row-major X): a quarter of the
@@ -146,7 +147,6 @@ class ArraySource(Source):
 
     def chunks(self, plan, start_row: int, chunk_rows: int, stats):
         """Yield ``Chunk`` objects (``iwpfast.io.reader``) of ``chunk_rows`` rows from ``start_row``."""
-        from .reader import Chunk
         index = {name: j for j, name in enumerate(self.feature_names)}
         n = self._n_rows
         for start in range(start_row, n, chunk_rows):

@@ -24,6 +24,8 @@ import json
 
 from ..exceptions import InvalidInputError, ReleaseSpecError
 from .filesystem import Location, resolve, write_bytes_atomic
+from .format_readers import _file_format, _is_known, open_file
+from .source_base import parse_release_metadata
 
 MANIFEST_NAME = "_iwpfast_manifest.json"
 MANIFEST_FORMAT = "iwpfast.manifest"
@@ -195,11 +197,10 @@ def read_manifest_parts(folder: Location) -> list[Location] | None:
 
 
 def _has_part_metadata(loc: Location) -> bool:
-    from .sources import FileSource, _is_known, parse_release_metadata
     if not _is_known(loc.path):
         return False
     try:
-        f = FileSource([loc], None, 1 << 16).files[0]
+        f = open_file(loc, 1 << 16)
         meta = parse_release_metadata(f.schema, f.path)
     except (InvalidInputError, ReleaseSpecError):
         return False
@@ -211,30 +212,33 @@ def write_manifest(folder, *, filesystem=None) -> dict:
 
     For parts written by other tools (the Spark recipe) or to publish a release whose manifest
     was lost; checks that the parts belong together and that no index is missing."""
-    from .sources import FileSource, parse_release_metadata
-
     loc = resolve(folder, filesystem)
     files = [e for e in loc.listdir() if e.name.startswith("part-")]
     if not files:
         raise InvalidInputError(f"{loc.display!r} holds no part-* file; nothing to list")
-    src = FileSource(files, None, 1 << 16, description=loc.display)
-    metas = [parse_release_metadata(f.schema, f.path) for f in src.files]
+    formats = {_file_format(f.path) for f in files}
+    if len(formats) > 1:
+        raise InvalidInputError(
+            f"{loc.display!r}: mixes file formats {sorted(formats)}; put one format per directory")
+    readers = [open_file(f, 1 << 16) for f in files]
+    metas = [parse_release_metadata(f.schema, f.path) for f in readers]
     if metas[0] is None or PART_KEY not in metas[0]:
         raise InvalidInputError(f"{files[0].display!r} is not a part of a multi-part release (no "
                                 f"part metadata)")
     parts: list[dict] = []
-    for f, m, sf in zip(files, metas, src.files, strict=True):
+    for f, m, sf in zip(files, metas, readers, strict=True):
         if m is None or PART_KEY not in m:
             raise InvalidInputError(f"{f.display!r} is not a part of a multi-part release (no "
                                     f"part metadata)")
         parts.append({"path": f.name, "index": int(m[PART_KEY]["index"]), "rows": int(sf.num_rows)})
-    # (the FileSource checked that the parts belong together; its metadata is the release's)
+    # the parts belong together (one release id, the same parameters): the release's metadata
+    release_metadata = combine_part_metadata(metas, [f.path for f in readers],
+                                             [f.num_rows for f in readers])
     indices: list[int] = sorted(p["index"] for p in parts)
     if indices != list(range(len(parts))):
         missing = sorted(set(range(max(indices) + 1)) - set(indices))
         raise ReleaseSpecError(f"{loc.display!r}: part(s) {missing} are missing; release them "
                                f"(again) before writing the manifest")
-    release_metadata = src.release_metadata
     if release_metadata is None:                 # the parts' metadata were read just above
         raise InvalidInputError(f"{loc.display!r}: the parts carry no release metadata")
     doc = manifest_document(metas[0][PART_KEY]["release_id"], parts, release_metadata)

@@ -36,7 +36,9 @@ import numpy as np
 import pyarrow as pa
 
 from ..exceptions import InvalidInputError
-from .sources import BatchOrigin, Source, open_source
+from .chunks import Chunk, ReaderStats
+from .source_base import BatchOrigin, Source
+from .sources import open_source
 
 #: default target size of one chunk in bytes (all needed columns); see default_chunk_rows
 CHUNK_TARGET_BYTES = 16 << 20
@@ -58,47 +60,6 @@ def default_chunk_rows(row_bytes: int) -> int:
     # a power of two divides pyarrow's default Parquet row group (1 Mi rows): chunks stay views
     rows = 1 << max(0, int(rows).bit_length() - 1)
     return int(min(MAX_DEFAULT_CHUNK_ROWS, max(MIN_DEFAULT_CHUNK_ROWS, rows)))
-
-
-@dataclass
-class ReaderStats:
-    """Counters of one pass.  ``wait_s``: time the caller spent waiting for a chunk (decode not
-    hidden behind the kernel)."""
-
-    chunks: int = 0
-    rows: int = 0
-    zero_copy_columns: int = 0
-    copied_columns: int = 0
-    copied_chunks: int = 0
-    copied_bytes: int = 0
-    wait_s: float = 0.0
-
-    def as_dict(self) -> dict:
-        return dict(self.__dict__)
-
-
-@dataclass
-class Chunk:
-    """One chunk of rows.
-
-    features: one tuple of p 1-D arrays per feature group (``features[g][j]`` is column
-    ``feature_groups[g][j]``).  labels: {column: 1-D array}.  origin: where the first row comes from
-    (file index, file, row group, row in the group, global row).  end_row: global row after the
-    last row.
-    """
-
-    features: list[tuple[np.ndarray, ...]]
-    labels: dict[str, np.ndarray]
-    origin: BatchOrigin
-    n_rows: int
-
-    @property
-    def start_row(self) -> int:
-        return self.origin.global_row
-
-    @property
-    def end_row(self) -> int:
-        return self.origin.global_row + self.n_rows
 
 
 _NUMERIC = (pa.types.is_integer, pa.types.is_floating, pa.types.is_boolean)
@@ -361,6 +322,8 @@ class ChunkReader:
 
     def _produce(self):
         q = self._queue
+        assert q is not None                            # started by __iter__ with its queue
+        item: tuple[str, BaseException | None]
         try:
             for chunk in self._chunks():
                 while not self._stop.is_set():

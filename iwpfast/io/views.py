@@ -17,7 +17,7 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 
-from .sources import BatchOrigin, Source
+from .source_base import BatchOrigin, Source
 
 
 def split_counts(n: int, period: int, block: int) -> tuple[int, int]:

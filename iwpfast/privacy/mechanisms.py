@@ -239,7 +239,9 @@ class RandomizedResponse:
 
     def __init__(self, epsilon):
         self.epsilon = check_epsilon(epsilon, "epsilon_y")
-        self.keep_probability = label_keep_probability(self.epsilon)
+        keep = label_keep_probability(self.epsilon)
+        assert keep is not None                         # a number epsilon: a number S(epsilon)
+        self.keep_probability: float = keep
         #: keep when a 53-bit uniform integer is below it (the discrete law's keystream path)
         self.keep_threshold = keep_threshold(self.keep_probability)
 

@@ -165,7 +165,7 @@ class ReleaseSpec:
         set_(self, "epsilon_x", self._features_mech.epsilon)
         set_(self, "delta", self._features_mech.delta)
         set_(self, "bound", self._features_mech.bound)
-        label_mech = None
+        label_mech: KaryRandomizedResponse | RandomizedResponse | GaussianTargetMechanism | None = None
         if self.classes is not None:
             set_(self, "classes", check_classes(self.classes))
             if self.task != "classification":

@@ -1,0 +1,392 @@
+"""Per-format file readers behind one table: Parquet, Arrow IPC (file and stream), CSV.
+
+Each reader opens one file (a ``Location`` on any filesystem), exposes its ``schema``,
+``num_rows`` (None when unknown: CSV, IPC streams) and ``group_rows`` (Parquet row groups / IPC
+record batches, for seeking and for splitting a file into parts), and yields located batches
+(``located(file_index, columns, batch_rows, global_row, start_in_file)``).  ``FILE_READERS`` maps
+a format name (``iwpfast.io.formats.input_format``) to its reader; :func:`open_file` is the one
+way in.  A new format is a reader class here, a row of the table and its suffixes in
+``iwpfast.io.formats``.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+
+from ..exceptions import InvalidInputError
+from .filesystem import Location
+from .formats import input_format
+from .source_base import BatchOrigin
+
+
+def _file_format(path: str) -> str:
+    return input_format(path)
+
+
+def _corrupt(path: str, fmt: str, exc: Exception, where: str = "") -> InvalidInputError:
+    return InvalidInputError(
+        f"{path!r}{where}: cannot be read as {fmt} ({type(exc).__name__}: "
+        f"{' '.join(str(exc).split())}); the file is "
+        f"truncated or corrupt (e.g. an interrupted copy or write). Re-create or re-copy it.")
+
+
+#: read Parquet files through a memory map (see _ParquetFile); False: pyarrow's buffered reads
+PARQUET_MEMORY_MAP = True
+#: remote Parquet files are read in windows of consecutive row groups of about this many bytes
+REMOTE_WINDOW_BYTES = 64 << 20
+#: windows fetched ahead (concurrently) of the one being read: memory is about
+#: (1 + REMOTE_LOOKAHEAD) windows
+REMOTE_LOOKAHEAD = 2
+
+
+class _ParquetFile:
+    def __init__(self, loc: Location):
+        import pyarrow.parquet as pq
+        self.path = loc.display
+        try:
+            if loc.local:
+                # pre_buffer=False: pyarrow's default pre-buffers whole row groups/files (4 GiB
+                # seen).  memory_map=True: pages are decoded straight from the page cache instead
+                # of first being copied into a read buffer (one memcpy of the file less; measured
+                # 20-35% less CPU for uncompressed files, bench/README.md); the mapped pages are
+                # page cache, not memory of the process (RssAnon), and are dropped by the kernel
+                # under pressure.
+                self.pf = pq.ParquetFile(loc.path, pre_buffer=False, memory_map=PARQUET_MEMORY_MAP,
+                                         page_checksum_verification=True)
+            else:
+                # Remote files cannot be mapped, and each small read is a request: pre_buffer=True
+                # fetches the column chunks of the row group being read in a few large coalesced
+                # (and concurrent) range requests.  Row groups are read one at a time (located()),
+                # so at most one row group is buffered.
+                self.pf = pq.ParquetFile(loc.open_input_file(), pre_buffer=True,
+                                         page_checksum_verification=True)
+            self.schema = self.pf.schema_arrow
+        except (pa.ArrowException, OSError) as exc:
+            raise _corrupt(self.path, "Parquet", exc) from exc
+        md = self.pf.metadata
+        self.group_rows = [md.row_group(i).num_rows for i in range(md.num_row_groups)]
+        self.group_bytes = [md.row_group(i).total_byte_size for i in range(md.num_row_groups)]
+        self.num_rows = int(sum(self.group_rows))
+        self.remote = not loc.local
+        self.loc = loc
+
+    def located(self, file_index, columns, batch_rows, global_row, start_in_file):
+        if self.remote:
+            return self._located_windows(file_index, columns, batch_rows, global_row,
+                                         start_in_file)
+        return self._located_groups(file_index, columns, batch_rows, global_row, start_in_file)
+
+    def _windows(self, first: int) -> list[list[int]]:
+        """Consecutive row groups from ``first`` in windows of about REMOTE_WINDOW_BYTES."""
+        windows, current, size = [], [], 0
+        for rg in range(first, len(self.group_rows)):
+            current.append(rg)
+            size += self.group_bytes[rg]
+            if size >= REMOTE_WINDOW_BYTES:
+                windows.append(current)
+                current, size = [], 0
+        if current:
+            windows.append(current)
+        return windows
+
+    def _located_windows(self, file_index, columns, batch_rows, global_row, start_in_file):
+        """Remote files: one pre-buffered read per window of row groups.  Each request to an
+        object store costs a round trip, and pyarrow's pre-buffering coalesces the column chunks
+        of the window into a few large ranges fetched concurrently: windows of ~64 MiB measured
+        as fast as pyarrow pre-buffering the whole file (bench/s3_read.py), one row group at a
+        time 2x slower, and memory stays at one window instead of the whole object."""
+        starts = [0]
+        for n in self.group_rows:
+            starts.append(starts[-1] + n)
+        first = next((rg for rg in range(len(self.group_rows))
+                      if starts[rg + 1] > start_in_file), len(self.group_rows))
+        windows = self._windows(first)
+        if not windows:
+            return
+        import threading
+        from concurrent.futures import ThreadPoolExecutor
+
+        handles = threading.local()
+        cols = list(columns)
+
+        def load(window):
+            # each loading thread has its own file handle (pyarrow readers are not shared
+            # between threads); the footer is not read again
+            if not hasattr(handles, "pf"):
+                import pyarrow.parquet as pq
+                handles.pf = pq.ParquetFile(self.loc.open_input_file(), pre_buffer=True,
+                                            metadata=self.pf.metadata,
+                                            page_checksum_verification=True)
+            return list(handles.pf.iter_batches(batch_size=batch_rows, row_groups=window,
+                                                columns=cols, use_threads=True))
+
+        # REMOTE_LOOKAHEAD windows are fetched (concurrently) ahead of the one being handed out
+        pool = ThreadPoolExecutor(REMOTE_LOOKAHEAD)
+        try:
+            futures: list = [pool.submit(load, w) for w in windows[:REMOTE_LOOKAHEAD]]
+            for k, window in enumerate(windows):
+                file_row = starts[window[0]]
+                rg = window[0]
+                pieces: list = []
+                try:
+                    batches = futures[k].result()
+                    futures[k] = None
+                    if k + REMOTE_LOOKAHEAD < len(windows):
+                        futures.append(pool.submit(load, windows[k + REMOTE_LOOKAHEAD]))
+                    for batch in batches:
+                        # batches may span row groups: collect each group's rows, then hand
+                        # them out as the local path does (batches of batch_rows from the
+                        # group's start)
+                        while batch.num_rows:
+                            take = min(batch.num_rows, starts[rg + 1] - file_row)
+                            pieces.append(batch.slice(0, take))
+                            batch = batch.slice(take)
+                            file_row += take
+                            if file_row == starts[rg + 1]:
+                                yield from self._group_batches(pieces, rg, starts, file_index,
+                                                               batch_rows, global_row,
+                                                               start_in_file)
+                                pieces = []
+                                while rg + 1 < len(self.group_rows) and file_row >= starts[rg + 1]:
+                                    rg += 1
+                except (pa.ArrowException, OSError) as exc:
+                    raise _corrupt(self.path, "Parquet", exc, f", row group {rg}") from exc
+                if file_row != starts[window[-1] + 1]:
+                    raise InvalidInputError(
+                        f"{self.path!r}, row groups {window[0]}-{window[-1]}: read "
+                        f"{file_row - starts[window[0]]} rows but the footer says "
+                        f"{starts[window[-1] + 1] - starts[window[0]]}; the file is corrupt. "
+                        f"Re-create or re-copy it.")
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _group_batches(self, pieces, rg, starts, file_index, batch_rows, global_row,
+                       start_in_file):
+        """Row group ``rg`` (its rows in ``pieces``) as batches of ``batch_rows`` rows from the
+        group's start, the first cut at ``start_in_file``: the batches the local path yields, so
+        that a seeded release reads the same chunks from a copy of the file anywhere (a batch
+        assembled from two pieces is one copy)."""
+        group = pa.Table.from_batches(pieces)
+        first_row = starts[rg]
+        for off in range(0, group.num_rows, batch_rows):
+            if first_row + off + batch_rows <= start_in_file:
+                continue
+            part = group.slice(off, batch_rows)
+            chunks = part.to_batches()
+            batch = chunks[0] if len(chunks) == 1 else part.combine_chunks().to_batches()[0]
+            cut = max(0, start_in_file - (first_row + off))
+            if cut:
+                batch = batch.slice(cut)
+            yield (BatchOrigin(file_index, self.path, rg, off + cut,
+                               global_row + first_row + off + cut), batch)
+
+    def _located_groups(self, file_index, columns, batch_rows, global_row, start_in_file):
+        row = global_row
+        offset_rows = 0
+        for rg, nrg in enumerate(self.group_rows):
+            if offset_rows + nrg <= start_in_file:
+                offset_rows += nrg
+                row += nrg
+                continue
+            skip = max(0, start_in_file - offset_rows)
+            offset_rows += nrg
+            group_row = 0
+            try:
+                it = self.pf.iter_batches(batch_size=batch_rows, row_groups=[rg],
+                                          columns=list(columns), use_threads=True)
+                for batch in it:
+                    n = batch.num_rows
+                    if group_row + n <= skip:
+                        group_row += n
+                        row += n
+                        continue
+                    if group_row < skip:
+                        cut = skip - group_row
+                        batch = batch.slice(cut)
+                        group_row += cut
+                        row += cut
+                        n = batch.num_rows
+                    yield BatchOrigin(file_index, self.path, rg, group_row, row), batch
+                    group_row += n
+                    row += n
+            except (pa.ArrowException, OSError) as exc:
+                raise _corrupt(self.path, "Parquet", exc, f", row group {rg}") from exc
+            if group_row != nrg:
+                raise InvalidInputError(
+                    f"{self.path!r}, row group {rg}: read {group_row} rows but the footer says "
+                    f"{nrg}; the file is corrupt. Re-create or re-copy it.")
+
+
+class _IpcFile:
+    def __init__(self, loc: Location):
+        self.path = path = loc.display
+        try:
+            # local: memory-mapped (batches are views of the page cache); remote: a buffered
+            # random-access file (record batches are fetched by range requests)
+            self.mm = pa.memory_map(loc.path, "r") if loc.local else loc.open_input_file()
+        except (pa.ArrowException, OSError) as exc:
+            raise _corrupt(path, "Arrow IPC", exc) from exc
+        # row counts per record batch and in all: known from the footer of the file format,
+        # unknown (None) for the stream format
+        self.group_rows: list[int] | None
+        self.num_rows: int | None
+        try:
+            self.reader = pa.ipc.open_file(self.mm)
+            self.stream = False
+            self.schema = self.reader.schema
+            self.group_rows = [self.reader.get_record_batch(i).num_rows
+                               for i in range(self.reader.num_record_batches)]
+            self.num_rows = int(sum(self.group_rows))
+        except (pa.ArrowException, OSError):
+            try:
+                self.mm.seek(0)
+                self.reader = pa.ipc.open_stream(self.mm)
+            except (pa.ArrowException, OSError) as exc:
+                raise _corrupt(path, "Arrow IPC (file or stream format)", exc) from exc
+            self.stream = True
+            self.schema = self.reader.schema
+            self.group_rows = None
+            self.num_rows = None
+            _check_end_of_stream(self.mm, path, loc.local)
+
+    def _groups(self):
+        if not self.stream:
+            assert self.group_rows is not None         # an IPC file knows its record batches
+            for i in range(len(self.group_rows)):
+                yield i, self.reader.get_record_batch(i)
+        else:
+            self.mm.seek(0)  # every pass re-opens the stream from its first message
+            for i, b in enumerate(pa.ipc.open_stream(self.mm)):
+                yield i, b
+
+    def located(self, file_index, columns, batch_rows, global_row, start_in_file):
+        idx = [self.schema.get_field_index(c) for c in columns]
+        row = global_row
+        file_row = 0
+        groups = self._groups()
+        rg = -1
+        try:
+            for rg, batch in groups:
+                n = batch.num_rows
+                if file_row + n <= start_in_file:
+                    file_row += n
+                    row += n
+                    continue
+                batch = batch.select(idx)
+                first = max(0, start_in_file - file_row)
+                row += first
+                for off in range(first, n, batch_rows):
+                    part = batch.slice(off, batch_rows)
+                    yield BatchOrigin(file_index, self.path, rg, off, row), part
+                    row += part.num_rows
+                file_row += n
+        except (pa.ArrowException, OSError) as exc:
+            raise _corrupt(self.path, "Arrow IPC", exc, f", record batch {rg + 1}") from exc
+
+
+#: the end-of-stream marker of the Arrow IPC stream format (continuation token, then length 0;
+#: streams from before Arrow 0.15 ended with 4 zero bytes and are refused as unverifiable)
+_IPC_EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
+
+
+def _check_end_of_stream(handle, path: str, local: bool) -> None:
+    """Refuse an IPC stream file that does not end with the end-of-stream marker.
+
+    A stream cut at a record-batch boundary reads as a valid, shorter stream: only the missing
+    marker tells.  Local (memory-mapped) files are walked message by message (bodies are not
+    read): the marker must be exactly the 8 bytes after the last message.  Remote files: the last
+    8 bytes are checked.  (A stream read from a pipe or a RecordBatchReader cannot be checked.)
+    """
+    size = handle.size()
+    tail = handle.read_at(min(8, size), max(0, size - 8)) if size else b""
+    complete = tail == _IPC_EOS
+    if complete and local:
+        # message by message (bodies are skipped, not decoded or decompressed): the marker must
+        # be exactly the 8 bytes after the last message
+        handle.seek(0)
+        messages = pa.ipc.MessageReader.open_stream(handle)
+        end = 0
+        while True:
+            try:
+                messages.read_next_message()
+            except StopIteration:
+                break
+            end = handle.tell()
+        complete = size - end == len(_IPC_EOS)
+    if not complete:
+        raise InvalidInputError(
+            f"{path!r}: the Arrow IPC stream does not end with its end-of-stream marker: it is "
+            "truncated (e.g. an interrupted write or copy cut at a record batch) and would be read "
+            "as if complete. Re-create or re-copy it (or write the Arrow IPC file format, which "
+            "has a footer)")
+    handle.seek(0)
+
+
+class _CsvFile:
+    def __init__(self, loc: Location, batch_rows: int):
+        from pyarrow import csv
+        self.loc = loc
+        self.path = path = loc.display
+        self.batch_rows = batch_rows
+        try:
+            with csv.open_csv(self._input()) as reader:
+                self.schema = reader.schema
+        except (pa.ArrowException, OSError) as exc:
+            raise _corrupt(path, "CSV", exc) from exc
+        self.num_rows = None
+        self.group_rows = None
+
+    def _input(self):
+        if self.loc.local:
+            return self.loc.path
+        # compression from the extension (.csv.gz ...), as pyarrow does for local paths
+        return self.loc.fs.open_input_stream(self.loc.path, compression="detect")
+
+    def located(self, file_index, columns, batch_rows, global_row, start_in_file):
+        from pyarrow import csv
+        convert = csv.ConvertOptions(include_columns=list(columns))
+        # column types are fixed from the first block; later blocks must agree
+        file_row = 0
+        row = global_row
+        try:
+            reader = csv.open_csv(self._input(), convert_options=convert,
+                                  read_options=csv.ReadOptions(block_size=1 << 22))
+            with reader:
+                for batch in reader:
+                    n = batch.num_rows
+                    if file_row + n <= start_in_file:
+                        file_row += n
+                        row += n
+                        continue
+                    first = max(0, start_in_file - file_row)
+                    row += first
+                    for off in range(first, n, batch_rows):
+                        part = batch.slice(off, batch_rows)
+                        yield BatchOrigin(file_index, self.path, -1, file_row + off, row), part
+                        row += part.num_rows
+                    file_row += n
+        except (pa.ArrowException, OSError) as exc:
+            raise InvalidInputError(
+                f"{self.path!r}, near row {file_row} of that file: CSV parse error ({exc}). Fix the "
+                f"file (e.g. a non-numeric value in a numeric column, or a truncated last line) or "
+                f"convert it to Parquet.") from exc
+
+
+#: format name -> reader class (``reader(location, batch_rows)``)
+FILE_READERS: dict = {
+    "parquet": lambda loc, batch_rows: _ParquetFile(loc),
+    "ipc": lambda loc, batch_rows: _IpcFile(loc),
+    "csv": _CsvFile,
+}
+
+
+def open_file(loc: Location, batch_rows: int):
+    """The reader of one file, by its format (from the suffix)."""
+    return FILE_READERS[_file_format(loc.path)](loc, batch_rows)
+
+
+def _is_known(path: str) -> bool:
+    try:
+        _file_format(path)
+        return True
+    except InvalidInputError:
+        return False
