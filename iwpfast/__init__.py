@@ -23,6 +23,7 @@ _LAZY = {
     "IWPClassifier": "iwpfast.estimators",
     "IWPRegressor": "iwpfast.estimators",
     "load": "iwpfast.estimators",
+    "EvaluationReport": "iwpfast.estimators",
     # errors and warnings
     "IWPError": "iwpfast.exceptions",
     "InvalidInputError": "iwpfast.exceptions",

@@ -27,7 +27,15 @@ class ReleaseSpecError(IWPError, ValueError):
 
 
 class DivergenceError(IWPError, FloatingPointError):
-    """A gradient or iterate became non-finite; the message gives the row and suggests a fix."""
+    """A gradient or iterate became non-finite; the message gives the row and suggests a fix.
+
+    ``config``: the HeadConfig of the head that diverged (set by the engine and its NumPy twin),
+    so that a caller who knows more (whether the user chose the step, whether the data look
+    unscaled) can give better advice (``iwpfast.sgd.state.divergence_advice``)."""
+
+    config: object | None = None
+    #: the message's first sentence (where it diverged), without the advice
+    where: str | None = None
 
 
 class CheckpointError(IWPError, RuntimeError):

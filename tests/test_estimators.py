@@ -129,10 +129,13 @@ def test_logistic_truncation_too_high_warns_with_the_mse_optimal_k(released):
     assert 0 <= auto.truncation_ < 5
 
 
-def test_predict_proba_is_logistic_only(released):
+def test_predict_proba_is_for_the_logistic_and_exponential_losses(released):
     path, spec, Xr, yr, X, y = released
-    with pytest.raises(InvalidInputError, match="loss='logistic'"):
-        _model().fit(path).predict_proba(X)
+    with pytest.raises(InvalidInputError, match="loss='logistic' or 'exponential'"):
+        _model(loss="quadratic").fit(path).predict_proba(X)
+    expo = _model().fit(path)
+    u = expo.decision_function(X)
+    np.testing.assert_allclose(expo.predict_proba(X)[:, 1], 1 / (1 + np.exp(-2 * u)), rtol=1e-12)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NumericalWarning)
         proba = _model(loss="logistic", truncation=1).fit(path).predict_proba(X)

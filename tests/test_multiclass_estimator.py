@@ -95,8 +95,14 @@ def test_predict_is_the_argmax_and_proba_is_normalized(released):
     np.testing.assert_array_equal(np.argmax(proba, axis=1), np.argmax(u, axis=1))
     accuracy = model.score(X, NAMES[y])
     assert accuracy == np.mean(model.predict(X) == NAMES[y]) and accuracy > 0.6   # chance: 1/3
-    with pytest.raises(InvalidInputError, match="predict_proba needs loss='logistic'"):
-        _model(loss="exponential", learning_rate=0.01).fit(path).predict_proba(X)
+    with pytest.raises(InvalidInputError, match="predict_proba needs loss='logistic' or 'exponential'"):
+        _model(loss="quadratic", learning_rate=0.01).fit(path).predict_proba(X)
+    # exponential: sigma(2 u_c) per head, normalized (issue 18)
+    expo = _model(loss="exponential", learning_rate=0.01).fit(path)
+    u = expo.decision_function(X)
+    want = 1 / (1 + np.exp(-2 * u))
+    np.testing.assert_allclose(expo.predict_proba(X), want / want.sum(axis=1, keepdims=True),
+                               rtol=1e-12)
 
 
 def test_two_declared_classes_are_the_binary_model_bit_for_bit():

@@ -17,9 +17,10 @@ def _clf(**kw):
     return IWPClassifier(alpha=1.0, learning_rate=0.01, progress=False, **kw)
 
 
-def test_predict_proba_exists_only_for_the_logistic_loss():
+def test_predict_proba_exists_only_for_the_logistic_and_exponential_losses():
     X, y = _xy()
-    assert not hasattr(_clf(loss="exponential").fit(X, y), "predict_proba")
+    assert not hasattr(_clf(loss="quadratic").fit(X, y), "predict_proba")
+    assert hasattr(_clf(loss="exponential").fit(X, y), "predict_proba")
     with pytest.raises(InvalidInputError, match="loss='logistic'"):
         _clf(loss="quadratic").fit(X, y).predict_proba(X)
     proba = _clf(loss="logistic").fit(X, y).predict_proba(X)

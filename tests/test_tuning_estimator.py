@@ -161,7 +161,9 @@ def test_cli_clean_baseline_tune_and_defects(tmp_path, capsys):
     assert main(["fit", str(tmp_path / "raw.parquet"), "--out", str(tmp_path / "c.json"),
                  "--ranges", *ranges, "--bound", "1.5", *base]) == 0
     out = capsys.readouterr().out
-    assert "chosen by private validation" in out and "clean mode" in out
+    # described as what it is (issue 18): no correction, no private rows
+    assert "chosen by clean validation" in out and "the clean baseline" in out
+    assert "correction=" not in out and "private" not in out
     m = load(tmp_path / "c.json")
     assert m.classes_.tolist() == ["no", "yes"]
     assert set(m.predict(tmp_path / "raw.parquet").tolist()) <= {"no", "yes"}
@@ -174,7 +176,7 @@ def test_cli_clean_baseline_tune_and_defects(tmp_path, capsys):
     assert out.count("<- chosen") == 1 and "one standard error" in out
     assert main(["info", str(tmp_path / "t.json")]) == 0
     out = capsys.readouterr().out
-    assert "raw units: age=0:100, hours=0:80, edu=1:16" in out and "chosen by private validation" in out
+    assert "raw units: age=0:100, hours=0:80, edu=1:16" in out and "chosen by clean validation" in out
     # --epsilon-x inf: one line naming the clean path
     assert main(["release", str(tmp_path / "raw.parquet"), str(tmp_path / "r.parquet"),
                  "--features", "age", "--ranges", "age=0:100", "--label", "y",

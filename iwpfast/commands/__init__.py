@@ -57,3 +57,16 @@ def cluster_client(args):
     if args.scheduler is None and args.workers is None:
         return contextlib.nullcontext(None)
     return managed()
+
+
+def print_warnings(caught) -> None:
+    """The warnings a command caught, on stderr, each text once (a pass with k one-vs-rest heads
+    can raise the same sentence k times), as ``iwpfast: warning: ...``."""
+    import sys
+
+    seen = set()
+    for w in caught:
+        text = str(w.message)
+        if text not in seen:
+            seen.add(text)
+            print(f"iwpfast: warning: {text}", file=sys.stderr)

@@ -40,10 +40,10 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     import json
-    import sys
 
     from ..estimators import load
     from ..io.sources import open_source
+    from . import print_warnings
 
     model = load(args.model)
     features = split_names(args.features) if args.features else None
@@ -66,14 +66,21 @@ def run(args) -> int:
         has_ranges = model._model_ranges() is not None
         raw = (not args.scaled) and has_ranges
         kw = dict(features=features, label=args.label, scaled=bool(args.scaled))
+        report = None
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            score, risk = model._clean_score_and_risk(src, **kw)  # one pass for both
-        for w in caught:
-            print(f"iwpfast: warning: {w.message}", file=sys.stderr)
+            if model._task == "classification":   # one pass: the verdict holds score and risk
+                report = model.evaluate_report(src, **kw)
+                score, risk = report.accuracy, report.risk
+            else:
+                score, risk = model._clean_score_and_risk(src, **kw)
+        print_warnings(caught)
         name = "accuracy" if model._task == "classification" else "R^2"
         out.update(kind="clean", risk=risk, rows=src.num_rows, **{name: score})
         text = (f"clean data {args.data}" + (" (raw units, scaled as the release did)" if raw else "")
                 + f": {name} {score:.4f}, {model.loss} risk {risk:.5f}")
+        if report is not None:
+            out.update({k: v for k, v in report.to_dict().items() if k not in ("risk", "loss")})
+            text += "\n" + report.describe()
     print(json.dumps(out, indent=2) if args.json else text)
     return 0

@@ -226,12 +226,21 @@ def run(args) -> int:
                       checkpoint_every=args.checkpoint_every, resume=args.resume,
                       overwrite=args.overwrite, ranges=args.ranges, feature_bound=args.bound,
                       validation=args.validation, **noise)
-    for w in caught:
-        print(f"iwpfast: warning: {w.message}")
+    from . import print_warnings
+    print_warnings(caught)
     model.save(args.out, overwrite=args.overwrite)
     tel = model.telemetry_
-    print(f"fitted {type(model).__name__}(loss={model.loss!r}, correction={model.correction!r}) on "
-          f"{model.n_rows_seen_:,} rows of {args.data} ({model.mode_} mode)")
+    if model.mode_ == "clean":
+        # no noise: nothing is corrected, whatever --correction says
+        what = (f"fitted {type(model).__name__}(loss={model.loss!r}) on {model.n_rows_seen_:,} "
+                f"rows of {args.data}: the clean baseline (data without noise"
+                + (", scaled by the declared --ranges" if args.ranges else "")
+                + "; nothing to correct)")
+    else:
+        what = (f"fitted {type(model).__name__}(loss={model.loss!r}, correction="
+                f"{model.correction!r}) on {model.n_rows_seen_:,} rows of {args.data} "
+                f"({model.mode_} mode)")
+    print(what)
     print(f"features: {', '.join(model.features_)}; label: {model.label_}"
           + (f"; sample weights: {args.sample_weight}" if args.sample_weight else ""))
     if np.ndim(model.coef_) == 2 and model.coef_.shape[0] > 1:     # k one-vs-rest heads
@@ -244,7 +253,8 @@ def run(args) -> int:
         coef = model.coef_.reshape(-1)
         intercept = float(np.asarray(model.intercept_).reshape(-1)[0])
         print("coef:", " ".join(f"{c:+.5g}" for c in coef), f" intercept: {intercept:+.5g}")
-    chosen = " (chosen by private validation)" if getattr(model, "tuning_", None) else ""
+    chosen = (f" (chosen by {validation_kind(model.mode_)} validation)"
+              if getattr(model, "tuning_", None) else "")
     if np.ndim(model.alpha_):           # k classes with "auto": chosen per class
         print("alpha, learning rate per class" + chosen + ": " + ", ".join(
             f"{cls!r}: {a:.4g}, {g:.4g}" for cls, a, g in zip(
@@ -252,22 +262,34 @@ def run(args) -> int:
     else:
         print(f"alpha {model.alpha_:.4g}, learning rate {model.learning_rate_:.4g}" + chosen)
     if getattr(model, "tuning_", None):
-        print_tuning(model.tuning_, table=getattr(args, "table", False))
+        print_tuning(model.tuning_, table=getattr(args, "table", False),
+                     validation=validation_kind(model.mode_))
     print(f"updates: {tel.get('batches')}, projection hits: {tel.get('projection_hits')}, "
           f"cap hits: {tel.get('cap_hits')}, largest sigma^2|theta|^2: {tel.get('max_noise_energy', 0):.3g}")
     print(f"model written to {args.out}")
     return 0
 
 
-def print_tuning(t: dict, table: bool = False) -> None:
-    """The tuning summary (and with ``table`` every head's private validation risk)."""
+def validation_kind(mode: str) -> str:
+    """How the hold-out that chose the hyper-parameters is described: 'clean' rows for the clean
+    baseline, 'private' (released, noisy) rows otherwise."""
+    return "clean" if mode == "clean" else "private"
+
+
+def print_tuning(t: dict, table: bool = False, validation: str = "private") -> None:
+    """The tuning summary (and with ``table`` every head's validation risk).  The counts are
+    those of the table (one row per head: k classes x grid points), so they agree with the notes
+    printed below it."""
     import math
     k = int(t["heads"])
+    n_heads = len(t["alpha"])
     reliable = sum(bool(r) for r in t["reliable"])
     per = f" x {len(set(t['class']))} classes" if t.get("class") else ""
-    print(f"tuning: {k} heads (alpha x learning rate{per}) in one scan of {int(t['n_train']):,} rows, "
-          f"scored on {int(t['n_validation']):,} private validation rows; {reliable} reliable; "
-          f"rule: {t['rule']}; cost: {float(t['passes']):.3g} reads of the data, {k} head "
+    dropped = f", {n_heads - reliable} discarded (unreliable or diverged)" if reliable < n_heads else ""
+    print(f"tuning: {n_heads} heads (alpha x learning rate{per}) in one scan of "
+          f"{int(t['n_train']):,} rows, scored on {int(t['n_validation']):,} {validation} "
+          f"validation rows; {reliable} reliable{dropped}; rule: {t['rule']}; cost: "
+          f"{float(t['passes']):.3g} reads of the data (diverged heads included), {k} head "
           "updates per training row")
     if table:
         # k classes: one row per (class, grid point) head, the class first

@@ -83,7 +83,8 @@ def model_info(path, args) -> str | None:
     f, prm = doc["fitted"], doc["params"]
     alpha = f.get("alpha", prm["alpha"])
     step = f.get("learning_rate", prm["learning_rate"])
-    chosen = " (chosen by private validation)" if f.get("tuning") else ""
+    chosen = (f" (chosen by {'clean' if f.get('mode') == 'clean' else 'private'} validation)"
+              if f.get("tuning") else "")
     lines = [
         f"{path}: iwpfast model {doc['estimator']} (format version {doc['format_version']}, "
         f"written by iwpfast {doc['library_version']})",

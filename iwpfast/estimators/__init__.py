@@ -12,6 +12,7 @@ The package reads apart (dependencies point down the list):
 ``_params``  hyper-parameters: scikit-learn's parameter protocol and their validation;
 ``_inputs``  input preparation (arrays, frames, sources) for the driver;
 ``_base``    the pass (fit / partial_fit through the driver), prediction, evaluation;
+``_report``  ``EvaluationReport``: a classifier's verdict on clean data (evaluate_report);
 ``classifier``, ``regressor``  the two public estimators.
 
 Everything heavy is imported lazily: importing this package compiles nothing.
@@ -21,6 +22,7 @@ from __future__ import annotations
 from ._base import RiskEstimate
 from ._noise import NoiseModel
 from ._params import CORRECTIONS
+from ._report import EvaluationReport
 from .classifier import IWPClassifier
 from .regressor import IWPRegressor
 
@@ -32,4 +34,4 @@ def load(path, filesystem=None):
     return load_model(path, filesystem)
 
 
-__all__ = ["CORRECTIONS", "IWPClassifier", "IWPRegressor", "NoiseModel", "RiskEstimate", "load"]
+__all__ = ["CORRECTIONS", "EvaluationReport", "IWPClassifier", "IWPRegressor", "NoiseModel", "RiskEstimate", "load"]

@@ -376,6 +376,33 @@ class IWPBase(ParamsMixin, InputsMixin):
         source, feats, lab, noise, n_rows, names_in = self._prepare_source(
             X, y, noise_kw=noise_kw, features=features, label=label, override=override,
             sample_weight=sample_weight)
+        from ..exceptions import DivergenceError
+        try:
+            return self._fit_prepared(source, y, v, feats, lab, noise, n_rows, names_in, ranges,
+                                      validation, sample_weight,
+                                      dict(checkpoint=checkpoint, checkpoint_every=checkpoint_every,
+                                           resume=resume, overwrite=overwrite))
+        except DivergenceError as exc:
+            raise self._explained_divergence(exc, source, feats, ranges, noise, v) from None
+
+    def _explained_divergence(self, exc, source, feats, ranges, noise, v):
+        """The divergence said for this fit: data that look unscaled name ranges=/--ranges
+        first, whatever the step; the learning rate is named only when the user set one."""
+        from ..exceptions import DivergenceError
+        from ..sgd.state import divergence_advice
+        hint = None if ranges is not None or noise.metadata is not None \
+            else _unscaled_hint(source, feats)
+        if exc.config is None or exc.where is None:
+            return exc if hint is None else DivergenceError(f"{exc} {hint}")
+        step_given = isinstance(v["learning_rate"], float) and self.schedule != "paper"
+        parts = [exc.where, hint, divergence_advice(exc.config, step_given)]
+        err = DivergenceError(" ".join(p for p in parts if p))
+        err.config, err.where = exc.config, exc.where
+        return err
+
+    def _fit_prepared(self, source, y, v, feats, lab, noise, n_rows, names_in, ranges, validation,
+                      sample_weight, ckpt):
+        """``fit``'s pass once the source is open: the tuned grid or one head."""
         self._pass.sample_weight = self._sample_weight_column(source, sample_weight)
         mapper = None
         scaling = None
@@ -394,8 +421,7 @@ class IWPBase(ParamsMixin, InputsMixin):
                                                      and self.schedule != "paper")
         if tune:
             self._fit_tuned(source, mapper, feats, lab, noise, n_rows, names_in, v, validation,
-                            scaling, dict(checkpoint=checkpoint, checkpoint_every=checkpoint_every,
-                                          resume=resume, overwrite=overwrite))
+                            scaling, ckpt)
             return self
         if not isinstance(v["learning_rate"], float):   # schedule='paper' resolves the step itself
             v = dict(v, learning_rate=1.0)
@@ -408,11 +434,7 @@ class IWPBase(ParamsMixin, InputsMixin):
             source = PartSource(open_source(source), mapper=mapper)
         elif y is not None:
             source.validate = False     # the driver names a non-finite value (see io/arrays.py)
-        kwargs = {}
-        if checkpoint is not None:
-            kwargs.update(checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume,
-                          overwrite=overwrite)
-        self._run_explaining_divergence(source, kwargs, feats, scaling)
+        self._run(source, ckpt if ckpt["checkpoint"] is not None else {})
         return self
 
     # ---- the clean baseline path ----------------------------------------------------------------
@@ -451,18 +473,6 @@ class IWPBase(ParamsMixin, InputsMixin):
             lo, hi, bound = scaling
             self.feature_ranges_ = {f: (float(a), float(b)) for f, a, b in zip(feats, lo, hi, strict=True)}
             self.feature_bound_ = bound
-
-    def _run_explaining_divergence(self, source, kwargs, feats, scaling):
-        """``_run``; a divergence on data that look unscaled says so and names ranges=/--ranges."""
-        from ..exceptions import DivergenceError
-        try:
-            self._run(source, kwargs)
-        except DivergenceError as exc:
-            hint = None if scaling is not None or self._pass.noise.metadata is not None \
-                else _unscaled_hint(source, feats)
-            if hint is None:
-                raise
-            raise DivergenceError(f"{exc} {hint}") from None
 
     # ---- hyper-parameters by private validation ----------------------------------------------
     def _auto_grid(self, v, noise: NoiseModel, p: int, n_train: int) -> AutoGrid:
@@ -591,7 +601,7 @@ class IWPBase(ParamsMixin, InputsMixin):
         self._start_pass(cfg, feats, lab, noise, names_in)
         self._set_scaling(scaling, feats)
         source = src if mapper is None else PartSource(src, mapper=mapper)
-        self._run_explaining_divergence(source, {}, feats, scaling)
+        self._run(source, {})
         note = (f"only {n_rows} rows: too few to hold out a validation part of at least "
                 f"{tuning.MIN_VALIDATION_ROWS} rows; used the derived grid's centre (alpha "
                 f"{pt.alpha:.3g}, step {pt.learning_rate:.3g}) on every row, without validation")
@@ -811,7 +821,7 @@ class IWPBase(ParamsMixin, InputsMixin):
         source with a label; ``sample_weight`` an array, or a column of the source / DataFrame."""
         if y is not None:
             u = self.decision_function(X, features=features, scaled=scaled)
-            targets = self._encode_targets_stream(np.asarray(y).reshape(-1))
+            targets = self._encode_clean_targets(np.asarray(y).reshape(-1))
             if sample_weight is None:
                 return u, targets, None
             from ._inputs import column, sample_weight_array
@@ -838,7 +848,7 @@ class IWPBase(ParamsMixin, InputsMixin):
         _check_weight_column(sample_weight, src, wanted, lab)
         theta, b = self._theta_b()
         us, ys, ws = [], [], []
-        source = self._targets_view(src, lab)
+        source = self._targets_view(src, lab, clean=True)
         # the weight column is read with the features, then split off
         extra = [] if sample_weight is None else [sample_weight]
 
@@ -975,15 +985,22 @@ class IWPBase(ParamsMixin, InputsMixin):
             row += len(labels)
             yield cols, np.asarray(labels, dtype=np.float64), weights
 
-    def _targets_view(self, source, lab):
+    def _targets_view(self, source, lab, clean: bool = False):
         """``source`` with the label column in the kernel's encoding of this fitted model
-        (``_encode_targets_stream``, one call per batch), for the evaluation reads."""
+        (``_encode_targets_stream``, one call per batch), for the evaluation reads; ``clean``:
+        the labels are the user's values (``_encode_clean_targets``: none the model never saw)."""
         from ..io.sources import open_source
         from ..io.views import PartSource, column_mapper
-        return PartSource(open_source(source), mapper=column_mapper({lab: self._encode_targets_stream}))
+        encode = self._encode_clean_targets if clean else self._encode_targets_stream
+        return PartSource(open_source(source), mapper=column_mapper({lab: encode}))
 
     def _encode_targets_stream(self, y: np.ndarray) -> np.ndarray:
         return np.asarray(y, dtype=np.float64)
+
+    def _encode_clean_targets(self, y: np.ndarray) -> np.ndarray:
+        """Clean labels (score, risk, evaluate) in the kernel's encoding; classifiers refuse
+        values the model never saw."""
+        return self._encode_targets_stream(y)
 
     # ---- persistence ---------------------------------------------------------------------------
     def save(self, path, *, overwrite: bool = False, filesystem=None) -> None:

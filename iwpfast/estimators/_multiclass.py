@@ -241,8 +241,16 @@ class OneVsRestMixin:
             merged[key] = [v for t in tables for v in t[key]]
         rule = rules[0] if len(set(rules)) == 1 else "; ".join(
             f"class {c!r}: {r}" for c, r in zip(classes, rules, strict=True))
-        per_class_notes = [f"class {c!r}: {n}" for c, ns in zip(classes, notes, strict=True)
-                           for n in ns]
+        # a note several classes share is said once, naming them (a grid point dropped for
+        # every class would otherwise be k identical lines)
+        by_text: dict = {}
+        for c, ns in zip(classes, notes, strict=True):
+            for n in ns:
+                by_text.setdefault(n, []).append(c)
+        per_class_notes = [
+            (f"every class: {n}" if len(cs) == len(classes) and len(cs) > 1 else
+             ("class " if len(cs) == 1 else "classes ") + ", ".join(map(repr, cs)) + f": {n}")
+            for n, cs in by_text.items()]
         return dict(merged, rule=rule, n_train=first.n_train, n_validation=first.n_validation,
                     passes=first.passes, heads=first.head_updates_per_row, variance_cap=grid.cap,
                     notes=list(grid.notes) + per_class_notes)
@@ -406,16 +414,17 @@ class OneVsRestMixin:
 
     def predict_proba(self, X, *, features=None, scaled=None, raw=None,
                       filesystem=None) -> np.ndarray:
-        """Class probabilities (logistic loss only); for k > 2 classes the one-vs-rest
-        probabilities sigma(u_c) normalized to sum to 1 over the classes.  ``filesystem``: the
-        pyarrow or fsspec filesystem X's path lies on (as for ``fit``)."""
+        """Class probabilities (logistic loss: sigma(u); exponential: sigma(2u), see the binary
+        predict_proba); for k > 2 classes the one-vs-rest probabilities of the heads normalized
+        to sum to 1 over the classes.  ``filesystem``: the pyarrow or fsspec filesystem X's path
+        lies on (as for ``fit``)."""
         if not self._multiclass():
             return super().predict_proba(X, features=features, scaled=scaled, raw=raw,
                                          filesystem=filesystem)
         self._check_probabilistic()
         u = self.decision_function(X, features=features, scaled=scaled, raw=raw,
                                    filesystem=filesystem)
-        p = 0.5 * (1.0 + np.tanh(0.5 * u))    # overflow-free sigmoid of each head
+        p = self._positive_probability(u)     # each head's one-vs-rest probability
         return p / p.sum(axis=1, keepdims=True)
 
     def _encode_targets_stream(self, y, first=None, column=None):

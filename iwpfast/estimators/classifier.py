@@ -11,8 +11,10 @@ import numpy as np
 from ..exceptions import InvalidInputError, NumericalWarning
 from ..losses import CLASSIFICATION_LOSSES
 from ._base import IWPBase
+from ._inputs import on_filesystem
 from ._multiclass import OneVsRestMixin
 from ._params import SAMPLE_WEIGHT_EQUIVALENCE
+from ._units import resolve_scaled
 
 
 def _two_classes(y: np.ndarray) -> np.ndarray:
@@ -176,6 +178,27 @@ class _TwoClasses(IWPBase):
             self._pass.classes = classes
         return _plus_minus_one(y == classes[1])
 
+    def _encode_clean_targets(self, y):
+        """A fitted model's classes are the only labels it can be scored on: a value it never
+        saw is an error naming it, never re-encoded (issue 18: labels 'a_rich'/'b_poor' scored
+        against classes [0, 1] were sorted into a new pair and the accuracy silently inverted).
+        The one exception is the release's convention: a model of +-1 labels reads {0, 1} with
+        0 -> -1."""
+        y = np.asarray(y)
+        classes = getattr(self, "classes_", None)
+        if classes is not None and not self._multiclass():
+            classes = np.asarray(classes)
+            vals = _distinct_values(y)
+            known = np.isin(vals, classes)
+            pm1_model = set(classes.tolist()) == {-1, 1}
+            if not known.all() and not (pm1_model and np.isin(vals, [0, 1]).all()):
+                unseen = vals[~known].tolist()
+                raise InvalidInputError(
+                    f"label value(s) {unseen[:10]!r} never seen by the model (its classes: "
+                    f"{classes.tolist()!r}); recode the labels to the model's classes, or fit a "
+                    "model on these labels")
+        return self._encode_targets_stream(y)
+
     def _update_fitted(self, state, telemetry):
         super()._update_fitted(state, telemetry)
         if not hasattr(self, "classes_"):
@@ -192,20 +215,55 @@ class _TwoClasses(IWPBase):
         return self.classes_[(u > 0).astype(np.intp)]
 
     def _check_probabilistic(self) -> None:
-        if self.loss != "logistic":
-            raise InvalidInputError(
-                f"predict_proba needs loss='logistic' (this model uses {self.loss!r}, whose score is not "
-                "a log-odds); use decision_function, or refit with loss='logistic'")
+        if _log_odds_scale(self.loss) is None:
+            raise InvalidInputError(_no_probabilities(self.loss))
+
+    def _positive_probability(self, u: np.ndarray) -> np.ndarray:
+        """P(y = +1 | score u) = 1 / (1 + exp(-c u)): c = 1 for the logistic loss, 2 for the
+        exponential (``_log_odds_scale``); the tanh form does not overflow."""
+        scale = _log_odds_scale(self.loss)
+        if scale is None:
+            raise InvalidInputError(_no_probabilities(self.loss))
+        return 0.5 * (1.0 + np.tanh(0.5 * scale * u))
 
     def predict_proba(self, X, *, features=None, scaled=None, raw=None,
                       filesystem=None) -> np.ndarray:
-        """Class probabilities (logistic loss only: the other losses are not likelihoods).
-        ``filesystem``: the pyarrow or fsspec filesystem X's path lies on (as for ``fit``)."""
+        """Class probabilities, for the losses whose risk minimizer is a function of the
+        log-odds: logistic (u is the log-odds: sigma(u)) and exponential (u is half the log-odds:
+        sigma(2u); docs/math.md "Probabilities").  ``filesystem``: the pyarrow or fsspec
+        filesystem X's path lies on (as for ``fit``)."""
         self._check_probabilistic()
         u = self.decision_function(X, features=features, scaled=scaled, raw=raw,
                                    filesystem=filesystem)
-        pos = 0.5 * (1.0 + np.tanh(0.5 * u))  # overflow-free sigmoid
+        pos = self._positive_probability(u)
         return np.column_stack([1.0 - pos, pos])
+
+    def evaluate_report(self, X, y=None, *, features=None, label=None, scaled=None, raw=None,
+                        filesystem=None):
+        """The verdict on clean labelled data: an ``EvaluationReport`` with the accuracy beside
+        the majority class's, the AUC (binary; macro one-vs-rest for k classes), each class's
+        recall and share of the predictions, the risk, and ``warnings`` when 99% or more of the
+        predictions are one class or a class is never predicted (``iwpfast evaluate`` prints
+        it).  X, y as for ``score``: arrays, or a source with the label column, in raw units
+        unless ``scaled=True``.  The scores are held in memory (n x k floats).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from iwpfast import IWPClassifier
+        >>> X = np.linspace(-1, 1, 400).reshape(-1, 1); y = (X[:, 0] > 0).astype(int)
+        >>> m = IWPClassifier(alpha=0.01, learning_rate=0.5, progress=False).fit(X, y, noise_var=0.0)
+        >>> r = m.evaluate_report(X, y)
+        >>> r.auc > 0.99, r.majority_accuracy, r.warnings
+        (True, 0.5, ())
+        """
+        from ._report import classification_report
+        X = on_filesystem(X, filesystem)
+        u, targets, _ = self._clean_xy(X, y, features, label, resolve_scaled(scaled, raw),
+                                       "evaluate")
+        codes = (targets > 0).astype(np.int64) if np.ndim(u) == 1 else targets.astype(np.int64)
+        return classification_report(u, codes, list(self.classes_),
+                                     risk=self._risk_from(u, targets), loss=self.loss)
 
     def _score_from(self, u, ypm, sample_weight=None) -> float:
         """Accuracy of the scores ``u`` against +-1 targets (weighted: sum s [correct] / sum s)."""
@@ -243,13 +301,29 @@ def _plus_minus_one(positive: np.ndarray) -> np.ndarray:
     return out
 
 
+def _log_odds_scale(loss: str) -> float | None:
+    """c of ``predict_proba`` = sigma(c u) (``iwpfast.losses.Loss.log_odds_scale``): 1 for the
+    logistic loss (u* is the log-odds), 2 for the exponential (u* is half the log-odds, the
+    minimizer of p e^{-u} + (1 - p) e^{u}); None for the quadratic loss (u* = 2p - 1)."""
+    from ..losses import LOSS_RECORDS
+    record = LOSS_RECORDS.get(loss)
+    return None if record is None else record.log_odds_scale
+
+
+def _no_probabilities(loss: str) -> str:
+    return (f"predict_proba needs loss='logistic' or 'exponential' (this model uses {loss!r}, "
+            "whose score is not a function of the log-odds); use decision_function, or refit "
+            "with loss='logistic' or 'exponential'")
+
+
 class _NoProbabilities(InvalidInputError, AttributeError):
     """predict_proba of a loss that is not a likelihood (an AttributeError, so hasattr is False)."""
 
 
 class _OnlyForLogistic:
-    """A method available only when ``loss == 'logistic'`` (the only loss whose score is a
-    log-odds); otherwise reading the attribute raises ``_NoProbabilities`` naming the fix."""
+    """A method available only for the losses with a ``log_odds_scale`` (whose score is a
+    multiple of the log-odds); otherwise reading the attribute raises ``_NoProbabilities``
+    naming the fix.  (The name is historical: the exponential loss has probabilities too.)"""
 
     def __init__(self, method):
         self.method = method
@@ -258,10 +332,8 @@ class _OnlyForLogistic:
     def __get__(self, obj, owner=None):
         if obj is None:
             return self
-        if obj.loss != "logistic":
-            raise _NoProbabilities(
-                f"predict_proba needs loss='logistic' (this model uses {obj.loss!r}, whose score is "
-                "not a log-odds); use decision_function, or refit with loss='logistic'")
+        if _log_odds_scale(obj.loss) is None:
+            raise _NoProbabilities(_no_probabilities(obj.loss))
         return self.method.__get__(obj, owner)
 
 

@@ -308,9 +308,11 @@ def _compiled_dtypes(kernel) -> tuple[np.dtype, np.dtype]:
 
 def _raise_divergence(cfg: HeadConfig, row: int) -> None:
     from .state import divergence_advice
-    raise DivergenceError(
-        f"SGD diverged: theta became non-finite in the update ending at row {row} (global row "
-        f"index of the stream). {divergence_advice(cfg)}")
+    where = (f"SGD diverged: theta became non-finite in the update ending at row {row} (global "
+             "row index of the stream).")
+    err = DivergenceError(f"{where} {divergence_advice(cfg)}")
+    err.config, err.where = cfg, where
+    raise err
 
 
 # ------------------------------------------------------------------------------------------

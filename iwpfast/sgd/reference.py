@@ -234,9 +234,11 @@ def _update(h: _Head, state: HeadState, Xb: np.ndarray, yb: np.ndarray,
     # 10. divergence
     if not (np.isfinite(theta).all() and math.isfinite(b)):
         from .state import divergence_advice
-        raise DivergenceError(
-            f"theta or the intercept became non-finite at row {int(rows_before) + m - 1} "
-            f"(update {step}, learning rate {gamma:.3g}). {divergence_advice(h.cfg)}")
+        where = (f"theta or the intercept became non-finite at row {int(rows_before) + m - 1} "
+                 f"(update {step}, learning rate {gamma:.3g}).")
+        err = DivergenceError(f"{where} {divergence_advice(h.cfg)}")
+        err.config, err.where = h.cfg, where
+        raise err
 
 
 def _update_rows(h: _Head, state: HeadState, rows: np.ndarray, yb: np.ndarray) -> None:

@@ -399,11 +399,14 @@ class HeadState:
         return self.theta.copy(), float(self.intercept[0])
 
 
-def divergence_advice(cfg: HeadConfig) -> str:
+def divergence_advice(cfg: HeadConfig, step_given: bool = True) -> str:
     """What to change after a divergence, fitted to the settings in force (no advice to set a
-    variance cap that is set, or that cannot act without feature noise)."""
+    variance cap that is set, or that cannot act without feature noise).  ``step_given=False``:
+    the step was derived automatically, so the advice does not name a setting the user never
+    touched (the grid already tried smaller steps)."""
     import math
-    tips = [f"a smaller learning_rate (now {cfg.learning_rate:g})"]
+    tips = ([f"a smaller learning_rate (CLI: --learning-rate; now {cfg.learning_rate:g})"]
+            if step_given else [])
     if math.isfinite(cfg.radius):
         tips.append(f"a smaller radius (now {cfg.radius:g})")
     else:
@@ -413,6 +416,9 @@ def divergence_advice(cfg: HeadConfig) -> str:
             tips.append(f"a smaller variance_cap (now {cfg.variance_cap:g})")
         else:
             tips.append("a variance_cap such as 2 (none now)")
-    return ("Use " + ", ".join(tips[:-1]) + " or " + tips[-1]
+    said = tips[0] if len(tips) == 1 else ", ".join(tips[:-1]) + " or " + tips[-1]
+    auto = "" if step_given else ("The learning rate was derived automatically (the grid's "
+                                  "smaller steps diverged too). ")
+    return (auto + "Use " + said
             + "; also check that the features of that batch are finite and scaled (a release's "
             "lie in [-1, 1] plus noise).")

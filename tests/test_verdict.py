@@ -1,0 +1,204 @@
+"""Issue 18's learner side: probabilities of the exponential loss, evaluate's verdict (majority
+class, AUC, per-class recall, warnings), and the defects met on the way."""
+import numpy as np
+import pytest
+
+from iwpfast import IWPClassifier
+
+
+def _logistic_sample(n, rng, w=(1.5, -1.0), b=0.3):
+    X = rng.uniform(-1, 1, (n, len(w)))
+    p = 1 / (1 + np.exp(-(X @ np.asarray(w) + b)))
+    return X, (rng.random(n) < p).astype(int), p
+
+
+def test_predict_proba_of_the_exponential_loss_is_calibrated_on_a_logistic_model():
+    """y ~ Bernoulli(sigma(w.x + b)): the exponential risk's minimizer is half the log-odds,
+    u* = (w.x + b) / 2 (linear: the model is well specified), so sigma(2u) is the probability.
+    Checked (fixed seed) on fresh rows: theta is w/2 within 0.05; in each decile of the predicted
+    probability the observed frequency is within 4 binomial standard errors
+    sqrt(p(1-p)/n_bin) of the mean prediction (4,000 rows a bin: SE <= 0.008)."""
+    rng = np.random.default_rng(5)
+    X, y, _ = _logistic_sample(100_000, rng)
+    model = IWPClassifier(alpha=1e-4, learning_rate=0.05, average="tail", progress=False)
+    model.fit(X, y, noise_var=0.0)
+    np.testing.assert_allclose(model.coef_.ravel(), [0.75, -0.5], atol=0.05)
+    Xt, yt, pt = _logistic_sample(40_000, rng)
+    q = model.predict_proba(Xt)[:, 1]
+    assert np.max(np.abs(q - pt)) < 0.02
+    order = np.argsort(q)
+    for part in np.array_split(order, 10):
+        mean_p, freq = q[part].mean(), yt[part].mean()
+        se = np.sqrt(mean_p * (1 - mean_p) / len(part))
+        assert abs(freq - mean_p) < 4 * se, (mean_p, freq, se)
+
+
+# ------------------------------------------------------------------------------ the verdict
+def test_binary_auc_is_the_mann_whitney_statistic():
+    """Against the definition P(u+ > u-) + P(tie)/2 counted over every pair."""
+    from iwpfast.estimators._report import binary_auc
+    rng = np.random.default_rng(1)
+    u = np.round(rng.standard_normal(300), 1)       # rounding makes ties
+    pos = rng.random(300) < 0.3
+    a, b = u[pos][:, None], u[~pos][None, :]
+    want = (np.sum(a > b) + 0.5 * np.sum(a == b)) / (a.size * b.size)
+    assert binary_auc(u, pos) == pytest.approx(want, rel=1e-12)
+    assert np.isnan(binary_auc(u, np.zeros(300, bool)))
+
+
+def _one_class_model():
+    """A model that predicts one class: intercept -5 and a tiny coefficient (what the default
+    fit of issue 18 gave: 0-0.4% of the rows predicted positive)."""
+    rng = np.random.default_rng(2)
+    X = rng.uniform(-1, 1, (2000, 2))
+    y = (rng.random(2000) < 1 / (1 + np.exp(-(3 * X[:, 0] - 1.2)))).astype(int)
+    model = IWPClassifier(alpha=0.1, learning_rate=0.01, progress=False).fit(X, y, noise_var=0.0)
+    model.coef_ = np.array([[0.05, 0.0]])
+    model.intercept_ = np.array([-5.0])
+    return model, X, y
+
+
+def test_the_verdict_on_a_model_that_predicts_one_class():
+    model, X, y = _one_class_model()
+    r = model.evaluate_report(X, y)
+    share_neg = float(np.mean(y == 0))
+    assert r.n_rows == 2000 and r.classes == (0, 1)
+    assert r.majority_class == 0 and r.majority_accuracy == pytest.approx(share_neg)
+    assert r.accuracy == pytest.approx(share_neg)          # every row predicted 0
+    assert r.predicted_share == (1.0, 0.0) and r.recall == (1.0, 0.0)
+    assert r.auc > 0.8              # the ranking is still right (x0 orders the rows: 0.86)
+    assert len(r.warnings) == 1 and "100.0% of the predictions are class 0" in r.warnings[0]
+    assert "warning: 100.0%" in r.describe()
+    assert r.to_dict()["recall"] == [1.0, 0.0]
+
+
+def test_the_verdict_of_k_classes_gives_macro_auc_recall_and_the_class_never_predicted():
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-1, 1, (3000, 2))
+    y = np.digitize(X[:, 0], [-0.33, 0.33])
+    model = IWPClassifier(alpha=0.01, learning_rate=0.1, progress=False).fit(X, y, noise_var=0.0)
+    r = model.evaluate_report(X, y)
+    u = model.decision_function(X)
+    from iwpfast.estimators._report import binary_auc
+    assert r.auc == pytest.approx(np.mean([binary_auc(u[:, c], y == c) for c in range(3)]))
+    pred = model.predict(X)
+    assert r.recall == pytest.approx(tuple(np.mean(pred[y == c] == c) for c in range(3)))
+    # a head silenced: its class is never predicted, and the report says so
+    model.intercept_ = model.intercept_ + np.array([0.0, -50.0, 0.0])
+    r = model.evaluate_report(X, y)
+    assert r.predicted_share[1] == 0.0 and r.recall[1] == 0.0
+    assert any("class(es) 1 never predicted" in w for w in r.warnings)
+
+
+def test_evaluate_prints_the_verdict_and_its_warning(tmp_path, capsys):
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from iwpfast.cli import main
+    model, X, y = _one_class_model()
+    model.save(tmp_path / "m.json")
+    pq.write_table(pa.table({"x0": X[:, 0], "x1": X[:, 1], "y": y}), tmp_path / "test.parquet")
+    assert main(["evaluate", str(tmp_path / "m.json"), str(tmp_path / "test.parquet"),
+                 "--scaled", "--label", "y"]) == 0
+    out = capsys.readouterr().out
+    assert "majority class 0: accuracy" in out and "AUC" in out and "recall" in out
+    assert any(line.startswith("warning: 100.0% of the predictions are class 0")
+               for line in out.splitlines())
+    assert main(["evaluate", str(tmp_path / "m.json"), str(tmp_path / "test.parquet"),
+                 "--scaled", "--label", "y", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["majority_class"] == 0 and doc["predicted_share"] == [1.0, 0.0]
+    assert doc["auc"] > 0.8 and len(doc["warnings"]) == 1
+
+
+# ------------------------------------------------------------------------------ defects
+def test_label_values_the_model_never_saw_are_an_error_naming_them(tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from iwpfast.cli import main
+    from iwpfast.exceptions import InvalidInputError
+    model, X, y = _one_class_model()
+    named = np.where(y == 1, "b_poor", "a_rich")
+    for call in (model.score, model.risk, model.evaluate_report):
+        with pytest.raises(InvalidInputError, match=r"'a_rich', 'b_poor'.*never seen.*\[0, 1\]"):
+            call(X, named)
+    # the release's convention stays: a model of -1/+1 labels reads {0, 1} (0 -> -1)
+    pm1 = IWPClassifier(alpha=0.1, learning_rate=0.01, progress=False).fit(X, 2 * y - 1,
+                                                                         noise_var=0.0)
+    assert pm1.score(X, y) == pm1.score(X, 2 * y - 1)
+    model.save(tmp_path / "m.json")
+    pq.write_table(pa.table({"x0": X[:, 0], "x1": X[:, 1], "y": named}), tmp_path / "t.parquet")
+    assert main(["evaluate", str(tmp_path / "m.json"), str(tmp_path / "t.parquet"), "--scaled",
+                 "--label", "y"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "never seen" in err[0] and "a_rich" in err[0]
+
+
+def test_divergence_on_unscaled_data_names_ranges_whatever_the_step():
+    """Raw data (values up to 1000) without ranges: the message names ranges= first; the
+    learning rate is named (with its CLI flag) only when the user set it."""
+    from iwpfast.exceptions import DivergenceError
+    rng = np.random.default_rng(4)
+    X = rng.uniform(0, 1000, (3000, 2))
+    y = (X[:, 0] > 500).astype(int)
+    with pytest.raises(DivergenceError) as auto:
+        IWPClassifier(progress=False).fit(X, y, noise_var=0.0)
+    text = str(auto.value)
+    assert "look unscaled" in text and "--ranges" in text
+    assert "learning_rate" not in text and "derived automatically" in text
+    with pytest.raises(DivergenceError) as fixed:
+        IWPClassifier(alpha=0.01, learning_rate=0.5, progress=False).fit(X, y, noise_var=0.0)
+    text = str(fixed.value)
+    assert "look unscaled" in text and "--learning-rate; now 0.5" in text
+
+
+def test_each_loss_log_odds_scale_is_where_its_conditional_risk_is_minimal():
+    """d/du [p f(u) + (1 - p) f(-u)] = p f'(u) - (1 - p) f'(-u) vanishes at u* = logit(p) / c
+    for the losses that state c; the quadratic loss states none (its u* = 2p - 1 is no multiple
+    of the log-odds: at p = 0.9, 2p - 1 = 0.8 but logit(p) = 2.2)."""
+    from iwpfast.losses import LOSS_RECORDS
+    p = np.linspace(0.05, 0.95, 19)
+    for name, record in LOSS_RECORDS.items():
+        if record.task != "classification":
+            continue
+        if record.log_odds_scale is None:
+            assert name == "quadratic"
+            continue
+        u = np.log(p / (1 - p)) / record.log_odds_scale
+        slope = p * record.derivative(1, u) - (1 - p) * record.derivative(1, -u)
+        np.testing.assert_allclose(slope, 0.0, atol=1e-12)
+
+
+def test_cli_warnings_go_to_stderr_once(tmp_path, capsys):
+    """fit's warnings (here: no release metadata, and the chosen head ending on the cap, as in
+    tests/test_cli_robustness.py with seed 0) are on stderr, each text once; stdout has none."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from iwpfast.cli import main
+    from iwpfast.commands import print_warnings
+    rng = np.random.default_rng(0)
+    n = 20000
+    X = rng.uniform(-1, 1, (n, 2))
+    y = (rng.random(n) < 1 / (1 + np.exp(-6 * X[:, 0]))).astype(int)
+    Xn = X + rng.normal(0, 2.0, X.shape)
+    pq.write_table(pa.table({"x0": Xn[:, 0], "x1": Xn[:, 1], "y": y}), tmp_path / "d.parquet")
+    assert main(["fit", str(tmp_path / "d.parquet"), "--features", "x0", "x1", "--label", "y",
+                 "--noise-var", "4", "--out", str(tmp_path / "m.json"), "--no-progress"]) == 0
+    out, err = capsys.readouterr()
+    assert "iwpfast: warning" not in out
+    lines = err.strip().splitlines()
+    assert lines and all(line.startswith("iwpfast: warning: ") for line in lines)
+    assert len(set(lines)) == len(lines)
+    assert any("variance cap active" in line for line in lines)
+
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            warnings.warn("the same sentence", UserWarning)
+    print_warnings(caught)
+    assert capsys.readouterr().err == "iwpfast: warning: the same sentence\n"
