@@ -199,6 +199,6 @@ def test_cli_warnings_go_to_stderr_once(tmp_path, capsys):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for _ in range(3):
-            warnings.warn("the same sentence", UserWarning)
+            warnings.warn("the same sentence", UserWarning, stacklevel=2)
     print_warnings(caught)
     assert capsys.readouterr().err == "iwpfast: warning: the same sentence\n"

@@ -34,4 +34,5 @@ def load(path, filesystem=None):
     return load_model(path, filesystem)
 
 
-__all__ = ["CORRECTIONS", "EvaluationReport", "IWPClassifier", "IWPRegressor", "NoiseModel", "RiskEstimate", "load"]
+__all__ = ["CORRECTIONS", "EvaluationReport", "IWPClassifier", "IWPRegressor", "NoiseModel",
+           "RiskEstimate", "load"]
