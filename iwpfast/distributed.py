@@ -219,29 +219,32 @@ def merge_telemetry(tels: list, index: dict) -> np.ndarray:
     return out
 
 
+#: the name of a shard's single head (its telemetry warnings name it, as a fit's)
+_HEAD = "model"
+
+
 def _fit_shard(locations, start, stop, config, features, label, state_arrays, estimator, engine,
                chunk_rows, sample_weight=None):
     """One shard's pass on a worker: rows [start, stop) of the files, from ``state_arrays``
     (None: a fresh state).  Returns the final state's arrays and the head's telemetry."""
-    from .estimators._state import HEAD_NAME, PassState
     from .io.sources import FileSource, RowRangeSource
     from .sgd import driver
     from .sgd.state import HeadState
 
     src = RowRangeSource(FileSource(locations, None, 1 << 16), start, stop)
-    estimator._pass = PassState()
-    # released labels are +-1 already; {0, 1} label columns of clean data are mapped per batch
-    source = estimator._label_mapped_source(src, label)
-    head = driver.Head(HEAD_NAME, config, list(features), label, sample_weight=sample_weight)
+    # the shard's plan: released labels are +-1 already; {0, 1} label columns of clean data are
+    # mapped per batch
+    plan = estimator.plan_pass(src, features=features, label=label, sample_weight=sample_weight)
+    head = driver.Head(_HEAD, config, list(features), label, sample_weight=sample_weight)
     kw = {"progress": False, "engine": engine}
     if chunk_rows is not None:
         kw["chunk_rows"] = int(chunk_rows)
     if state_arrays is not None:
-        kw["states"] = {HEAD_NAME: HeadState.from_arrays(state_arrays)}
+        kw["states"] = {_HEAD: HeadState.from_arrays(state_arrays)}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the merged model's telemetry is checked by the caller
-        result = driver.fit_stream(source, [head], **kw)
-    return result.states[HEAD_NAME].arrays()
+        result = driver.fit_stream(plan.source, [head], **kw)
+    return result.states[_HEAD].arrays()
 
 
 def fit_files(client, source, estimator, *, rounds: int = 1, shards: int | None = None,
@@ -261,7 +264,6 @@ def fit_files(client, source, estimator, *, rounds: int = 1, shards: int | None 
     updates of one pass over all rows.  Returns the estimator with the attributes ``fit`` sets;
     its ``telemetry_`` sums the shards' (``n_iter_`` = all shards' updates).
     """
-    from .estimators._state import PassState
     from .io.sources import FileSource, open_source
     from .sgd.driver import _warn_telemetry, head_telemetry
     from .sgd.schedules import resolve_paper_schedule
@@ -287,28 +289,23 @@ def fit_files(client, source, estimator, *, rounds: int = 1, shards: int | None 
 
     # the pass set up once, as fit() does it: columns, noise, configuration
     est = estimator
-    for attr in list(vars(est)):
-        if attr.endswith("_") and not attr.startswith("_"):
-            delattr(est, attr)
-    est._pass = PassState()
-    v = est._validated()
-    if not isinstance(v["alpha"], float) or (not isinstance(v["learning_rate"], float)
-                                             and est.schedule != "paper"):
+    if _is_auto(est.get_params()["alpha"]) or (_is_auto(est.get_params()["learning_rate"])
+                                               and est.schedule != "paper"):
         raise InvalidInputError(
             "fit_files needs numbers for alpha and learning_rate ('auto' chooses them on a private "
             "hold-out in one pass on one machine): fit a sample with 'auto' first and pass its "
             "alpha_ and learning_rate_")
-    _, feats, lab, noise, _, _ = est._prepare_source(
-        src, None, noise_kw={}, features=features, label=label, override=False,
-        sample_weight=sample_weight)
-    if (noise.metadata or {}).get("label_encoding") == "class_index":
+    meta = src.release_metadata or {}
+    if meta.get("label_encoding") == "class_index":
         raise InvalidInputError(
             "fit_files trains one head per shard: a k-class release (k one-vs-rest heads) is fitted "
             "in one scan on one machine with estimator.fit(path)")
+    plan = est.plan_pass(src, features=features, label=label, sample_weight=sample_weight)
+    feats, lab, noise = plan.features, plan.label, plan.noise
     bounds = shard_bounds(n, shards)
     configs = []
     for a, b in bounds:
-        cfg = est._make_config(v, noise, len(feats), b - a)
+        cfg = plan.config_for(b - a)
         if cfg.schedule == "paper":
             cfg = resolve_paper_schedule(cfg, b - a, feature_bound=noise.feature_bound,
                                          target_bound=(noise.metadata or {}).get("target_bound"))
@@ -318,7 +315,7 @@ def fit_files(client, source, estimator, *, rounds: int = 1, shards: int | None 
     _check_step(configs[0], shards)
     locations = src.locations
     template = type(est)(**est.get_params())
-    engine = _engine_name()
+    engine = plan.engine
     states = [None] * shards
     weights = [b - a for a, b in bounds]
     merged = None
@@ -339,23 +336,18 @@ def fit_files(client, source, estimator, *, rounds: int = 1, shards: int | None 
             nxt = HeadState.from_arrays(merged.arrays())
             nxt.telemetry = s.telemetry.copy()
             states.append(nxt.arrays())
-    est._pass.sample_weight = sample_weight
-    est._start_pass(configs[0], feats, lab, noise, None)
-    est._pass.head = merged
-    if est._task == "classification":
-        est._pass.classes = np.array([-1, 1])
+    plan.config = configs[0]
     tel = head_telemetry(configs[0], merged)
     tel.update(shards=shards, rounds=rounds)
-    est._update_fitted(merged, tel)
+    est.adopt_pass(plan, merged, tel)
     est.n_iter_ = int(tel["batches"])
-    _warn_telemetry("model", configs[0], tel)
+    _warn_telemetry(_HEAD, configs[0], tel)
     return est
 
 
-def _engine_name() -> str:
-    from .estimators import _base
-
-    return _base._ENGINE
+def _is_auto(value) -> bool:
+    """A hyper-parameter that is not a number ('auto' or a list of candidates)."""
+    return isinstance(value, (str, list, tuple))
 
 
 def _check_step(cfg, shards: int) -> None:

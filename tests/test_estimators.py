@@ -254,3 +254,27 @@ def test_private_risk_is_unbiased_over_releases():
     # the naive estimate (no correction) is biased: far outside the same band
     naive = m.risk(np.asarray(Xr, dtype=np.float64), yr.astype(np.float64))
     assert abs(naive - clean) > 10 * mc_se
+
+
+# ------------------------------------------------------------------ a pass run by another driver
+def test_plan_pass_run_by_the_driver_and_adopted_is_fit(released):
+    """plan_pass / adopt_pass (what iwpfast.distributed uses instead of the estimator's
+    internals): the plan's source, columns and config run by the driver give fit's model."""
+    from iwpfast.sgd import driver
+
+    path = released[0]
+    fitted = _model(average="tail").fit(path)
+    model = _model(average="tail")
+    plan = model.plan_pass(path)
+    assert plan.features == [f"x{j}" for j in range(P)] and plan.label == "y" and plan.rows == 3000
+    assert plan.config_for(3000).average_start == plan.config.average_start > 0
+    assert plan.config_for(1000).average_start < plan.config.average_start   # tail of a shorter pass
+    result = driver.fit_stream(plan.source, [driver.Head("model", plan.config, plan.features,
+                                                         plan.label)], progress=False)
+    model.adopt_pass(plan, result.states["model"], dict(result.telemetry["model"]))
+    np.testing.assert_array_equal(model.coef_, fitted.coef_)
+    np.testing.assert_array_equal(model.intercept_, fitted.intercept_)
+    assert list(model.classes_) == list(fitted.classes_)
+    assert model.n_rows_seen_ == fitted.n_rows_seen_ == 3000
+    with pytest.raises(InvalidInputError, match="needs numbers for alpha and learning_rate"):
+        IWPClassifier(progress=False).plan_pass(path)

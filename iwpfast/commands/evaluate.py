@@ -63,19 +63,19 @@ def run(args) -> int:
             text = "DATA is a release, so only the debiased estimate applies:\n" + text
     else:
         import warnings
-        has_ranges = model._model_ranges() is not None
+        has_ranges = bool(getattr(model, "feature_ranges_", None))
         raw = (not args.scaled) and has_ranges
         kw = dict(features=features, label=args.label, scaled=bool(args.scaled))
         report = None
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            if model._task == "classification":   # one pass: the verdict holds score and risk
+            if hasattr(model, "evaluate_report"):   # one pass: the verdict holds score and risk
                 report = model.evaluate_report(src, **kw)
                 score, risk = report.accuracy, report.risk
             else:
-                score, risk = model._clean_score_and_risk(src, **kw)
+                score, risk = model.score_and_risk(src, **kw)
         print_warnings(caught)
-        name = "accuracy" if model._task == "classification" else "R^2"
+        name = "accuracy" if report is not None else "R^2"
         out.update(kind="clean", risk=risk, rows=src.num_rows, **{name: score})
         text = (f"clean data {args.data}" + (" (raw units, scaled as the release did)" if raw else "")
                 + f": {name} {score:.4f}, {model.loss} risk {risk:.5f}")

@@ -8,11 +8,13 @@ release metadata, so a model can never be debiased with the wrong sigma.
 
 The package reads apart (dependencies point down the list):
 ``_noise``   the noise model (release metadata or explicit arguments);
-``_state``   ``PassState``, what one pass carries from call to call;
+``_state``   ``PassPlan``, what a pass reads and how; ``PassState``, what one pass carries
+            from call to call;
 ``_params``  hyper-parameters: scikit-learn's parameter protocol and their validation;
 ``_inputs``  input preparation (arrays, frames, sources) for the driver;
 ``_base``    the pass (fit / partial_fit through the driver), prediction, evaluation;
 ``_report``  ``EvaluationReport``: a classifier's verdict on clean data (evaluate_report);
+``_document`` the estimator's part of its model file (``save``, ``load``);
 ``classifier``, ``regressor``  the two public estimators.
 
 Everything heavy is imported lazily: importing this package compiles nothing.
@@ -30,8 +32,20 @@ from .regressor import IWPRegressor
 def load(path, filesystem=None):
     """Load a model written by ``save`` (checks the format version and integrity); ``path`` may
     be a URI or a path on ``filesystem`` (a pyarrow or fsspec filesystem)."""
-    from ..model_io import load_model
-    return load_model(path, filesystem)
+    import os
+
+    from ..exceptions import InvalidInputError
+    from ..model_io import read_model_document
+
+    doc = read_model_document(path, filesystem)
+    try:
+        cls = {"IWPClassifier": IWPClassifier, "IWPRegressor": IWPRegressor}[doc["estimator"]]
+        return cls._from_document(doc)
+    except InvalidInputError:
+        raise
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InvalidInputError(f"model file {os.fspath(path)!r} is corrupt or incomplete ({exc!r}); "
+                                "re-create it with model.save(path) or `iwpfast fit`") from None
 
 
 __all__ = ["CORRECTIONS", "EvaluationReport", "IWPClassifier", "IWPRegressor", "NoiseModel",

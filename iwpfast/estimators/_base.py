@@ -36,7 +36,7 @@ from ._inputs import (
 )
 from ._noise import NoiseModel
 from ._params import ParamsMixin
-from ._state import ARRAY_LABEL, HEAD_NAME, PassState
+from ._state import ARRAY_LABEL, HEAD_NAME, PassPlan, PassState
 from ._units import UnitsCheck, resolve_scaled, scale_and_clip, scaling_mapper
 
 #: the pass length partial_fit's 'auto' assumes when n_rows_total is not given (the derived step
@@ -171,12 +171,9 @@ class IWPBase(ParamsMixin, InputsMixin):
         DivergenceError
             theta became non-finite (smaller learning_rate, radius or a variance_cap).
         """
-        for attr in list(vars(self)):
-            if attr.endswith("_") and not attr.startswith("_"):
-                delattr(self, attr)
+        self._new_pass()
         X = on_filesystem(X, filesystem)
         validation = on_filesystem(validation, filesystem, "validation", paths_only=True)
-        self._pass = PassState()
         return self._fit_pass(X, y, dict(noise_var=noise_var, epsilon_y=epsilon_y,
                                           label_keep_prob=label_keep_prob,
                                           target_noise_var=target_noise_var, feature_bound=feature_bound),
@@ -184,6 +181,52 @@ class IWPBase(ParamsMixin, InputsMixin):
                               finish=True, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
                               resume=resume, overwrite=overwrite, ranges=ranges,
                               validation=validation, sample_weight=sample_weight)
+
+    def _new_pass(self) -> None:
+        """Drop the fitted attributes and start a new pass (``fit``, ``plan_pass``)."""
+        for attr in list(vars(self)):
+            if attr.endswith("_") and not attr.startswith("_"):
+                delattr(self, attr)
+        self._pass = PassState()
+
+    # ---- a pass run by another driver ---------------------------------------------------------
+    def plan_pass(self, X, *, features=None, label=None, sample_weight=None,
+                  filesystem=None) -> PassPlan:
+        """Start a new pass over the release ``X`` that another driver runs (``iwpfast.distributed``
+        runs it on a cluster), and return its ``PassPlan``: the source with its labels in the
+        kernel's encoding, the feature and label columns, the noise, the sample-weight column and
+        ``config``, the head's configuration for one pass over all rows (``plan.config_for(n)``:
+        for a pass over n of them).  Drops the fitted attributes, as ``fit`` does; ``adopt_pass``
+        sets them from the state the driver ran.  alpha and learning_rate must be numbers ("auto"
+        chooses them on a private hold-out, which only ``fit`` runs)."""
+        self._new_pass()
+        v = self._validated()
+        if not isinstance(v["alpha"], float) or (not isinstance(v["learning_rate"], float)
+                                                 and self.schedule != "paper"):
+            raise InvalidInputError(
+                "a pass run by another driver needs numbers for alpha and learning_rate ('auto' "
+                "chooses them on a private hold-out in fit): fit a sample with 'auto' first and "
+                "pass its alpha_ and learning_rate_")
+        if not isinstance(v["learning_rate"], float):   # schedule='paper' resolves the step itself
+            v = dict(v, learning_rate=1.0)
+        plan = self._prepare_source(on_filesystem(X, filesystem), None, noise_kw={},
+                                    features=features, label=label, override=False,
+                                    sample_weight=sample_weight)
+        plan.source = self._label_mapped_source(plan.source, plan.label)
+        plan.engine = _ENGINE
+        p = len(plan.features)
+        plan.make_config = lambda rows: self._make_config(v, plan.noise, p, rows)
+        plan.config = plan.config_for(plan.rows)
+        return plan
+
+    def adopt_pass(self, plan: PassPlan, state: HeadState, telemetry: dict):
+        """Set the fitted attributes from the state ``state`` that another driver ran for
+        ``plan`` (with ``plan.config``) and its telemetry (``iwpfast.sgd.driver.head_telemetry``
+        and the driver's own entries).  Returns self."""
+        self._start_pass(plan)
+        self._pass.head = state
+        self._update_fitted(state, telemetry)
+        return self
 
     def partial_fit(self, X, y=None, sample_weight=None, *, classes=None, n_rows_total=None,
                     noise_var=None, epsilon_y=None, label_keep_prob=None, target_noise_var=None,
@@ -236,20 +279,18 @@ class IWPBase(ParamsMixin, InputsMixin):
                     f"value derived from public quantities only), or the {name}_ of a fit")
         continuing = ps.started and hasattr(self, "coef_")
         if y is None:
-            src, feats, lab, noise, _, names_in = self._prepare_source(
-                X, None, noise_kw=noise_kw, features=features, label=label, override=override,
-                sample_weight=sample_weight)
+            plan = self._prepare_source(X, None, noise_kw=noise_kw, features=features, label=label,
+                                        override=override, sample_weight=sample_weight)
             # labels in the kernel's encoding (k classes are known from here on, before the
             # first call's config is made)
-            src = self._label_mapped_source(src, lab)
+            plan.source = self._label_mapped_source(plan.source, plan.label)
         else:
-            src, feats, lab, noise, _, names_in = self._prepare_arrays(
-                X, y, noise_kw=noise_kw, features=features, sample_weight=sample_weight,
-                whole_pass=False)
-            src.validate = False        # the driver names a non-finite value (see io/arrays.py)
-        weight_column = self._sample_weight_column(src, sample_weight)
+            plan = self._prepare_arrays(X, y, noise_kw=noise_kw, features=features,
+                                        sample_weight=sample_weight, whole_pass=False)
+            plan.source.validate = False  # the driver names a non-finite value (io/arrays.py)
+        weight_column = plan.sample_weight
         if continuing:
-            self._check_same_setup(feats, noise)
+            self._check_same_setup(plan.features, plan.noise)
             if (weight_column is None) != (ps.sample_weight is None):
                 raise InvalidInputError(
                     "partial_fit: the pass started " + ("with" if ps.sample_weight else "without")
@@ -266,19 +307,20 @@ class IWPBase(ParamsMixin, InputsMixin):
                 raise InvalidInputError(
                     f"partial_fit with average={self.average!r} / schedule={self.schedule!r} needs the "
                     "total number of rows of the whole pass: pass n_rows_total=... on the first call")
+            noise, p = plan.noise, len(plan.features)
             if isinstance(v["alpha"], float) and (isinstance(v["learning_rate"], float)
                                                    or self.schedule == "paper"):
-                cfg = self._make_config(v, noise, len(feats), n_rows_total)
+                cfg = self._make_config(v, noise, p, n_rows_total)
             else:
-                cfg = self._streaming_auto_config(v, noise, len(feats), n_rows_total)
+                cfg = self._streaming_auto_config(v, noise, p, n_rows_total)
             if cfg.schedule == "paper":
                 from ..sgd.schedules import resolve_paper_schedule
                 cfg = resolve_paper_schedule(cfg, int(n_rows_total), feature_bound=noise.feature_bound)
-            ps.sample_weight = weight_column
-            self._start_pass(cfg, feats, lab, noise, names_in)
+            plan.config = cfg
+            self._start_pass(plan)
         # the rows of an incomplete last batch stay in the state's carry (finish=False): the next
         # call completes the batch, finalize() runs it as the pass's last update
-        self._run(src, {"finish": False})
+        self._run(plan.source, {"finish": False})
         return self
 
     def _streaming_auto_config(self, v, noise: NoiseModel, p: int, n_rows_total) -> HeadConfig:
@@ -307,11 +349,14 @@ class IWPBase(ParamsMixin, InputsMixin):
             self._update_fitted(ps.head, driver.head_telemetry(ps.config, ps.head))
         return self
 
-    def _start_pass(self, cfg, feats, lab, noise, names_in):
-        """Set the pass's head up (the classes found and the hint given so far stay) and the
-        fitted attributes that describe it.  A pass with sample weights (``PassState.sample_weight``
-        set before) gets a weighted head."""
+    def _start_pass(self, plan: PassPlan):
+        """Set the pass's head up from ``plan`` (its config made; the classes found and the hint
+        given so far stay) and the fitted attributes that describe it.  A plan with sample weights
+        gets a weighted head."""
         ps = self._pass
+        cfg, feats, lab, noise, names_in = (plan.config, plan.features, plan.label, plan.noise,
+                                            plan.names)
+        ps.sample_weight = plan.sample_weight
         if ps.sample_weight is not None and not cfg.weighted:
             import dataclasses
             cfg = dataclasses.replace(cfg, weighted=True)
@@ -373,17 +418,16 @@ class IWPBase(ParamsMixin, InputsMixin):
             noise_kw = dict(noise_kw)
             if noise_kw.get("feature_bound") is None:
                 noise_kw["feature_bound"] = 1.0
-        source, feats, lab, noise, n_rows, names_in = self._prepare_source(
-            X, y, noise_kw=noise_kw, features=features, label=label, override=override,
-            sample_weight=sample_weight)
+        plan = self._prepare_source(X, y, noise_kw=noise_kw, features=features, label=label,
+                                    override=override, sample_weight=sample_weight)
         from ..exceptions import DivergenceError
         try:
-            return self._fit_prepared(source, y, v, feats, lab, noise, n_rows, names_in, ranges,
-                                      validation, sample_weight,
+            return self._fit_prepared(plan, y, v, ranges, validation,
                                       dict(checkpoint=checkpoint, checkpoint_every=checkpoint_every,
                                            resume=resume, overwrite=overwrite))
         except DivergenceError as exc:
-            raise self._explained_divergence(exc, source, feats, ranges, noise, v) from None
+            raise self._explained_divergence(exc, plan.source, plan.features, ranges, plan.noise,
+                                             v) from None
 
     def _explained_divergence(self, exc, source, feats, ranges, noise, v):
         """The divergence said for this fit: data that look unscaled name ranges=/--ranges
@@ -400,10 +444,10 @@ class IWPBase(ParamsMixin, InputsMixin):
         err.config, err.where = exc.config, exc.where
         return err
 
-    def _fit_prepared(self, source, y, v, feats, lab, noise, n_rows, names_in, ranges, validation,
-                      sample_weight, ckpt):
+    def _fit_prepared(self, plan: PassPlan, y, v, ranges, validation, ckpt):
         """``fit``'s pass once the source is open: the tuned grid or one head."""
-        self._pass.sample_weight = self._sample_weight_column(source, sample_weight)
+        self._pass.sample_weight = plan.sample_weight
+        source, feats, lab, noise = plan.source, plan.features, plan.label, plan.noise
         mapper = None
         scaling = None
         if ranges is not None:
@@ -419,14 +463,14 @@ class IWPBase(ParamsMixin, InputsMixin):
             mapper = chain_mappers(mapper, label_mapper)
         tune = not isinstance(v["alpha"], float) or (not isinstance(v["learning_rate"], float)
                                                      and self.schedule != "paper")
+        plan.source = source
         if tune:
-            self._fit_tuned(source, mapper, feats, lab, noise, n_rows, names_in, v, validation,
-                            scaling, ckpt)
+            self._fit_tuned(plan, mapper, v, validation, scaling, ckpt)
             return self
         if not isinstance(v["learning_rate"], float):   # schedule='paper' resolves the step itself
             v = dict(v, learning_rate=1.0)
-        cfg = self._make_config(v, noise, len(feats), n_rows)
-        self._start_pass(cfg, feats, lab, noise, names_in)
+        plan.config = self._make_config(v, noise, len(feats), plan.rows)
+        self._start_pass(plan)
         self._set_scaling(scaling, feats)
         if mapper is not None:
             from ..io.sources import open_source
@@ -522,12 +566,12 @@ class IWPBase(ParamsMixin, InputsMixin):
         release's own; k classes: ``_multiclass`` gives the binary equivalent of its weights)."""
         return noise.label_keep_prob
 
-    def _fit_tuned(self, source, mapper, feats, lab, noise, n_rows, names_in, v, validation,
-                   scaling, ckpt):
+    def _fit_tuned(self, plan: PassPlan, mapper, v, validation, scaling, ckpt):
         """alpha / learning_rate = 'auto': a grid of heads in one scan, chosen on a private hold-out
         (``iwpfast.sgd.tuning``; docs/tuning.md).  With sample weights every head is weighted and
         the hold-out scores the same weighted risk."""
         from ..sgd import tuning
+        feats, lab, noise, n_rows = plan.features, plan.label, plan.noise, plan.rows
         p = len(feats)
         val_src = None
         if validation is not None:
@@ -542,11 +586,10 @@ class IWPBase(ParamsMixin, InputsMixin):
                 "source does not know (CSV or a stream): convert it to Parquet/IPC, or pass numbers")
         grid = self._auto_grid(v, noise, p, n_train)
         from ..io.sources import open_source
-        src = open_source(source)
+        plan.source = open_source(plan.source)
         if val_src is None and tuning.validation_rows(n_rows, v["validation_fraction"]) \
                 < tuning.MIN_VALIDATION_ROWS:
-            self._fit_untuned_centre(src, mapper, grid, feats, lab, noise, n_rows, names_in,
-                                     scaling)
+            self._fit_untuned_centre(plan, mapper, grid, scaling)
             return
         mode = grid.mode
         kw = dict(loss=v["loss"], validation_fraction=v["validation_fraction"], validation=val_src,
@@ -565,16 +608,17 @@ class IWPBase(ParamsMixin, InputsMixin):
                     "weights for its rows; leave validation out (a part of X, with its weights, is "
                     "held out), or pass numbers for alpha and learning_rate")
             kw["sample_weight"] = self._pass.sample_weight
-        self._tune(src, grid, kw, feats, lab, noise, names_in, scaling)
+        self._tune(plan, grid, kw, scaling)
 
-    def _tune(self, src, grid: AutoGrid, kw, feats, lab, noise, names_in, scaling):
+    def _tune(self, plan: PassPlan, grid: AutoGrid, kw, scaling):
         """Run the grid (``tuning.tune_stream``) and set the chosen head up as the fitted model."""
         from ..sgd import tuning
-        result = tuning.tune_stream(src, feats, lab, grid.points, grid.make_config, **kw)
+        result = tuning.tune_stream(plan.source, plan.features, plan.label, grid.points,
+                                    grid.make_config, **kw)
         chosen = result.points[result.chosen]
-        cfg = result.configs[chosen.name]
-        self._start_pass(cfg, feats, lab, noise, names_in)
-        self._set_scaling(scaling, feats)
+        cfg = plan.config = result.configs[chosen.name]
+        self._start_pass(plan)
+        self._set_scaling(scaling, plan.features)
         self._pass.head = result.states[chosen.name]
         self._update_fitted(self._pass.head, dict(result.telemetry.get(chosen.name, {})))
         self.alpha_ = cfg.alpha
@@ -590,17 +634,17 @@ class IWPBase(ParamsMixin, InputsMixin):
         _lazy_driver()._warn_telemetry(chosen.name, cfg, dict(self.telemetry_),
                                        chosen=self.variance_cap is None)
 
-    def _fit_untuned_centre(self, src, mapper, grid: AutoGrid, feats, lab, noise, n_rows,
-                            names_in, scaling):
+    def _fit_untuned_centre(self, plan: PassPlan, mapper, grid: AutoGrid, scaling):
         """Too few rows to hold out a useful validation part: the derived grid's centre (the middle
         alpha, its middle step) on every row, said in tuning_ and a warning."""
         from ..io.views import PartSource
         from ..sgd import tuning
         pt = tuning.grid_centre(grid.points)
-        cfg = grid.make_config(pt, n_rows)
-        self._start_pass(cfg, feats, lab, noise, names_in)
-        self._set_scaling(scaling, feats)
-        source = src if mapper is None else PartSource(src, mapper=mapper)
+        n_rows = plan.rows
+        plan.config = grid.make_config(pt, n_rows)
+        self._start_pass(plan)
+        self._set_scaling(scaling, plan.features)
+        source = plan.source if mapper is None else PartSource(plan.source, mapper=mapper)
         self._run(source, {})
         note = (f"only {n_rows} rows: too few to hold out a validation part of at least "
                 f"{tuning.MIN_VALIDATION_ROWS} rows; used the derived grid's centre (alpha "
@@ -872,8 +916,11 @@ class IWPBase(ParamsMixin, InputsMixin):
                                         f"at row {bad}: sample weights must be finite and >= 0")
         return np.concatenate(us), np.concatenate(ys), weights
 
-    def _clean_score_and_risk(self, X, y=None, *, features=None, label=None, scaled=None, raw=None):
-        """``(score(...), risk(...))`` from one pass over X (the CLI's ``evaluate``)."""
+    def score_and_risk(self, X, y=None, *, features=None, label=None, scaled=None, raw=None,
+                       filesystem=None) -> tuple[float, float]:
+        """``(score(...), risk(...))`` on clean data from one pass over X (the CLI's ``evaluate``);
+        arguments as for ``score``."""
+        X = on_filesystem(X, filesystem)
         u, yv, _ = self._clean_xy(X, y, features, label, resolve_scaled(scaled, raw), "evaluate")
         return self._score_from(u, yv), self._risk_from(u, yv)
 
@@ -900,17 +947,16 @@ class IWPBase(ParamsMixin, InputsMixin):
                                                "risk", sample_weight=sample_weight))
 
     # ---- private validation --------------------------------------------------------------------
-    def _holdout(self, X, y, noise_kw: dict, *, features, label, override, sample_weight=None):
-        """The hold-out of ``private_risk`` as (source, features, label, noise, weight column or
-        None), its features checked against the model's."""
-        source, feats, lab, noise, _, _ = self._prepare_source(
-            X, y, noise_kw=noise_kw, features=features, label=label, override=override,
-            sample_weight=sample_weight)
-        if len(feats) != self.n_features_in_:
+    def _holdout(self, X, y, noise_kw: dict, *, features, label, override,
+                 sample_weight=None) -> PassPlan:
+        """The hold-out of ``private_risk``, its features checked against the model's."""
+        plan = self._prepare_source(X, y, noise_kw=noise_kw, features=features, label=label,
+                                    override=override, sample_weight=sample_weight)
+        if len(plan.features) != self.n_features_in_:
             raise InvalidInputError(
-                f"the hold-out has {len(feats)} features {feats}, the model {self.n_features_in_} "
-                f"{self.features_}; pass features=[...] in the model's order")
-        return source, feats, lab, noise, self._sample_weight_column(source, sample_weight)
+                f"the hold-out has {len(plan.features)} features {plan.features}, the model "
+                f"{self.n_features_in_} {self.features_}; pass features=[...] in the model's order")
+        return plan
 
     def private_risk(self, X, y=None, sample_weight=None, *, noise_var=None, epsilon_y=None,
                      label_keep_prob=None, target_noise_var=None, features=None, label=None,
@@ -940,16 +986,17 @@ class IWPBase(ParamsMixin, InputsMixin):
         from ..estimates import RiskAccumulator, glm_loss_values
         from ..label_noise import label_tilde_from_keep
         theta, b = self._theta_b()
-        source, feats, lab, noise, weight_column = self._holdout(
+        plan = self._holdout(
             X, y, dict(noise_var=noise_var, epsilon_y=epsilon_y, label_keep_prob=label_keep_prob,
                        target_noise_var=target_noise_var, feature_bound=None),
             features=features, label=label, override=override, sample_weight=sample_weight)
+        noise = plan.noise
         s = noise.noise_var
         tau = 0.5 * float(np.dot(s, theta * theta))
         keep = noise.label_keep_prob
         weight = label_tilde_from_keep(keep)
         acc = RiskAccumulator(1)
-        for cols, yv, sw in self._iter_xy(source, feats, lab, weight_column):
+        for cols, yv, sw in self._iter_xy(plan.source, plan.features, plan.label, plan.sample_weight):
             u = self._linear_scores(theta, b, cols)
             if self._task == "regression":
                 r = u - yv
@@ -1010,12 +1057,21 @@ class IWPBase(ParamsMixin, InputsMixin):
         may be a URI (``s3://bucket/model.json``) or a path on ``filesystem`` (a pyarrow or
         fsspec filesystem)."""
         from ..io.outputs import check_output_path
-        from ..model_io import save_model
+        from ..model_io import write_document
         self._check_fitted()
         check_output_path(path, what="model", overwrite=overwrite, filesystem=filesystem)
-        save_model(self, path, filesystem)
+        write_document(self._to_document(), path, filesystem)
 
+    def _to_document(self) -> dict:
+        """This estimator's part of its model file (``_document.to_document``)."""
+        from ._document import to_document
+        return to_document(self)
 
+    @classmethod
+    def _from_document(cls, doc: dict):
+        """The estimator a model document describes (``_document.from_document``)."""
+        from ._document import from_document
+        return from_document(cls, doc)
 
 
 def _unscaled_hint(source, feats) -> str | None:

@@ -24,7 +24,7 @@ from ._noise import (
     noise_from_metadata,
     override_noise,
 )
-from ._state import ARRAY_LABEL, ARRAY_WEIGHT
+from ._state import ARRAY_LABEL, ARRAY_WEIGHT, PassPlan
 
 
 def refuse_unsupported(X) -> None:
@@ -117,11 +117,11 @@ class InputsMixin:
 
     def _prepare_source(self, X, y, *, noise_kw: dict, features, label, override: bool,
                         sample_weight=None):
-        """Turn (X, y) or a source into (source for the driver, features, label, noise, n_rows, names_in).
+        """Turn (X, y) or a source into the ``PassPlan`` the driver reads (no config yet).
 
-        Arrays become a dict of feature-major columns, so arrays and files go through the same
-        driver and give the same result.  ``sample_weight``: an array (arrays) or a column name
-        (a source), checked here (``_sample_weight_column`` gives the column the driver reads).
+        Arrays become an ``ArraySource`` of feature-major columns, so arrays and files go through
+        the same driver and give the same result.  ``sample_weight``: an array (arrays) or a
+        column name (a source), checked here; the plan names the column the driver reads.
         """
         if y is not None:
             return self._prepare_arrays(X, y, noise_kw=noise_kw, features=features,
@@ -164,11 +164,12 @@ class InputsMixin:
                 f"label column {lab!r} not in the source (its columns: {', '.join(names)}); pass "
                 "label=... naming the label column (CLI: --label)")
         _check_weight_column(sample_weight, src, feats, lab)
-        return src, feats, lab, noise, src.num_rows, None
+        return PassPlan(src, feats, lab, noise, src.num_rows,
+                        sample_weight=self._sample_weight_column(src, sample_weight))
 
     def _prepare_arrays(self, X, y, *, noise_kw: dict, features, sample_weight=None,
                         whole_pass: bool = True):
-        """(ArraySource, features, label, noise, n_rows, names_in) for in-memory X and y.
+        """The ``PassPlan`` of in-memory X and y (an ``ArraySource``; no config yet).
 
         X is not copied: its columns keep their dtype (float32/float64; the kernel runs in it) and
         are read as views when contiguous, else transposed one chunk at a time by the reader
@@ -237,7 +238,8 @@ class InputsMixin:
         source = ArraySource(data, ya, feats, ARRAY_LABEL, encode=encode, label_dtype=label_dtype,
                              order=order, description="<(X, y) arrays>", weights=weights,
                              weight_name=ARRAY_WEIGHT)
-        return source, feats, ARRAY_LABEL, noise, n, names_in
+        return PassPlan(source, feats, ARRAY_LABEL, noise, n, names_in,
+                        sample_weight=self._sample_weight_column(source, weights))
 
     def _target_encoder(self, y: np.ndarray):
         """``encode(values, first_row, dtype)``: the kernel's targets of a chunk of ``y`` (checked)."""

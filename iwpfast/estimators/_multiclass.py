@@ -197,22 +197,24 @@ class OneVsRestMixin:
             return super()._grid_label_keep_prob(noise)
         return equivalent_keep_prob(ovr.table)
 
-    def _tune(self, src, grid, kw, feats, lab, noise, names_in, scaling):
+    def _tune(self, plan, grid, kw, scaling):
         """k classes: every (grid point, class) pair is a head of the same scan, scored on the
         same hold-out, and each class chooses its own point by the same rule
         (``tuning.tune_stream_classes``; docs/tuning.md "k classes")."""
         ovr = self._ovr()
         if ovr is None:
-            return super()._tune(src, grid, kw, feats, lab, noise, names_in, scaling)
+            return super()._tune(plan, grid, kw, scaling)
         from ..sgd import driver, tuning
         table = ovr.table if grid.mode != "clean" else PUBLIC_TABLE
         results = tuning.tune_stream_classes(
-            src, feats, lab, grid.points, lambda pt, rows: ovr.head_configs(grid.make_config(pt, rows)),
+            plan.source, plan.features, plan.label, grid.points,
+            lambda pt, rows: ovr.head_configs(grid.make_config(pt, rows)),
             ovr.n_classes, label_table=table, **kw)
         chosen = [r.points[r.chosen].name for r in results]
         configs = [r.configs[name] for r, name in zip(results, chosen, strict=True)]
-        self._start_pass(configs[0], feats, lab, noise, names_in)
-        self._set_scaling(scaling, feats)
+        plan.config = configs[0]
+        self._start_pass(plan)
+        self._set_scaling(scaling, plan.features)
         ps = self._pass
         ovr.configs = configs
         ovr.states = [r.states[name] for r, name in zip(results, chosen, strict=True)]
@@ -255,8 +257,8 @@ class OneVsRestMixin:
                     passes=first.passes, heads=first.head_updates_per_row, variance_cap=grid.cap,
                     notes=list(grid.notes) + per_class_notes)
 
-    def _fit_untuned_centre(self, src, mapper, grid, feats, lab, noise, n_rows, names_in, scaling):
-        super()._fit_untuned_centre(src, mapper, grid, feats, lab, noise, n_rows, names_in, scaling)
+    def _fit_untuned_centre(self, plan, mapper, grid, scaling):
+        super()._fit_untuned_centre(plan, mapper, grid, scaling)
         ovr = self._ovr()
         if ovr is None:
             return
@@ -463,10 +465,12 @@ class OneVsRestMixin:
         from ..sgd.state import first_invalid_weight
         theta, b = self._theta_b()
         k = theta.shape[0]
-        source, feats, lab, noise, weight_column = self._holdout(
+        plan = self._holdout(
             X, y, dict(noise_var=noise_var, epsilon_y=epsilon_y, label_keep_prob=label_keep_prob,
                        target_noise_var=target_noise_var, feature_bound=None),
             features=features, label=label, override=override, sample_weight=sample_weight)
+        source, feats, lab, noise, weight_column = (plan.source, plan.features, plan.label,
+                                                    plan.noise, plan.sample_weight)
         from ..io.arrays import ArraySource
         meta = getattr(source, "release_metadata", None)
         codes_in_file = meta is not None and meta.get("label_encoding") == "class_index"

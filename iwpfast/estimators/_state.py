@@ -8,7 +8,8 @@ the head state).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -18,6 +19,41 @@ from ._noise import NoiseModel
 HEAD_NAME = "model"            # the name of the single head an estimator trains
 ARRAY_LABEL = "__label__"      # the label column's name when fitting on in-memory arrays
 ARRAY_WEIGHT = "__sample_weight__"  # the sample-weight column's name for in-memory arrays
+
+
+@dataclass
+class PassPlan:
+    """What a pass reads and how: the input prepared for the driver (``InputsMixin._prepare_source``).
+
+    source:        what the driver reads (a Source, or an ``ArraySource`` for in-memory arrays)
+    features:      the feature columns, in the model's order
+    label:         the label column (``ARRAY_LABEL`` for arrays)
+    noise:         the noise the pass debiases for (release metadata or explicit arguments)
+    rows:          the number of rows, when the source knows it
+    names:         the input's own feature names (a DataFrame's columns: ``feature_names_in_``)
+    config:        the head's configuration, once made (``IWPBase._make_config``)
+    sample_weight: the column of sample weights the driver reads (None: unweighted)
+    engine:        the update engine the driver runs ("numba"; "reference" in some tests)
+    make_config:   rows -> the head's configuration for a pass over that many rows
+                   (``IWPBase.plan_pass`` sets it; ``config_for`` calls it)
+    """
+
+    source: object
+    features: list[str]
+    label: str
+    noise: NoiseModel
+    rows: int | None
+    names: list[str] | None = None
+    config: HeadConfig | None = None
+    sample_weight: str | None = None
+    engine: str = "numba"
+    make_config: Callable[[int | None], HeadConfig] | None = field(default=None, repr=False)
+
+    def config_for(self, rows: int | None) -> HeadConfig:
+        """The head's configuration for a pass over ``rows`` rows (a shard of the plan's source)."""
+        if self.make_config is None:
+            raise RuntimeError("this plan makes no configurations; IWPBase.plan_pass makes one that does")
+        return self.make_config(rows)
 
 
 @dataclass
