@@ -25,6 +25,7 @@ from ..exceptions import (
 from ..losses import LOSS_RECORDS
 from ..sgd.schedules import default_radius
 from ..sgd.state import HeadConfig, HeadState
+from ._heads import HEAD_NAME, Heads, SingleHead
 from ._inputs import (
     InputsMixin,
     column_names,
@@ -36,7 +37,7 @@ from ._inputs import (
 )
 from ._noise import NoiseModel
 from ._params import ParamsMixin
-from ._state import ARRAY_LABEL, HEAD_NAME, PassPlan, PassState
+from ._state import ARRAY_LABEL, PassPlan, PassState
 from ._units import UnitsCheck, resolve_scaled, scale_and_clip, scaling_mapper
 
 #: the pass length partial_fit's 'auto' assumes when n_rows_total is not given (the derived step
@@ -224,8 +225,8 @@ class IWPBase(ParamsMixin, InputsMixin):
         ``plan`` (with ``plan.config``) and its telemetry (``iwpfast.sgd.driver.head_telemetry``
         and the driver's own entries).  Returns self."""
         self._start_pass(plan)
-        self._pass.head = state
-        self._update_fitted(state, telemetry)
+        self._pass.heads.adopt([self._pass.config], [state])
+        self._update_fitted({HEAD_NAME: telemetry})
         return self
 
     def partial_fit(self, X, y=None, sample_weight=None, *, classes=None, n_rows_total=None,
@@ -342,11 +343,9 @@ class IWPBase(ParamsMixin, InputsMixin):
         batch, as ``fit`` does at the end of its pass."""
         self._check_fitted()
         ps = self._pass
-        if ps is not None and ps.head is not None and ps.head.carry_n:
-            driver = _lazy_driver()
-            driver.finish_states({HEAD_NAME: ps.config}, {HEAD_NAME: ps.head}, engine=_ENGINE,
-                                 features=ps.features)
-            self._update_fitted(ps.head, driver.head_telemetry(ps.config, ps.head))
+        telemetry = None if ps is None or ps.heads is None else ps.heads.finish(ps, _ENGINE)
+        if telemetry is not None:
+            self._update_fitted(telemetry)
         return self
 
     def _start_pass(self, plan: PassPlan):
@@ -360,11 +359,12 @@ class IWPBase(ParamsMixin, InputsMixin):
         if ps.sample_weight is not None and not cfg.weighted:
             import dataclasses
             cfg = dataclasses.replace(cfg, weighted=True)
-        ps.config = cfg
+        # one head, unless the labels made the pass k one-vs-rest heads
+        ps.heads = ps.heads if ps.heads is not None else SingleHead(task=self._task)
+        ps.heads.start(cfg)
         ps.features = list(feats)
         ps.label = lab
         ps.noise = noise
-        ps.head = None
         self.n_features_in_ = len(feats)
         if names_in is not None:
             self.feature_names_in_ = np.asarray(names_in, dtype=object)
@@ -391,23 +391,14 @@ class IWPBase(ParamsMixin, InputsMixin):
         self.mode_ = cfg.mode
 
     def _run(self, source, kwargs):
-        """One call of the streaming driver on ``source`` for this estimator's head."""
-        driver = _lazy_driver()
+        """One call of the streaming driver on ``source`` for this estimator's heads."""
         ps = self._pass
-        head = driver.Head(HEAD_NAME, ps.config, list(ps.features), ps.label,
-                           sample_weight=ps.sample_weight)
         kw = dict(progress=self.progress, engine=_ENGINE, **kwargs)
         if self.chunk_rows is not None:
             kw["chunk_rows"] = int(self.chunk_rows)
-        if ps.head is not None:
-            kw["states"] = {HEAD_NAME: ps.head}
-        if ps.noise.feature_bound is not None:
-            kw["feature_bound"] = ps.noise.feature_bound
-        result = driver.fit_stream(source, [head], **kw)
-        ps.config = result.configs.get(HEAD_NAME, ps.config)  # 'paper' resolved to its step
-        self.learning_rate_ = ps.config.learning_rate
-        ps.head = result.states[HEAD_NAME]
-        self._update_fitted(ps.head, dict(result.telemetry.get(HEAD_NAME, {})))
+        telemetry = ps.heads.run(ps, source, kw)
+        ps.heads.note_step(self)
+        self._update_fitted(telemetry)
 
     def _fit_pass(self, X, y, noise_kw, *, features, label, override, n_rows_total, finish,
                   checkpoint, checkpoint_every, resume, overwrite=False, ranges=None,
@@ -563,8 +554,16 @@ class IWPBase(ParamsMixin, InputsMixin):
 
     def _grid_label_keep_prob(self, noise: NoiseModel):
         """The label keep probability the derived grid's step accounts for (two classes: the
-        release's own; k classes: ``_multiclass`` gives the binary equivalent of its weights)."""
-        return noise.label_keep_prob
+        release's own; k classes: the binary equivalent of their weights)."""
+        return self._pass_heads().grid_label_keep_prob(noise)
+
+    def _pass_heads(self) -> Heads:
+        """The heads of the pass being set up: k one-vs-rest heads when the labels made them,
+        else one head."""
+        ps = self._pass
+        if ps.heads is None:
+            ps.heads = SingleHead(task=self._task)
+        return ps.heads
 
     def _fit_tuned(self, plan: PassPlan, mapper, v, validation, scaling, ckpt):
         """alpha / learning_rate = 'auto': a grid of heads in one scan, chosen on a private hold-out
@@ -611,28 +610,24 @@ class IWPBase(ParamsMixin, InputsMixin):
         self._tune(plan, grid, kw, scaling)
 
     def _tune(self, plan: PassPlan, grid: AutoGrid, kw, scaling):
-        """Run the grid (``tuning.tune_stream``) and set the chosen head up as the fitted model."""
-        from ..sgd import tuning
-        result = tuning.tune_stream(plan.source, plan.features, plan.label, grid.points,
-                                    grid.make_config, **kw)
-        chosen = result.points[result.chosen]
-        cfg = plan.config = result.configs[chosen.name]
+        """Run the grid (the heads' ``tune``: one head, or each of k classes choosing its own
+        point) and set the chosen heads up as the fitted model."""
+        heads = self._pass_heads()
+        outcome = heads.tune(plan, grid, kw)
+        plan.config = outcome.configs[0]
         self._start_pass(plan)
         self._set_scaling(scaling, plan.features)
-        self._pass.head = result.states[chosen.name]
-        self._update_fitted(self._pass.head, dict(result.telemetry.get(chosen.name, {})))
-        self.alpha_ = cfg.alpha
-        self.learning_rate_ = cfg.learning_rate
-        self.tuning_ = dict(result.table(), rule=result.rule, n_train=result.n_train,
-                            n_validation=result.n_validation, passes=result.passes,
-                            heads=result.head_updates_per_row, variance_cap=grid.cap,
-                            notes=grid.notes + result.notes)
-        for note in result.notes:
+        heads.adopt(outcome.configs, outcome.states)
+        self._update_fitted(outcome.telemetry)
+        self.alpha_, self.learning_rate_ = outcome.alpha, outcome.learning_rate
+        self.tuning_ = outcome.table
+        for note in outcome.notes:
             warnings.warn(f"auto hyper-parameters: {note}", NumericalWarning, stacklevel=4)
-        # the chosen head's own warnings, as a plain fit would give them: a chosen head that
+        # the chosen heads' own warnings, as a plain fit would give them: a chosen head that
         # ended on the cap "auto" set is a model the noise held small (issue 18), said too
-        _lazy_driver()._warn_telemetry(chosen.name, cfg, dict(self.telemetry_),
-                                       chosen=self.variance_cap is None)
+        for name, cfg, tel in zip(outcome.warn_names, outcome.configs,
+                                  heads.per_head_telemetry(self), strict=True):
+            _lazy_driver()._warn_telemetry(name, cfg, dict(tel), chosen=self.variance_cap is None)
 
     def _fit_untuned_centre(self, plan: PassPlan, mapper, grid: AutoGrid, scaling):
         """Too few rows to hold out a useful validation part: the derived grid's centre (the middle
@@ -656,6 +651,7 @@ class IWPBase(ParamsMixin, InputsMixin):
                             rule="too few rows: the derived grid's centre", n_train=int(n_rows),
                             n_validation=0, passes=1.0, heads=1, variance_cap=grid.cap,
                             notes=[*grid.notes, note])
+        self._pass.heads.untuned(self)
         warnings.warn(f"auto hyper-parameters: {note}", NumericalWarning, stacklevel=4)
 
     def _validation_source(self, validation, feats, lab, noise):
@@ -675,6 +671,7 @@ class IWPBase(ParamsMixin, InputsMixin):
                                    "release both with the same parameters")
         if lab not in src.full_schema.names:
             raise InvalidInputError(f"the validation release has no label column {lab!r}")
+        self._pass_heads().check_validation(meta)
         return src
 
     def _label_mapper_for(self, source, lab):
@@ -708,29 +705,20 @@ class IWPBase(ParamsMixin, InputsMixin):
                 "partial_fit got data with other noise parameters than the pass started with; one pass "
                 "must read one release (call fit to start a new pass)")
 
-    def _telemetry_from_state(self, state: HeadState) -> dict:
-        from ..sgd.state import TELEMETRY_FIELDS
-        return {k: float(state.telemetry[i]) for i, k in enumerate(TELEMETRY_FIELDS)}
-
-    def _update_fitted(self, state: HeadState, telemetry: dict) -> None:
-        averaged = self._pass.config.average_start >= 0
-        theta, b = state.coef(averaged)
-        self.coef_ = theta if self._task == "regression" else theta.reshape(1, -1)
-        self.intercept_ = np.array([b]) if self._task == "classification" else float(b)
-        if not self.fit_intercept:
-            self.intercept_ = np.zeros(1) if self._task == "classification" else 0.0
-        base = self._telemetry_from_state(state)
-        base.update(telemetry)
-        self.telemetry_ = base
-        self.n_rows_seen_ = int(base["rows_seen"]) + state.carry_n
-        self.n_iter_ = state.step
+    def _update_fitted(self, telemetry: dict) -> None:
+        """The fitted attributes from the heads' states and their telemetry (by head name)."""
+        self._pass.heads.set_fitted(self, telemetry)
 
     # ---- prediction ----------------------------------------------------------------------------
-    def _theta_b(self) -> tuple[np.ndarray, float]:
+    def _theta_b(self):
+        """(theta, b) of the fitted model: (p,) and a float, or (k, p) and (k,) for k heads."""
         self._check_fitted()
-        theta = np.asarray(self.coef_, dtype=np.float64).reshape(-1)
-        b = float(np.asarray(self.intercept_).reshape(-1)[0])
-        return theta, b
+        return self._fitted_heads().theta_b(self)
+
+    def _fitted_heads(self) -> Heads:
+        """The heads of the fitted model (one head when it came without a pass)."""
+        ps = self._pass
+        return ps.heads if ps is not None and ps.heads is not None else SingleHead(task=self._task)
 
     def _read(self, source, features, label=None):
         """Yield (feature columns, labels or None) chunk by chunk: the one read path of every
@@ -983,28 +971,14 @@ class IWPBase(ParamsMixin, InputsMixin):
         ``filesystem``: the pyarrow or fsspec filesystem X's path lies on (as for ``fit``).
         """
         X = on_filesystem(X, filesystem)
-        from ..estimates import RiskAccumulator, glm_loss_values
-        from ..label_noise import label_tilde_from_keep
-        theta, b = self._theta_b()
+        self._check_fitted()
         plan = self._holdout(
             X, y, dict(noise_var=noise_var, epsilon_y=epsilon_y, label_keep_prob=label_keep_prob,
                        target_noise_var=target_noise_var, feature_bound=None),
             features=features, label=label, override=override, sample_weight=sample_weight)
-        noise = plan.noise
-        s = noise.noise_var
-        tau = 0.5 * float(np.dot(s, theta * theta))
-        keep = noise.label_keep_prob
-        weight = label_tilde_from_keep(keep)
-        acc = RiskAccumulator(1)
-        for cols, yv, sw in self._iter_xy(plan.source, plan.features, plan.label, plan.sample_weight):
-            u = self._linear_scores(theta, b, cols)
-            if self._task == "regression":
-                r = u - yv
-                vals = 0.5 * r * r - tau - 0.5 * noise.target_noise_var
-            else:
-                vals = glm_loss_values(self.loss, yv * u, tau, weight, int(getattr(self, "truncation_", 0)))
-            acc.add(vals if sw is None else vals * sw)
-        est = acc.estimates(self.loss, 2.0 * tau)[0]
+        # one head: the mean of the rows' IWP losses; k heads: the sum over the heads, each
+        # debiased with the hold-out's k-ary label weights
+        est = self._fitted_heads().risk_estimate(self, plan, epsilon_y)
         if not est.reliable:
             warnings.warn("private_risk: the estimate is not reliable: " + " ".join(est.warnings),
                           NumericalWarning, stacklevel=2)

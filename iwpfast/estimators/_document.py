@@ -8,17 +8,14 @@ head) or ``states`` (k one-vs-rest heads), so that a loaded model predicts the s
 """
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from ..model_io import jsonable, parse_float
 from ..sgd.state import HeadConfig, HeadState
+from ._heads import Heads, OneVsRestHeads, SingleHead
 from ._noise import NoiseModel
 from ._state import ARRAY_LABEL, PassState
 
-#: the hyper-parameters a one-vs-rest head may have of its own (saved per head)
-PER_HEAD_FIELDS = ("alpha", "learning_rate", "mu", "radius", "variance_cap")
 #: hyper-parameters that are floats unless "auto" (written as strings when not finite)
 _FLOAT_PARAMS = ("radius", "variance_cap", "alpha", "learning_rate", "mu")
 
@@ -88,20 +85,10 @@ def to_document(est) -> dict:
         spec = est.release_spec_
         release = spec.to_metadata() if hasattr(spec, "to_metadata") else dict(spec)
     doc = {"estimator": type(est).__name__, "params": jsonable(est.get_params()),
-           "fitted": fitted, "release": jsonable(release),
-           "state": None if ps.head is None else _state_arrays(ps.head)}
-    ovr = ps.ovr
-    if ovr is not None:
-        # k > 2 classes: one row of coefficients, one intercept and one SGD state per head
-        fitted["coef"] = jsonable(np.asarray(est.coef_, dtype=np.float64))
-        fitted["intercept"] = jsonable(np.asarray(est.intercept_, dtype=np.float64))
-        fitted["label_weights"] = jsonable(list(ovr.table))
-        fitted["telemetry_per_class"] = jsonable(list(est.telemetry_per_class_))
-        # every head's own hyper-parameters ("auto" chooses them per class)
-        fitted["head_configs"] = [{k: jsonable(getattr(c, k)) for k in PER_HEAD_FIELDS}
-                                  for c in ovr.configs]
-        doc["state"] = None
-        doc["states"] = None if ovr.states is None else [_state_arrays(st) for st in ovr.states]
+           "fitted": fitted, "release": jsonable(release)}
+    # the heads write their part: one state, or k > 2 classes' rows of coefficients, label
+    # weights, per-head hyper-parameters and states
+    ps.heads.write(est, fitted, doc, jsonable, _state_arrays)
     return doc
 
 
@@ -125,23 +112,17 @@ def from_document(cls, doc: dict):
         est.release_spec_ = ReleaseSpec.from_metadata(release)
     config = _config(est, f, p)
     noise = NoiseModel(est.noise_var_, est.label_keep_prob_, est.target_noise_var_, None, release)
-    state = doc.get("state")
-    head = None if state is None else _head_state(state, p)
-    ovr = None
+    heads: Heads
     if multiclass:
-        from ._multiclass import OneVsRest
-        ovr = OneVsRest(classes=est.classes_, table=tuple(parse_float(w) for w in f["label_weights"]))
-        ovr.configs = ovr.head_configs(config)
-        if f.get("head_configs"):
-            ovr.configs = [dataclasses.replace(c, **{k: parse_float(v) for k, v in own.items()})
-                           for c, own in zip(ovr.configs, f["head_configs"], strict=True)]
-            config = ovr.configs[0]
-        states = doc.get("states")
-        ovr.states = None if states is None else [_head_state(st, p) for st in states]
-        head = None if ovr.states is None else ovr.states[0]
-    est._pass = PassState(config=config, features=list(est.features_),
+        heads = OneVsRestHeads.read(f, doc, config, est.classes_, parse_float,
+                                    lambda arrays: _head_state(arrays, p))
+    else:
+        state = doc.get("state")
+        heads = SingleHead(configs=[config], states=None if state is None else [_head_state(state, p)],
+                           task=est._task)
+    est._pass = PassState(heads=heads, features=list(est.features_),
                           label=est.label_ if est.label_ is not None else ARRAY_LABEL,
-                          noise=noise, head=head, ovr=ovr, sample_weight=f.get("sample_weight"))
+                          noise=noise, sample_weight=f.get("sample_weight"))
     return est
 
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..sgd.state import HeadConfig, HeadState
+from ._heads import Heads, OneVsRestHeads
 from ._noise import NoiseModel
 
-HEAD_NAME = "model"            # the name of the single head an estimator trains
 ARRAY_LABEL = "__label__"      # the label column's name when fitting on in-memory arrays
 ARRAY_WEIGHT = "__sample_weight__"  # the sample-weight column's name for in-memory arrays
 
@@ -60,15 +60,28 @@ class PassPlan:
 class PassState:
     """Everything carried from one call of a pass to the next (``fit`` starts a new one)."""
 
-    config: HeadConfig | None = None       # the head's configuration ('paper' resolved once run)
+    heads: Heads | None = None             # the heads trained (``_heads``); None before the start
     features: list[str] | None = None      # the feature columns read, in the model's order
     label: str = ARRAY_LABEL               # the label column read
     sample_weight: str | None = None       # the sample-weight column read (None: unweighted)
     noise: NoiseModel | None = None        # the noise the pass debiases for
-    head: HeadState | None = None          # the SGD state; None before the first update
     classes: np.ndarray | None = None      # the two classes found so far (classifier)
     classes_hint: np.ndarray | None = None  # partial_fit(classes=...)
-    ovr: object | None = None              # k > 2 classes: the heads (_multiclass.OneVsRest)
+
+    @property
+    def config(self) -> HeadConfig | None:
+        """The (first) head's configuration ('paper' resolved once run)."""
+        return None if self.heads is None else self.heads.config
+
+    @property
+    def head(self) -> HeadState | None:
+        """The (first) head's SGD state; None before the first update."""
+        return None if self.heads is None else self.heads.state
+
+    @property
+    def ovr(self) -> OneVsRestHeads | None:
+        """The k one-vs-rest heads of a k-class pass, else None."""
+        return self.heads if isinstance(self.heads, OneVsRestHeads) else None
 
     @property
     def started(self) -> bool:

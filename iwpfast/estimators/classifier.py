@@ -9,10 +9,12 @@ from types import MappingProxyType
 import numpy as np
 
 from ..exceptions import InvalidInputError, NumericalWarning
+from ..label_noise import check_classes
 from ..losses import CLASSIFICATION_LOSSES
 from ._base import IWPBase
+from ._heads import OneVsRestHeads
 from ._inputs import on_filesystem
-from ._multiclass import OneVsRestMixin
+from ._multiclass import NOT_K_CLASS, class_codes, k_class_encoder, k_class_mapper
 from ._params import SAMPLE_WEIGHT_EQUIVALENCE
 from ._units import resolve_scaled
 
@@ -30,11 +32,61 @@ def _two_classes(y: np.ndarray) -> np.ndarray:
     return np.unique(y)
 
 
-class _TwoClasses(IWPBase):
-    """IWPClassifier's two-class side: the label encoding (-1/+1), the single head, prediction."""
+class _Classifier(IWPBase):
+    """IWPClassifier's label side (two classes as -1/+1 for one head; k > 2 classes as class
+    indices for k one-vs-rest heads, ``_multiclass``) and its prediction, which asks the fitted
+    heads (``_heads``) for labels, probabilities, accuracy and risk."""
 
     _task = "classification"
     _losses = CLASSIFICATION_LOSSES
+    # (declared classes, epsilon_y, label_keep_prob) of the fit in progress; None outside fit
+    _fit_request = None
+
+    # ---- fitting: two classes or k ----------------------------------------------------------
+    def fit(self, X, y=None, sample_weight=None, *, classes=None, **kwargs):
+        """Fit in one pass (see ``IWPBase.fit``).  ``classes``: the label's declared classes, in
+        the order that defines the heads (required with ``epsilon_y`` for k > 2: k-ary randomized
+        response's q and r depend on k).  A release written with ``classes=[...]`` carries them."""
+        declared = None if classes is None else check_classes(classes)
+        self._fit_request = (declared, kwargs.get("epsilon_y"), kwargs.get("label_keep_prob"))
+        try:
+            return super().fit(X, y, sample_weight, **kwargs)
+        finally:
+            self._fit_request = None
+
+    def partial_fit(self, X, y=None, sample_weight=None, *, classes=None, **kwargs):
+        """``IWPBase.partial_fit``; k > 2 classes when all of them are given on the pass's first
+        call (``classes=[...]``, as scikit-learn's SGDClassifier; with ``epsilon_y`` they set
+        k-ary randomized response's weights) or read from a k-class release: k one-vs-rest heads
+        updated from every batch, as ``fit`` trains them.  Later calls may repeat ``classes``
+        (the same list) or leave it out; a label outside them is an error naming its row."""
+        ovr = None if self._pass is None else self._pass.ovr
+        declared = None if classes is None else check_classes(classes)
+        if ovr is not None and self._pass.started:
+            if declared is not None and list(declared) != list(ovr.classes):
+                raise InvalidInputError(
+                    f"classes={list(declared)} but this pass learns the classes {list(ovr.classes)}; "
+                    "give the same list (or none) on later calls, or call fit to start a new pass")
+            return super().partial_fit(X, y, sample_weight, **kwargs)
+        if declared is None or len(declared) <= 2:
+            return super().partial_fit(X, y, sample_weight, classes=classes, **kwargs)
+        if self._pass is not None and self._pass.started:
+            raise InvalidInputError(
+                f"classes={list(declared)} on a pass that started with two classes; k classes are "
+                "declared on the first call of a pass (call fit, or start a new estimator)")
+        self._fit_request = (declared, kwargs.get("epsilon_y"), kwargs.get("label_keep_prob"))
+        try:
+            return super().partial_fit(X, y, sample_weight, **kwargs)
+        finally:
+            self._fit_request = None
+
+    def _start_one_vs_rest(self, classes, table) -> None:
+        """The pass learns k > 2 classes: its heads are k one-vs-rest heads."""
+        self._pass.heads = OneVsRestHeads(classes=np.asarray(classes), table=table)
+
+    def _multiclass(self) -> bool:
+        """Whether the fitted model has k > 2 one-vs-rest heads."""
+        return np.ndim(getattr(self, "coef_", None)) == 2 and np.shape(self.coef_)[0] > 1
 
     def __init__(self, *, loss="exponential", correction="iwp", alpha="auto", learning_rate="auto",
                  schedule="constant", mu=None, batch_size=128, radius=None, variance_cap=None,
@@ -70,10 +122,19 @@ class _TwoClasses(IWPBase):
         return truncation
 
     def _target_encoder(self, y: np.ndarray):
-        """Find the two classes of ``y`` (sorted; the second is the positive one) and return the
-        chunk encoder to +-1, which also checks every value is one of them (in the reader's
-        thread, in the pass).  Numeric labels need one min/max pass here, not a sort."""
+        """The chunk encoder of array labels: class indices for k > 2 classes (a fitted k-class
+        model, or a fit whose labels or declared classes are k); else find the two classes of
+        ``y`` (sorted; the second is the positive one) and encode to +-1, checking every value is
+        one of them (in the reader's thread, in the pass).  Numeric labels need one min/max pass
+        here, not a sort."""
         ps = self._pass
+        if ps.ovr is not None:                  # a fitted k-class model reading arrays
+            classes = list(ps.ovr.classes)
+            return lambda values, first_row, dtype=None: class_codes(values, classes, first_row)
+        if self._fit_request is not None:
+            encode = k_class_encoder(self, y, self._fit_request, self._start_one_vs_rest)
+            if encode is not None:
+                return encode
         if ps.classes_hint is not None:
             classes = np.unique(ps.classes_hint)
             source = f"classes={classes.tolist()}"
@@ -127,8 +188,13 @@ class _TwoClasses(IWPBase):
         return encode
 
     def _label_mapper_for(self, source, lab):
-        """Released labels are +-1 already (None); other label columns ({0, 1}, two strings...)
-        are mapped batch by batch."""
+        """A batch mapper (``iwpfast.io.views``) putting ``lab`` into the kernel's encoding, or
+        None: class indices for k classes (``_multiclass.k_class_mapper``); released labels are
+        +-1 already; other label columns ({0, 1}, two strings...) are mapped batch by batch."""
+        mapper = k_class_mapper(source, lab, self._fit_request, self._pass.ovr,
+                                self._start_one_vs_rest)
+        if mapper is not NOT_K_CLASS:
+            return mapper
         meta = source.release_metadata
         if meta is not None and meta.get("label_encoding", "pm1") == "pm1":
             # released labels are -1/+1; label_classes gives back the values the data owner had
@@ -143,7 +209,10 @@ class _TwoClasses(IWPBase):
         return column_mapper({lab: lambda yv: self._encode_targets_stream(yv, first, column=lab)})
 
     def _encode_targets_stream(self, y, first=None, column=None):
-        """Map streamed labels to +-1: {-1, 1} as is, {0, 1} with 0 -> -1 (or the fitted classes)."""
+        """Map streamed labels to the kernel's encoding: class indices for a k-class model; else
+        +-1: {-1, 1} as is, {0, 1} with 0 -> -1 (or the fitted classes)."""
+        if self._multiclass():
+            return class_codes(np.asarray(y), list(self.classes_))
         y = np.asarray(y)
         classes = getattr(self, "classes_", None)
         if classes is None and self._pass is not None:
@@ -199,20 +268,21 @@ class _TwoClasses(IWPBase):
                     "model on these labels")
         return self._encode_targets_stream(y)
 
-    def _update_fitted(self, state, telemetry):
-        super()._update_fitted(state, telemetry)
+    def _update_fitted(self, telemetry):
+        super()._update_fitted(telemetry)
         if not hasattr(self, "classes_"):
             found = self._pass.classes
             self.classes_ = np.asarray(np.array([-1, 1]) if found is None else found)
 
     def predict(self, X, *, features=None, scaled=None, raw=None,
                 filesystem=None) -> np.ndarray:
-        """The predicted class of each row (``classes_[1]`` where the score is positive), in the
-        label values the model was fitted with.  X in raw units unless ``scaled=True``.
+        """The predicted class of each row (``classes_[1]`` where the score is positive; for k > 2
+        classes the argmax over the heads' scores), in the label values the model was fitted
+        with.  X in raw units unless ``scaled=True``.
         ``filesystem``: the pyarrow or fsspec filesystem X's path lies on (as for ``fit``)."""
         u = self.decision_function(X, features=features, scaled=scaled, raw=raw,
                                    filesystem=filesystem)
-        return self.classes_[(u > 0).astype(np.intp)]
+        return self._fitted_heads().labels(u, self.classes_)
 
     def _check_probabilistic(self) -> None:
         if _log_odds_scale(self.loss) is None:
@@ -230,13 +300,13 @@ class _TwoClasses(IWPBase):
                       filesystem=None) -> np.ndarray:
         """Class probabilities, for the losses whose risk minimizer is a function of the
         log-odds: logistic (u is the log-odds: sigma(u)) and exponential (u is half the log-odds:
-        sigma(2u); docs/math.md "Probabilities").  ``filesystem``: the pyarrow or fsspec
-        filesystem X's path lies on (as for ``fit``)."""
+        sigma(2u); docs/math.md "Probabilities"); for k > 2 classes the one-vs-rest
+        probabilities sigma(u_c) normalized to sum to 1 over the classes.  ``filesystem``: the
+        pyarrow or fsspec filesystem X's path lies on (as for ``fit``)."""
         self._check_probabilistic()
         u = self.decision_function(X, features=features, scaled=scaled, raw=raw,
                                    filesystem=filesystem)
-        pos = self._positive_probability(u)
-        return np.column_stack([1.0 - pos, pos])
+        return self._fitted_heads().probabilities(self, u)
 
     def evaluate_report(self, X, y=None, *, features=None, label=None, scaled=None, raw=None,
                         filesystem=None):
@@ -265,19 +335,15 @@ class _TwoClasses(IWPBase):
         return classification_report(u, codes, list(self.classes_),
                                      risk=self._risk_from(u, targets), loss=self.loss)
 
-    def _score_from(self, u, ypm, sample_weight=None) -> float:
-        """Accuracy of the scores ``u`` against +-1 targets (weighted: sum s [correct] / sum s)."""
-        return float(np.average(np.where(u > 0, 1.0, -1.0) == ypm, weights=sample_weight))
+    def _score_from(self, u, targets, sample_weight=None) -> float:
+        """Accuracy against the targets in the kernel's encoding (weighted: sum s [correct] /
+        sum s): the sign of one head, the argmax of k."""
+        return self._fitted_heads().accuracy(u, targets, sample_weight)
 
-    def _risk_from(self, u, ypm, sample_weight=None) -> float:
-        """Mean loss (weighted: (1/n) sum s_i loss_i, the risk a weighted fit minimizes)."""
-        from ..losses import derivative
-        return float(np.mean(_weighted(derivative(self.loss, 0, ypm * u), sample_weight)))
-
-
-def _weighted(values: np.ndarray, sample_weight) -> np.ndarray:
-    """Per-row values times their sample weights (unchanged without weights)."""
-    return values if sample_weight is None else values * sample_weight
+    def _risk_from(self, u, targets, sample_weight=None) -> float:
+        """Mean loss (weighted: (1/n) sum s_i loss_i, the risk a weighted fit minimizes); for k
+        heads the one-vs-rest loss summed over the heads."""
+        return self._fitted_heads().risk(self.loss, u, targets, sample_weight)
 
 
 def _distinct_values(y: np.ndarray) -> np.ndarray:
@@ -337,7 +403,7 @@ class _OnlyForLogistic:
         return self.method.__get__(obj, owner)
 
 
-class IWPClassifier(OneVsRestMixin, _TwoClasses):
+class IWPClassifier(_Classifier):
     """Linear classifier trained in one pass by IWP-SGD on a local-DP release.
 
     Two classes, or k > 2 classes as k one-vs-rest heads trained in the same scan (a release
@@ -430,4 +496,4 @@ class IWPClassifier(OneVsRestMixin, _TwoClasses):
     # hasattr): see _OnlyForLogistic
 
 
-IWPClassifier.predict_proba = _OnlyForLogistic(OneVsRestMixin.predict_proba)
+IWPClassifier.predict_proba = _OnlyForLogistic(_Classifier.predict_proba)
