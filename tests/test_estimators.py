@@ -155,7 +155,7 @@ def test_fit_on_release_file_equals_fit_on_its_arrays(released):
     assert f.features_ == ["x0", "x1", "x2"] and f.label_ == "y"
     assert f.mode_ == "iwp" and f.radius_ == pytest.approx(spec.bound / 0.5)
     assert set(f.telemetry_) >= {"rows_seen", "batches", "projection_hits", "max_noise_energy"}
-    assert list(f.classes_) == [-1, 1]
+    assert list(f.classes_) == [0, 1]  # undeclared binary classes: the fixed rule (labels were -1/+1)
 
 
 def test_fit_on_a_subset_of_released_features_in_another_order(released):

@@ -19,7 +19,7 @@ from .options import ReleaseOptions, fill_ranges_from_data
 from .privatizer import _Privatizer
 from .report import ReleaseResult, finish_counts, is_seeded, warn_seeded
 from .spec import METADATA_KEY, ReleaseSpec
-from .writing import label_dtype, metadata_json, output_schema, peek_label_classes, record_batch
+from .writing import declared_label_classes, label_dtype, metadata_json, output_schema, record_batch
 
 
 def release_file(source, destination, spec: ReleaseSpec, options: ReleaseOptions,
@@ -104,7 +104,7 @@ def _write(src, destination, spec: ReleaseSpec, options: ReleaseOptions, part, p
     # With on_invalid="error" every row read is written, so a known row count is final now;
     # otherwise the writer fixes the metadata at the end (free for Parquet, a rewrite for IPC).
     expected_rows = src.num_rows if options.on_invalid == "error" else None
-    label_classes = peek_label_classes(spec, src)
+    label_classes = declared_label_classes(spec)
     schema = output_schema(spec, {METADATA_KEY: metadata_json(spec, expected_rows, part,
                                                               label_classes)})
     dictionary = [spec.label] if spec.label is not None and spec.task == "classification" else []
@@ -116,11 +116,13 @@ def _write(src, destination, spec: ReleaseSpec, options: ReleaseOptions, part, p
         with AtomicArrowWriter(destination, schema, format=options.format,
                                overwrite=options.overwrite, compression=_codecs(spec, options.compression),
                                dictionary_columns=dictionary) as writer:
+            # with dropped rows, the output is cut into batches (Parquet row groups, IPC record
+            # batches) of exactly batch_rows rows: their sizes would otherwise say how many rows
+            # were dropped, and where
+            fixed = _FixedBatches(options.batch_rows) if options.on_invalid == "drop" else None
             _write_chunks(src, writer, schema, spec, options.on_invalid, privatizer, result, bar,
-                          write_pool)
+                          write_pool, fixed)
             spec = ReleaseSpec.from_metadata(spec.to_metadata(result.rows_written))
-            if privatizer.label_encoding is not None:
-                label_classes = [0, 1] if privatizer.label_encoding == "01" else [-1, 1]
             writer.commit({METADATA_KEY: metadata_json(spec, result.rows_written, part,
                                                        label_classes)})
     finally:
@@ -128,8 +130,44 @@ def _write(src, destination, spec: ReleaseSpec, options: ReleaseOptions, part, p
     result.spec = spec
 
 
+class _FixedBatches:
+    """Re-cuts the written rows into batches of exactly ``rows`` rows (the last one shorter), so
+    that the output's layout depends on the number of rows written only."""
+
+    def __init__(self, rows: int):
+        self.rows = int(rows)
+        self.held: list = []
+        self.count = 0
+
+    def add(self, batch) -> list:
+        """The full batches that ``batch`` completes (copied: the privatizer reuses its buffers)."""
+        import pyarrow as pa
+
+        self.held.append(pa.RecordBatch.from_arrays(
+            [pa.array(np.array(c.to_numpy(zero_copy_only=False), copy=True)) for c in batch.columns],
+            schema=batch.schema))
+        self.count += batch.num_rows
+        if self.count < self.rows:
+            return []
+        table = pa.Table.from_batches(self.held)
+        full = (table.num_rows // self.rows) * self.rows
+        out = [table.slice(i, self.rows).combine_chunks().to_batches()[0]
+               for i in range(0, full, self.rows)]
+        rest = table.slice(full)
+        self.held = rest.to_batches() if rest.num_rows else []
+        self.count = rest.num_rows
+        return out
+
+    def finish(self) -> list:
+        import pyarrow as pa
+
+        if not self.count:
+            return []
+        return pa.Table.from_batches(self.held).combine_chunks().to_batches()
+
+
 def _write_chunks(src, writer, schema, spec: ReleaseSpec, on_invalid: str, privatizer, result,
-                  bar, write_pool) -> None:
+                  bar, write_pool, fixed: _FixedBatches | None = None) -> None:
     buffers: list[list[np.ndarray | None]] = [[None, None], [None, None]]
     turn = 0
     pending = None
@@ -151,7 +189,11 @@ def _write_chunks(src, writer, schema, spec: ReleaseSpec, on_invalid: str, priva
                 privatizer.run(feats, label_values, out, label_out)
                 if pending is not None:
                     pending.result()  # the other buffer is free again; errors surface here
-                pending = write_pool.submit(writer.write_batch, record_batch(schema, out, label_out))
+                batch = record_batch(schema, out, label_out)
+                if fixed is None:
+                    pending = write_pool.submit(writer.write_batch, batch)
+                else:
+                    pending = write_pool.submit(_write_all, writer, fixed.add(batch))
                 turn = 1 - turn
             result.rows_read += n_in
             result.rows_written += n
@@ -159,6 +201,8 @@ def _write_chunks(src, writer, schema, spec: ReleaseSpec, on_invalid: str, priva
             bar.update(n_in)
         if pending is not None:
             pending.result()
+        if fixed is not None:
+            _write_all(writer, fixed.finish())
     finally:
         # never let the writer be closed/aborted while the thread still writes to it
         if pending is not None:
@@ -166,3 +210,8 @@ def _write_chunks(src, writer, schema, spec: ReleaseSpec, on_invalid: str, priva
                 pending.result()
             except BaseException:
                 pass
+
+
+def _write_all(writer, batches) -> None:
+    for batch in batches:
+        writer.write_batch(batch)

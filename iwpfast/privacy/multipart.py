@@ -214,8 +214,9 @@ def finish_parts(plan: PartPlan, results: list[ReleaseResult], elapsed_s: float,
     parts = [{"path": plan.part_location(i).name, "index": i, "rows": r.rows_written}
              for i, r in enumerate(results)]
     try:
+        _check_label_encodings(plan, results)
         # the parts' footers, read back: checks that they belong together and gives the
-        # release's metadata (with what the parts learnt from their rows, e.g. label values)
+        # release's metadata
         written = FileSource([plan.part_location(i) for i in range(len(results))], None, 1 << 16)
         metadata = written.release_metadata
         if metadata is None:            # the parts were just written as releases: never
@@ -247,6 +248,25 @@ def finish_parts(plan: PartPlan, results: list[ReleaseResult], elapsed_s: float,
         warnings.warn(f"values outside the declared ranges were clipped to them ({detail}); "
                       "widen the ranges if that is not intended", UserWarning, stacklevel=3)
     return out
+
+
+def _check_label_encodings(plan: PartPlan, results: list[ReleaseResult]) -> None:
+    """Binary labels written {0, 1} in one input and {-1, 1} in another are refused, as within one
+    file.  Checked here, in the process that runs the release, from the parts' results: the
+    encoding a part saw is never written into its metadata (it is a function of its raw labels)."""
+    first = None
+    for i, r in enumerate(results):
+        if r.label_encoding is None:
+            continue
+        if first is None:
+            first = (i, r.label_encoding)
+        elif r.label_encoding != first[1]:
+            def shown(e):
+                return "{0, 1}" if e == "01" else "{-1, 1}"
+            raise ReleaseSpecError(
+                f"the label of part {i} ({plan.inputs[i].display!r} -> "
+                f"{plan.part_location(i).name!r}) is written {shown(r.label_encoding)} but "
+                f"{shown(first[1])} in part {first[0]}; recode the labels to one encoding")
 
 
 def discard_parts(plan: PartPlan) -> None:

@@ -30,6 +30,9 @@ class ReleaseResult:
     targets_clipped: int = 0  # scaled targets clipped to +-target_bound
     targets_out_of_range: int = 0  # raw targets outside the declared target_range (clipped to it)
     elapsed_s: float = 0.0
+    #: the binary labels' encoding seen ("01" or "pm1"; None: none seen): about the raw data, never
+    #: written anywhere (multi-part releases compare their parts' in the releasing process)
+    label_encoding: str | None = None
 
     @property
     def rows_per_s(self) -> float:
@@ -106,6 +109,13 @@ def finish_counts(result: ReleaseResult, privatizer) -> None:
             "position of a row can reveal its label, which the noise does not protect. Release "
             "with shuffle=True (CLI: --shuffle)",
             PrivacyLeakWarning, stacklevel=5)
+    if privatizer.label_encoding == "pm1" and result.spec.classes is None:
+        warnings.warn(
+            f"the label column {result.spec.label!r} holds -1/+1; a release records the binary "
+            "classes by a fixed rule, never from the data: [0, 1] (-1 is the negative class), so a "
+            "model fitted on it predicts 0/1. Declare classes=(-1, 1) (CLI: --classes -1 1) to "
+            "have it predict -1/+1", UserWarning, stacklevel=5)
+    result.label_encoding = privatizer.label_encoding
     result.rows_clipped = privatizer.rows_clipped
     result.targets_clipped = privatizer.targets_clipped
     result.targets_out_of_range = privatizer.checker.targets_out_of_range

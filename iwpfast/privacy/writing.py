@@ -21,6 +21,7 @@ def output_schema(spec: ReleaseSpec, metadata: dict | None = None):
         fields.append(pa.field(spec.label, ltype, nullable=False))
     return pa.schema(fields, metadata=metadata)
 
+
 def label_dtype(spec: ReleaseSpec):
     """dtype of the released label column: int8 -1/+1, the class index, or the feature dtype."""
     if spec.task != "classification":
@@ -29,30 +30,30 @@ def label_dtype(spec: ReleaseSpec):
         return class_dtype(len(spec.class_values))
     return np.dtype(np.int8)
 
-def peek_label_classes(spec: ReleaseSpec, src) -> list | None:
-    """The source's binary label values, [0, 1] or [-1, 1], from its first batch (so the schema
-    written first already carries them: no IPC rewrite at the end), or None if unknown yet."""
-    if spec.classes is not None:       # declared: -1/+1 stand for classes[0]/[1] (k = 2)
+#: the binary label classes a release records when none are declared (``classes=``): a fixed
+#: rule, never read from the data (the released column holds -1/+1; -1 stands for 0, +1 for 1)
+DEFAULT_BINARY_CLASSES = (0, 1)
+
+
+def declared_label_classes(spec: ReleaseSpec) -> list | None:
+    """The ``label_classes`` a release records: the declared classes of a binary label (-1/+1
+    stand for classes[0]/[1]), else the fixed rule ``DEFAULT_BINARY_CLASSES`` for a binary
+    classification label, else None (k >= 3 classes are in the spec; regression; no label).
+
+    Never computed from the label values: on a small file or part they would be the raw labels
+    (a one-row file with y = 1 once recorded null, with y = 0 [0, 1], with y = -1 [-1, 1])."""
+    if spec.label is None or spec.task != "classification":
+        return None
+    if spec.classes is not None:
         return list(spec.classes) if len(spec.classes) == 2 else None
-    if spec.label is None or spec.task != "classification" or not src.rereadable:
-        return None
-    for batch in src.batches([spec.label]):
-        values = batch.column(0).drop_null().to_numpy(zero_copy_only=False)
-        if values.size == 0:
-            continue
-        if values.dtype == np.bool_ or (values == 0).any():
-            return [0, 1]
-        if (values == -1).any():
-            return [-1, 1]
-        return None
-    return None
+    return list(DEFAULT_BINARY_CLASSES)
 
 
 def metadata_json(spec: ReleaseSpec, rows, part: dict | None, label_classes=None) -> str:
     """The release metadata as stored: the spec, the row count, a part's fields (multi-part
     releases: release id, part index, the part's rows; see iwpfast/io/parts.py), and
-    ``label_classes``: the label values of the source (the released column holds -1/+1; a learner
-    maps them back, so a model predicts the user's own values)."""
+    ``label_classes``: the binary classes (declared, or ``DEFAULT_BINARY_CLASSES``; the released
+    column holds -1/+1 and a learner maps them back)."""
     if part is None and label_classes is None:
         return spec.to_json(rows)
     import json
@@ -64,6 +65,7 @@ def metadata_json(spec: ReleaseSpec, rows, part: dict | None, label_classes=None
         meta["part"] = {"release_id": str(part["release_id"]), "index": int(part["index"]),
                         "rows": None if rows is None else int(rows)}
     return json.dumps(meta, sort_keys=True, allow_nan=False)
+
 
 def record_batch(schema, out: np.ndarray, label_out):
     import pyarrow as pa
