@@ -78,14 +78,14 @@ def _data(n=4000, k=3, seed=0, strings=True):
 
 def test_release_strings_and_numbers_as_class_indices(tmp_path):
     X, y, codes = _data()
-    spec = ReleaseSpec(epsilon_x=2, delta=1e-5, bound=1.4, epsilon_y=50.0, features=["a", "b"],
+    spec = ReleaseSpec(epsilon_x=2, delta=1e-5, bound=1.4, epsilon_y=None, features=["a", "b"],
                        ranges=RANGES, label="y", classes=["c0", "c1", "c2"])
     _, released = privatize(X, y, spec, seed=3)
     assert released.dtype == np.int8
-    np.testing.assert_array_equal(released, codes)           # eps_y = 50: every label kept
+    np.testing.assert_array_equal(released, codes)           # public labels: every label kept
     # numbers (declared as ints, column of ints): the same indices
     _, y_num, _ = _data(strings=False)
-    spec_num = ReleaseSpec(epsilon_x=2, delta=1e-5, bound=1.4, epsilon_y=50.0, features=["a", "b"],
+    spec_num = ReleaseSpec(epsilon_x=2, delta=1e-5, bound=1.4, epsilon_y=None, features=["a", "b"],
                            ranges=RANGES, label="y", classes=[0, 10, 20])
     np.testing.assert_array_equal(privatize(X, y_num, spec_num, seed=3)[1], codes)
     # a file carries the classes, q and r; info's statement names the mechanism

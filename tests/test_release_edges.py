@@ -2,14 +2,13 @@
 function of the raw values except through the mechanism; no second noisy copy after a fault; no
 self-overwrite; no printed secrets; the smaller defects.  Each test failed on the code before."""
 import json
-import math
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from iwpfast.exceptions import InvalidInputError, ReleaseSpecError
+from iwpfast.exceptions import InvalidInputError
 from iwpfast.privacy import ReleaseSpec, release
 from iwpfast.privacy.spec import METADATA_KEY
 
@@ -82,3 +81,81 @@ def test_dropped_rows_do_not_shape_the_row_groups(tmp_path, suffix):
             sizes = [reader.get_batch(i).num_rows for i in range(reader.num_record_batches)]
     # cut by the count written only: 1000-row groups and the rest last
     assert sizes == [1000, 1000, 1000, 1000, 996]
+
+
+# ------------------------------------------------------------------ randomized response edges
+@pytest.mark.parametrize("epsilon_y,k", [(40.0, 3), (35.0, 5), (30.0, 3)])
+def test_kary_refuses_epsilon_the_grid_cannot_implement(epsilon_y, k):
+    # 40/3: q rounds to 1 (no label changes while 40 is printed); 35/5: the 2^-53 grid moves the
+    # implemented epsilon by 0.35; 30/3: by 1.7e-4, beyond the stated tolerance
+    from iwpfast.privacy.mechanisms import KARY_EPSILON_TOLERANCE, KaryRandomizedResponse
+
+    assert KARY_EPSILON_TOLERANCE == 1e-6
+    with pytest.raises(InvalidInputError, match=f"epsilon_y={epsilon_y:g} with {k} classes"):
+        KaryRandomizedResponse(epsilon_y, k)
+    with pytest.raises(InvalidInputError, match="epsilon_y <= 22"):
+        _spec(classes=tuple("ABCDE"[:k]), epsilon_y=epsilon_y).guarantee()
+
+
+def test_kary_grid_counts_are_exact_and_near_the_real_probabilities():
+    from iwpfast.privacy import kary_probabilities
+    from iwpfast.privacy.mechanisms import KaryRandomizedResponse, kary_grid_counts
+
+    for eps, k in [(1.0, 3), (2.0, 5), (20.0, 3), (22.0, 5)]:
+        q, r = kary_probabilities(eps, k)
+        counts = kary_grid_counts(q, r, k)
+        assert counts.sum() == 2**53 and counts.size == k
+        # each count is within 1 + k grid points of its real probability (rounding of each edge)
+        np.testing.assert_allclose(counts, [q * 2**53] + [r * 2**53] * (k - 1), rtol=0, atol=k + 1)
+        assert abs(KaryRandomizedResponse(eps, k).implemented_epsilon - eps) <= 1e-6
+    # the counts are those of the implemented map: every uniform of a fine sweep lands in its bin
+    q, r = kary_probabilities(1.0, 4)
+    counts = kary_grid_counts(q, r, 4)
+    edges = np.cumsum(counts)
+    for U in np.concatenate([edges[:-1] - 1, edges[:-1]]):
+        u = np.array([U * 2.0**-53])
+        got = KaryRandomizedResponse(1.0, 4).apply(np.zeros(1, np.int64), _Fixed(u))[0]
+        assert got == int(np.searchsorted(edges, U, side="right"))
+
+
+class _Fixed:
+    def __init__(self, u):
+        self.u = u
+
+    def random(self, n):
+        return self.u[:n]
+
+
+def test_binary_keep_threshold_never_exceeds_the_exact_probability():
+    # the implemented keep probability threshold / 2^53 against S(eps) to 60 digits; eps = 16.748...
+    # overshot by 0.46 units of 2^-53 with floor(S * 2^53) - 1 alone
+    from decimal import Decimal, localcontext
+
+    from iwpfast.privacy.mechanisms import RandomizedResponse
+
+    r = np.random.default_rng(0)
+    for eps in [16.7483177326399, 1.0, 0.5, 8.0] + list(r.uniform(0.01, 30, 300)):
+        threshold = RandomizedResponse(float(eps)).keep_threshold
+        with localcontext() as ctx:
+            ctx.prec = 60
+            exact = 1 / (1 + (-Decimal(float(eps))).exp())
+            assert Decimal(threshold) <= exact * Decimal(2**53), eps
+            assert exact * Decimal(2**53) - Decimal(threshold) < 3      # and not far below
+
+
+# ------------------------------------------------------------------ the float law's caveat
+def test_float_release_metadata_carries_its_caveat_machine_readably(tmp_path):
+    src = tmp_path / "raw.parquet"
+    pq.write_table(pa.table({"a": [0.1, 0.5, 0.9], "y": [0, 1, 1]}), src)
+    release(src, tmp_path / "f.parquet", _spec(noise="float"))
+    release(src, tmp_path / "d.parquet", _spec(noise="discrete"))
+    g_float = _meta(tmp_path / "f.parquet")["guarantee"]
+    g_discrete = _meta(tmp_path / "d.parquet")["guarantee"]
+    # the existing keys stay; the caveat is added
+    assert g_float["epsilon"] == g_discrete["epsilon"] == 2.0 and g_float["delta"] == 1e-5
+    assert g_float["holds_for"] == "real_valued_noise_only" and "low-order bits" in g_float["caveat"]
+    assert g_discrete["holds_for"] == "values_as_written" and "caveat" not in g_discrete
+    # and the file still reads back as a release
+    from iwpfast.privacy import read_release_spec
+
+    assert read_release_spec(tmp_path / "f.parquet").noise == "float"

@@ -189,9 +189,25 @@ def label_keep_probability(epsilon_y) -> float | None:
     return keep
 
 
-def keep_threshold(keep: float) -> int:
+def keep_threshold(keep: float, epsilon: float | None = None) -> int:
     """The randomized response as implemented keeps a label when a 53-bit uniform integer is below
-    this threshold: floor(keep * 2^53) - 1, one below the float's value so that the implemented
-    keep probability threshold / 2^53 never exceeds the exact S(eps_y) (the float S is within an
-    ulp of it): the label's epsilon as implemented is at most the printed one."""
-    return max(0, math.floor(keep * 2.0**53) - 1)
+    this threshold: floor(keep * 2^53) - 1, and, given ``epsilon``, at most floor(S(eps) * 2^53)
+    with S computed to 60 significant digits.  So the implemented keep probability
+    threshold / 2^53 never exceeds the exact S(eps_y), and the label's epsilon as implemented is at
+    most the printed one.  (The float S can lie more than an ulp above the exact value: the first
+    rule alone overshot by up to 0.46 units of 2^-53, e.g. at eps_y = 16.75.)"""
+    threshold = max(0, math.floor(keep * 2.0**53) - 1)
+    if epsilon is not None:
+        threshold = min(threshold, exact_keep_floor(epsilon))
+    return threshold
+
+
+def exact_keep_floor(epsilon: float) -> int:
+    """floor(S(eps) * 2^53) for the exact S(eps) = 1 / (1 + e^-eps) of the float ``epsilon``
+    (decimal arithmetic with 60 digits: exact unless S * 2^53 lies within 1e-40 of an integer)."""
+    from decimal import Decimal, localcontext
+
+    with localcontext() as ctx:
+        ctx.prec = 60
+        exact = 1 / (1 + (-Decimal(float(epsilon))).exp())
+        return int((exact * Decimal(2**53)).to_integral_value(rounding="ROUND_FLOOR"))

@@ -6,6 +6,7 @@ buffers and never loop over rows in Python.
 """
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -243,7 +244,7 @@ class RandomizedResponse:
         assert keep is not None                         # a number epsilon: a number S(epsilon)
         self.keep_probability: float = keep
         #: keep when a 53-bit uniform integer is below it (the discrete law's keystream path)
-        self.keep_threshold = keep_threshold(self.keep_probability)
+        self.keep_threshold = keep_threshold(self.keep_probability, self.epsilon)
 
     def __repr__(self):
         return f"RandomizedResponse(epsilon={self.epsilon:g}, keep_probability={self.keep_probability:.6g})"
@@ -277,6 +278,8 @@ class KaryRandomizedResponse:
         self.epsilon = check_epsilon(epsilon, "epsilon_y")
         self.n_classes = int(n_classes)
         self.keep_probability, self.other_probability = kary_probabilities(self.epsilon, self.n_classes)
+        self.implemented_epsilon = _check_kary_grid(self.epsilon, self.n_classes,
+                                                    self.keep_probability, self.other_probability)
 
     def __repr__(self):
         return (f"KaryRandomizedResponse(epsilon={self.epsilon:g}, n_classes={self.n_classes}, "
@@ -305,6 +308,55 @@ class KaryRandomizedResponse:
         return out
 
 
+
+
+#: the most the 2^-53 grid of the uniforms may move k-ary randomized response's epsilon (absolute)
+KARY_EPSILON_TOLERANCE = 1e-6
+
+
+def kary_grid_counts(q: float, r: float, k: int) -> np.ndarray:
+    """How many of the 2^53 uniforms u = U 2^-53 (U = 0 .. 2^53 - 1, the grid of
+    ``Generator.random`` and of the keystream uniforms) :meth:`KaryRandomizedResponse.apply`
+    maps to each outcome: [kept, shift 1, ..., shift k - 1].  Exact: the outcome of u is
+    monotone in u, so each boundary is found by bisection with the same float operations."""
+    grid = 2**53
+    keep = math.ceil(q * grid)                      # u < q: U < q 2^53 (exact: a power-of-two scale)
+    if r <= 0.0:
+        return np.array([min(keep, grid)] + [0] * (k - 1), dtype=np.int64)
+    targets = np.arange(1, k - 1, dtype=np.float64)  # first U whose shift index reaches j
+    lo = np.full(targets.shape, keep, dtype=np.int64)
+    hi = np.full(targets.shape, grid, dtype=np.int64)
+    for _ in range(55):
+        mid = (lo + hi) // 2
+        u = mid.astype(np.float64) * 2.0**-53
+        j = np.minimum(np.floor(np.maximum(u - q, 0.0) / r), k - 2)
+        reached = j >= targets
+        active = lo < hi
+        hi = np.where(active & reached, mid, hi)
+        lo = np.where(active & ~reached, mid + 1, lo)
+    edges = np.concatenate([[keep], lo, [grid]]).astype(np.int64)
+    return np.concatenate([[keep], np.diff(edges)]).astype(np.int64)
+
+
+def _check_kary_grid(epsilon: float, k: int, q: float, r: float) -> float:
+    """The epsilon of k-ary randomized response as implemented (on the 2^-53 grid), or an error
+    when an outcome is impossible (q rounds to 1) or the grid moves epsilon by more than
+    ``KARY_EPSILON_TOLERANCE``."""
+    counts = kary_grid_counts(q, r, k)
+    largest = math.floor(math.log(KARY_EPSILON_TOLERANCE * 2.0**53))
+    if counts.min() == 0:
+        raise InvalidInputError(
+            f"epsilon_y={epsilon:g} with {k} classes keeps every label as implemented (the keep "
+            f"probability rounds to 1 on the 2^-53 grid of the uniforms): no noise would be added "
+            f"while epsilon_y is printed; use epsilon_y <= {largest}, or public labels "
+            f"(epsilon_y=None; CLI: --public-labels)")
+    implemented = math.log(int(counts.max()) / int(counts.min()))
+    if abs(implemented - epsilon) > KARY_EPSILON_TOLERANCE:
+        raise InvalidInputError(
+            f"epsilon_y={epsilon:g} with {k} classes: on the 2^-53 grid of the uniforms the "
+            f"mechanism as implemented gives epsilon {implemented:.9g}, more than "
+            f"{KARY_EPSILON_TOLERANCE:g} away from the printed one; use epsilon_y <= {largest}")
+    return implemented
 
 
 class GaussianTargetMechanism(_NoiseLaw):

@@ -291,6 +291,17 @@ class ReleaseSpec:
         return replace(self, **changes) if changes else self
 
     # --- guarantee ------------------------------------------------------------------------------
+    def _guarantee_metadata(self, g: Guarantee) -> dict:
+        """The guarantee as programs read it: epsilon and delta, and ``holds_for`` (with a
+        ``caveat`` where the bits written do not carry it): "values_as_written" for the discrete
+        law; "real_valued_noise_only" for float noise, whose low-order bits leak the data."""
+        if self.noise == "discrete":
+            return {"epsilon": g.epsilon, "delta": g.delta, "holds_for": "values_as_written"}
+        return {"epsilon": g.epsilon, "delta": g.delta, "holds_for": "real_valued_noise_only",
+                "caveat": "floating-point noise: the low-order bits of the values as written leak "
+                          "the data, so they do NOT carry this (epsilon, delta); release with "
+                          "noise='discrete' for a guarantee on the bits"}
+
     def guarantee(self) -> Guarantee:
         """Per-record ``(epsilon, delta)``-LDP by basic composition, with a one-line statement."""
         eps = self.epsilon_x + (self.epsilon_y or 0.0)
@@ -374,7 +385,7 @@ class ReleaseSpec:
             "target_range": list(self.target_range) if (regression and self.target_range) else None,
             "target_noise_scale": self.target_noise_scale,
             "delta_y": self.delta_y if regression else None,
-            "guarantee": {"epsilon": g.epsilon, "delta": g.delta},
+            "guarantee": self._guarantee_metadata(g),
             "noise": self._features_mech.noise_metadata(),
             "target_noise": self._label_mech.noise_metadata()
             if isinstance(self._label_mech, GaussianTargetMechanism) else None,
