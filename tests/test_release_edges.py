@@ -159,3 +159,47 @@ def test_float_release_metadata_carries_its_caveat_machine_readably(tmp_path):
     from iwpfast.privacy import read_release_spec
 
     assert read_release_spec(tmp_path / "f.parquet").noise == "float"
+
+
+# ------------------------------------------------------------------ never onto its own input
+def _raw(path, n=50):
+    r = np.random.default_rng(1)
+    pq.write_table(pa.table({"a": r.uniform(0, 1, n), "y": r.integers(0, 2, n)}), path)
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_a_release_never_replaces_its_input_file(tmp_path, overwrite):
+    src = tmp_path / "x.parquet"
+    _raw(src)
+    before = src.read_bytes()
+    with pytest.raises(InvalidInputError, match="its own input"):
+        release(src, src, _spec(), overwrite=overwrite)
+    assert src.read_bytes() == before
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_a_release_never_writes_into_its_input_folder(tmp_path, overwrite):
+    raw = tmp_path / "D"
+    raw.mkdir()
+    _raw(raw / "part-000000.parquet")
+    _raw(raw / "b.parquet")
+    before = sorted((p.name, p.read_bytes()) for p in raw.iterdir())
+    with pytest.raises(InvalidInputError, match="its own input"):
+        release(raw, str(raw) + "/", _spec(), overwrite=overwrite)
+    with pytest.raises(InvalidInputError, match="inside its input folder"):
+        release(raw, raw / "out.parquet", _spec(), overwrite=overwrite)
+    with pytest.raises(InvalidInputError, match="holds its input"):
+        release(raw / "b.parquet", str(raw) + "/", _spec(), overwrite=overwrite)
+    assert sorted((p.name, p.read_bytes()) for p in raw.iterdir()) == before
+
+
+def test_cli_release_onto_its_input_is_one_error_line(tmp_path, capsys):
+    from iwpfast.cli import main
+
+    src = tmp_path / "x.parquet"
+    _raw(src)
+    code = main(["release", str(src), str(src), "--features", "a=0:1", "--label", "y",
+                 "--epsilon-x", "1", "--epsilon-y", "1", "--bound", "1", "--overwrite"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("iwpfast: error:") and "own input" in err[0]
+    assert src.exists()

@@ -70,3 +70,64 @@ def local_kind(path) -> str | None:
     if os.path.isdir(path):
         return "dir"
     return "file" if os.path.exists(path) else None
+
+
+def refuse_writing_onto_inputs(destination, source, filesystem=None, *, what: str = "release") -> None:
+    """Refuse a destination that is one of the source's inputs, lies inside an input folder, or
+    (a folder destination) holds an input file: a release never writes onto its inputs, with or
+    without overwrite.  ``source``: a path, folder, glob or URI (in-memory data: nothing to check);
+    ``destination``: a path, URI or ``Location``."""
+    from .filesystem import Location, is_uri, resolve
+
+    if not isinstance(source, (str, os.PathLike, Location)):
+        return
+    if not isinstance(destination, (str, os.PathLike, Location)):
+        return
+
+    def located(target):
+        if isinstance(target, Location):
+            return target
+        text = os.fspath(target)
+        return resolve(text, None if is_uri(text) else filesystem)
+
+    src, dest = located(source), located(destination)
+    inputs = [src] if src.is_glob else [src] + _input_files(src)
+    dest_key = _path_key(dest)
+    for item in inputs:
+        key = _path_key(item)
+        if key[0] != dest_key[0]:
+            continue
+        if key == dest_key:
+            raise InvalidInputError(
+                f"the {what} destination {dest.display!r} is its own input {item.display!r}; "
+                f"writing there would destroy the data (overwrite=True does not change that): "
+                f"choose another destination")
+        if _inside(dest_key[1], key[1]):
+            raise InvalidInputError(
+                f"the {what} destination {dest.display!r} lies inside its input folder "
+                f"{item.display!r}; write the {what} outside the input: choose another destination")
+        if _inside(key[1], dest_key[1]):
+            raise InvalidInputError(
+                f"the {what} destination {dest.display!r} holds its input {item.display!r}; a "
+                f"{what} never writes into the folder of its input: choose another destination")
+
+
+def _input_files(loc) -> list:
+    from .sources import _expand_path
+
+    try:
+        return list(_expand_path(loc)[0])
+    except InvalidInputError:       # nothing readable there: open_source says why, later
+        return []
+
+
+def _path_key(loc) -> tuple[str, str]:
+    """(filesystem, normalized path) of a location: real paths on the local disk."""
+    if loc.local:
+        return "local", os.path.realpath(loc.path)
+    return str(getattr(loc.fs, "type_name", "fs")), loc.path.rstrip("/")
+
+
+def _inside(path: str, folder: str) -> bool:
+    sep = os.sep if os.path.isabs(folder) else "/"
+    return path.startswith(folder.rstrip(sep) + sep)

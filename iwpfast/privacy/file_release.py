@@ -27,6 +27,7 @@ def release_file(source, destination, spec: ReleaseSpec, options: ReleaseOptions
     """Release ``source`` into the file ``destination`` with the resolved ``spec`` (see
     :func:`iwpfast.privacy.release.release`); ``part``: ``{"release_id", "index"}`` of a part."""
     from ..io.filesystem import is_uri
+    from ..io.outputs import refuse_writing_onto_inputs
     from ..io.sources import open_source
     from ..io.writer import check_destination
 
@@ -34,6 +35,8 @@ def release_file(source, destination, spec: ReleaseSpec, options: ReleaseOptions
         return None if not isinstance(target, (str, os.PathLike)) or is_uri(os.fspath(target)) \
             else options.filesystem
 
+    if part is None:                   # a part's plan checked the whole release's inputs
+        refuse_writing_onto_inputs(destination, source, options.filesystem)
     destination = check_destination(destination, options.overwrite, local_fs(destination))
     columns = list(spec.feature_names) + ([spec.label] if spec.label is not None else [])
     src = open_source(source, columns=columns, record_batch_rows=options.batch_rows,

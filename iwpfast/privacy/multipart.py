@@ -110,6 +110,7 @@ def plan_parts_with(source, destination, spec: ReleaseSpec, options: ReleaseOpti
     """:func:`plan_parts` with resolved options."""
     from ..io.filesystem import is_uri, resolve
     from ..io.formats import output_format
+    from ..io.outputs import refuse_writing_onto_inputs
     from ..io.parts import MANIFEST_NAME, read_manifest
     from ..io.sources import _expand_path
 
@@ -120,6 +121,7 @@ def plan_parts_with(source, destination, spec: ReleaseSpec, options: ReleaseOpti
     src_text, dest_text = os.fspath(source), os.fspath(destination)
     src_loc = resolve(src_text, None if is_uri(src_text) else options.filesystem)
     folder = resolve(dest_text, None if is_uri(dest_text) else options.filesystem)
+    refuse_writing_onto_inputs(folder, src_loc)
     inputs, _ = _expand_path(src_loc)
     spec = resolve_options_spec(spec, options)
     fmt = output_format("x.parquet", options.format)
