@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from iwpfast.exceptions import InvalidInputError
+from iwpfast.exceptions import InvalidInputError, ReleaseSpecError
 from iwpfast.privacy import ReleaseSpec, release
 from iwpfast.privacy.spec import METADATA_KEY
 
@@ -203,3 +203,76 @@ def test_cli_release_onto_its_input_is_one_error_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and err[0].startswith("iwpfast: error:") and "own input" in err[0]
     assert src.exists()
+
+
+# ------------------------------------------------------------------ the smaller defects
+def test_empty_inputs_are_refused_by_release_and_fit(tmp_path):
+    from iwpfast.estimators import IWPClassifier
+
+    empty = tmp_path / "empty.parquet"
+    pq.write_table(pa.table({"a": pa.array([], pa.float64()), "y": pa.array([], pa.int64())}), empty)
+    with pytest.raises(InvalidInputError, match="holds no rows"):
+        release(empty, tmp_path / "o.parquet", _spec())
+    assert not (tmp_path / "o.parquet").exists()
+    # every row dropped: nothing released either
+    nan = tmp_path / "nan.parquet"
+    pq.write_table(pa.table({"a": [float("nan")] * 3, "y": [0, 1, 0]}), nan)
+    with pytest.raises(InvalidInputError, match="all 3 rows .* were dropped"):
+        release(nan, tmp_path / "o.parquet", _spec(), on_invalid="drop")
+    assert not (tmp_path / "o.parquet").exists()
+    # a stream whose length is unknown until read
+    reader = pa.RecordBatchReader.from_batches(pa.schema([("a", pa.float64()), ("y", pa.int64())]), [])
+    with pytest.raises(InvalidInputError, match="holds no rows"):
+        release(reader, tmp_path / "o.parquet", _spec())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.parquet", "nan.parquet"]
+    with pytest.raises(InvalidInputError, match="holds no rows"):
+        IWPClassifier().fit(str(empty), features=["a"], label="y", noise_var=0.1)
+
+
+def test_threads_zero_is_refused(tmp_path):
+    from iwpfast.privacy import privatize
+
+    src = tmp_path / "x.parquet"
+    _raw(src)
+    for threads in (0, -1, 1.5):
+        with pytest.raises(InvalidInputError, match="threads"):
+            release(src, tmp_path / "o.parquet", _spec(), threads=threads)
+        with pytest.raises(InvalidInputError, match="threads"):
+            privatize(np.zeros((3, 1)), np.array([0, 1, 0]), _spec(), threads=threads)
+
+
+def test_fit_epsilon_y_contradicting_the_release_is_refused(tmp_path):
+    from iwpfast.estimators import IWPClassifier
+
+    src, rel = tmp_path / "x.parquet", tmp_path / "rel.parquet"
+    _raw(src, 400)
+    release(src, rel, _spec())
+    with pytest.raises(ReleaseSpecError, match="epsilon_y=0.3 but the release has 1"):
+        IWPClassifier().fit(str(rel), epsilon_y=0.3)
+    IWPClassifier(alpha=0.01, learning_rate=0.1).fit(str(rel), epsilon_y=1.0)   # agreeing: fine
+
+
+def test_a_failed_multipart_release_leaves_no_folder(tmp_path):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    _raw(raw / "f0.parquet")
+    pq.write_table(pa.table({"a": [0.5, float("nan")], "y": [0, 1]}), raw / "f1.parquet")
+    with pytest.raises(InvalidInputError, match="non-finite"):
+        release(raw, str(tmp_path / "out") + "/", _spec())
+    assert not (tmp_path / "out").exists()
+
+
+def test_manifest_has_the_permissions_of_the_parts(tmp_path):
+    import os
+    import stat
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    _raw(raw / "f0.parquet")
+    old = os.umask(0o022)
+    try:
+        release(raw, str(tmp_path / "out") + "/", _spec())
+    finally:
+        os.umask(old)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "out").iterdir()}
+    assert modes == {"part-000000.parquet": 0o644, "_iwpfast_manifest.json": 0o644}

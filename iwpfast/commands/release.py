@@ -193,7 +193,9 @@ def run(args) -> int:
                 destination = _as_folder(destination)
             elif args.part_rows is not None:
                 destination = _as_folder(destination, "--part-rows")
-            threads = (args.threads or 1) if client is not None else args.threads  # per Dask task
+            threads = args.threads
+            if client is not None and threads is None:
+                threads = 1                 # per Dask task: the workers are the parallelism
             options = release_options(
                 label=label, seed=args.seed, overwrite=args.overwrite, on_invalid=args.on_invalid,
                 format=args.format, compression=None if args.compression == "none" else args.compression,

@@ -132,6 +132,9 @@ class InputsMixin:
                 "fit(X, y), or a source (file, table) holding the label column")
         from ..io.sources import open_source
         src = open_source(X)
+        if src.num_rows == 0:
+            raise InvalidInputError(f"{src.description} holds no rows: nothing to fit; check the "
+                                    "path (an empty file or folder)")
         meta = src.release_metadata
         names = list(src.full_schema.names)
         if meta is not None:

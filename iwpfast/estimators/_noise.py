@@ -41,6 +41,12 @@ def check_same_noise(given: dict, meta_noise: NoiseModel, override: bool) -> Non
                 given["label_keep_prob"], meta_noise.label_keep_prob, rel_tol=1e-9):
             problems.append(f"label keep probability {given['label_keep_prob']} (from epsilon_y / "
                             f"label_keep_prob) but the release has {meta_noise.label_keep_prob}")
+    if given.get("epsilon_y") is not None and meta_noise.metadata is not None:
+        released = meta_noise.metadata.get("epsilon_y")
+        if released is None or not math.isclose(float(given["epsilon_y"]), float(released),
+                                                 rel_tol=1e-9):
+            problems.append(f"epsilon_y={given['epsilon_y']} but the release has "
+                            f"{'public labels (no epsilon_y)' if released is None else released}")
     if given.get("target_noise_var") is not None:
         if not math.isclose(given["target_noise_var"], meta_noise.target_noise_var, rel_tol=1e-9):
             problems.append(f"target_noise_var={given['target_noise_var']} but the release has "

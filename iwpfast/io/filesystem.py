@@ -271,6 +271,9 @@ def write_bytes_atomic(loc: Location, data: bytes, *, overwrite: bool = True) ->
         fd, tmp_path = tempfile.mkstemp(prefix="." + os.path.basename(loc.path) + ".", suffix=".tmp",
                                         dir=directory)
         try:
+            # mkstemp creates 0600; the file gets the permissions of any other new file (the
+            # umask's), like the release's parts next to it
+            os.chmod(tmp_path, 0o666 & ~_umask())
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
                 fh.flush()
@@ -293,6 +296,20 @@ def write_bytes_atomic(loc: Location, data: bytes, *, overwrite: bool = True) ->
     except BaseException:
         tmp.delete()
         raise
+
+
+def _umask() -> int:
+    """The process's umask (read from /proc where it can be: setting it to read it is racy)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def publish(tmp: Location, dest: Location, *, overwrite: bool) -> None:

@@ -46,6 +46,9 @@ def release_file(source, destination, spec: ReleaseSpec, options: ReleaseOptions
             f"{src.description} is already an iwpfast release (it has '{METADATA_KEY}' metadata); "
             "releasing it again would add noise twice. Release the original data instead"
         )
+    if src.num_rows == 0:
+        raise InvalidInputError(f"{src.description} holds no rows: nothing to release; check the "
+                                "path (an empty file or folder)")
     spec = _complete_spec(spec, src, options.seed)
     shuffle_tmp = None
     if options.shuffle:
@@ -125,6 +128,12 @@ def _write(src, destination, spec: ReleaseSpec, options: ReleaseOptions, part, p
             fixed = _FixedBatches(options.batch_rows) if options.on_invalid == "drop" else None
             _write_chunks(src, writer, schema, spec, options.on_invalid, privatizer, result, bar,
                           write_pool, fixed)
+            if result.rows_written == 0:        # nothing is published (the writer aborts)
+                raise InvalidInputError(
+                    f"{src.description} holds no rows: nothing to release; check the path"
+                    if result.rows_read == 0 else
+                    f"all {result.rows_read:,} rows of {src.description} were dropped (missing or "
+                    "invalid values): nothing to release")
             spec = ReleaseSpec.from_metadata(spec.to_metadata(result.rows_written))
             writer.commit({METADATA_KEY: metadata_json(spec, result.rows_written, part,
                                                        label_classes)})

@@ -65,6 +65,8 @@ class PartPlan:
     extension: str          # ".parquet" or ".arrow"
     #: each part's rows of its input file, (start, stop) on row-group boundaries; None: all
     row_ranges: list | None = None
+    #: the release created the (local) destination folder: a failed release removes it again
+    created_folder: bool = False
 
     def part_source(self, index: int, batch_rows: int):
         """What part ``index`` releases: its input file, or a row range of it."""
@@ -135,7 +137,6 @@ def plan_parts_with(source, destination, spec: ReleaseSpec, options: ReleaseOpti
         if not os.path.isdir(parent):
             raise InvalidInputError(f"directory {parent!r} of the destination does not exist; "
                                     f"create it first")
-        os.makedirs(folder.path, exist_ok=True)
     if kind == "dir" and read_manifest(folder) is not None and not options.overwrite:
         raise InvalidInputError(
             f"{folder.display!r} already holds a release ({MANIFEST_NAME}); pass overwrite=True "
@@ -148,7 +149,10 @@ def plan_parts_with(source, destination, spec: ReleaseSpec, options: ReleaseOpti
     row_ranges = None
     if options.max_part_rows is not None:
         inputs, row_ranges = _split_inputs(inputs, options.max_part_rows, options.batch_rows)
-    return PartPlan(inputs, folder, spec, uuid.uuid4().hex, extension, row_ranges)
+    created = folder.local and kind == "missing"
+    if created:                         # last: a refused release leaves nothing behind
+        os.makedirs(folder.path, exist_ok=True)
+    return PartPlan(inputs, folder, spec, uuid.uuid4().hex, extension, row_ranges, created)
 
 
 def _split_inputs(inputs, max_rows: int, batch_rows: int):
@@ -272,10 +276,16 @@ def _check_label_encodings(plan: PartPlan, results: list[ReleaseResult]) -> None
 
 
 def discard_parts(plan: PartPlan) -> None:
-    """Delete the parts a failed release may have written (best effort; nothing was published)."""
+    """Delete the parts a failed release may have written (best effort; nothing was published),
+    and the destination folder when the release created it and it is empty again."""
     for i in range(len(plan.inputs)):
         try:
             plan.part_location(i).delete()
+        except OSError:
+            pass
+    if plan.created_folder:
+        try:
+            os.rmdir(plan.folder.path)  # only when empty: someone else's file keeps it
         except OSError:
             pass
 

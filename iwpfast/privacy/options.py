@@ -60,6 +60,10 @@ class ReleaseOptions:
     def __post_init__(self):
         if self.on_invalid not in ON_INVALID:
             raise InvalidInputError(f"on_invalid must be 'error' or 'drop', got {self.on_invalid!r}")
+        if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(
+                self.threads, (int, np.integer)) or self.threads < 1):
+            raise InvalidInputError(f"threads={self.threads!r}: give a number of noise threads >= 1 "
+                                    "(CLI: --threads N), or None for min(2, cores)")
 
     def for_part(self, seed) -> ReleaseOptions:
         """The options of one part of a multi-part release: its own key, no progress bar, the
