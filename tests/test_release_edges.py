@@ -227,6 +227,14 @@ def test_empty_inputs_are_refused_by_release_and_fit(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.parquet", "nan.parquet"]
     with pytest.raises(InvalidInputError, match="holds no rows"):
         IWPClassifier().fit(str(empty), features=["a"], label="y", noise_var=0.1)
+    # a multi-part release of empty files: refused as a whole (one empty part among others is
+    # fine: a Spark partition may be empty), and the folder it made is gone
+    folder = tmp_path / "raw"
+    folder.mkdir()
+    pq.write_table(pq.read_table(empty), folder / "f0.parquet")
+    with pytest.raises(InvalidInputError, match="hold no rows"):
+        release(folder, str(tmp_path / "out") + "/", _spec())
+    assert not (tmp_path / "out").exists()
 
 
 def test_threads_zero_is_refused(tmp_path):

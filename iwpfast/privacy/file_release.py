@@ -46,7 +46,7 @@ def release_file(source, destination, spec: ReleaseSpec, options: ReleaseOptions
             f"{src.description} is already an iwpfast release (it has '{METADATA_KEY}' metadata); "
             "releasing it again would add noise twice. Release the original data instead"
         )
-    if src.num_rows == 0:
+    if src.num_rows == 0 and part is None:   # a part may be empty (a Spark partition)
         raise InvalidInputError(f"{src.description} holds no rows: nothing to release; check the "
                                 "path (an empty file or folder)")
     spec = _complete_spec(spec, src, options.seed)
@@ -128,7 +128,7 @@ def _write(src, destination, spec: ReleaseSpec, options: ReleaseOptions, part, p
             fixed = _FixedBatches(options.batch_rows) if options.on_invalid == "drop" else None
             _write_chunks(src, writer, schema, spec, options.on_invalid, privatizer, result, bar,
                           write_pool, fixed)
-            if result.rows_written == 0:        # nothing is published (the writer aborts)
+            if result.rows_written == 0 and part is None:   # nothing published: the writer aborts
                 raise InvalidInputError(
                     f"{src.description} holds no rows: nothing to release; check the path"
                     if result.rows_read == 0 else

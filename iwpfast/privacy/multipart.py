@@ -220,6 +220,11 @@ def finish_parts(plan: PartPlan, results: list[ReleaseResult], elapsed_s: float,
     parts = [{"path": plan.part_location(i).name, "index": i, "rows": r.rows_written}
              for i, r in enumerate(results)]
     try:
+        if sum(r.rows_written for r in results) == 0:
+            raise InvalidInputError(
+                f"the {len(results)} input file(s) of the release hold no rows"
+                + (" left after dropping invalid ones" if sum(r.rows_read for r in results) else "")
+                + ": nothing to release; check the path")
         _check_label_encodings(plan, results)
         # the parts' footers, read back: checks that they belong together and gives the
         # release's metadata
