@@ -6,6 +6,8 @@ Add a handler (e.g. for model files) by appending to the list or calling ``regis
 """
 from __future__ import annotations
 
+import math
+
 from ..losses import LOSS_RECORDS
 from . import add_subparser
 
@@ -111,7 +113,9 @@ def model_info(path, args) -> str | None:
         ]
     if f.get("feature_ranges"):
         lines.append("raw units: " + ", ".join(f"{n}={lo:g}:{hi:g}" for n, lo, hi in f["feature_ranges"])
-                     + f", clipped at L2 bound {f['feature_bound']:g}")
+                     + (f", clipped at L2 bound {float(f['feature_bound']):g}"
+                        if math.isfinite(float(f["feature_bound"])) else ", no L2 clip (every "
+                        "feature public)"))
     t = f.get("tuning")
     if t:
         k = int(t["heads"])

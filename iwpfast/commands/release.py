@@ -19,6 +19,15 @@ EXAMPLES = """\
   iwpfast release acs.parquet inc_ldp.parquet --task regression --label PINCP \\
       --target-range 0:200000 --features AGEP=0:99,SCHL=1:24 --epsilon-x 1 --epsilon-y 1
 
+  # two public columns (scaled and clipped, never noised; NOT protected): the L2 bound, its
+  # clipping and the noise cover the private AGEP and WKHP only
+  iwpfast release acs.parquet acs_ldp.parquet --features AGEP SCHL WKHP SEX --public SCHL SEX \
+      --ranges AGEP=0:99 SCHL=1:24 WKHP=0:99 SEX=1:2 --epsilon-x 1 --epsilon-y 1
+
+  # label-only: every feature public, no --epsilon-x; the label by randomized response
+  iwpfast release acs.parquet labels_ldp.parquet --features AGEP SCHL WKHP SEX --public all \
+      --ranges AGEP=0:99 SCHL=1:24 WKHP=0:99 SEX=1:2 --epsilon-y 1
+
   # a bucket of files, one part per file, on a Dask cluster (or --workers 8 on this machine)
   iwpfast release s3://bucket/raw/ s3://bucket/release/ --features AGEP=0:99,SCHL=1:24 \\
       --epsilon-x 1 --epsilon-y 1 --scheduler tcp://scheduler:8786
@@ -58,7 +67,14 @@ def register(subparsers) -> None:
     label = p.add_mutually_exclusive_group()
     label.add_argument("--label", default="y", help="label (or regression target) column (default: y)")
     label.add_argument("--no-label", action="store_true", help="release the features only")
-    p.add_argument("--epsilon-x", type=float, required=True, help="privacy budget of the feature vector")
+    p.add_argument("--public", nargs="+", default=None, metavar="NAME",
+                   help="public features (among --features; 'all' for every one): scaled by their "
+                        "declared ranges and clipped to them, released WITHOUT noise and NOT "
+                        "protected; the L2 bound, the clipping and the noise cover the others. "
+                        "Every feature public and no --epsilon-x: a label-only release")
+    p.add_argument("--epsilon-x", type=float, default=None,
+                   help="privacy budget of the (private) feature vector; required unless every "
+                        "feature is --public")
     ey = p.add_mutually_exclusive_group()
     ey.add_argument("--epsilon-y", type=float, help="privacy budget of the label / target")
     ey.add_argument("--public-labels", action="store_true",
@@ -168,13 +184,24 @@ def run(args) -> int:
             "--epsilon-x inf means no noise, which is not a private release. For the clean "
             "baseline fit the raw file directly, scaled and clipped as a release would be: "
             "iwpfast fit RAW --features ... --ranges NAME=LO:HI ... --label y --bound B --out clean.json")
+    public = split_names(args.public) if args.public else []
+    if public == ["all"]:
+        public = list(features)
+    label_only = bool(public) and set(features) <= set(public)
     spec = ReleaseSpec(
-        epsilon_x=args.epsilon_x, delta=args.delta, bound=args.bound,
+        epsilon_x=args.epsilon_x,
+        delta=None if label_only and args.epsilon_x is None else args.delta,
+        bound=None if label_only and args.epsilon_x is None else args.bound,
+        public_features=tuple(public),
         epsilon_y=None if label is None else args.epsilon_y,
         features=tuple(features), ranges=ranges, label=label, task=args.task,
         calibration=args.calibration, feature_dtype=args.feature_dtype,
         ranges_from_data=args.ranges_from_data, target_range=_target_range(args.target_range),
-        target_bound=args.target_bound, delta_y=args.delta_y, noise=args.noise,
+        target_bound=args.target_bound,
+        # a label-only regression release: --delta is the target mechanism's
+        delta_y=(args.delta if args.delta_y is None and label_only and args.task == "regression"
+                 and args.epsilon_x is None else args.delta_y),
+        noise=args.noise,
         classes=parse_classes(args.classes),
     )
     with warnings.catch_warnings():

@@ -379,7 +379,8 @@ class IWPBase(ParamsMixin, InputsMixin):
         # for raw training data): a release's own, for the features this model reads
         if spec is not None and all(f in spec.ranges for f in feats):
             self.feature_ranges_ = {f: tuple(map(float, spec.ranges[f])) for f in feats}
-            self.feature_bound_ = float(spec.bound)
+            # a label-only release clips no vector (its columns only to their ranges)
+            self.feature_bound_ = math.inf if spec.bound is None else float(spec.bound)
         self.noise_var_ = np.asarray(cfg.noise_var, dtype=np.float64)
         self.label_keep_prob_ = cfg.label_keep_prob
         self.target_noise_var_ = cfg.target_noise_var
@@ -526,14 +527,19 @@ class IWPBase(ParamsMixin, InputsMixin):
             bound = math.sqrt(p)
             notes.append(f"no feature bound known: the grid assumes features in [-1, 1] (bound "
                          f"sqrt(p) = {bound:.3g}); pass feature_bound=... for a better grid")
-        cap = (tuning.AUTO_VARIANCE_CAP if (self.variance_cap is None and mode == "iwp")
+        noise_var = (np.asarray(noise.noise_var, dtype=np.float64) if mode != "clean" and p
+                     else np.zeros(max(p, 1)))
+        # the cap acts on sum_j s_j theta_j^2 over the noised columns: without feature noise (a
+        # label-only release) there is nothing for it to hold, and "auto" sets none
+        feature_noise = bool(np.any(noise_var > 0))
+        cap = (tuning.AUTO_VARIANCE_CAP if (self.variance_cap is None and mode == "iwp"
+                                            and feature_noise)
                else (math.inf if self.variance_cap is None else float(self.variance_cap)))
-        sval = float(np.max(noise.noise_var)) if mode != "clean" and p else 0.0
         keep = self._grid_label_keep_prob(noise) if mode == "iwp" else None
         paper = self.schedule == "paper"
         points = tuning.default_grid(
             loss=v["loss"], n_rows=n_train, bound=bound, batch_size=v["batch_size"],
-            noise_var=sval, label_keep_prob=keep, n_features=p, variance_cap=cap,
+            noise_var=noise_var, label_keep_prob=keep, n_features=p, variance_cap=cap,
             radius_of=lambda a: (self.radius if self.radius is not None else
                                  default_radius(v["loss"], bound, a)),
             alphas=_grid_values(v["alpha"]),
@@ -782,7 +788,11 @@ class IWPBase(ParamsMixin, InputsMixin):
         names = list(self.features_)
         lo = np.array([float(ranges[n][0]) for n in names])
         hi = np.array([float(ranges[n][1]) for n in names])
-        return lo, hi, float(self.feature_bound_)
+        # a release's public columns are clipped to their ranges only, not to the L2 bound
+        spec = getattr(self, "release_spec_", None)
+        public = set(spec.public_features) if spec is not None else set()
+        private = None if not public else np.array([n not in public for n in names])
+        return lo, hi, float(self.feature_bound_), private
 
     def _in_model_units(self, batches, scaled: bool, where: str):
         """Yield the feature columns of ``batches`` in the model's space (``_units``), then warn

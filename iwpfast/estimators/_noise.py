@@ -70,7 +70,7 @@ def noise_from_metadata(meta: dict, features: list[str]) -> NoiseModel:
     check_metadata_fields(meta)
     try:
         found = driver.noise_from_release(meta, features)
-        bound = meta.get("feature_bound")
+        bound = release_vector_bound(meta)
         return NoiseModel(
             noise_var=found.noise_var,
             label_keep_prob=found.label_keep_prob,
@@ -84,6 +84,18 @@ def noise_from_metadata(meta: dict, features: list[str]) -> NoiseModel:
         raise ReleaseSpecError(
             f"the release metadata (schema key 'iwpfast.release') is incomplete or corrupt ({exc!r}); "
             "re-create the release with iwpfast.release / `iwpfast release`") from exc
+
+
+def release_vector_bound(meta: dict) -> float | None:
+    """The L2 bound of a released (clean) feature vector: the release's ``feature_bound`` B,
+    which the private columns are clipped to, with each public column (scaled into [-1, 1])
+    adding at most 1 to the squared norm: sqrt(B^2 + number of public columns); a label-only
+    release: sqrt(p)."""
+    bound = meta.get("feature_bound")
+    public = meta.get("public_features") or []
+    if bound is None and not public:
+        return None
+    return math.sqrt((0.0 if bound is None else float(bound)) ** 2 + len(public))
 
 
 def explicit_noise(p: int, *, noise_var, epsilon_y, label_keep_prob, target_noise_var,

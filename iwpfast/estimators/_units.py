@@ -42,9 +42,11 @@ def resolve_scaled(scaled, raw) -> bool:
 
 
 def scale_and_clip(cols: list[np.ndarray], lo: np.ndarray, hi: np.ndarray,
-                   bound: float) -> list[np.ndarray]:
+                   bound: float, private=None) -> list[np.ndarray]:
     """Raw columns -> the release's feature space: [lo, hi] onto [-1, 1] (clipped), then the
-    L2 clip of each row at ``bound`` (what a release does before adding noise)."""
+    L2 clip of each row at ``bound`` (what a release does before adding noise).  ``private``: a
+    boolean per column, the columns the L2 clip covers (a release's public columns are only
+    clipped to their ranges); None: all."""
     mid = 0.5 * (lo + hi)
     half = 0.5 * (hi - lo)
     out = []
@@ -54,11 +56,15 @@ def scale_and_clip(cols: list[np.ndarray], lo: np.ndarray, hi: np.ndarray,
         out.append(o)
     if not out or not len(out[0]):
         return out
+    clipped = [True] * len(out) if private is None else [bool(c) for c in private]
+    if not any(clipped) or not np.isfinite(bound):
+        return out
     norm2 = np.zeros(len(out[0]))
-    for o in out:
-        norm2 += o * o
+    for o, c in zip(out, clipped, strict=True):
+        if c:
+            norm2 += o * o
     factor = np.minimum(1.0, float(bound) / np.sqrt(np.maximum(norm2, 1e-300)))
-    return [o * factor for o in out]
+    return [o * factor if c else o for o, c in zip(out, clipped, strict=True)]
 
 
 class UnitsCheck:

@@ -144,9 +144,11 @@ class DiscreteGaussianLaw(NoiseLaw):
     def __init__(self, spec, seed, n_threads: int, fused: bool):
         super().__init__(spec, seed, n_threads, fused)
         self.key = NoiseKey.coerce(seed)
-        law = spec.feature_mechanism.discrete
-        assert law is not None                      # noise == "discrete" calibrates one
-        self.noiser = DiscreteNoise(law)
+        mech = spec.feature_mechanism
+        # a label-only release draws only its labels' randomness from the keystreams
+        law = None if mech is None else mech.discrete
+        assert law is not None or mech is None      # noise == "discrete" calibrates one
+        self.noiser: Any = None if law is None else DiscreteNoise(law)
         self.word_store = [np.empty(_WORD_BUFFER, dtype=np.uint64) for _ in range(n_threads)]
         self.buffers: list[WordBuffer] = []
 

@@ -11,6 +11,10 @@ give the same bits for the same seed:
 
 NumPy and the kernels release the GIL, so threads run in parallel.  Python loops only over
 chunks, parts, sub-blocks and columns.
+
+Public columns (``spec.public_features``) are scaled by their declared ranges and clipped to them,
+never noised; the clipping to the L2 ball and the noise cover the private columns only.  A release
+without public columns runs exactly as before (same streams, same bits).
 """
 from __future__ import annotations
 
@@ -48,9 +52,18 @@ class _Privatizer:
     def __init__(self, spec: ReleaseSpec, seed, threads: int | None, engine: str = "auto",
                  expected_rows: int | None = None):
         self.spec = spec
-        self.p = len(spec.feature_names)
+        names = list(spec.feature_names)
+        #: rows of the output (every feature, in order)
+        self.p = len(names)
         self.dtype = np.dtype(spec.feature_dtype)
-        self.scaler = RangeScaler(list(spec.feature_names), spec.ranges)
+        private = list(spec.private_features)
+        self.private_rows = [names.index(f) for f in private]
+        self.public_rows = [names.index(f) for f in spec.public_features]
+        #: the clipped and noised features (the private ones)
+        self.p_private = len(private)
+        all_scaler = RangeScaler(names, spec.ranges)
+        self.scaler = RangeScaler(private, spec.ranges) if self.public_rows else all_scaler
+        self.public_scaler = RangeScaler(list(spec.public_features), spec.ranges)
         self.target_scaler = (
             RangeScaler([spec.label], {spec.label: spec.target_range})
             if spec.task == "regression" and spec.label is not None and spec.target_range is not None
@@ -65,8 +78,9 @@ class _Privatizer:
         law_type = law_class(spec)
         self.fused = _use_fused_kernels(engine, self.dtype, expected_rows, law_type)
         self.law: NoiseLaw = law_type(spec, seed, self.n_threads, self.fused)
-        self.sub_rows = max(1024, _SUB_VALUES // self.p)
-        self.scratch = [np.empty(self.p * self.sub_rows, dtype=self.dtype) for _ in range(self.n_threads)]
+        self.sub_rows = max(1024, _SUB_VALUES // max(self.p_private, 1))
+        self.scratch = [np.empty(self.p_private * self.sub_rows, dtype=self.dtype)
+                        for _ in range(self.n_threads)]
         self.pool = ThreadPoolExecutor(self.n_threads - 1) if self.n_threads > 1 else None
         # a law without float32 kernels (the discrete law at float64): NumPy scaling and clipping,
         # the kernel for the noise
@@ -88,7 +102,7 @@ class _Privatizer:
             self.inv_half = [np.float32(1.0 / h) for h in self.scaler.half]
             self.mid64 = [float(m) for m in self.scaler.mid]
             self.mid32 = [np.float32(m) for m in self.scaler.mid]
-        self.checker = BatchChecker(spec, self.scaler, self.target_scaler)
+        self.checker = BatchChecker(spec, all_scaler, self.target_scaler)
         self.checker.pool = self.pool
         self.checker.parallel_min_rows = _MIN_ROWS_PER_THREAD
         self.rows_clipped = 0
@@ -110,6 +124,18 @@ class _Privatizer:
     # ---- noise (threads) -------------------------------------------------------------------------
     def run(self, features: list[np.ndarray], label, out: np.ndarray, label_out) -> None:
         """Privatize ``n`` rows into ``out`` (p, n) and ``label_out`` (n,)."""
+        if not self.public_rows:
+            self._run(features, label, out, label_out)
+            return
+        # the private columns through the usual path into a buffer of their own, then in place
+        private = np.empty((self.p_private, out.shape[1]), dtype=out.dtype)
+        self._run([features[i] for i in self.private_rows], label, private, label_out)
+        for j, i in enumerate(self.private_rows):
+            out[i] = private[j]
+        for j, i in enumerate(self.public_rows):
+            self.public_scaler.scale_into(j, features[i], out[i])   # scaled, clipped, no noise
+
+    def _run(self, features: list[np.ndarray], label, out: np.ndarray, label_out) -> None:
         n = out.shape[1]
         parts = self.n_threads if n >= self.n_threads * _MIN_ROWS_PER_THREAD else 1
         bounds = np.linspace(0, n, parts + 1).astype(np.int64)
@@ -130,7 +156,9 @@ class _Privatizer:
             self.targets_clipped += targets
 
     def _part(self, k, features, label, r0, r1, out, label_out):
-        if self.fused and all(f.dtype in _FUSED_RAW_DTYPES for f in features):
+        if not self.p_private:
+            clipped = 0                      # label-only: nothing to clip or noise
+        elif self.fused and all(f.dtype in _FUSED_RAW_DTYPES for f in features):
             clipped = self._features_fused(k, features, r0, r1, out)
         else:
             clipped = self._features_numpy(k, features, r0, r1, out)
@@ -140,14 +168,14 @@ class _Privatizer:
         return clipped, targets
 
     def _features_numpy(self, k, features, r0, r1, out) -> int:
-        mech = self.spec.feature_mechanism
+        mech = self._mechanism()
         kernels = self.kernels if self.noise_kernels else None
         clipped = 0
         sub = self.sub_rows
         for s in range(r0, r1, sub):
             e = min(s + sub, r1)
             X = out[:, s:e]
-            for j in range(self.p):
+            for j in range(self.p_private):
                 self.scaler.scale_into(j, features[j][s:e], X[j])
             clipped += mech.clip_(X, coords_in_unit=True)
             self.law.add_numpy(k, X, mech, self.scratch[k], kernels)
@@ -187,8 +215,8 @@ class _Privatizer:
         finishes every column (noise straight into the output row, plus the clipped value).
         """
         K = self.kernels
-        mech = self.spec.feature_mechanism
-        p = self.p
+        mech = self._mechanism()
+        p = self.p_private
         # |scaled coordinate| <= 1, so no vector can exceed the ball when bound**2 >= p.
         need_norm = mech.bound * mech.bound < p
         limit = mech.bound * _CLIP_SAFETY
@@ -209,6 +237,13 @@ class _Privatizer:
             self.law.finish_fused(K, k, features, s, e, mids, self.inv_half, factor, count > 0,
                                   out, mech)
         return clipped
+
+
+    def _mechanism(self):
+        mech = self.spec.feature_mechanism
+        if mech is None:
+            raise InvalidInputError("a label-only release has no features to noise")
+        return mech
 
 
 def _use_fused_kernels(engine: str, dtype, expected_rows,

@@ -33,6 +33,9 @@ from .scaling import check_range, parse_ranges
 METADATA_KEY = RELEASE_METADATA_KEY
 FORMAT_NAME = RELEASE_METADATA_KEY
 FORMAT_VERSION = 1
+#: the version of releases with public columns (``public_features``, ``feature_noise_variance``)
+PUBLIC_FORMAT_VERSION = 2
+READ_VERSIONS = (FORMAT_VERSION, PUBLIC_FORMAT_VERSION)
 TASKS = ("classification", "regression")
 FEATURE_DTYPES = ("float32", "float64")
 
@@ -117,9 +120,9 @@ class ReleaseSpec:
     (2.0, 0.7311)
     """
 
-    epsilon_x: float
-    delta: float
-    bound: float
+    epsilon_x: float | None = None
+    delta: float | None = None
+    bound: float | None = None
     epsilon_y: float | None = None
     features: tuple[str, ...] | None = None
     ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
@@ -133,11 +136,12 @@ class ReleaseSpec:
     delta_y: float | None = None
     classes: tuple | None = None
     noise: str = "discrete"
+    public_features: tuple[str, ...] = ()
     row_count: int | None = field(default=None, compare=False, repr=False)
     seeded: bool = field(default=False, compare=False, repr=False)
     # built by __post_init__ (not dataclass fields: derived from the fields above); ClassVar only
     # tells the type checker what the instance attributes are
-    _features_mech: ClassVar[GaussianFeatureMechanism]
+    _features_mech: ClassVar[GaussianFeatureMechanism | None]
     _label_mech: ClassVar[RandomizedResponse | KaryRandomizedResponse | GaussianTargetMechanism | None]
 
     def __post_init__(self):
@@ -157,14 +161,27 @@ class ReleaseSpec:
                 f"feature_dtype must be one of {FEATURE_DTYPES}, got {self.feature_dtype!r}"
             )
         check_noise(self.noise)
+        self._check_public_features()
         # Building the mechanisms validates epsilon/delta/bound/calibration with errors naming the fix.
-        # The discrete law depends on the number of features (snapping): 1 until features are named.
-        set_(self, "_features_mech", GaussianFeatureMechanism(
-            self.epsilon_x, self.delta, self.bound, self.calibration, noise=self.noise,
-            dims=len(self.features) if self.features else 1, dtype=self.feature_dtype))
-        set_(self, "epsilon_x", self._features_mech.epsilon)
-        set_(self, "delta", self._features_mech.delta)
-        set_(self, "bound", self._features_mech.bound)
+        # The discrete law depends on the number of noised features (snapping): 1 until features
+        # are named.  Public columns are never noised: the mechanism covers the private ones.
+        feature_mech = None
+        if self.epsilon_x is not None:
+            if self.delta is None or self.bound is None:
+                raise InvalidInputError(
+                    "the feature mechanism needs delta and bound with epsilon_x (e.g. delta=1e-5, "
+                    "bound=1; CLI: --delta, --bound)")
+            private = self.private_features
+            feature_mech = GaussianFeatureMechanism(
+                self.epsilon_x, self.delta, self.bound, self.calibration, noise=self.noise,
+                dims=len(private) if private else 1, dtype=self.feature_dtype)
+            set_(self, "epsilon_x", feature_mech.epsilon)
+            set_(self, "delta", feature_mech.delta)
+            set_(self, "bound", feature_mech.bound)
+        else:
+            from .mechanisms import _check_calibration
+            _check_calibration(self.calibration)
+        set_(self, "_features_mech", feature_mech)
         label_mech: KaryRandomizedResponse | RandomizedResponse | GaussianTargetMechanism | None = None
         if self.classes is not None:
             set_(self, "classes", check_classes(self.classes))
@@ -190,6 +207,9 @@ class ReleaseSpec:
                     f"give target_range=(lo, hi) (CLI: --target-range LO:HI)"
                 )
             if self.epsilon_y is not None:
+                if self.delta_y is None and self.delta is None:
+                    raise InvalidInputError(
+                        "the target's Gaussian mechanism needs a delta: give delta_y (or delta)")
                 delta_y = self.delta if self.delta_y is None else check_delta(self.delta_y, "delta_y")
                 set_(self, "delta_y", delta_y)
                 label_mech = GaussianTargetMechanism(self.epsilon_y, delta_y, self.target_bound,
@@ -200,8 +220,72 @@ class ReleaseSpec:
         set_(self, "_label_mech", label_mech)
         if label_mech is not None:
             set_(self, "epsilon_y", label_mech.epsilon)
+        self._check_something_private()
         if self.features is not None and not self.ranges_from_data:
             self.scaler_ranges()  # raises naming the missing ranges
+        elif self.public_features and not self.ranges_from_data:
+            missing = [f for f in self.public_features if f not in self.ranges]
+            if missing:
+                raise InvalidInputError(
+                    f"no declared range for public feature(s) {', '.join(missing)}: public columns "
+                    "are scaled by their declared ranges and clipped to them; give e.g. "
+                    + ",".join(f"{n}=LO:HI" for n in missing) + " (CLI: --ranges)")
+
+    def _check_public_features(self) -> None:
+        public = self.public_features
+        if isinstance(public, str):
+            public = tuple(f.strip() for f in public.split(",") if f.strip())
+        public = tuple(str(f) for f in (public or ()))
+        object.__setattr__(self, "public_features", public)
+        if len(set(public)) != len(public):
+            raise InvalidInputError(f"public_features names a column twice: {list(public)}")
+        if self.features is not None:
+            unknown = [f for f in public if f not in self.features]
+            if unknown:
+                raise InvalidInputError(
+                    f"public feature(s) {', '.join(unknown)} are not among the features "
+                    f"{list(self.features)}: public columns are a subset of the features (CLI: "
+                    "--public P... with P among --features)")
+            # in the features' order, the order they are released in
+            object.__setattr__(self, "public_features",
+                               tuple(f for f in self.features if f in public))
+
+    def _check_something_private(self) -> None:
+        """Every feature public needs no epsilon_x (a label-only release); a private feature
+        needs one; and a release protects something (private features or a noised label)."""
+        all_public = self.features is not None and bool(self.public_features) and \
+            len(self.public_features) == len(self.features)
+        if self.epsilon_x is None:
+            if not self.public_features:
+                raise InvalidInputError(
+                    "epsilon_x is missing: give the features' budget (e.g. epsilon_x=1; CLI: "
+                    "--epsilon-x), or declare every feature public (public_features=...; CLI: "
+                    "--public) for a label-only release")
+            if self.features is not None and not all_public:
+                private = [f for f in self.features if f not in self.public_features]
+                raise InvalidInputError(
+                    f"feature(s) {', '.join(private)} are private (not in public_features) but no "
+                    "epsilon_x is given: give epsilon_x (CLI: --epsilon-x), or declare them public")
+            if self._label_mech is None:
+                raise InvalidInputError(
+                    "nothing private to release: every feature is public and the label is "
+                    + ("released without noise" if self.label is not None else "absent")
+                    + "; give epsilon_y (CLI: --epsilon-y) for a label-only release, or keep "
+                    "some features private with epsilon_x")
+        elif all_public:
+            raise InvalidInputError(
+                "every feature is public, so epsilon_x would protect nothing: drop epsilon_x "
+                "(CLI: --epsilon-x) for a label-only release, or keep some features private")
+
+    @property
+    def private_features(self) -> tuple[str, ...]:
+        """The noised features (``features`` less ``public_features``), in order."""
+        return tuple(f for f in self.features or () if f not in self.public_features)
+
+    @property
+    def label_only(self) -> bool:
+        """Every feature public: only the label is protected."""
+        return self._features_mech is None
 
     # --- derived quantities -------------------------------------------------------------------
     @property
@@ -220,7 +304,8 @@ class ReleaseSpec:
         return self.classes
 
     @property
-    def feature_mechanism(self) -> GaussianFeatureMechanism:
+    def feature_mechanism(self) -> GaussianFeatureMechanism | None:
+        """The private features' mechanism; None for a label-only release."""
         return self._features_mech
 
     @property
@@ -230,7 +315,14 @@ class ReleaseSpec:
 
     @property
     def sigma(self) -> float:
-        return self._features_mech.sigma
+        """The private features' noise scale (0 for a label-only release)."""
+        return 0.0 if self._features_mech is None else self._features_mech.sigma
+
+    def feature_noise_variances(self) -> list[float]:
+        """Per feature, in order: the exact noise variance (0 for a public column)."""
+        mech = self._features_mech
+        return [0.0 if (mech is None or f in self.public_features) else mech.variance
+                for f in self.feature_names]
 
     @property
     def label_keep_prob(self) -> float | None:
@@ -295,20 +387,43 @@ class ReleaseSpec:
         """The guarantee as programs read it: epsilon and delta, and ``holds_for`` (with a
         ``caveat`` where the bits written do not carry it): "values_as_written" for the discrete
         law; "real_valued_noise_only" for float noise, whose low-order bits leak the data."""
+        # public columns: the guarantee is for records that agree on them (docs/release.md)
+        public = {"not_protected": list(self.public_features)} if self.public_features else {}
         if self.noise == "discrete":
-            return {"epsilon": g.epsilon, "delta": g.delta, "holds_for": "values_as_written"}
+            return {"epsilon": g.epsilon, "delta": g.delta, "holds_for": "values_as_written",
+                    **public}
         return {"epsilon": g.epsilon, "delta": g.delta, "holds_for": "real_valued_noise_only",
+                **public,
                 "caveat": "floating-point noise: the low-order bits of the values as written leak "
                           "the data, so they do NOT carry this (epsilon, delta); release with "
                           "noise='discrete' for a guarantee on the bits"}
 
     def guarantee(self) -> Guarantee:
-        """Per-record ``(epsilon, delta)``-LDP by basic composition, with a one-line statement."""
-        eps = self.epsilon_x + (self.epsilon_y or 0.0)
-        delta = self.delta + (self.delta_y or 0.0 if self.task == "regression" else 0.0)
-        names = "features " + ", ".join(self.features) if self.features else "the features"
+        """Per-record ``(epsilon, delta)``-LDP by basic composition, with a one-line statement.
+
+        With public columns the guarantee is for the private columns and the label: it holds for
+        any two records that agree on the public columns (docs/release.md "Public columns"); the
+        statement names the public columns as not protected."""
         mech = self._features_mech
-        if self.noise == "discrete" and mech.discrete is not None:
+        eps = (self.epsilon_x or 0.0) + (self.epsilon_y or 0.0)
+        delta = (self.delta or 0.0 if mech is not None else 0.0) + (
+            self.delta_y or 0.0 if self.task == "regression" else 0.0)
+        public = self.public_features
+        if mech is None:
+            head = (f"Each record's label is ({eps:g}, {delta:g})-locally differentially private "
+                    "for any two records with the same features (label-only release)")
+        elif public:
+            head = (f"Each record is ({eps:g}, {delta:g})-locally differentially private in its "
+                    "private columns and label, for any two records that agree on the public "
+                    "columns")
+        else:
+            head = f"Each record is ({eps:g}, {delta:g})-locally differentially private"
+        private = self.private_features if self.features else ()
+        names = ("features " + ", ".join(private) if private else "the features") if not public \
+            else "private features " + (", ".join(private) if private else "(named at release)")
+        if mech is None:
+            law = ""
+        elif self.noise == "discrete" and mech.discrete is not None:
             law = (f"the discrete Gaussian mechanism on the grid 2^{mech.discrete.grid_log2} "
                    f"(epsilon_x={self.epsilon_x:g}, delta={self.delta:g}, {self.calibration} "
                    f"calibration, L2 bound {self.bound:g}, sigma={self.sigma:.4g}; a proven bound "
@@ -320,10 +435,7 @@ class ReleaseSpec:
                    f"sigma={self.sigma:.4g}) -- this holds for real-valued noise only: the "
                    "floating-point implementation leaks low-order bits of the data, so the values "
                    "as written do NOT carry this guarantee (use noise='discrete')")
-        parts = [
-            f"Each record is ({eps:g}, {delta:g})-locally differentially private: "
-            f"{names} by {law}"
-        ]
+        parts = [f"{head}: {names} by {law}" if mech is not None else f"{head}:"]
         label = self.label or "(the label column)"
         if self.label is None and self._label_mech is None:
             parts.append("; no label released")
@@ -345,12 +457,20 @@ class ReleaseSpec:
                 f", target {label} by the Gaussian mechanism (epsilon_y={self.epsilon_y:g}, "
                 f"delta_y={self.delta_y:g}, bound {self.target_bound:g}, sigma={self.target_noise_scale:.4g})"
             )
+        if public:
+            parts.append(
+                f"; {'features' if mech is None else 'public features'} {', '.join(public)} "
+                "released WITHOUT noise (scaled by their declared ranges and clipped to them): NOT "
+                "protected, the guarantee says nothing about what they reveal")
         if self.ranges_from_data:
             parts.append("; WARNING: the feature ranges were computed from the data and are not protected")
         if self.seeded:
             parts.append("; WARNING: seeded release (simulations only): whoever knows the seed can "
                          "regenerate and remove the noise")
-        return Guarantee(eps, delta, "".join(parts) + ".")
+        text = "".join(parts) + "."
+        if mech is None:  # no features' clause: the label's opens the sentence
+            text = text.replace(":, label", ": label", 1).replace(":, target", ": target", 1)
+        return Guarantee(eps, delta, text)
 
     # --- metadata ----------------------------------------------------------------------------------
     def to_metadata(self, row_count: int | None = None) -> dict:
@@ -361,9 +481,12 @@ class ReleaseSpec:
             raise InvalidInputError("the spec names no features; give features=[...] first")
         g = self.guarantee()
         regression = self.task == "regression"
-        return {
+        mech = self._features_mech
+        meta = {
             "format": FORMAT_NAME,
-            "format_version": FORMAT_VERSION,
+            # public columns need a reader that knows them (an older one would debias them for
+            # noise they never had): version 2; releases without any keep version 1, unchanged
+            "format_version": PUBLIC_FORMAT_VERSION if self.public_features else FORMAT_VERSION,
             "library_version": __version__,
             "task": self.task,
             "features": list(self.features),
@@ -371,7 +494,8 @@ class ReleaseSpec:
             "feature_bound": self.bound,
             "feature_ranges": {f: list(self.ranges[f]) for f in self.features},
             "ranges_from_data": bool(self.ranges_from_data),
-            "feature_noise_scale": [self.sigma] * len(self.features),
+            "feature_noise_scale": [0.0 if f in self.public_features else self.sigma
+                                    for f in self.features],
             "feature_dtype": self.feature_dtype,
             "epsilon_x": self.epsilon_x,
             "delta_x": self.delta,
@@ -386,12 +510,18 @@ class ReleaseSpec:
             "target_noise_scale": self.target_noise_scale,
             "delta_y": self.delta_y if regression else None,
             "guarantee": self._guarantee_metadata(g),
-            "noise": self._features_mech.noise_metadata(),
+            # label-only: no feature noise; the law still names the randomness of the labels
+            "noise": ({"law": NOISE_LAWS[self.noise], "grid": None, "sigma": 0.0, "variance": 0.0}
+                      if mech is None else mech.noise_metadata()),
             "target_noise": self._label_mech.noise_metadata()
             if isinstance(self._label_mech, GaussianTargetMechanism) else None,
             "seeded": bool(self.seeded),
             "row_count": None if row_count is None else int(row_count),
         }
+        if self.public_features:
+            meta["public_features"] = list(self.public_features)
+            meta["feature_noise_variance"] = self.feature_noise_variances()
+        return meta
 
     def to_json(self, row_count: int | None = None) -> str:
         return json.dumps(self.to_metadata(row_count), sort_keys=True, allow_nan=False)
@@ -410,10 +540,10 @@ class ReleaseSpec:
                 "no iwpfast release metadata (key 'iwpfast.release'); release the data with "
                 "`iwpfast release` / iwpfast.release() first"
             )
-        if meta.get("format_version") != FORMAT_VERSION:
+        if meta.get("format_version") not in READ_VERSIONS:
             raise ReleaseSpecError(
                 f"release format version {meta.get('format_version')!r} is not supported by this "
-                f"iwpfast (reads version {FORMAT_VERSION}); upgrade iwpfast"
+                f"iwpfast (reads versions {', '.join(map(str, READ_VERSIONS))}); upgrade iwpfast"
             )
         check_metadata_fields(meta)
         try:
@@ -435,6 +565,7 @@ class ReleaseSpec:
                 classes=tuple(meta["classes"]) if meta.get("classes") is not None else None,
                 # releases written before the discrete law carry no "noise": they were float
                 noise=_noise_from_law((meta.get("noise") or {}).get("law", "float_gaussian")),
+                public_features=tuple(meta.get("public_features") or ()),
             )
         except InvalidInputError as exc:
             raise ReleaseSpecError(f"release metadata is invalid: {exc}") from None
@@ -442,10 +573,12 @@ class ReleaseSpec:
             # the field table above catches what the contract names; this is the net under it
             raise ReleaseSpecError(f"release metadata is invalid ({type(exc).__name__}: {exc}); "
                                    "re-create the release with `iwpfast release`") from None
-        # The stored sigma is what the data were noised with; it must match the parameters.
+        # The stored sigma is what the data were noised with; it must match the parameters
+        # (0 for the public columns).
         stored = meta.get("feature_noise_scale")
-        if not isinstance(stored, Sequence) or len(stored) != len(spec.features or ()) or any(
-            not math.isclose(float(s), spec.sigma, rel_tol=1e-9) for s in stored
+        want_scale = [0.0 if f in spec.public_features else spec.sigma for f in spec.feature_names]
+        if not isinstance(stored, Sequence) or len(stored) != len(want_scale) or any(
+            not math.isclose(float(s), w, rel_tol=1e-9) for s, w in zip(stored, want_scale, strict=True)
         ):
             raise ReleaseSpecError(
                 f"release metadata is inconsistent: feature_noise_scale {stored!r} does not match "
@@ -461,9 +594,18 @@ class ReleaseSpec:
                 f"release metadata is inconsistent: label_keep_prob {keep!r} does not match "
                 f"epsilon_y={spec.epsilon_y!r}; the file was edited or is corrupt"
             )
+        variances = meta.get("feature_noise_variance")
+        if variances is not None and (len(variances) != len(want_scale) or any(
+                not math.isclose(float(v), w, rel_tol=1e-9)
+                for v, w in zip(variances, spec.feature_noise_variances(), strict=True))):
+            raise ReleaseSpecError(
+                f"release metadata is inconsistent: feature_noise_variance {variances!r} does not "
+                f"match {spec.feature_noise_variances()!r} recomputed from the parameters (0 for "
+                "the public columns); the file was edited or is corrupt")
         noise_meta = meta.get("noise")
-        if noise_meta is not None:
-            expected = spec.feature_mechanism.noise_metadata()
+        mech = spec.feature_mechanism
+        if noise_meta is not None and mech is not None:
+            expected = mech.noise_metadata()
             for key in ("grid", "sigma", "variance"):
                 stored_v, want = noise_meta.get(key), expected.get(key)
                 if (stored_v is None) != (want is None) or (want is not None and not math.isclose(
@@ -475,6 +617,8 @@ class ReleaseSpec:
 
     def _noise_line(self) -> str:
         mech = self._features_mech
+        if mech is None:
+            return "noise:         none on the features (every feature public: label-only release)"
         if mech.discrete is None:
             return (f"noise:         float_gaussian (floating point, SFC64; variance {mech.variance:.6g}; "
                     "leaks low-order bits)")
@@ -493,13 +637,23 @@ class ReleaseSpec:
             "ranges:        " + ", ".join(f"{k}={self.ranges[k][0]:g}:{self.ranges[k][1]:g}"
                                          for k in (self.features or self.ranges) if k in self.ranges),
             f"label:         {self.label}",
-            f"feature bound: {self.bound:g} (L2)",
-            f"calibration:   {self.calibration}",
-            f"sigma:         {self.sigma:.6g} per feature (epsilon_x={self.epsilon_x:g}, "
-            f"delta={self.delta:g})",
-            self._noise_line(),
-            f"feature dtype: {self.feature_dtype}",
         ]
+        if self.public_features:
+            lines.append(f"public:        {', '.join(self.public_features)} (released without noise, "
+                         "scaled by their ranges and clipped to them: NOT protected)")
+        mech = self._features_mech
+        if mech is not None:
+            per = "per private feature" if self.public_features else "per feature"
+            lines += [f"feature bound: {self.bound:g} (L2"
+                      + (", over the private features)" if self.public_features else ")"),
+                      f"calibration:   {self.calibration}",
+                      f"sigma:         {self.sigma:.6g} {per} (epsilon_x={self.epsilon_x:g}, "
+                      f"delta={self.delta:g})"]
+        if self.public_features and self.features:
+            lines.append("noise var:     " + ", ".join(
+                f"{f}={v:.6g}" for f, v in zip(self.features, self.feature_noise_variances(),
+                                               strict=True)))
+        lines += [self._noise_line(), f"feature dtype: {self.feature_dtype}"]
         if self.classes is not None:
             lines.append(f"classes:       {len(self.classes)}: " + ", ".join(map(repr, self.classes))
                          + (" (written as their index 0..k-1)" if len(self.classes) > 2
@@ -575,20 +729,33 @@ _METADATA_FIELDS: dict[str, tuple[bool, str, Callable[[Any], bool]]] = {
     "target_noise": (False, "an object with a string 'law' and numbers grid/sigma/variance",
                      _is_noise_law),
     "seeded": (False, "true or false", lambda v: isinstance(v, bool)),
+    "public_features": (False, "a list of column names (a subset of features)",
+                        lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)),
+    "feature_noise_variance": (False, "a list of numbers >= 0, one per feature",
+                               lambda v: isinstance(v, list) and all(
+                                   _is_number(x) and x >= 0 for x in v)),
     "row_count": (False, "a non-negative integer",
                   lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0),
 }
+
+
+_FEATURE_MECHANISM_FIELDS = ("epsilon_x", "delta_x", "feature_bound")
 
 
 def check_metadata_fields(meta: Mapping) -> None:
     """Raise ``ReleaseSpecError`` naming the first field of the release metadata that is missing
     (when required), null (when required) or of the wrong type.
 
-    Optional fields may be absent or null (releases written before they existed)."""
+    Optional fields may be absent or null (releases written before they existed); a label-only
+    release (every feature in ``public_features``) has no feature mechanism, so its epsilon_x,
+    delta_x and feature_bound are null."""
+    features, public = meta.get("features"), meta.get("public_features")
+    label_only = (isinstance(features, list) and isinstance(public, list) and bool(features)
+                  and set(map(str, features)) <= set(map(str, public)))
     for name, (required, what, ok) in _METADATA_FIELDS.items():
         value = meta.get(name)
         if value is None:
-            if required:
+            if required and not (label_only and name in _FEATURE_MECHANISM_FIELDS):
                 state = "missing" if name not in meta else "null"
                 raise ReleaseSpecError(
                     f"release metadata field {name!r} is {state}; it must be {what}. The file was "

@@ -116,7 +116,8 @@ def noise_from_release(metadata: dict | None, features: Sequence[str], *,
                        noise_var=None, label_keep_prob=None, target_noise_var=None,
                        rtol: float = 1e-9) -> NoiseParameters:
     """The noise parameters of ``features`` from a release's metadata (docs/internals.md fields
-    ``features``, ``noise.variance`` (else ``feature_noise_scale`` squared), ``label_keep_prob``,
+    ``features``, ``feature_noise_variance`` (public columns: 0), else ``noise.variance``, else
+    ``feature_noise_scale`` squared, ``label_keep_prob``,
     ``target_noise.variance`` (else ``target_noise_scale`` squared)).
 
     Without metadata, the parameters must be given explicitly (``noise_var`` at least); that
@@ -151,7 +152,11 @@ def noise_from_release(metadata: dict | None, features: Sequence[str], *,
     # written (discrete Gaussian on a grid: Lambda^2 Var(Z)); releases from before it carry only
     # sigma (float Gaussian noise: variance sigma^2).
     law = metadata.get("noise")
-    if law is not None and law.get("variance") is not None:
+    per_column = metadata.get("feature_noise_variance")
+    if per_column is not None and len(per_column) == len(released):
+        # public columns (version 2): each feature's own variance, 0 for a public one
+        variance = {f: float(v) for f, v in zip(released, per_column, strict=True)}
+    elif law is not None and law.get("variance") is not None:
         variance = {f: float(law["variance"]) for f in released}
     else:
         variance = {f: float(s) ** 2 for f, s in zip(released, scales, strict=True)}

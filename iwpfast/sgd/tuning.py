@@ -62,8 +62,10 @@ def derived_step(*, loss: str, alpha: float, n_updates: int, bound: float, batch
     R the radius theta can reach, K = B^2 max f'' + alpha the smoothness, and
     A = C^2 L F G / batch: C = B max|f'| on |z| <= min(R B, MARGIN_SCALE) (the paper's C, over the
     margins a model meets rather than the whole ball), L = 1/(2S-1)^2 the label
-    factor, F = 1 + p sigma^2 / B^2 the feature factor, G = exp(sigma^2 R^2) for the exponential
-    loss (1 otherwise) -- the variance factors of ``iwpfast.planning`` (docs/tuning.md).
+    factor, F = 1 + sum_j s_j / B^2 the feature factor (p sigma^2 / B^2 when every column has the
+    same noise; public columns, s_j = 0, add nothing), G = exp(s_max R^2) for the exponential loss
+    (1 otherwise) -- the variance factors of ``iwpfast.planning`` (docs/tuning.md).  ``noise_var``:
+    one variance for every feature, or one per feature (zeros for public columns).
     """
     mu = float(alpha)
     if mu <= 0:
@@ -76,8 +78,9 @@ def derived_step(*, loss: str, alpha: float, n_updates: int, bound: float, batch
     label = 1.0 if label_keep_prob is None else 1.0 / (2.0 * label_keep_prob - 1.0) ** 2
     if loss_record(loss).task == "regression":
         label = 1.0 + target_noise_var
-    feature = 1.0 + n_features * noise_var / (B * B)
-    score = loss_record(loss).score_factor(noise_var * R * R)
+    noise = column_noise(noise_var, n_features)
+    feature = 1.0 + noise.total / (B * B)
+    score = loss_record(loss).score_factor(noise.energy_bound(R))
     A = (B * fp) ** 2 * label * feature * score / max(int(batch_size), 1)
     K = smoothness(loss, B, mu, R)
     T = max(int(n_updates), 1)
@@ -92,6 +95,45 @@ def smoothness(loss: str, bound: float, alpha: float, radius: float) -> float:
 
 
 @dataclass(frozen=True)
+class ColumnNoise:
+    """The per-column noise variances s_j as the grid needs them (zeros: public columns)."""
+
+    variances: tuple
+
+    @property
+    def total(self) -> float:
+        """sum_j s_j: E|x~|^2 - |x|^2, the feature factor's numerator."""
+        return float(sum(self.variances))
+
+    @property
+    def largest(self) -> float:
+        return max(self.variances, default=0.0)
+
+    @property
+    def all_private(self) -> bool:
+        """Every column noised: only then does a cap on sum_j s_j theta_j^2 bound |theta|."""
+        return bool(self.variances) and min(self.variances) > 0
+
+    def capped_radius(self, radius: float, cap: float) -> float:
+        """The radius theta can reach under the cap sum_j s_j theta_j^2 <= cap: sqrt(cap / s_min)
+        when every column is noised (the least noised direction goes furthest), else the cap
+        does not bound the public directions and the radius stays."""
+        if self.all_private and math.isfinite(cap):
+            return min(radius, math.sqrt(cap / min(self.variances)))
+        return radius
+
+    def energy_bound(self, radius: float, cap: float = math.inf) -> float:
+        """The largest sum_j s_j theta_j^2 over |theta| <= radius and the cap: min(cap, s_max R^2)."""
+        return min(cap, self.largest * radius * radius)
+
+
+def column_noise(noise_var, n_features: int) -> ColumnNoise:
+    """``noise_var`` (one variance, or one per feature) as a :class:`ColumnNoise` of n_features."""
+    values = np.broadcast_to(np.asarray(noise_var, dtype=np.float64), (max(int(n_features), 1),))
+    return ColumnNoise(tuple(float(v) for v in values))
+
+
+@dataclass(frozen=True)
 class GridPoint:
     alpha: float
     learning_rate: float
@@ -101,7 +143,7 @@ class GridPoint:
         return f"alpha={self.alpha:.4g},lr={self.learning_rate:.4g}"
 
 
-def default_grid(*, loss: str, n_rows: int, bound: float, batch_size: int, noise_var: float,
+def default_grid(*, loss: str, n_rows: int, bound: float, batch_size: int, noise_var,
                  label_keep_prob: float | None, n_features: int, variance_cap: float,
                  radius_of: Callable[[float], float], alphas: Sequence[float] | None = None,
                  learning_rates: Sequence[float] | None = None,
@@ -111,9 +153,13 @@ def default_grid(*, loss: str, n_rows: int, bound: float, batch_size: int, noise
     alphas (unless given): kappa x ALPHA_MULTIPLIERS with the curvature scale kappa = f''(0) B^2 / p
     (the Hessian of the risk at 0 for features spread evenly over the bound).  For each alpha, the
     steps (unless given): gamma*(alpha) x STEP_MULTIPLIERS (``derived_step`` with T the updates of
-    the training part and R the reachable radius: the projection radius, or sqrt(cap) / sigma
-    when the variance cap binds first).
+    the training part and R the reachable radius: the projection radius, or sqrt(cap / s_min)
+    when every column is noised and the variance cap binds first).  ``noise_var``: one variance
+    or one per feature (zeros for public columns: the cap then bounds only the private
+    directions, and with no feature noise at all -- a label-only release -- the projection
+    radius, the label factor and the smoothness bound the step).
     """
+    noise = column_noise(noise_var, n_features)
     if alphas is None:
         kappa = loss_record(loss).f2_at_0 * bound * bound / max(n_features, 1)
         alphas = [kappa * m for m in ALPHA_MULTIPLIERS]
@@ -123,9 +169,7 @@ def default_grid(*, loss: str, n_rows: int, bound: float, batch_size: int, noise
         if learning_rates is not None:
             points += [GridPoint(float(a), float(g)) for g in learning_rates]
             continue
-        R = radius_of(float(a))
-        if noise_var > 0 and math.isfinite(variance_cap):
-            R = min(R, math.sqrt(variance_cap / noise_var))
+        R = noise.capped_radius(radius_of(float(a)), variance_cap)
         if not math.isfinite(R):
             R = bound / float(a)
         g0 = derived_step(loss=loss, alpha=float(a), n_updates=n_updates, bound=bound,
