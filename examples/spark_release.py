@@ -98,7 +98,11 @@ def main(argv=None):
     ap.add_argument("--features", default="a,b,c")
     ap.add_argument("--ranges", default="a=-1:1,b=-1:1,c=-1:1")
     ap.add_argument("--label", default="y")
-    ap.add_argument("--epsilon-x", type=float, default=2.0)
+    ap.add_argument("--public", default="",
+                    help="public features (comma separated, among --features): scaled and clipped, "
+                         "never noised, not protected")
+    ap.add_argument("--epsilon-x", type=float, default=2.0,
+                    help="budget of the private features (0: none, with every feature --public)")
     ap.add_argument("--epsilon-y", type=float, default=1.0)
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--rows", type=int, default=100_000, help="rows of the demo DataFrame")
@@ -112,9 +116,14 @@ def main(argv=None):
         df = (spark.read.parquet(args.input).repartition(args.partitions) if args.input
               else demo_dataframe(spark, args.rows, args.partitions))
         features = [f for f in args.features.split(",") if f]
-        spec = ReleaseSpec(epsilon_x=args.epsilon_x, delta=1e-5, bound=len(features) ** 0.5,
+        public = tuple(f for f in args.public.split(",") if f)
+        private = [f for f in features if f not in public]
+        # the spec carries the public columns to every partition's release (release_batches)
+        spec = ReleaseSpec(epsilon_x=args.epsilon_x if private else None,
+                           delta=1e-5 if private else None,
+                           bound=len(private) ** 0.5 if private else None,
                            epsilon_y=args.epsilon_y, features=tuple(features),
-                           ranges=args.ranges, label=args.label)
+                           ranges=args.ranges, label=args.label, public_features=public)
         manifest = spark_release(df, args.output, spec, seed=args.seed)
     finally:
         spark.stop()

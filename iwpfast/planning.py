@@ -25,6 +25,11 @@ what they mean for learning:
   detect a correlation r are n(r) = 4 (1 + p sigma^2 / B^2) / (r (2S - 1))^2.  Regression replaces
   1/(2S-1)^2 by 1 + sigma_y^2 / B_y^2 (a target at its bound; smaller targets need more rows).
 
+With K public columns (released without noise, scaled into [-1, 1]: each adds at most 1 to
+|x|^2, which is then at most B^2 + K) only the p - K private ones are noised, so the feature part
+is 1 + (p - K) sigma^2 / (B^2 + K) and sigma is calibrated for the private ones; every feature
+public (no epsilon_x) is a label-only release: the feature part is 1 and the score part 1.
+
 These are orders of magnitude for deciding a budget, not guarantees.
 """
 from __future__ import annotations
@@ -46,10 +51,10 @@ CORRELATIONS = (0.05, 0.1, 0.2, 0.3)
 class ReleasePlan:
     """What a release with these parameters adds as noise, and what one pass can learn from it."""
 
-    epsilon_x: float
+    epsilon_x: float | None
     epsilon_y: float | None
-    delta: float
-    bound: float
+    delta: float | None
+    bound: float | None
     n_features: int
     loss: str
     task: str
@@ -60,6 +65,7 @@ class ReleasePlan:
     target_bound: float
     n_rows: int | None = None
     guarantee: str = ""
+    n_public: int = 0                 # public (un-noised) features among the n_features
     variance_rows: list = field(default_factory=list)  # (|theta|, sigma^2|theta|^2, factor)
 
     @property
@@ -73,9 +79,15 @@ class ReleasePlan:
         return 1.0 / (2.0 * self.label_keep_prob - 1.0) ** 2
 
     @property
+    def vector_bound2(self) -> float:
+        """The largest |x|^2 of a released clean row: B^2 over the private columns plus 1 per
+        public column."""
+        return (self.bound or 0.0) ** 2 + self.n_public
+
+    @property
     def feature_factor(self) -> float:
-        """E|x~|^2 / |x|^2 for a row at the bound: 1 + p sigma^2 / B^2."""
-        return 1.0 + self.n_features * self.sigma ** 2 / self.bound ** 2
+        """E|x~|^2 / |x|^2 for a row at the bound: 1 + (p - K) sigma^2 / (B^2 + K)."""
+        return 1.0 + (self.n_features - self.n_public) * self.sigma ** 2 / self.vector_bound2
 
     def score_factor(self, theta_norm: float) -> float:
         return loss_record(self.loss).score_factor(self.sigma ** 2 * theta_norm ** 2)
@@ -98,13 +110,23 @@ class ReleasePlan:
     def describe(self) -> str:
         p = self.n_features
         heavy_tailed = loss_record(self.loss).heavy_tailed
-        lines = [f"budget:        epsilon_x={self.epsilon_x:g}"
+        k = self.n_public
+        budget = ("no epsilon_x (label-only)" if self.epsilon_x is None
+                  else f"epsilon_x={self.epsilon_x:g}")
+        lines = [f"budget:        {budget}"
                  + (f", epsilon_y={self.epsilon_y:g}" if self.epsilon_y is not None else
-                    ", public labels") + f", delta={self.delta:g}; {self.guarantee}",
-                 f"features:      p={p}, L2 bound B={self.bound:g}, calibration {self.calibration}",
-                 f"sigma:         {self.sigma:.6g} per feature (what the release will add; "
-                 f"sigma^2 = {self.sigma ** 2:.4g}, "
-                 f"p sigma^2 / B^2 = {p * self.sigma ** 2 / self.bound ** 2:.3g})"]
+                    ", public labels")
+                 + (f", delta={self.delta:g}" if self.delta is not None else "")
+                 + f"; {self.guarantee}"]
+        if self.bound is None:
+            lines.append(f"features:      p={p}, all public (no feature noise)")
+        else:
+            lines += [f"features:      p={p}" + (f" ({k} public, {p - k} private)" if k else "")
+                      + f", L2 bound B={self.bound:g}" + (" over the private ones" if k else "")
+                      + f", calibration {self.calibration}",
+                      f"sigma:         {self.sigma:.6g} per {'private ' if k else ''}feature (what "
+                      f"the release will add; sigma^2 = {self.sigma ** 2:.4g}, "
+                      f"(p - K) sigma^2 / (B^2 + K) = {self.feature_factor - 1:.3g})"]
         if self.task == "classification":
             if self.label_keep_prob is not None:
                 keep = self.label_keep_prob
@@ -120,9 +142,10 @@ class ReleasePlan:
         lines.append("    |theta|   sigma^2|theta|^2   variance factor")
         for r, v, f in self.variance_rows:
             lines.append(f"    {r:7.3g}   {v:16.4g}   {f:15.4g}")
-        if heavy_tailed:
+        if heavy_tailed and self.sigma > 0:
             lines.append("  keep sigma^2|theta|^2 small: a variance cap of 2 (fit --variance-cap 2) "
-                         f"bounds |theta| by {math.sqrt(2.0) / self.sigma:.3g}")
+                         f"bounds |theta| by {math.sqrt(2.0) / self.sigma:.3g}"
+                         + (" along the private columns (the public ones are not capped)" if k else ""))
         if self.n_rows is not None:
             r = self.detectable_correlation()
             lines.append(f"with {self.n_rows:,} rows: one pass tells from noise only features whose "
@@ -139,12 +162,15 @@ class ReleasePlan:
         return "\n".join(lines)
 
 
-def plan_release(*, epsilon_x: float, delta: float, bound: float, n_features: int,
-                 epsilon_y: float | None = None, n_rows: int | None = None,
+def plan_release(*, epsilon_x: float | None, delta: float | None, bound: float | None,
+                 n_features: int, epsilon_y: float | None = None, n_rows: int | None = None,
                  loss: str | None = None, task: str | None = None,
-                 calibration: str = "analytic", target_bound: float = 1.0) -> ReleasePlan:
+                 calibration: str = "analytic", target_bound: float = 1.0,
+                 n_public: int = 0) -> ReleasePlan:
     """The noise of a release with these parameters (from the release's own ``ReleaseSpec``) and
-    what one pass of ``n_rows`` rows can learn from it (module docstring)."""
+    what one pass of ``n_rows`` rows can learn from it (module docstring).  ``n_public``: how
+    many of the features are public (released without noise; all of them and no epsilon_x: a
+    label-only release)."""
     if isinstance(n_features, bool) or not isinstance(n_features, int) or n_features < 1:
         raise InvalidInputError(f"n_features={n_features!r} must be a positive integer (the number "
                                 "of released features; CLI: --features P)")
@@ -163,14 +189,21 @@ def plan_release(*, epsilon_x: float, delta: float, bound: float, n_features: in
     kw = {}
     if task == "regression":
         kw = dict(target_range=(-1.0, 1.0), target_bound=target_bound)
-    spec = ReleaseSpec(epsilon_x=epsilon_x, delta=delta, bound=bound, epsilon_y=epsilon_y,
+    if isinstance(n_public, bool) or not isinstance(n_public, int) or not 0 <= n_public <= n_features:
+        raise InvalidInputError(f"n_public={n_public!r} must be an integer in 0..{n_features} (the "
+                                "public features among the n_features; CLI: --public K)")
+    label_only = n_public == n_features and epsilon_x is None
+    spec = ReleaseSpec(epsilon_x=epsilon_x, delta=None if label_only else delta,
+                       bound=None if label_only else bound, epsilon_y=epsilon_y,
                        features=features, ranges={f: (-1.0, 1.0) for f in features}, label="y",
-                       task=task, calibration=calibration, **kw)
+                       task=task, calibration=calibration,
+                       public_features=features[n_features - n_public:], **kw)
     plan = ReleasePlan(
         epsilon_x=spec.epsilon_x, epsilon_y=spec.epsilon_y, delta=spec.delta, bound=spec.bound,
         n_features=n_features, loss=loss, task=task, calibration=calibration, sigma=spec.sigma,
         label_keep_prob=spec.label_keep_prob, target_noise_scale=spec.target_noise_scale,
-        target_bound=float(target_bound), n_rows=n_rows, guarantee=spec.guarantee().statement)
+        target_bound=float(target_bound), n_rows=n_rows, guarantee=spec.guarantee().statement,
+        n_public=n_public)
     plan.variance_rows = [(r, spec.sigma ** 2 * r * r, plan.gradient_variance_factor(r))
                           for r in THETA_NORMS]
     return plan

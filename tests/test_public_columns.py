@@ -50,3 +50,216 @@ def test_the_grid_reads_per_column_noise():
     label_only = tuning.derived_step(noise_var=[0.0] * 5, **kw)
     no_label_noise = tuning.derived_step(noise_var=[0.0] * 5, **dict(kw, label_keep_prob=None))
     assert label_only <= no_label_noise and label_only >= mixed
+
+
+# ------------------------------------------------------------------------------ the release
+RANGES = {"a": (0.0, 10.0), "b": (0.0, 1.0), "c": (-4.0, 4.0), "d": (0.0, 2.0)}
+
+
+def _raw(n=3000, seed=0):
+    rng = np.random.default_rng(seed)
+    X = np.column_stack([rng.uniform(0, 10, n), rng.uniform(0, 1, n), rng.uniform(-5, 5, n),
+                         rng.uniform(0, 2, n)])
+    y = (rng.random(n) < 1 / (1 + np.exp(-(X[:, 0] - 5) / 2 - X[:, 2]))).astype(int)
+    return X, y
+
+
+def _spec(**kw):
+    from iwpfast.privacy import ReleaseSpec
+    base = dict(epsilon_x=2.0, delta=1e-5, bound=1.0, epsilon_y=1.0, features=("a", "b", "c", "d"),
+                ranges=RANGES, label="y", public_features=("c", "d"))
+    base.update(kw)
+    return ReleaseSpec(**base)
+
+
+@pytest.mark.parametrize("noise", ["discrete", "float"])
+@pytest.mark.parametrize("engine", ["numpy", "numba"])
+def test_public_columns_are_scaled_and_clipped_never_noised_and_the_rest_is_the_private_release(
+        noise, engine):
+    """The private columns of a mixed release are, bit for bit, the release of the private
+    columns alone (same seed): the calibration (the discrete law's snapping depends on the
+    number of noised coordinates), the L2 clip and the noise cover them only; the public
+    columns are their values scaled by the declared ranges and clipped to [-1, 1]."""
+    import warnings
+
+    from iwpfast.exceptions import PrivacyLeakWarning
+    from iwpfast.privacy import privatize
+    X, y = _raw()
+    mixed = _spec(noise=noise)
+    alone = _spec(noise=noise, features=("a", "b"), public_features=())
+    assert mixed.sigma == alone.sigma
+    assert mixed.feature_mechanism.noise_metadata() == alone.feature_mechanism.noise_metadata()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        Xm, ym = privatize(X, y, mixed, seed=7, engine=engine)
+        Xa, ya = privatize(X[:, :2], y, alone, seed=7, engine=engine)
+    np.testing.assert_array_equal(Xm[:, :2], Xa)
+    np.testing.assert_array_equal(ym, ya)
+    lo = np.array([RANGES["c"][0], RANGES["d"][0]])
+    hi = np.array([RANGES["c"][1], RANGES["d"][1]])
+    want = np.clip((X[:, 2:] - (lo + hi) / 2) / ((hi - lo) / 2), -1, 1).astype(np.float32)
+    np.testing.assert_allclose(Xm[:, 2:], want, rtol=0, atol=2e-7)
+    assert np.abs(Xm[:, 2]).max() == 1.0          # c's values beyond its range are clipped
+
+
+def test_the_metadata_and_guarantee_of_mixed_and_label_only_releases():
+    from iwpfast.privacy import ReleaseSpec
+    mixed = _spec()
+    meta = mixed.to_metadata(100)
+    assert meta["format_version"] == 2 and meta["public_features"] == ["c", "d"]
+    var = mixed.feature_mechanism.variance
+    assert meta["feature_noise_variance"] == [var, var, 0.0, 0.0]
+    assert meta["feature_noise_scale"] == [mixed.sigma, mixed.sigma, 0.0, 0.0]
+    assert ReleaseSpec.from_metadata(meta) == mixed
+    text = mixed.guarantee().statement
+    assert "(3, 1e-05)-locally differentially private in its private columns and label" in text
+    assert "any two records that agree on the public columns" in text
+    assert "private features a, b by" in text and "public features c, d released WITHOUT noise" in text
+    assert "NOT protected" in text
+    label_only = _spec(epsilon_x=None, delta=None, bound=None, public_features=("a", "b", "c", "d"))
+    meta = label_only.to_metadata(100)
+    assert meta["epsilon_x"] is None and meta["feature_bound"] is None
+    assert meta["feature_noise_variance"] == [0.0] * 4 and meta["noise"]["variance"] == 0.0
+    assert ReleaseSpec.from_metadata(meta) == label_only
+    g = label_only.guarantee()
+    assert (g.epsilon, g.delta) == (1.0, 0.0)
+    assert g.statement.startswith("Each record's label is (1, 0)-locally differentially private "
+                                  "for any two records with the same features (label-only release): "
+                                  "label y by randomized response")
+    assert "features a, b, c, d released WITHOUT noise" in g.statement
+    k_ary = _spec(epsilon_x=None, delta=None, bound=None, public_features=("a", "b", "c", "d"),
+                  classes=("lo", "mid", "hi"))
+    assert "k-ary randomized response" in k_ary.guarantee().statement
+    # all-private releases are unchanged: version 1, no new fields
+    plain = _spec(public_features=()).to_metadata(100)
+    assert plain["format_version"] == 1 and "public_features" not in plain
+    # an edited variance is caught
+    bad = dict(mixed.to_metadata(100), feature_noise_variance=[var, var, 0.0, 1.0])
+    from iwpfast.exceptions import ReleaseSpecError
+    with pytest.raises(ReleaseSpecError, match="feature_noise_variance"):
+        ReleaseSpec.from_metadata(bad)
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(epsilon_x=None, epsilon_y=None, public_features=("a", "b", "c", "d")), "nothing private"),
+    (dict(epsilon_x=None, label=None, epsilon_y=None, public_features=("a", "b", "c", "d")),
+     "nothing private"),
+    (dict(public_features=("a", "b", "c", "d")), "epsilon_x would protect nothing"),
+    (dict(epsilon_x=None), "are private .* but no epsilon_x"),
+    (dict(public_features=("c", "z")), "public feature.* z are not among the features"),
+    (dict(epsilon_x=None, public_features=()), "epsilon_x is missing"),
+])
+def test_refusals(kw, match):
+    from iwpfast.exceptions import InvalidInputError
+    with pytest.raises(InvalidInputError, match=match):
+        _spec(**kw)
+
+
+# ------------------------------------------------------------------------------ end to end
+@pytest.fixture(scope="module")
+def raw_files(tmp_path_factory):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    d = tmp_path_factory.mktemp("public")
+    X, y = _raw(12000, 1)
+    table = pa.table({"a": X[:, 0], "b": X[:, 1], "c": X[:, 2], "d": X[:, 3], "y": y})
+    pq.write_table(table.slice(0, 9000), d / "train.parquet")
+    pq.write_table(table.slice(9000), d / "test.parquet")
+    (d / "parts").mkdir()
+    pq.write_table(table.slice(0, 4500), d / "parts" / "p0.parquet")
+    pq.write_table(table.slice(4500, 4500), d / "parts" / "p1.parquet")
+    return d
+
+
+RANGE_ARGS = ["--ranges", "a=0:10", "b=0:1", "c=-4:4", "d=0:2"]
+
+
+def test_label_only_round_trip_cli_release_fit_evaluate(raw_files, capsys):
+    import json
+
+    from iwpfast.cli import main
+    from iwpfast.estimators import load
+    d = raw_files
+    assert main(["release", str(d / "train.parquet"), str(d / "lo.parquet"), "--features", "a", "b",
+                 "c", "d", "--public", "all", *RANGE_ARGS, "--epsilon-y", "1", "--seed", "3",
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "label-only release" in out and "NOT protected" in out
+    assert main(["info", str(d / "lo.parquet"), "--json"]) == 0
+    meta = json.loads(capsys.readouterr().out)
+    assert meta["public_features"] == ["a", "b", "c", "d"] and meta["epsilon_x"] is None
+    assert main(["info", str(d / "lo.parquet")]) == 0
+    assert "public:        a, b, c, d" in capsys.readouterr().out
+    assert main(["fit", str(d / "lo.parquet"), "--out", str(d / "lo.json"), "--no-progress"]) == 0
+    capsys.readouterr()
+    model = load(d / "lo.json")
+    assert np.all(model.noise_var_ == 0.0) and model.label_keep_prob_ == pytest.approx(
+        1 / (1 + np.exp(-1.0)))
+    assert float(model.tuning_["variance_cap"]) == np.inf     # nothing for a cap to hold
+    assert main(["evaluate", str(d / "lo.json"), str(d / "test.parquet"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    # the clean data's signal is strong (AUC of the true model ~0.9): the label-only model finds it
+    assert report["auc"] > 0.8 and report["accuracy"] > report["majority_accuracy"] + 0.1
+
+
+def test_mixed_release_cli_multi_part_and_the_learner_reads_per_column_noise(raw_files, capsys):
+    import json
+
+    from iwpfast.cli import main
+    from iwpfast.estimators import load
+    d = raw_files
+    assert main(["release", str(d / "parts"), str(d / "mixed") + "/", "--features", "a", "b", "c",
+                 "d", "--public", "c", "d", *RANGE_ARGS, "--epsilon-x", "4", "--epsilon-y", "2",
+                 "--seed", "4", "--no-progress"]) == 0
+    assert "public features c, d released WITHOUT noise" in capsys.readouterr().out
+    assert main(["info", str(d / "mixed"), "--json"]) == 0
+    meta = json.loads(capsys.readouterr().out)
+    assert meta["public_features"] == ["c", "d"] and meta["feature_noise_variance"][2:] == [0, 0]
+    assert main(["fit", str(d / "mixed"), "--out", str(d / "mixed.json"), "--alpha", "0.1",
+                 "--learning-rate", "0.02", "--no-progress"]) == 0
+    capsys.readouterr()
+    model = load(d / "mixed.json")
+    var = meta["feature_noise_variance"][0]
+    np.testing.assert_allclose(model.noise_var_, [var, var, 0.0, 0.0])
+    # predictions in raw units clip the private columns to the bound only (as the release did)
+    from iwpfast.estimators._units import scale_and_clip
+    lo, hi, bound, private = model._model_ranges()
+    assert bound == 1.0 and private.tolist() == [True, True, False, False]
+    cols = scale_and_clip([np.array([10.0]), np.array([1.0]), np.array([4.0]), np.array([2.0])],
+                          lo, hi, bound, private)
+    assert np.hypot(cols[0][0], cols[1][0]) == pytest.approx(1.0) and cols[2][0] == cols[3][0] == 1.0
+
+
+def test_cli_release_refusals(raw_files, capsys):
+    from iwpfast.cli import main
+    d = raw_files
+    base = ["release", str(d / "train.parquet"), str(d / "never.parquet"), "--features", "a", "b",
+            *RANGE_ARGS[:3], "--no-progress"]
+    for extra, match in ((["--public", "all", "--public-labels"], "nothing private"),
+                         (["--public", "all", "--epsilon-x", "1", "--epsilon-y", "1"],
+                          "protect nothing"),
+                         (["--public", "a", "--epsilon-y", "1"], "no epsilon_x"),
+                         (["--public", "z", "--epsilon-x", "1", "--epsilon-y", "1"],
+                          "not among the features")):
+        assert main(base + extra) == 2, extra
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and match in err[0], (extra, err)
+    assert not (d / "never.parquet").exists()
+
+
+def test_dask_release_with_public_columns(raw_files):
+    distributed = pytest.importorskip("distributed")
+    from iwpfast.distributed import release_files
+    from iwpfast.privacy import read_release_spec
+    d = raw_files
+    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                       dashboard_address=None)
+    try:
+        with distributed.Client(cluster) as client:
+            result = release_files(client, str(d / "parts"), str(d / "dask") + "/", _spec(),
+                                   seed=5)
+    finally:
+        cluster.close()
+    assert result.spec.public_features == ("c", "d")
+    spec = read_release_spec(str(d / "dask"))
+    assert spec.public_features == ("c", "d") and spec.feature_noise_variances()[2:] == [0.0, 0.0]

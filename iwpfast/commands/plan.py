@@ -7,6 +7,10 @@ EXAMPLES = """\
   # 5 features, (4 + 2, 1e-5)-LDP, bound 2, 32,561 rows: sigma, keep probability, what is learnable
   iwpfast plan --epsilon-x 4 --epsilon-y 2 --delta 1e-5 --bound 2 --features 5 --rows 32561
 
+  # 2 of the 5 features public: the noise covers the other 3 only; and labels only
+  iwpfast plan --epsilon-x 4 --epsilon-y 2 --bound 2 --features 5 --public 2 --rows 32561
+  iwpfast plan --epsilon-y 1 --features 5 --public 5 --rows 32561
+
   # the logistic loss (its variance does not grow exponentially with |theta|)
   iwpfast plan --epsilon-x 1 --epsilon-y 1 --bound 1 --features 4 --loss logistic
 """
@@ -22,13 +26,17 @@ def register(subparsers) -> None:
                     "tell from noise. Orders of magnitude, not guarantees.",
         examples=EXAMPLES,
     )
-    p.add_argument("--epsilon-x", type=float, required=True, help="privacy budget of the feature vector")
+    p.add_argument("--epsilon-x", type=float, default=None,
+                   help="privacy budget of the (private) feature vector; none with --public P: "
+                        "a label-only release")
     p.add_argument("--epsilon-y", type=float, default=None,
                    help="budget of the label / target (default: public labels)")
     p.add_argument("--delta", type=float, default=1e-5, help="delta (default 1e-5)")
     p.add_argument("--bound", type=float, default=1.0,
                    help="L2 bound of the scaled feature vector (default 1)")
     p.add_argument("--features", type=int, required=True, metavar="P", help="number of features p")
+    p.add_argument("--public", type=int, default=0, metavar="K",
+                   help="how many of the P features are public (released without noise)")
     p.add_argument("--rows", type=int, default=None, metavar="N", help="rows the release will have")
     p.add_argument("--loss", default=None,
                    help="exponential (default), logistic, quadratic; squared_error for regression")
@@ -47,7 +55,7 @@ def run(args) -> int:
     plan = plan_release(epsilon_x=args.epsilon_x, epsilon_y=args.epsilon_y, delta=args.delta,
                         bound=args.bound, n_features=args.features, n_rows=args.rows,
                         loss=args.loss, task=args.task, calibration=args.calibration,
-                        target_bound=args.target_bound)
+                        target_bound=args.target_bound, n_public=args.public)
     if args.json:
         out = dict(sigma=plan.sigma, label_keep_prob=plan.label_keep_prob,
                    target_noise_scale=plan.target_noise_scale, label_factor=plan.label_factor,
