@@ -263,3 +263,33 @@ def test_dask_release_with_public_columns(raw_files):
     assert result.spec.public_features == ("c", "d")
     spec = read_release_spec(str(d / "dask"))
     assert spec.public_features == ("c", "d") and spec.feature_noise_variances()[2:] == [0.0, 0.0]
+
+
+def test_the_variance_cap_scales_the_noised_coordinates_only(linear_data, head_config, chunked_run):
+    """Kernel and NumPy twin, noise (0.5, 0, 0.8): the cap on sum_j s_j theta_j^2 binds; the
+    public coordinate (s_1 = 0) is never scaled by it, so it ends beyond the radius a cap on the
+    whole vector would allow; the two agree to rounding."""
+    from iwpfast.sgd.engine import finish, run_chunk
+    from iwpfast.sgd.reference import reference_finish as ref_finish
+    from iwpfast.sgd.reference import reference_run_chunk as ref_run_chunk
+    X, y = linear_data(n=600, p=3, layout="features")
+    cfg = head_config(noise_var=np.array([0.5, 0.0, 0.8]), variance_cap=0.05, learning_rate=0.2)
+    kernel = chunked_run(run_chunk, finish, cfg, X, y, 250)
+    twin = chunked_run(ref_run_chunk, ref_finish, cfg, X, y, 250)
+    assert kernel.telemetry[6] > 0, "the cap never bound"
+    np.testing.assert_allclose(kernel.theta, twin.theta, rtol=1e-12, atol=1e-15)
+    energy = float(np.dot(cfg.noise_var, kernel.theta ** 2))
+    assert energy <= 0.05 * (1 + 1e-9)
+    # one update (16 rows, batch 16): the capped theta is the uncapped one with its noised
+    # coordinates scaled by sqrt(cap / energy) and the public one as it was
+    import dataclasses
+    one = dataclasses.replace(cfg, learning_rate=2.0)
+    free = dataclasses.replace(one, variance_cap=np.inf)
+    for run, fin in ((run_chunk, finish), (ref_run_chunk, ref_finish)):
+        capped = chunked_run(run, fin, one, X[:, :16], y[:16], 16)
+        uncapped = chunked_run(run, fin, free, X[:, :16], y[:16], 16)
+        e = float(np.dot(cfg.noise_var, uncapped.theta ** 2))
+        assert e > 0.05
+        want = uncapped.theta * np.where(cfg.noise_var > 0, np.sqrt(0.05 / e), 1.0)
+        np.testing.assert_allclose(capped.theta, want, rtol=1e-12)
+        assert capped.theta[1] == uncapped.theta[1]

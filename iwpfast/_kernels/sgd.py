@@ -420,9 +420,11 @@ def _batch(table_form, addresses, like, y, offset, m, fparams, iparams, noise_va
     for j in range(n_features):
         energy += noise_var[j] * theta[j] * theta[j]
     if energy > variance_cap:
+        # only the noised coordinates carry the energy: a public column's (s_j = 0) stays
         factor = math.sqrt(variance_cap / energy)
         for j in range(n_features):
-            theta[j] = theta[j] * factor
+            if noise_var[j] > 0.0:
+                theta[j] = theta[j] * factor
         telemetry[T_CAP] += 1.0
         energy = 0.0
         for j in range(n_features):

@@ -201,7 +201,8 @@ def _update(h: _Head, state: HeadState, Xb: np.ndarray, yb: np.ndarray,
             tel[_PROJ] += 1.0
     energy = float(np.dot(s, theta * theta))
     if energy > h.cap:
-        theta = theta * math.sqrt(h.cap / energy)
+        # the noised coordinates only (a public column, s_j = 0, carries no energy)
+        theta = np.where(s > 0.0, theta * math.sqrt(h.cap / energy), theta)
         tel[_CAP] += 1.0
         energy = float(np.dot(s, theta * theta))
     state.theta[:] = theta
