@@ -293,3 +293,23 @@ def test_the_variance_cap_scales_the_noised_coordinates_only(linear_data, head_c
         want = uncapped.theta * np.where(cfg.noise_var > 0, np.sqrt(0.05 / e), 1.0)
         np.testing.assert_allclose(capped.theta, want, rtol=1e-12)
         assert capped.theta[1] == uncapped.theta[1]
+
+
+def test_plan_takes_public_columns(capsys):
+    from iwpfast.cli import main
+    from iwpfast.planning import plan_release
+    all_private = plan_release(epsilon_x=4, epsilon_y=2, delta=1e-5, bound=2, n_features=5)
+    mixed = plan_release(epsilon_x=4, epsilon_y=2, delta=1e-5, bound=2, n_features=5, n_public=2)
+    # the same sigma on 3 noised columns, whose energy spreads over |x|^2 <= B^2 + 2
+    assert mixed.sigma == pytest.approx(all_private.sigma, rel=1e-3)
+    assert mixed.feature_factor == pytest.approx(1 + 3 * mixed.sigma ** 2 / 6)
+    assert mixed.detectable_correlation(30000) < all_private.detectable_correlation(30000)
+    label_only = plan_release(epsilon_x=None, epsilon_y=1, delta=None, bound=None, n_features=5,
+                              n_public=5)
+    assert label_only.sigma == 0 and label_only.feature_factor == 1.0
+    assert main(["plan", "--epsilon-y", "1", "--features", "5", "--public", "5", "--rows",
+                 "20000"]) == 0
+    out = capsys.readouterr().out
+    assert "label-only" in out and "all public (no feature noise)" in out
+    assert main(["plan", "--epsilon-x", "4", "--features", "5", "--public", "2"]) == 0
+    assert "2 public, 3 private" in capsys.readouterr().out
