@@ -12,7 +12,11 @@ The package reads apart (dependencies point down the list):
             from call to call;
 ``_params``  hyper-parameters: scikit-learn's parameter protocol and their validation;
 ``_inputs``  input preparation (arrays, frames, sources) for the driver;
-``_base``    the pass (fit / partial_fit through the driver), prediction, evaluation;
+``_heads``   the heads a pass trains: one, or k one-vs-rest (``SingleHead``, ``OneVsRestHeads``);
+``_multiclass`` the k-class labels (codes, label weights, the encoder and mapper that choose k);
+``_tuned``   alpha / learning_rate = "auto": the derived grid and the tuned fit;
+``_evaluation`` prediction, clean score and risk, private risk;
+``_base``    the pass (fit / partial_fit through the driver, plan_pass / adopt_pass), save;
 ``_report``  ``EvaluationReport``: a classifier's verdict on clean data (evaluate_report);
 ``_document`` the estimator's part of its model file (``save``, ``load``);
 ``classifier``, ``regressor``  the two public estimators.
@@ -21,7 +25,7 @@ Everything heavy is imported lazily: importing this package compiles nothing.
 """
 from __future__ import annotations
 
-from ._base import RiskEstimate
+from ..estimates import RiskEstimate
 from ._noise import NoiseModel
 from ._params import CORRECTIONS
 from ._report import EvaluationReport

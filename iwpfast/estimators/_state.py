@@ -17,6 +17,9 @@ from ..sgd.state import HeadConfig, HeadState
 from ._heads import Heads, OneVsRestHeads
 from ._noise import NoiseModel
 
+#: which update engine the estimators' driver runs: "numba" (the fused kernels) or "reference"
+#: (the NumPy twin; tests use it to check the facade independently of the kernels)
+ENGINE = "numba"
 ARRAY_LABEL = "__label__"      # the label column's name when fitting on in-memory arrays
 ARRAY_WEIGHT = "__sample_weight__"  # the sample-weight column's name for in-memory arrays
 

@@ -1,0 +1,220 @@
+"""alpha / learning_rate = "auto": the derived grid and the tuned fit of an estimator.
+
+``TunedFitMixin`` is the part of ``IWPBase`` that chooses the hyper-parameters by private
+validation (docs/tuning.md): the derived grid from public quantities only (``_auto_grid``), a
+grid of heads trained in one scan and scored on a private hold-out (the heads' ``tune``: one
+head, or each of k classes choosing its own point), and the grid's centre when there are too few
+rows to hold any out.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..exceptions import InvalidInputError, NumericalWarning, ReleaseSpecError
+from ..sgd.schedules import default_radius
+from ._heads import Heads, SingleHead
+from ._noise import NoiseModel
+from ._state import ENGINE, PassPlan
+
+
+class TunedFitMixin:
+    """The "auto" side of ``IWPBase`` (hyper-parameters chosen by private validation)."""
+
+    def _auto_grid(self, v, noise: NoiseModel, p: int, n_train: int) -> AutoGrid:
+        """The derived grid of "auto" for a pass over ``n_train`` rows (docs/tuning.md), from
+        public quantities only: the feature bound, the noise, the label keep probability, the
+        loss, the batch size and n_train."""
+        import dataclasses
+
+        from ..sgd import tuning
+        probe = self._make_config(dict(v, alpha=1.0, learning_rate=1.0, mu=v["mu"]), noise, p,
+                                  n_train)
+        mode = probe.mode
+        bound = noise.feature_bound
+        notes = []
+        if bound is None:
+            bound = math.sqrt(p)
+            notes.append(f"no feature bound known: the grid assumes features in [-1, 1] (bound "
+                         f"sqrt(p) = {bound:.3g}); pass feature_bound=... for a better grid")
+        noise_var = (np.asarray(noise.noise_var, dtype=np.float64) if mode != "clean" and p
+                     else np.zeros(max(p, 1)))
+        # the cap acts on sum_j s_j theta_j^2 over the noised columns: without feature noise (a
+        # label-only release) there is nothing for it to hold, and "auto" sets none
+        feature_noise = bool(np.any(noise_var > 0))
+        cap = (tuning.AUTO_VARIANCE_CAP if (self.variance_cap is None and mode == "iwp"
+                                            and feature_noise)
+               else (math.inf if self.variance_cap is None else float(self.variance_cap)))
+        keep = self._grid_label_keep_prob(noise) if mode == "iwp" else None
+        paper = self.schedule == "paper"
+        points = tuning.default_grid(
+            loss=v["loss"], n_rows=n_train, bound=bound, batch_size=v["batch_size"],
+            noise_var=noise_var, label_keep_prob=keep, n_features=p, variance_cap=cap,
+            radius_of=lambda a: (self.radius if self.radius is not None else
+                                 default_radius(v["loss"], bound, a)),
+            alphas=_grid_values(v["alpha"]),
+            learning_rates=[1.0] if paper else _grid_values(v["learning_rate"]),
+            target_noise_var=noise.target_noise_var)
+
+        def make_config(pt, rows):
+            vv = dict(v, alpha=pt.alpha, learning_rate=pt.learning_rate,
+                      mu=pt.alpha if v["mu"] is None else v["mu"])
+            cfg = self._make_config(vv, noise, p, rows)
+            if self.average == "auto" and rows is not None:
+                # tail averaging under "auto": measured better at every grid point that matters on
+                # noisy releases (docs/tuning.md), and it makes the chosen head less seed-dependent
+                cfg = dataclasses.replace(cfg, average_start=(-(-int(rows) // v["batch_size"])) // 2)
+            return dataclasses.replace(cfg, variance_cap=cap)
+
+        return AutoGrid(points, make_config, cap, mode, notes)
+
+    def _grid_label_keep_prob(self, noise: NoiseModel):
+        """The label keep probability the derived grid's step accounts for (two classes: the
+        release's own; k classes: the binary equivalent of their weights)."""
+        return self._pass_heads().grid_label_keep_prob(noise)
+
+    def _pass_heads(self) -> Heads:
+        """The heads of the pass being set up: k one-vs-rest heads when the labels made them,
+        else one head."""
+        ps = self._pass
+        if ps.heads is None:
+            ps.heads = SingleHead(task=self._task)
+        return ps.heads
+
+    def _fit_tuned(self, plan: PassPlan, mapper, v, validation, scaling, ckpt):
+        """alpha / learning_rate = 'auto': a grid of heads in one scan, chosen on a private hold-out
+        (``iwpfast.sgd.tuning``; docs/tuning.md).  With sample weights every head is weighted and
+        the hold-out scores the same weighted risk."""
+        from ..sgd import tuning
+        feats, lab, noise, n_rows = plan.features, plan.label, plan.noise, plan.rows
+        p = len(feats)
+        val_src = None
+        if validation is not None:
+            val_src = self._validation_source(validation, feats, lab, noise)
+            n_train = n_rows
+        else:
+            period = tuning.validation_period(v["validation_fraction"])
+            n_train = None if n_rows is None else n_rows - n_rows // period
+        if n_train is None:
+            raise InvalidInputError(
+                "learning_rate/alpha='auto' needs the number of rows to derive the grid, which this "
+                "source does not know (CSV or a stream): convert it to Parquet/IPC, or pass numbers")
+        grid = self._auto_grid(v, noise, p, n_train)
+        from ..io.sources import open_source
+        plan.source = open_source(plan.source)
+        if val_src is None and tuning.validation_rows(n_rows, v["validation_fraction"]) \
+                < tuning.MIN_VALIDATION_ROWS:
+            self._fit_untuned_centre(plan, mapper, grid, scaling)
+            return
+        mode = grid.mode
+        kw = dict(loss=v["loss"], validation_fraction=v["validation_fraction"], validation=val_src,
+                  mapper=mapper, engine=ENGINE, progress=self.progress, chunk_rows=self.chunk_rows,
+                  feature_bound=noise.feature_bound,
+                  noise=(noise.noise_var if mode != "clean" else np.zeros(p),
+                         noise.label_keep_prob if mode != "clean" else None,
+                         noise.target_noise_var if mode != "clean" else 0.0))
+        if ckpt.get("checkpoint") is not None:
+            kw.update(ckpt)
+        if self._pass.sample_weight is not None:
+            # every head of the grid weighted, the hold-out scoring the same weighted risk
+            if val_src is not None:
+                raise InvalidInputError(
+                    "sample_weight with validation=...: the separate validation release has no "
+                    "weights for its rows; leave validation out (a part of X, with its weights, is "
+                    "held out), or pass numbers for alpha and learning_rate")
+            kw["sample_weight"] = self._pass.sample_weight
+        self._tune(plan, grid, kw, scaling)
+
+    def _tune(self, plan: PassPlan, grid: AutoGrid, kw, scaling):
+        """Run the grid (the heads' ``tune``: one head, or each of k classes choosing its own
+        point) and set the chosen heads up as the fitted model."""
+        heads = self._pass_heads()
+        outcome = heads.tune(plan, grid, kw)
+        plan.config = outcome.configs[0]
+        self._start_pass(plan)
+        self._set_scaling(scaling, plan.features)
+        heads.adopt(outcome.configs, outcome.states)
+        self._update_fitted(outcome.telemetry)
+        self.alpha_, self.learning_rate_ = outcome.alpha, outcome.learning_rate
+        self.tuning_ = outcome.table
+        for note in outcome.notes:
+            warnings.warn(f"auto hyper-parameters: {note}", NumericalWarning, stacklevel=4)
+        # the chosen heads' own warnings, as a plain fit would give them: a chosen head that
+        # ended on the cap "auto" set is a model the noise held small (issue 18), said too
+        for name, cfg, tel in zip(outcome.warn_names, outcome.configs,
+                                  heads.per_head_telemetry(self), strict=True):
+            _warn_telemetry(name, cfg, dict(tel), chosen=self.variance_cap is None)
+
+    def _fit_untuned_centre(self, plan: PassPlan, mapper, grid: AutoGrid, scaling):
+        """Too few rows to hold out a useful validation part: the derived grid's centre (the middle
+        alpha, its middle step) on every row, said in tuning_ and a warning."""
+        from ..io.views import PartSource
+        from ..sgd import tuning
+        pt = tuning.grid_centre(grid.points)
+        n_rows = plan.rows
+        plan.config = grid.make_config(pt, n_rows)
+        self._start_pass(plan)
+        self._set_scaling(scaling, plan.features)
+        source = plan.source if mapper is None else PartSource(plan.source, mapper=mapper)
+        self._run(source, {})
+        note = (f"only {n_rows} rows: too few to hold out a validation part of at least "
+                f"{tuning.MIN_VALIDATION_ROWS} rows; used the derived grid's centre (alpha "
+                f"{pt.alpha:.3g}, step {pt.learning_rate:.3g}) on every row, without validation")
+        self.tuning_ = dict(alpha=[pt.alpha], learning_rate=[pt.learning_rate], risk=[math.nan],
+                            stderr=[math.nan], reliable=[False], effective_rows=[math.nan],
+                            noise_energy=[math.nan], capped=[bool(self.telemetry_.get("capped"))],
+                            on_sphere=[bool(self.telemetry_.get("on_sphere"))], chosen=[True],
+                            rule="too few rows: the derived grid's centre", n_train=int(n_rows),
+                            n_validation=0, passes=1.0, heads=1, variance_cap=grid.cap,
+                            notes=[*grid.notes, note])
+        self._pass.heads.untuned(self)
+        warnings.warn(f"auto hyper-parameters: {note}", NumericalWarning, stacklevel=4)
+
+    def _validation_source(self, validation, feats, lab, noise):
+        """A separate private release for choosing the hyper-parameters: same features, same noise."""
+        from ..io.sources import open_source
+        from ._noise import noise_from_metadata
+        src = open_source(validation)
+        meta = src.release_metadata
+        if meta is None:
+            raise InvalidInputError("validation=... must be a private release (with iwpfast release "
+                                    "metadata) of the same features; or leave it out to hold out "
+                                    "validation_fraction of the training rows")
+        vnoise = noise_from_metadata(meta, feats)
+        if not (np.allclose(vnoise.noise_var, noise.noise_var, rtol=1e-9)
+                and vnoise.label_keep_prob == noise.label_keep_prob):
+            raise ReleaseSpecError("the validation release's noise differs from the training data's; "
+                                   "release both with the same parameters")
+        if lab not in src.full_schema.names:
+            raise InvalidInputError(f"the validation release has no label column {lab!r}")
+        self._pass_heads().check_validation(meta)
+        return src
+
+
+@dataclass
+class AutoGrid:
+    """The derived grid of an "auto" pass: its points, each point's HeadConfig for a pass over
+    n rows (``make_config(point, n)``), the variance cap its IWP heads run with, the head mode
+    and notes on what the grid had to assume."""
+
+    points: list
+    make_config: Callable
+    cap: float
+    mode: str
+    notes: list
+
+
+def _grid_values(value):
+    """'auto' -> None (the derived grid), a list -> the list, a number -> [number]."""
+    if isinstance(value, str):
+        return None
+    return list(value) if isinstance(value, list) else [float(value)]
+
+
+def _warn_telemetry(*args, **kwargs) -> None:
+    from ..sgd.driver import _warn_telemetry as warn
+    warn(*args, **kwargs)
