@@ -287,7 +287,7 @@ def test_head_pool_raises_the_first_error_after_every_thread_finished():
     import time
     from types import SimpleNamespace
 
-    from iwpfast.sgd.driver import _HeadPool
+    from iwpfast.sgd.scan import _HeadPool
     done = []
     lock = threading.Lock()
 

@@ -13,7 +13,7 @@ hands the driver.  ``ChunkReader`` reads it through ``chunks()`` instead of Arro
   the kernel reads), and, when ``validate`` (prediction), the finiteness check of every column
   (one ``np.add.reduce`` each, the row found only when it fails).  Training leaves the finiteness
   to the kernel: a non-finite value makes the gradient NaN, and the driver then names the column
-  and row (``iwpfast.sgd.driver._run_head_chunk``) -- no pass of its own over X.
+  and row (``iwpfast.sgd.scan._run_unit_chunk``) -- no pass of its own over X.
 """
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ class ArraySource(Source):
         self._order = order
         # check every value is finite while reading (one pass over each column); the training
         # driver turns it off: there a non-finite value shows as a divergence of the kernel and is
-        # found then (iwpfast.sgd.driver._run_head_chunk), so fit(X, y) reads X once
+        # found then (iwpfast.sgd.scan._run_unit_chunk), so fit(X, y) reads X once
         self.validate = validate
         self._matrix: np.ndarray | None          # X as given when it is one array, else
         self._columns: list[np.ndarray] | None   # its columns

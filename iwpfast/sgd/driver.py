@@ -27,8 +27,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import signal
-import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -36,7 +34,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._kernels.abi import C_TRACE
 from ..engines import resolve_engine
 from ..exceptions import (
     CheckpointError,
@@ -44,12 +41,18 @@ from ..exceptions import (
     InvalidInputError,
     NumericalWarning,
     ReleaseSpecError,
-    SampleWeightError,
 )
 from ..io.reader import ChunkReader
 from ..io.sources import Source, open_source
 from ..progress import progress_bar
-from .checkpoint import checkpoint_exists, config_hash, dataset_hash, read_checkpoint, write_checkpoint
+from .checkpoint import checkpoint_exists, config_hash, dataset_hash, read_checkpoint
+from .scan import (
+    Checkpoints,
+    Scan,
+    _ensure_trace,
+    _locate_non_finite_carry,
+    _SignalGuard,
+)
 from .schedules import resolve_paper_schedule
 from .state import TELEMETRY_INDEX, HeadConfig, HeadState
 
@@ -287,60 +290,6 @@ def _units(heads) -> list[list]:
     return units
 
 
-def _run_unit_chunk(run_unit, unit, configs, states, chunk, group) -> None:
-    """One kernel call of a unit of heads (one head, or one-vs-rest heads sharing their columns)
-    on one chunk; ``group``: (feature group, sample-weight group or None) of the chunk.  A
-    divergence caused by a non-finite feature value (NaN/inf make the gradient NaN, whatever the
-    step) becomes the input error naming the column and row: the values are checked only then,
-    so a source not validated while read (in-memory arrays) pays no pass of its own for it."""
-    from ..exceptions import DivergenceError
-    head = unit[0]
-    group, weight_group = group
-    weights = None if weight_group is None else chunk.features[weight_group][0]
-    try:
-        run_unit(configs, states, chunk.features[group], chunk.labels[head.label], weights)
-    except SampleWeightError as exc:
-        # the engine checks the weights (finite, >= 0, within the features' dtype) before any
-        # update; here the error gets the column and the row of the source
-        if weights is None:
-            raise
-        raise InvalidInputError(
-            f"sample weight {float(weights[exc.row])!r} in column {head.sample_weight!r} at "
-            f"{chunk.origin.describe(exc.row)}: {exc.reason}; fix or drop that row") from None
-    except DivergenceError as exc:
-        for name, values in zip(head.features, chunk.features[group], strict=True):
-            bad = np.flatnonzero(~np.isfinite(values))
-            if bad.size:
-                i = int(bad[0])
-                raise InvalidInputError(
-                    f"non-finite value {float(values[i])!r} in column {name!r} at "
-                    f"{chunk.origin.describe(i)}. "
-                    f"Remove or fix the rows with NaN/inf before training.") from None
-        if len(unit) > 1:
-            # a unit of several heads (one-vs-rest heads, or the class heads of a tuning grid):
-            # name the first head whose theta became non-finite, so that a grid drops only it
-            for h, st in zip(unit, states, strict=True):
-                if not (np.all(np.isfinite(st.theta)) and np.all(np.isfinite(st.intercept))):
-                    _tag_head(exc, h.name)
-                    break
-        raise
-
-
-def _locate_non_finite_carry(unit, state, end_row) -> None:
-    """After a divergence of the last partial batch: the input error naming a non-finite value
-    in it (the carried rows end the stream at ``end_row``), if there is one."""
-    n = state.carry_n
-    p = len(unit[0].features)            # a weighted head carries its weights as row p
-    for name, values in zip(unit[0].features, state.carry_X[:p, :n], strict=True):
-        bad = np.flatnonzero(~np.isfinite(values))
-        if bad.size:
-            i = int(bad[0])
-            row = "" if end_row is None else f" (row {int(end_row) - n + i} of the stream)"
-            raise InvalidInputError(
-                f"non-finite value {float(values[i])!r} in column {name!r} in the last, partial "
-                f"batch{row}. Remove or fix the rows with NaN/inf before training.") from None
-
-
 def finish_states(configs: dict[str, HeadConfig], states: dict[str, HeadState], *,
                   engine: str = "numba", features: Sequence[str] | None = None) -> None:
     """Run each head's carried partial batch as its last update (after ``fit_stream(...,
@@ -362,103 +311,11 @@ def finish_states(configs: dict[str, HeadConfig], states: dict[str, HeadState], 
             raise
 
 
-# ------------------------------------------------------------------------------ signals
-class _SignalGuard:
-    """Defer SIGINT/SIGTERM to the end of the current chunk (so every head has seen the same
-    rows), then checkpoint and re-deliver.  Only in the main thread (signals go there)."""
-
-    def __init__(self, enabled: bool):
-        self.enabled = enabled and threading.current_thread() is threading.main_thread()
-        self.pending: int | None = None
-        self.previous: dict[int, object] = {}
-
-    def _handler(self, signum, frame):
-        if self.pending is not None:  # second signal: the user insists, stop now
-            self.restore()
-            self._deliver(signum)
-        self.pending = signum
-
-    def __enter__(self):
-        if self.enabled:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self.previous[sig] = signal.getsignal(sig)
-                signal.signal(sig, self._handler)
-        return self
-
-    def restore(self):
-        for sig, h in self.previous.items():
-            signal.signal(sig, h)
-        self.previous = {}
-
-    def __exit__(self, *exc):
-        self.restore()
-
-    def _deliver(self, signum):
-        prev = self.previous.get(signum, signal.getsignal(signum))
-        if callable(prev) and prev not in (signal.default_int_handler,):
-            prev(signum, None)
-        if signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        raise SystemExit(128 + signum)
-
-    def deliver_pending(self):
-        signum, self.pending = self.pending, None
-        prev = self.previous.get(signum)
-        self.restore()
-        if callable(prev) and prev is not signal.default_int_handler:
-            prev(signum, None)
-        if signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        raise SystemExit(128 + signum)
-
-
-# ------------------------------------------------------------------------------ the pass
-def _trace_capacity(cfg: HeadConfig, state: HeadState, rows: int) -> int:
-    k = int(cfg.trace_every)
-    if k <= 0:
-        return 0
-    n_updates = (state.carry_n + rows) // int(cfg.batch_size) + 1  # +1: finish()
-    return n_updates // k + 2
-
-
-def _ensure_trace(cfg, state, rows):
-    need = _trace_capacity(cfg, state, rows)
-    if need and state.trace.shape[0] - state.trace_n < need:
-        cap = max(need, 2 * state.trace.shape[0])
-        trace = np.zeros((cap, cfg.n_features + 1))
-        steps = np.zeros(cap, dtype=np.int64)
-        k = state.trace_n
-        trace[:k] = state.trace[:k]
-        steps[:k] = state.trace_steps[:k]
-        state.trace, state.trace_steps = trace, steps
-
-
-def _drain_traces(heads, states, callback):
-    steps, params = {}, {}
-    for h in heads:
-        st = states[h.name]
-        k = st.trace_n
-        if k:
-            steps[h.name] = st.trace_steps[:k].copy()
-            params[h.name] = st.trace[:k].copy()
-            st.counters[C_TRACE] = 0
-    if steps and callback is not None:
-        callback(steps, params)
-
-
 def _usable_cores() -> int:
     try:
         return len(os.sched_getaffinity(0))   # respects taskset / container CPU sets
     except (AttributeError, OSError):
         return os.cpu_count() or 1
-
-
-def _tag_head(exc: BaseException, name: str) -> BaseException:
-    """Record on a DivergenceError which head diverged (``exc.head``): the other heads of the scan
-    were fine, and a caller training a grid (``sgd.tuning``) drops that one and goes on."""
-    if isinstance(exc, DivergenceError) and getattr(exc, "head", None) is None:
-        exc.head = name
-    return exc
 
 
 def default_head_threads(n_heads: int, source: Source) -> int:
@@ -473,87 +330,6 @@ def default_head_threads(n_heads: int, source: Source) -> int:
         return 1
     free = _usable_cores() - (0 if source.cheap_decode else 1)
     return n_heads if free >= 2 else 1
-
-
-class _HeadPool:
-    """Runs the heads' kernels in ``threads`` worker threads, each owning a fixed group of heads
-    and working through the chunks in stream order; the kernels release the GIL.
-
-    ``submit(chunk)`` hands a chunk to every worker and returns at once (blocking only when a
-    worker is ``LAG`` chunks behind), so the workers are not synchronised chunk by chunk: with 3
-    heads on 2 cores each head's thread runs whenever a core is free, instead of the 2 cores
-    waiting for the slowest group at every chunk.  ``wait()`` returns when every submitted chunk
-    is done (before a checkpoint, a trace drain, the end of the pass).  Each head's state is
-    touched only by its worker, in stream order, so the models are bit-identical to sequential
-    runs.  A worker that fails stops; ``wait``/``submit`` re-raise the first error in head order
-    once every worker is idle, so no kernel is still writing to a state when the caller sees it.
-    """
-
-    #: chunks a worker may be behind the reader: bounds the decoded chunks kept alive
-    LAG = 2
-
-    def __init__(self, units, states, group_of, run_chunk, threads):
-        import queue
-        jobs = [(i, unit, [h.config for h in unit], [states[h.name] for h in unit],
-                 group_of[unit[0].name]) for i, unit in enumerate(units)]
-        # the head a DivergenceError is tagged with (a one-head unit; k-class units are one model)
-        self.names = [unit[0].name if len(unit) == 1 else None for unit in units]
-        bounds = [round(i * len(jobs) / threads) for i in range(threads + 1)]
-        self.groups = [jobs[bounds[i]:bounds[i + 1]] for i in range(threads)]
-        self.run_chunk = run_chunk
-        self.queues = [queue.Queue(maxsize=self.LAG) for _ in self.groups]
-        self.errors: list[tuple[int, BaseException]] = []
-        self.lock = threading.Lock()
-        self.threads = [threading.Thread(target=self._work, args=(g, q), daemon=True,
-                                         name=f"iwpfast-head-{i}")
-                        for i, (g, q) in enumerate(zip(self.groups, self.queues, strict=True))]
-        for t in self.threads:
-            t.start()
-
-    def _work(self, group, q):
-        failed = False
-        while True:
-            chunk = q.get()
-            try:
-                if chunk is None:
-                    return
-                if not failed:
-                    for index, unit, cfgs, sts, g in group:
-                        try:
-                            _run_unit_chunk(self.run_chunk, unit, cfgs, sts, chunk, g)
-                        except BaseException as exc:
-                            if self.names[index] is not None:
-                                _tag_head(exc, self.names[index])
-                            with self.lock:
-                                self.errors.append((index, exc))
-                            failed = True
-                            break
-            finally:
-                q.task_done()
-
-    def _raise(self):
-        if self.errors:
-            self.wait(check=False)
-            raise min(self.errors, key=lambda e: e[0])[1]
-
-    def submit(self, chunk):
-        self._raise()
-        for q in self.queues:
-            q.put(chunk)
-
-    def wait(self, check=True):
-        for q in self.queues:
-            q.join()
-        if check:
-            self._raise()
-
-    def close(self):
-        """Finish the submitted chunks and stop the workers (idempotent)."""
-        for q, t in zip(self.queues, self.threads, strict=True):
-            if t.is_alive():
-                q.put(None)
-        for t in self.threads:
-            t.join()
 
 
 # ------------------------------------------------------------------------------ the pass, in phases
@@ -683,6 +459,14 @@ def _pass_result(heads, cur, src, n_rows_pass, rows_done, elapsed, reader_stats,
         resumed_from_row=resumed_from_row)
 
 
+def _rows_of_pass(src, declared: int | None, read: int) -> int:
+    """The rows of one pass: those read, which must be the ones the source declares."""
+    if declared is not None and read != declared:
+        raise InvalidInputError(f"{src.description}: read {read} rows but the source declares "
+                                f"{declared}; the data changed or is corrupt")
+    return read
+
+
 def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
                progress=True, trace_every: int = 0,
                trace_callback: Callable[[dict, dict], None] | None = None,
@@ -723,7 +507,6 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
     heads = _resolve_configs(heads, src, trace_every, feature_bound)
     run_unit, finish_unit = _engine(engine)
     units = _units(heads)
-    tracing = any(h.config.trace_every > 0 for h in heads)
     if head_threads is None:
         head_threads = default_head_threads(len(units), src)
     elif int(head_threads) < 1:
@@ -749,102 +532,35 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
     if checkpoint_every is not None and int(checkpoint_every) < 1:
         raise InvalidInputError(f"checkpoint_every={checkpoint_every}; use a number of rows >= 1")
 
-    def save(epoch, row, origin, is_finished=False):
-        position = {"epoch": epoch, "row": int(row)}
-        if origin is not None:
-            position.update(file_index=origin.file_index, file=origin.file,
-                            row_group=origin.row_group, group_row=origin.group_row)
-        write_checkpoint(checkpoint, cur, {"config_hash": chash, "dataset_hash": dhash,
-                                           "position": position, "finished": is_finished})
-
+    checkpoints = Checkpoints(checkpoint, checkpoint_every, cur, chash, dhash)
     n_rows_pass = src.num_rows
     rows_done = 0
-    reader_stats = {}
-    bar = None
+    reader_stats: dict = {}
     if not finished:
         total = None if src.num_rows is None else src.num_rows * epochs
         initial = start_row + start_epoch * (src.num_rows or 0)
         bar = progress_bar(progress, total, initial=initial if total else start_row)
-        pool = (_HeadPool(units, cur, group_of, run_unit, head_threads)
-                if head_threads > 1 else None)
+        scan = Scan(heads, units, cur, group_of, (run_unit, finish_unit), head_threads,
+                    trace_callback, checkpoints, bar)
         try:
             with _SignalGuard(checkpoint is not None) as guard:
-                last_ckpt = start_row
                 for epoch in range(start_epoch, epochs):
                     first_row = start_row if epoch == start_epoch else 0
-                    if epoch != start_epoch:
-                        last_ckpt = 0
                     reader = ChunkReader(src, groups, labels, chunk_rows, start_row=first_row,
                                          prefetch=prefetch)
-                    row = first_row
-                    last_origin = None
-                    try:
-                        for chunk in reader:
-                            for h in heads:
-                                _ensure_trace(h.config, cur[h.name], chunk.n_rows)
-                            if pool is None:
-                                for unit in units:
-                                    try:
-                                        _run_unit_chunk(run_unit, unit, [h.config for h in unit],
-                                                        [cur[h.name] for h in unit], chunk,
-                                                        group_of[unit[0].name])
-                                    except DivergenceError as exc:
-                                        if len(unit) == 1:
-                                            _tag_head(exc, unit[0].name)
-                                        raise
-                            else:
-                                pool.submit(chunk)
-                                if tracing:  # trace buffers are sized and drained per chunk
-                                    pool.wait()
-                            if tracing:
-                                _drain_traces(heads, cur, trace_callback)
-                            row = chunk.end_row
-                            rows_done += chunk.n_rows
-                            last_origin = chunk.origin
-                            if bar is not None:
-                                bar.update(chunk.n_rows)
-                            if checkpoint is not None and (
-                                    row - last_ckpt >= checkpoint_every or guard.pending):
-                                if pool is not None:
-                                    pool.wait()
-                                save(epoch, row, last_origin)
-                                last_ckpt = row
-                            if guard.pending is not None:
-                                if pool is not None:
-                                    pool.wait()
-                                reader.close()
-                                guard.deliver_pending()
-                        if pool is not None:
-                            pool.wait()
-                    finally:
-                        reader.close()
+                    row, rows_read = scan.epoch(reader, epoch, first_row, guard)
+                    rows_done += rows_read
                     reader_stats = reader.stats.as_dict()
-                    if n_rows_pass is None:
-                        n_rows_pass = row
-                    elif row != n_rows_pass:
-                        raise InvalidInputError(
-                            f"{src.description}: read {row} rows but the source declares "
-                            f"{n_rows_pass}; the data changed or is corrupt")
+                    n_rows_pass = _rows_of_pass(src, n_rows_pass, row)
                     if checkpoint is not None and epoch + 1 < epochs:
-                        save(epoch + 1, 0, None)
-                        last_ckpt = 0
+                        checkpoints.save(epoch + 1, 0, None)
                 if finish:
-                    for h in heads:
-                        _ensure_trace(h.config, cur[h.name], 0)
-                    for unit in units:
-                        try:
-                            finish_unit([h.config for h in unit], [cur[h.name] for h in unit])
-                        except DivergenceError as exc:
-                            _locate_non_finite_carry(unit, cur[unit[0].name], n_rows_pass)
-                            if len(unit) == 1:
-                                _tag_head(exc, unit[0].name)
-                            raise
-                _drain_traces(heads, cur, trace_callback)
+                    scan.finish(n_rows_pass)
+                scan.drain()
                 if checkpoint is not None:
-                    save(epochs - 1, n_rows_pass, None, is_finished=True)
+                    checkpoints.save(epochs - 1, n_rows_pass, None, finished=True)
         finally:
-            if pool is not None:
-                pool.close()
+            scan.close()
             if bar is not None:
                 bar.close()
     return _pass_result(heads, cur, src, n_rows_pass, rows_done, time.perf_counter() - t_start,

@@ -1,0 +1,355 @@
+"""One scan of a source for the driver: the chunk loop around the heads' kernels.
+
+``Scan`` runs the chunks of a ``ChunkReader`` through every unit of heads (one kernel call per
+unit and chunk, in the calling thread or in ``_HeadPool``'s worker threads), sizes and drains the
+trace buffers, writes the periodic checkpoints and the one a signal asks for
+(``_SignalGuard``: SIGINT/SIGTERM wait for the end of the chunk, so every head has seen the same
+rows), and finishes the heads' last partial batches.  ``iwpfast.sgd.driver.fit_stream`` sets the
+pass up and calls it; the errors it raises name the column and row of a bad value, and a
+divergence names its head.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable
+
+import numpy as np
+
+from .._kernels.abi import C_TRACE
+from ..exceptions import DivergenceError, InvalidInputError, SampleWeightError
+from ..io.reader import ChunkReader
+from .checkpoint import write_checkpoint
+from .state import HeadConfig, HeadState
+
+
+class Checkpoints:
+    """Where and when a pass writes its checkpoint (``path`` None: never)."""
+
+    def __init__(self, path, every, states, config_hash, dataset_hash):
+        self.path, self.every = path, every
+        self.states, self.config_hash, self.dataset_hash = states, config_hash, dataset_hash
+
+    @property
+    def enabled(self) -> bool:
+        return self.path is not None
+
+    def save(self, epoch, row, origin, finished=False) -> None:
+        position = {"epoch": epoch, "row": int(row)}
+        if origin is not None:
+            position.update(file_index=origin.file_index, file=origin.file,
+                            row_group=origin.row_group, group_row=origin.group_row)
+        write_checkpoint(self.path, self.states, {"config_hash": self.config_hash,
+                                                  "dataset_hash": self.dataset_hash,
+                                                  "position": position, "finished": finished})
+
+
+class Scan:
+    """The chunk loop of one pass: ``epoch`` reads the source once from a row, ``finish`` runs
+    the heads' last partial batches, ``close`` stops the head threads."""
+
+    def __init__(self, heads, units, states, group_of, engine, threads: int,
+                 trace_callback: Callable | None, checkpoints: Checkpoints, bar):
+        self.heads, self.units, self.states, self.group_of = heads, units, states, group_of
+        self.run_unit, self.finish_unit = engine
+        self.tracing = any(h.config.trace_every > 0 for h in heads)
+        self.trace_callback = trace_callback
+        self.checkpoints, self.bar = checkpoints, bar
+        self.pool = _HeadPool(units, states, group_of, self.run_unit, threads) if threads > 1 else None
+
+    def _wait(self) -> None:
+        if self.pool is not None:
+            self.pool.wait()
+
+    def _run_chunk(self, chunk) -> None:
+        """Every unit of heads on one chunk (sequentially, or handed to the head threads)."""
+        for h in self.heads:
+            _ensure_trace(h.config, self.states[h.name], chunk.n_rows)
+        if self.pool is None:
+            for unit in self.units:
+                try:
+                    _run_unit_chunk(self.run_unit, unit, [h.config for h in unit],
+                                    [self.states[h.name] for h in unit], chunk,
+                                    self.group_of[unit[0].name])
+                except DivergenceError as exc:
+                    if len(unit) == 1:
+                        _tag_head(exc, unit[0].name)
+                    raise
+        else:
+            self.pool.submit(chunk)
+            if self.tracing:            # trace buffers are sized and drained per chunk
+                self.pool.wait()
+        if self.tracing:
+            _drain_traces(self.heads, self.states, self.trace_callback)
+
+    def epoch(self, reader: ChunkReader, epoch: int, first_row: int, guard) -> tuple[int, int]:
+        """Read ``reader`` (the source from ``first_row``) through the heads; checkpoint every
+        ``checkpoints.every`` rows and when a signal is pending.  Returns (the row after the
+        last one read, the rows read)."""
+        row, rows_read, last_checkpoint = first_row, 0, first_row
+        try:
+            for chunk in reader:
+                self._run_chunk(chunk)
+                row = chunk.end_row
+                rows_read += chunk.n_rows
+                if self.bar is not None:
+                    self.bar.update(chunk.n_rows)
+                if self.checkpoints.enabled and (
+                        row - last_checkpoint >= self.checkpoints.every or guard.pending):
+                    self._wait()
+                    self.checkpoints.save(epoch, row, chunk.origin)
+                    last_checkpoint = row
+                if guard.pending is not None:
+                    self._wait()
+                    reader.close()
+                    guard.deliver_pending()
+            self._wait()
+        finally:
+            reader.close()
+        return row, rows_read
+
+    def finish(self, end_row) -> None:
+        """Each unit's last partial batch (a divergence there names a non-finite carried value)."""
+        for h in self.heads:
+            _ensure_trace(h.config, self.states[h.name], 0)
+        for unit in self.units:
+            try:
+                self.finish_unit([h.config for h in unit], [self.states[h.name] for h in unit])
+            except DivergenceError as exc:
+                _locate_non_finite_carry(unit, self.states[unit[0].name], end_row)
+                if len(unit) == 1:
+                    _tag_head(exc, unit[0].name)
+                raise
+
+    def drain(self) -> None:
+        _drain_traces(self.heads, self.states, self.trace_callback)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+
+
+def _run_unit_chunk(run_unit, unit, configs, states, chunk, group) -> None:
+    """One kernel call of a unit of heads (one head, or one-vs-rest heads sharing their columns)
+    on one chunk; ``group``: (feature group, sample-weight group or None) of the chunk.  A
+    divergence caused by a non-finite feature value (NaN/inf make the gradient NaN, whatever the
+    step) becomes the input error naming the column and row: the values are checked only then,
+    so a source not validated while read (in-memory arrays) pays no pass of its own for it."""
+    head = unit[0]
+    group, weight_group = group
+    weights = None if weight_group is None else chunk.features[weight_group][0]
+    try:
+        run_unit(configs, states, chunk.features[group], chunk.labels[head.label], weights)
+    except SampleWeightError as exc:
+        # the engine checks the weights (finite, >= 0, within the features' dtype) before any
+        # update; here the error gets the column and the row of the source
+        if weights is None:
+            raise
+        raise InvalidInputError(
+            f"sample weight {float(weights[exc.row])!r} in column {head.sample_weight!r} at "
+            f"{chunk.origin.describe(exc.row)}: {exc.reason}; fix or drop that row") from None
+    except DivergenceError as exc:
+        for name, values in zip(head.features, chunk.features[group], strict=True):
+            bad = np.flatnonzero(~np.isfinite(values))
+            if bad.size:
+                i = int(bad[0])
+                raise InvalidInputError(
+                    f"non-finite value {float(values[i])!r} in column {name!r} at "
+                    f"{chunk.origin.describe(i)}. "
+                    f"Remove or fix the rows with NaN/inf before training.") from None
+        if len(unit) > 1:
+            # a unit of several heads (one-vs-rest heads, or the class heads of a tuning grid):
+            # name the first head whose theta became non-finite, so that a grid drops only it
+            for h, st in zip(unit, states, strict=True):
+                if not (np.all(np.isfinite(st.theta)) and np.all(np.isfinite(st.intercept))):
+                    _tag_head(exc, h.name)
+                    break
+        raise
+
+
+def _locate_non_finite_carry(unit, state, end_row) -> None:
+    """After a divergence of the last partial batch: the input error naming a non-finite value
+    in it (the carried rows end the stream at ``end_row``), if there is one."""
+    n = state.carry_n
+    p = len(unit[0].features)            # a weighted head carries its weights as row p
+    for name, values in zip(unit[0].features, state.carry_X[:p, :n], strict=True):
+        bad = np.flatnonzero(~np.isfinite(values))
+        if bad.size:
+            i = int(bad[0])
+            row = "" if end_row is None else f" (row {int(end_row) - n + i} of the stream)"
+            raise InvalidInputError(
+                f"non-finite value {float(values[i])!r} in column {name!r} in the last, partial "
+                f"batch{row}. Remove or fix the rows with NaN/inf before training.") from None
+
+
+# ------------------------------------------------------------------------------ signals
+class _SignalGuard:
+    """Defer SIGINT/SIGTERM to the end of the current chunk (so every head has seen the same
+    rows), then checkpoint and re-deliver.  Only in the main thread (signals go there)."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled and threading.current_thread() is threading.main_thread()
+        self.pending: int | None = None
+        self.previous: dict[int, object] = {}
+
+    def _handler(self, signum, frame):
+        if self.pending is not None:  # second signal: the user insists, stop now
+            self.restore()
+            self._deliver(signum)
+        self.pending = signum
+
+    def __enter__(self):
+        if self.enabled:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.previous[sig] = signal.getsignal(sig)
+                signal.signal(sig, self._handler)
+        return self
+
+    def restore(self):
+        for sig, h in self.previous.items():
+            signal.signal(sig, h)
+        self.previous = {}
+
+    def __exit__(self, *exc):
+        self.restore()
+
+    def _deliver(self, signum):
+        prev = self.previous.get(signum, signal.getsignal(signum))
+        if callable(prev) and prev not in (signal.default_int_handler,):
+            prev(signum, None)
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise SystemExit(128 + signum)
+
+    def deliver_pending(self):
+        signum, self.pending = self.pending, None
+        prev = self.previous.get(signum)
+        self.restore()
+        if callable(prev) and prev is not signal.default_int_handler:
+            prev(signum, None)
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise SystemExit(128 + signum)
+
+
+# ------------------------------------------------------------------------------ traces
+def _trace_capacity(cfg: HeadConfig, state: HeadState, rows: int) -> int:
+    k = int(cfg.trace_every)
+    if k <= 0:
+        return 0
+    n_updates = (state.carry_n + rows) // int(cfg.batch_size) + 1  # +1: finish()
+    return n_updates // k + 2
+
+
+def _ensure_trace(cfg, state, rows):
+    need = _trace_capacity(cfg, state, rows)
+    if need and state.trace.shape[0] - state.trace_n < need:
+        cap = max(need, 2 * state.trace.shape[0])
+        trace = np.zeros((cap, cfg.n_features + 1))
+        steps = np.zeros(cap, dtype=np.int64)
+        k = state.trace_n
+        trace[:k] = state.trace[:k]
+        steps[:k] = state.trace_steps[:k]
+        state.trace, state.trace_steps = trace, steps
+
+
+def _drain_traces(heads, states, callback):
+    steps, params = {}, {}
+    for h in heads:
+        st = states[h.name]
+        k = st.trace_n
+        if k:
+            steps[h.name] = st.trace_steps[:k].copy()
+            params[h.name] = st.trace[:k].copy()
+            st.counters[C_TRACE] = 0
+    if steps and callback is not None:
+        callback(steps, params)
+
+
+def _tag_head(exc: BaseException, name: str) -> BaseException:
+    """Record on a DivergenceError which head diverged (``exc.head``): the other heads of the scan
+    were fine, and a caller training a grid (``sgd.tuning``) drops that one and goes on."""
+    if isinstance(exc, DivergenceError) and getattr(exc, "head", None) is None:
+        exc.head = name
+    return exc
+
+
+class _HeadPool:
+    """Runs the heads' kernels in ``threads`` worker threads, each owning a fixed group of heads
+    and working through the chunks in stream order; the kernels release the GIL.
+
+    ``submit(chunk)`` hands a chunk to every worker and returns at once (blocking only when a
+    worker is ``LAG`` chunks behind), so the workers are not synchronised chunk by chunk: with 3
+    heads on 2 cores each head's thread runs whenever a core is free, instead of the 2 cores
+    waiting for the slowest group at every chunk.  ``wait()`` returns when every submitted chunk
+    is done (before a checkpoint, a trace drain, the end of the pass).  Each head's state is
+    touched only by its worker, in stream order, so the models are bit-identical to sequential
+    runs.  A worker that fails stops; ``wait``/``submit`` re-raise the first error in head order
+    once every worker is idle, so no kernel is still writing to a state when the caller sees it.
+    """
+
+    #: chunks a worker may be behind the reader: bounds the decoded chunks kept alive
+    LAG = 2
+
+    def __init__(self, units, states, group_of, run_chunk, threads):
+        import queue
+        jobs = [(i, unit, [h.config for h in unit], [states[h.name] for h in unit],
+                 group_of[unit[0].name]) for i, unit in enumerate(units)]
+        # the head a DivergenceError is tagged with (a one-head unit; k-class units are one model)
+        self.names = [unit[0].name if len(unit) == 1 else None for unit in units]
+        bounds = [round(i * len(jobs) / threads) for i in range(threads + 1)]
+        self.groups = [jobs[bounds[i]:bounds[i + 1]] for i in range(threads)]
+        self.run_chunk = run_chunk
+        self.queues = [queue.Queue(maxsize=self.LAG) for _ in self.groups]
+        self.errors: list[tuple[int, BaseException]] = []
+        self.lock = threading.Lock()
+        self.threads = [threading.Thread(target=self._work, args=(g, q), daemon=True,
+                                         name=f"iwpfast-head-{i}")
+                        for i, (g, q) in enumerate(zip(self.groups, self.queues, strict=True))]
+        for t in self.threads:
+            t.start()
+
+    def _work(self, group, q):
+        failed = False
+        while True:
+            chunk = q.get()
+            try:
+                if chunk is None:
+                    return
+                if not failed:
+                    for index, unit, cfgs, sts, g in group:
+                        try:
+                            _run_unit_chunk(self.run_chunk, unit, cfgs, sts, chunk, g)
+                        except BaseException as exc:
+                            if self.names[index] is not None:
+                                _tag_head(exc, self.names[index])
+                            with self.lock:
+                                self.errors.append((index, exc))
+                            failed = True
+                            break
+            finally:
+                q.task_done()
+
+    def _raise(self):
+        if self.errors:
+            self.wait(check=False)
+            raise min(self.errors, key=lambda e: e[0])[1]
+
+    def submit(self, chunk):
+        self._raise()
+        for q in self.queues:
+            q.put(chunk)
+
+    def wait(self, check=True):
+        for q in self.queues:
+            q.join()
+        if check:
+            self._raise()
+
+    def close(self):
+        """Finish the submitted chunks and stop the workers (idempotent)."""
+        for q, t in zip(self.queues, self.threads, strict=True):
+            if t.is_alive():
+                q.put(None)
+        for t in self.threads:
+            t.join()
