@@ -202,3 +202,35 @@ def test_cli_warnings_go_to_stderr_once(tmp_path, capsys):
             warnings.warn("the same sentence", UserWarning, stacklevel=2)
     print_warnings(caught)
     assert capsys.readouterr().err == "iwpfast: warning: the same sentence\n"
+
+
+def test_a_terminal_bar_moves_on_a_short_pass_and_the_model_is_the_same(capsys):
+    """A pass of a file that fits one default chunk is cut into >= 20 chunks when a bar is shown
+    (issue 18: no progress for a 6 s tune); the model does not depend on the chunking."""
+    from iwpfast.sgd.driver import BAR_MIN_CHUNK_ROWS, bar_chunk_rows
+    assert bar_chunk_rows(None, "force", 29_321) == BAR_MIN_CHUNK_ROWS
+    assert bar_chunk_rows(None, "force", 1_000_000) == 65_536          # 2^16 >= 10^6 / 20
+    assert bar_chunk_rows(None, "force", 100_000_000) is None          # the default moves anyway
+    assert bar_chunk_rows(None, False, 29_321) is None
+    assert bar_chunk_rows(1000, "force", 29_321) == 1000               # the caller's wins
+    rng = np.random.default_rng(6)
+    X, y, _ = _logistic_sample(30_000, rng)
+    kw = dict(alpha=0.01, learning_rate=0.05)
+    quiet = IWPClassifier(progress=False, **kw).fit(X, y, noise_var=0.1)
+    shown = IWPClassifier(progress="force", **kw).fit(X, y, noise_var=0.1)
+    np.testing.assert_array_equal(quiet.coef_, shown.coef_)
+    assert "rows" in capsys.readouterr().err                            # the bar was drawn
+
+
+def test_release_label_errors_name_the_file_and_classes(tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from iwpfast.cli import main
+    pq.write_table(pa.table({"a": np.arange(10.0), "y": ["rich", "poor"] * 5}), tmp_path / "s.parquet")
+    for extra in ([], ["--shuffle"]):
+        assert main(["release", str(tmp_path / "s.parquet"), str(tmp_path / "o.parquet"),
+                     "--features", "a", "--ranges", "a=0:10", "--epsilon-x", "1", "--epsilon-y",
+                     "1", *extra]) == 2
+        err = capsys.readouterr().err
+        assert str(tmp_path / "s.parquet") in err and "--classes" in err, err

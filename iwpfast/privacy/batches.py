@@ -180,8 +180,10 @@ class BatchChecker:
         shown = ", ".join(repr(v) for v in sorted(seen, key=repr)[:12]) + (" ..." if len(seen) > 12 else "")
         raise InvalidInputError(
             f"label column {self.spec.label!r} {reason}: binary labels must be in {{0, 1}}, {{-1, 1}} "
-            f"or bool; values seen in the batch starting at {origin.describe(0)}: {shown}. Recode the "
-            f"labels, or use task='regression' for a continuous target"
+            f"or bool; values seen in the batch starting at {origin.describe(0)}: {shown}. Declare "
+            f"the label's classes in order, classes=[negative, positive] (CLI: --classes NEG POS; "
+            f"k >= 3 classes: k-ary randomized response), recode the labels, or use "
+            f"task='regression' for a continuous target"
         )
 
     def _class_codes(self, origin, arr, on_invalid: str):

@@ -36,7 +36,8 @@ def shuffled_source(src, columns, batch_rows: int, seed):
         table = pa.Table.from_batches(list(src.batches(columns=columns)), schema=schema)
         order = np.argsort(key.stream(0).words(table.num_rows), kind="stable")
         shuffled = table.take(pa.array(order)).replace_schema_metadata(schema.metadata)
-        return open_source(shuffled, columns=columns, record_batch_rows=batch_rows), None
+        return _named(open_source(shuffled, columns=columns, record_batch_rows=batch_rows),
+                      src), None
     # two passes: each row to one of k buckets at random, then each bucket permuted in memory
     import pyarrow.ipc as ipc
 
@@ -71,4 +72,11 @@ def shuffled_source(src, columns, batch_rows: int, seed):
             yield from table.take(pa.array(order)).to_batches(max_chunksize=batch_rows)
 
     reader = pa.RecordBatchReader.from_batches(schema, batches())
-    return open_source(reader, columns=columns, record_batch_rows=batch_rows), tmp
+    return _named(open_source(reader, columns=columns, record_batch_rows=batch_rows), src), tmp
+
+
+def _named(shuffled, src):
+    """The shuffled source, described by its origin so that errors name the user's file (the
+    rows' positions are those of the shuffled stream)."""
+    shuffled.description = f"{src.description} (shuffled)"
+    return shuffled

@@ -186,6 +186,27 @@ def noise_from_release(metadata: dict | None, features: Sequence[str], *,
     return NoiseParameters(nv, keep, tnv, "release")
 
 
+#: a bar on a terminal moves at least this many times a pass (the model does not depend on the
+#: chunking, bit for bit, so smaller chunks only cost their per-call overhead)
+BAR_UPDATES = 20
+BAR_MIN_CHUNK_ROWS = 4096
+
+
+def bar_chunk_rows(chunk_rows: int | None, progress, n_rows: int | None) -> int | None:
+    """The chunk size of a pass: the caller's, else, when a bar is shown on a terminal and the
+    row count is known, at most n / BAR_UPDATES rows (not below BAR_MIN_CHUNK_ROWS), so that a
+    pass of a few seconds on a file that fits one default chunk (~16 MiB) still shows progress
+    instead of 0% until its end; None leaves the reader's default."""
+    from ..progress import shows_progress
+
+    if chunk_rows is not None or n_rows is None or progress is False or not shows_progress(progress):
+        return chunk_rows
+    from ..io.reader import default_chunk_rows
+    # a power of two, as the default: it divides Parquet's row groups, so chunks stay views
+    wanted = max(BAR_MIN_CHUNK_ROWS, 1 << max(0, (-(-int(n_rows) // BAR_UPDATES) - 1).bit_length()))
+    return wanted if wanted < default_chunk_rows(8) else None
+
+
 # ------------------------------------------------------------------------------ telemetry
 def head_telemetry(cfg: HeadConfig, state: HeadState) -> dict:
     """Telemetry of one head as a dict: rows_seen, batches, projection_hits, cap_hits,
@@ -540,6 +561,8 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
         total = None if src.num_rows is None else src.num_rows * epochs
         initial = start_row + start_epoch * (src.num_rows or 0)
         bar = progress_bar(progress, total, initial=initial if total else start_row)
+        if checkpoint is None:
+            chunk_rows = bar_chunk_rows(chunk_rows, progress, src.num_rows)
         scan = Scan(heads, units, cur, group_of, (run_unit, finish_unit), head_threads,
                     trace_callback, checkpoints, bar)
         try:
