@@ -55,7 +55,8 @@ def _derivative_bounds(loss: str, zmax: float, target_bound: float = 1.0) -> tup
 
 def derived_step(*, loss: str, alpha: float, n_updates: int, bound: float, batch_size: int,
                  noise_var: float, label_keep_prob: float | None, n_features: int,
-                 radius: float, target_noise_var: float = 0.0) -> float:
+                 radius: float, target_noise_var: float = 0.0,
+                 variance_cap: float = math.inf) -> float:
     """gamma*(alpha): the step of the paper's Theorem 4.4 with the IWP gradient's second moment.
 
     gamma* = log(max(2, mu^2 R^2 T / A)) / (mu T), capped at 1 / (2 K), with mu = alpha, T updates,
@@ -64,8 +65,9 @@ def derived_step(*, loss: str, alpha: float, n_updates: int, bound: float, batch
     margins a model meets rather than the whole ball), L = 1/(2S-1)^2 the label
     factor, F = 1 + sum_j s_j / B^2 the feature factor (p sigma^2 / B^2 when every column has the
     same noise; public columns, s_j = 0, add nothing), G = exp(s_max R^2) for the exponential loss
-    (1 otherwise) -- the variance factors of ``iwpfast.planning`` (docs/tuning.md).  ``noise_var``:
-    one variance for every feature, or one per feature (zeros for public columns).
+    (1 otherwise; the energy s_max R^2 is taken at most ``variance_cap``) -- the variance factors of
+    ``iwpfast.planning`` (docs/tuning.md).  ``noise_var``: one variance for every feature, or one
+    per feature (zeros for public columns).
     """
     mu = float(alpha)
     if mu <= 0:
@@ -80,7 +82,9 @@ def derived_step(*, loss: str, alpha: float, n_updates: int, bound: float, batch
         label = 1.0 + target_noise_var
     noise = column_noise(noise_var, n_features)
     feature = 1.0 + noise.total / (B * B)
-    score = loss_record(loss).score_factor(noise.energy_bound(R))
+    # the score factor at the largest noise energy a head meets: s_max R^2, or the cap when it
+    # binds first (with public columns R is not capped, but the energy still is)
+    score = loss_record(loss).score_factor(noise.energy_bound(R, variance_cap))
     A = (B * fp) ** 2 * label * feature * score / max(int(batch_size), 1)
     K = smoothness(loss, B, mu, R)
     T = max(int(n_updates), 1)
@@ -174,7 +178,8 @@ def default_grid(*, loss: str, n_rows: int, bound: float, batch_size: int, noise
             R = bound / float(a)
         g0 = derived_step(loss=loss, alpha=float(a), n_updates=n_updates, bound=bound,
                           batch_size=batch_size, noise_var=noise_var, label_keep_prob=label_keep_prob,
-                          n_features=n_features, radius=R, target_noise_var=target_noise_var)
+                          n_features=n_features, radius=R, target_noise_var=target_noise_var,
+                          variance_cap=variance_cap)
         # beyond 2/K even noiseless gradient descent on a K-smooth risk diverges: no grid step
         # goes there (the multipliers above it collapse onto 2/K, kept once)
         limit = 2.0 / smoothness(loss, bound, float(a), R)
