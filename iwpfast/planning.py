@@ -66,6 +66,7 @@ class ReleasePlan:
     n_rows: int | None = None
     guarantee: str = ""
     n_public: int = 0                 # public (un-noised) features among the n_features
+    positive_share: float | None = None   # the class balance, when known (classification)
     variance_rows: list = field(default_factory=list)  # (|theta|, sigma^2|theta|^2, factor)
 
     @property
@@ -107,6 +108,35 @@ class ReleasePlan:
         """Rows for a correlation ``correlation`` to stand two standard errors above the noise."""
         return int(math.ceil(4.0 * self.label_factor * self.feature_factor / correlation ** 2))
 
+    def majority_verdict(self, cap: float = 2.0) -> list[str]:
+        """Lines on whether a model held by the variance cap can move predictions off the
+        majority class: the cap allows |theta| <= sqrt(cap)/sigma along the private columns, so
+        their scores stay within +-sqrt(cap) B/sigma, against the majority class's score
+        |b*| = |logit(p)| / c (c: the loss's log-odds scale; 1 without one); and what would."""
+        p = self.positive_share
+        if p is None or self.task != "classification" or self.sigma <= 0 or self.bound is None:
+            return []
+        record = loss_record(self.loss)
+        c = record.log_odds_scale or 1.0
+        b_star = abs(math.log(p / (1.0 - p))) / c
+        reach = math.sqrt(cap) * self.bound / self.sigma
+        lines = [f"class balance: {p:.3g} positive: always predicting the majority class scores "
+                 f"|b*| = {b_star:.3g}; the cap sigma^2|theta|^2 <= {cap:g} keeps |theta| <= "
+                 f"{math.sqrt(cap) / self.sigma:.3g} along the private columns, so their part of a "
+                 f"score stays within +-{reach:.3g} (rows at the bound B)"]
+        if reach <= b_star:
+            need_sigma = math.sqrt(cap) * self.bound / max(b_star, 1e-12)
+            lines.append(
+                "  it cannot move any prediction off the majority class: expect a constant model "
+                "unless public columns carry the signal. What would: sigma <= "
+                f"{need_sigma:.3g} (a larger epsilon_x: `iwpfast plan` with more), or declaring "
+                "informative columns public (their coefficients are not capped); more rows do "
+                "not lift the cap")
+        elif reach <= 2 * b_star:
+            lines.append("  only rows near the bound can move off the majority class: expect few "
+                         "minority predictions; a larger epsilon_x or public columns lift the limit")
+        return lines
+
     def describe(self) -> str:
         p = self.n_features
         heavy_tailed = loss_record(self.loss).heavy_tailed
@@ -146,6 +176,8 @@ class ReleasePlan:
             lines.append("  keep sigma^2|theta|^2 small: a variance cap of 2 (fit --variance-cap 2) "
                          f"bounds |theta| by {math.sqrt(2.0) / self.sigma:.3g}"
                          + (" along the private columns (the public ones are not capped)" if k else ""))
+        if heavy_tailed:
+            lines += self.majority_verdict()
         if self.n_rows is not None:
             r = self.detectable_correlation()
             lines.append(f"with {self.n_rows:,} rows: one pass tells from noise only features whose "
@@ -166,11 +198,15 @@ def plan_release(*, epsilon_x: float | None, delta: float | None, bound: float |
                  n_features: int, epsilon_y: float | None = None, n_rows: int | None = None,
                  loss: str | None = None, task: str | None = None,
                  calibration: str = "analytic", target_bound: float = 1.0,
-                 n_public: int = 0) -> ReleasePlan:
+                 n_public: int = 0, positive_share: float | None = None) -> ReleasePlan:
     """The noise of a release with these parameters (from the release's own ``ReleaseSpec``) and
     what one pass of ``n_rows`` rows can learn from it (module docstring).  ``n_public``: how
     many of the features are public (released without noise; all of them and no epsilon_x: a
-    label-only release)."""
+    label-only release).  ``positive_share``: the share of positive labels, when known: the plan
+    then says whether a capped model can move predictions off the majority class."""
+    if positive_share is not None and not 0.0 < float(positive_share) < 1.0:
+        raise InvalidInputError(f"positive_share={positive_share!r} must be in (0, 1) (the share of "
+                                "positive labels; CLI: --positive-share)")
     if isinstance(n_features, bool) or not isinstance(n_features, int) or n_features < 1:
         raise InvalidInputError(f"n_features={n_features!r} must be a positive integer (the number "
                                 "of released features; CLI: --features P)")
@@ -203,7 +239,8 @@ def plan_release(*, epsilon_x: float | None, delta: float | None, bound: float |
         n_features=n_features, loss=loss, task=task, calibration=calibration, sigma=spec.sigma,
         label_keep_prob=spec.label_keep_prob, target_noise_scale=spec.target_noise_scale,
         target_bound=float(target_bound), n_rows=n_rows, guarantee=spec.guarantee().statement,
-        n_public=n_public)
+        n_public=n_public,
+        positive_share=None if positive_share is None else float(positive_share))
     plan.variance_rows = [(r, spec.sigma ** 2 * r * r, plan.gradient_variance_factor(r))
                           for r in THETA_NORMS]
     return plan

@@ -313,3 +313,26 @@ def test_plan_takes_public_columns(capsys):
     assert "label-only" in out and "all public (no feature noise)" in out
     assert main(["plan", "--epsilon-x", "4", "--features", "5", "--public", "2"]) == 0
     assert "2 public, 3 private" in capsys.readouterr().out
+
+
+def test_plan_says_whether_the_cap_lets_predictions_leave_the_majority_class(capsys):
+    """Issue 18's case: (4 + 2, 1e-5), bound 2, 23.6% positives: the capped scores reach
+    +-sqrt(2) B / sigma = 0.654 against |b*| = logit(0.764) / 2 = 0.587 (exponential loss):
+    only rows near the bound can flip; with 5% positives (|b*| = 1.47) none can, and the plan
+    names what would (sigma, public columns) and that rows would not."""
+    from iwpfast.planning import plan_release
+    plan = plan_release(epsilon_x=4, epsilon_y=2, delta=1e-5, bound=2, n_features=5,
+                        positive_share=0.236)
+    lines = plan.majority_verdict()
+    assert "|b*| = 0.587" in lines[0] and "only rows near the bound" in lines[1]
+    rare = plan_release(epsilon_x=4, epsilon_y=2, delta=1e-5, bound=2, n_features=5,
+                        positive_share=0.05).majority_verdict()
+    assert "cannot move any prediction off the majority class" in rare[1]
+    assert "more rows do not lift the cap" in rare[1] and "public" in rare[1]
+    assert plan_release(epsilon_x=4, epsilon_y=2, delta=1e-5, bound=2,
+                        n_features=5).majority_verdict() == []
+    from iwpfast.cli import main
+    assert main(["plan", "--epsilon-x", "4", "--epsilon-y", "2", "--bound", "2", "--features",
+                 "5", "--positive-share", "0.05"]) == 0
+    assert "cannot move any prediction" in capsys.readouterr().out
+    assert main(["plan", "--epsilon-x", "4", "--features", "5", "--positive-share", "1.5"]) == 2

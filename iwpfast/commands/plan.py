@@ -37,6 +37,9 @@ def register(subparsers) -> None:
     p.add_argument("--features", type=int, required=True, metavar="P", help="number of features p")
     p.add_argument("--public", type=int, default=0, metavar="K",
                    help="how many of the P features are public (released without noise)")
+    p.add_argument("--positive-share", type=float, default=None, metavar="P",
+                   help="the share of positive labels, when known: says whether a model held by "
+                        "the variance cap can move predictions off the majority class")
     p.add_argument("--rows", type=int, default=None, metavar="N", help="rows the release will have")
     p.add_argument("--loss", default=None,
                    help="exponential (default), logistic, quadratic; squared_error for regression")
@@ -55,14 +58,16 @@ def run(args) -> int:
     plan = plan_release(epsilon_x=args.epsilon_x, epsilon_y=args.epsilon_y, delta=args.delta,
                         bound=args.bound, n_features=args.features, n_rows=args.rows,
                         loss=args.loss, task=args.task, calibration=args.calibration,
-                        target_bound=args.target_bound, n_public=args.public)
+                        target_bound=args.target_bound, n_public=args.public,
+                        positive_share=args.positive_share)
     if args.json:
         out = dict(sigma=plan.sigma, label_keep_prob=plan.label_keep_prob,
                    target_noise_scale=plan.target_noise_scale, label_factor=plan.label_factor,
                    feature_factor=plan.feature_factor, guarantee=plan.guarantee,
                    variance=[dict(theta_norm=r, noise_energy=v, factor=f) for r, v, f in plan.variance_rows],
                    detectable_correlation=plan.detectable_correlation(),
-                   rows_needed={str(c): plan.rows_needed(c) for c in (0.05, 0.1, 0.2, 0.3)})
+                   rows_needed={str(c): plan.rows_needed(c) for c in (0.05, 0.1, 0.2, 0.3)},
+                   majority_class=plan.majority_verdict())
         print(json.dumps(out, indent=2))
     else:
         print(plan.describe())
