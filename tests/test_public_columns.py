@@ -218,6 +218,9 @@ def test_mixed_release_cli_multi_part_and_the_learner_reads_per_column_noise(raw
     assert main(["fit", str(d / "mixed"), "--out", str(d / "mixed.json"), "--alpha", "0.1",
                  "--learning-rate", "0.02", "--no-progress"]) == 0
     capsys.readouterr()
+    assert main(["info", str(d / "mixed.json")]) == 0
+    assert "over the private features (public, clipped to their ranges only: c, d)" in \
+        capsys.readouterr().out
     model = load(d / "mixed.json")
     var = meta["feature_noise_variance"][0]
     np.testing.assert_allclose(model.noise_var_, [var, var, 0.0, 0.0])

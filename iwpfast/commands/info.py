@@ -111,9 +111,12 @@ def model_info(path, args) -> str | None:
             + f"; intercept {f['intercept']:+.5g}",
             f"label:     {f['label']}" + (f" (classes {f['classes']})" if f.get("classes") else ""),
         ]
+    public = list((doc.get("release") or {}).get("public_features") or [])
     if f.get("feature_ranges"):
         lines.append("raw units: " + ", ".join(f"{n}={lo:g}:{hi:g}" for n, lo, hi in f["feature_ranges"])
                      + (f", clipped at L2 bound {float(f['feature_bound']):g}"
+                        + ("" if not public else f" over the private features (public, clipped to "
+                           f"their ranges only: {', '.join(public)})")
                         if math.isfinite(float(f["feature_bound"])) else ", no L2 clip (every "
                         "feature public)"))
     t = f.get("tuning")
