@@ -134,3 +134,75 @@ def test_the_checker_sees_a_wrong_import(tmp_path, monkeypatch):
     violations = _violations()
     assert any("bad.py:1 (kernels) imports iwpfast.losses (spec)" in v for v in violations)
     assert not any("numba" in v for v in violations)           # numba is fine in _kernels
+
+
+# ---------------------------------------------------------------- no import loops inside a layer
+def _module_of(target: tuple) -> tuple:
+    """The module an import resolves to: the longest prefix of ``target`` that is a module
+    (``from ..io import sources`` is the module io.sources; ``from ..io import Source``, the
+    package io)."""
+    while len(target) > 1 and not _is_module(target):
+        target = target[:-1]
+    return target
+
+
+def _import_loops() -> list[list[str]]:
+    """The import loops between modules of one layer (the layer table cannot see them): the
+    strongly connected components of the import graph with more than one module (imports inside
+    functions count, as above)."""
+    graph: dict[tuple, set] = {}
+    for path, parts in _modules():
+        layer = _layer(parts)
+        graph[parts] = {t for t in (_module_of(target) for _, target in _imports(path, parts)
+                                    if target[0] == "iwpfast")
+                        if t != parts and _layer(t) == layer}
+    index: dict[tuple, int] = {}
+    low: dict[tuple, int] = {}
+    stack: list[tuple] = []
+    loops = []
+
+    def visit(v):                                   # Tarjan's algorithm
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(".".join(w))
+                if w == v:
+                    break
+            if len(component) > 1:
+                loops.append(sorted(component))
+
+    for v in list(graph):
+        if v not in index:
+            visit(v)
+    return loops
+
+
+def test_no_import_loops_inside_a_layer():
+    loops = _import_loops()
+    assert not loops, ("modules of one layer that import each other (directly or round a loop); "
+                       "move the shared piece into a module both import:\n"
+                       + "\n".join(" <-> ".join(loop) for loop in loops))
+
+
+def test_the_loop_checker_sees_a_loop(tmp_path, monkeypatch):
+    # two API modules importing each other, one of them lazily, are a loop; a one-way import
+    # is not
+    fake = tmp_path / "iwpfast"
+    (fake / "estimators").mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "estimators" / "__init__.py").write_text("")
+    (fake / "estimators" / "a.py").write_text("from .b import x\n")
+    (fake / "estimators" / "b.py").write_text("def f():\n    from .. import model_io\n")
+    (fake / "estimators" / "c.py").write_text("from .a import y\n")
+    (fake / "model_io.py").write_text("from .estimators import a\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
+    assert _import_loops() == [["iwpfast.estimators.a", "iwpfast.estimators.b", "iwpfast.model_io"]]
