@@ -75,7 +75,7 @@ def glm_scalars(loss: str, z: np.ndarray, tau: float, label_weight: float,
     return a, c
 
 
-def glm_loss_values(loss: str, z: np.ndarray, tau: float, label_weight: float,
+def glm_loss_values(loss: str, z: np.ndarray, tau: float | np.ndarray, label_weight: float,
                     truncation: int) -> np.ndarray:
     """Per-row IWP loss S~ F_0(z) + (1 - S~) F_0(-z) of a classification loss (no validation)."""
     value = series_F_unchecked(loss, 0, z, tau, truncation)

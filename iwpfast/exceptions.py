@@ -36,6 +36,8 @@ class DivergenceError(IWPError, FloatingPointError):
     config: object | None = None
     #: the message's first sentence (where it diverged), without the advice
     where: str | None = None
+    #: the name of the head that diverged, when a scan trains several (``sgd.scan``)
+    head: str | None = None
 
 
 class CheckpointError(IWPError, RuntimeError):

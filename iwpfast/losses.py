@@ -347,6 +347,8 @@ def series_F(loss: str, j: int, v, tau: float, truncation: int = 2) -> np.ndarra
     return series_F_unchecked(loss, j, np.asarray(v, dtype=np.float64), float(tau), truncation)
 
 
-def series_F_unchecked(loss: str, j: int, v: np.ndarray, tau: float, truncation: int) -> np.ndarray:
-    """``series_F`` without argument checks (v a float64 array): for per-batch loops."""
+def series_F_unchecked(loss: str, j: int, v: np.ndarray, tau: float | np.ndarray,
+                       truncation: int) -> np.ndarray:
+    """``series_F`` without argument checks (v a float64 array; tau a float, or an array that
+    broadcasts against v: one tau per head): for per-batch loops."""
     return LOSS_RECORDS[loss].series(j, v, tau, truncation)

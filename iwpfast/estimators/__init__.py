@@ -26,6 +26,7 @@ Everything heavy is imported lazily: importing this package compiles nothing.
 from __future__ import annotations
 
 from ..estimates import RiskEstimate
+from ._base import IWPBase
 from ._noise import NoiseModel
 from ._params import CORRECTIONS
 from ._report import EvaluationReport
@@ -43,7 +44,9 @@ def load(path, filesystem=None):
 
     doc = read_model_document(path, filesystem)
     try:
-        cls = {"IWPClassifier": IWPClassifier, "IWPRegressor": IWPRegressor}[doc["estimator"]]
+        classes: dict[str, type[IWPBase]] = {"IWPClassifier": IWPClassifier,
+                                             "IWPRegressor": IWPRegressor}
+        cls = classes[doc["estimator"]]
         return cls._from_document(doc)
     except InvalidInputError:
         raise

@@ -47,7 +47,7 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
 
     # the current pass (None before the first fit); a class attribute so an unfitted estimator
     # answers None without probing
-    _pass: PassState | None = None
+    _pass: PassState = None  # type: ignore[assignment]  # (typed as once a pass started)
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "coef_"):
@@ -213,7 +213,8 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         ``plan`` (with ``plan.config``) and its telemetry (``iwpfast.sgd.driver.head_telemetry``
         and the driver's own entries).  Returns self."""
         self._start_pass(plan)
-        self._pass.heads.adopt([self._pass.config], [state])
+        heads = self._pass.running()
+        heads.adopt(list(heads.configs), [state])
         self._update_fitted({HEAD_NAME: telemetry})
         return self
 
@@ -341,15 +342,16 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         given so far stay) and the fitted attributes that describe it.  A plan with sample weights
         gets a weighted head."""
         ps = self._pass
-        cfg, feats, lab, noise, names_in = (plan.config, plan.features, plan.label, plan.noise,
-                                            plan.names)
+        cfg, feats, lab, noise, names_in = (plan.made_config(), plan.features, plan.label,
+                                            plan.noise, plan.names)
         ps.sample_weight = plan.sample_weight
         if ps.sample_weight is not None and not cfg.weighted:
             import dataclasses
             cfg = dataclasses.replace(cfg, weighted=True)
         # one head, unless the labels made the pass k one-vs-rest heads
-        ps.heads = ps.heads if ps.heads is not None else SingleHead(task=self._task)
-        ps.heads.start(cfg)
+        heads = ps.heads if ps.heads is not None else SingleHead(task=self._task)
+        heads.start(cfg)
+        ps.heads = heads
         ps.features = list(feats)
         ps.label = lab
         ps.noise = noise
@@ -385,8 +387,9 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         kw = dict(progress=self.progress, engine=ENGINE, **kwargs)
         if self.chunk_rows is not None:
             kw["chunk_rows"] = int(self.chunk_rows)
-        telemetry = ps.heads.run(ps, source, kw)
-        ps.heads.note_step(self)
+        heads = ps.running()
+        telemetry = heads.run(ps, source, kw)
+        heads.note_step(self)
         self._update_fitted(telemetry)
 
     def _fit_pass(self, X, y, noise_kw, *, features, label, override, n_rows_total, finish,
@@ -511,7 +514,7 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         return PartSource(source, mapper=mapper)
 
     def _check_same_setup(self, feats, noise: NoiseModel) -> None:
-        started_with = list(self._pass.features)
+        started_with = list(self._pass.features or [])
         if len(feats) != len(started_with):
             raise InvalidInputError(
                 f"X has {len(feats)} features, but {type(self).__name__} is expecting "
@@ -523,6 +526,8 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
                 f"partial_fit got features {list(feats)} but the pass started with {started_with}; "
                 "keep the same columns in the same order (or call fit to start a new pass)")
         old = self._pass.noise
+        if old is None:             # a pass always starts with its noise
+            raise RuntimeError("the pass has no noise model")
         if not (np.allclose(old.noise_var, noise.noise_var) and old.label_keep_prob == noise.label_keep_prob
                 and old.target_noise_var == noise.target_noise_var):
             raise ReleaseSpecError(
@@ -531,7 +536,7 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
 
     def _update_fitted(self, telemetry: dict) -> None:
         """The fitted attributes from the heads' states and their telemetry (by head name)."""
-        self._pass.heads.set_fitted(self, telemetry)
+        self._pass.running().set_fitted(self, telemetry)
 
     # ---- persistence ---------------------------------------------------------------------------
     def save(self, path, *, overwrite: bool = False, filesystem=None) -> None:

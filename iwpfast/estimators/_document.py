@@ -178,15 +178,16 @@ def _set_fitted(est, f: dict, p: int) -> None:
 def _config(est, f: dict, p: int) -> HeadConfig:
     """The configuration the saved pass ran with (its resolved step, alpha and cap)."""
     v = est._validated()
-    alpha_run = parse_float(f["alpha"]) if f.get("alpha") is not None else None
+    # the alpha the pass ran with ("auto" resolved), which mu defaults to (as in _make_config)
+    alpha = parse_float(f["alpha"]) if f.get("alpha") is not None else v["alpha"]
     return HeadConfig(
         loss=v["loss"], mode=est.mode_, n_features=p, noise_var=est.noise_var_,
         label_keep_prob=est.label_keep_prob_, target_noise_var=est.target_noise_var_,
         truncation=est.truncation_, batch_size=v["batch_size"],
-        alpha=v["alpha"] if alpha_run is None else alpha_run,
+        alpha=alpha,
         schedule=f.get("schedule", "constant" if est.schedule == "paper" else est.schedule),
         learning_rate=parse_float(f.get("learning_rate", v["learning_rate"])),
-        mu=v["mu"] if v["mu"] is not None else alpha_run, radius=est.radius_,
+        mu=v["mu"] if v["mu"] is not None else alpha, radius=est.radius_,
         variance_cap=(parse_float(f["variance_cap"]) if f.get("variance_cap") is not None
                       else float("inf") if est.variance_cap is None else float(est.variance_cap)),
         fit_intercept=bool(est.fit_intercept), average_start=int(f.get("average_start", -1)),

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..estimates import RiskEstimate
 from ..exceptions import InvalidInputError, NumericalWarning
+from ._fields import EstimatorFields
 from ._heads import Heads, SingleHead
 from ._inputs import (
     column_names,
@@ -26,7 +27,7 @@ from ._state import PassPlan
 from ._units import UnitsCheck, resolve_scaled, scale_and_clip
 
 
-class EvaluationMixin:
+class EvaluationMixin(EstimatorFields):
     """The prediction and evaluation side of ``IWPBase``."""
 
     # ---- prediction ----------------------------------------------------------------------------

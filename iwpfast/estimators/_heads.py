@@ -74,6 +74,13 @@ class Heads:
         """The first head's state (None before the first update)."""
         return None if self.states is None else self.states[0]
 
+    @property
+    def ran(self) -> list[HeadState]:
+        """The heads' states once they ran (an error before: nothing is fitted yet)."""
+        if self.states is None:
+            raise RuntimeError("the heads have no state yet: they never ran")
+        return self.states
+
     def adopt(self, configs: list, states: list) -> None:
         self.configs, self.states = list(configs), list(states)
 
@@ -110,8 +117,61 @@ class Heads:
     def coefficients(self, fit_intercept: bool) -> list[tuple[np.ndarray, float]]:
         """(theta, b) of every head: the Polyak average when the pass averages."""
         averaged = self.configs[0].average_start >= 0
-        out = [st.coef(averaged) for st in self.states]
+        out = [st.coef(averaged) for st in self.ran]
         return out if fit_intercept else [(theta, 0.0) for theta, _ in out]
+
+    # -- what each kind answers (the estimator delegates; docstrings on the two kinds)
+    def start(self, config: HeadConfig) -> None:
+        raise NotImplementedError
+
+    def note_step(self, est) -> None:
+        raise NotImplementedError
+
+    def set_fitted(self, est, telemetry: dict) -> None:
+        raise NotImplementedError
+
+    def grid_label_keep_prob(self, noise) -> float | None:
+        raise NotImplementedError
+
+    def tune(self, plan, grid, kw) -> TuneOutcome:
+        raise NotImplementedError
+
+    def untuned(self, est) -> None:
+        raise NotImplementedError
+
+    def write(self, est, fitted: dict, doc: dict, jsonable, state_arrays) -> None:
+        raise NotImplementedError
+
+    def check_validation(self, meta: dict) -> None:
+        raise NotImplementedError
+
+    @staticmethod
+    def theta_b(est) -> tuple:
+        raise NotImplementedError
+
+    @staticmethod
+    def labels(u: np.ndarray, classes) -> np.ndarray:
+        raise NotImplementedError
+
+    @staticmethod
+    def probabilities(est, u: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    @staticmethod
+    def accuracy(u, targets, sample_weight=None) -> float:
+        raise NotImplementedError
+
+    @staticmethod
+    def risk(loss: str, u, targets, sample_weight=None) -> float:
+        raise NotImplementedError
+
+    @staticmethod
+    def per_head_telemetry(est) -> list:
+        raise NotImplementedError
+
+    @staticmethod
+    def risk_estimate(est, plan, epsilon_y):
+        raise NotImplementedError
 
 
 @dataclass
@@ -128,11 +188,11 @@ class SingleHead(Heads):
 
     def note_step(self, est) -> None:
         """The step the pass runs with ('paper' resolved by the driver) is ``learning_rate_``."""
-        est.learning_rate_ = self.config.learning_rate
+        est.learning_rate_ = self.configs[0].learning_rate
 
     def set_fitted(self, est, telemetry: dict) -> None:
         [(theta, b)] = self.coefficients(bool(est.fit_intercept))
-        state = self.state
+        state = self.ran[0]
         if self.task == "classification":
             est.coef_, est.intercept_ = theta.reshape(1, -1), np.array([float(b)])
         else:
@@ -261,7 +321,7 @@ class OneVsRestHeads(Heads):
         est.intercept_ = np.array([float(b) for _, b in coefs])
         est.classes_ = np.asarray(self.classes)
         per_class = []
-        for name, st in zip(self.names(), self.states, strict=True):
+        for name, st in zip(self.names(), self.ran, strict=True):
             base = telemetry_of(st)
             base.update(telemetry.get(name, {}))
             per_class.append(base)
@@ -276,8 +336,8 @@ class OneVsRestHeads(Heads):
                 merged[key] = any(t.get(key, False) for t in per_class)
         est.telemetry_ = merged
         est.telemetry_per_class_ = per_class
-        est.n_rows_seen_ = int(merged["rows_seen"]) + self.states[0].carry_n
-        est.n_iter_ = self.states[0].step
+        est.n_rows_seen_ = int(merged["rows_seen"]) + self.ran[0].carry_n
+        est.n_iter_ = self.ran[0].step
 
     def grid_label_keep_prob(self, noise) -> float | None:
         """The binary keep probability of the same label factor (``equivalent_keep_prob``)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from typing import Any
 
 import numpy as np
 
@@ -17,6 +18,7 @@ from ..exceptions import (
     InvalidInputTypeError,
     sklearn_compatible,
 )
+from ._fields import EstimatorFields
 from ._noise import (
     NoiseModel,
     check_same_noise,
@@ -112,7 +114,7 @@ def column(obj, name) -> np.ndarray:
     return np.asarray(obj[name])
 
 
-class InputsMixin:
+class InputsMixin(EstimatorFields):
     """Turns (X, y) or a source into what the driver reads, with its feature/label names and noise."""
 
     def _prepare_source(self, X, y, *, noise_kw: dict, features, label, override: bool,
@@ -180,6 +182,7 @@ class InputsMixin:
         finiteness of X and the label check run chunk by chunk in the reader's thread."""
         from ..io.arrays import ArraySource, check_feature_columns, feature_dtype
         names_in = None
+        data: Any
         if is_tabular(X):
             names_in = column_names(X)
             if isinstance(sample_weight, str):
@@ -307,7 +310,7 @@ def warn_label_derived_weights(weights: np.ndarray, y: np.ndarray) -> bool:
     if w.size < 2 or w.min() == w.max():
         return False
     y = np.asarray(y)
-    values = np.unique(y) if y.dtype.kind not in "iufb" else None
+    values: Any = np.unique(y) if y.dtype.kind not in "iufb" else None
     if values is None:
         low, high = y.min(), y.max()
         values = [low, high] if bool(((y == low) | (y == high)).all()) else np.unique(y)

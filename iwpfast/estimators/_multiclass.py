@@ -194,7 +194,7 @@ def one_vs_rest_risk(est, plan, epsilon_y):
     codes_in_file = meta is not None and meta.get("label_encoding") == "class_index"
     # arrays are read through this model's encoder (class indices already)
     encoded = codes_in_file or isinstance(source, (ArraySource, dict))
-    if codes_in_file:
+    if codes_in_file and meta is not None:
         if list(meta["classes"]) != list(est.classes_):
             raise InvalidInputError(f"the hold-out's classes {meta['classes']} are not the model's "
                                     f"{est.classes_.tolist()}")

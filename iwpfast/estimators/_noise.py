@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..exceptions import InvalidInputError, ReleaseSpecError
+from ._checks import is_real
 
 
 @dataclass
@@ -116,12 +116,12 @@ def explicit_noise(p: int, *, noise_var, epsilon_y, label_keep_prob, target_nois
     if epsilon_y is not None and label_keep_prob is not None:
         raise InvalidInputError("give either epsilon_y or label_keep_prob, not both")
     if epsilon_y is not None:
-        if not (isinstance(epsilon_y, numbers.Real) and epsilon_y > 0 and math.isfinite(epsilon_y)):
+        if not (is_real(epsilon_y) and epsilon_y > 0 and math.isfinite(epsilon_y)):
             raise InvalidInputError(f"epsilon_y must be a positive finite number (got {epsilon_y!r})")
         from ..privacy.calibration import label_keep_probability
         keep = label_keep_probability(epsilon_y)
     elif label_keep_prob is not None:
-        if not (isinstance(label_keep_prob, numbers.Real) and 0.5 < label_keep_prob <= 1.0):
+        if not (is_real(label_keep_prob) and 0.5 < label_keep_prob <= 1.0):
             raise InvalidInputError(
                 f"label_keep_prob must be in (0.5, 1] (got {label_keep_prob!r}): below 1/2 the labels "
                 "carry no usable signal")
@@ -131,10 +131,10 @@ def explicit_noise(p: int, *, noise_var, epsilon_y, label_keep_prob, target_nois
                                 "targets use target_noise_var")
     tvar = 0.0
     if target_noise_var is not None:
-        if not (isinstance(target_noise_var, numbers.Real) and target_noise_var >= 0):
+        if not (is_real(target_noise_var) and target_noise_var >= 0):
             raise InvalidInputError(f"target_noise_var must be >= 0 (got {target_noise_var!r})")
         tvar = float(target_noise_var)
-    if feature_bound is not None and not (isinstance(feature_bound, numbers.Real) and feature_bound > 0):
+    if feature_bound is not None and not (is_real(feature_bound) and feature_bound > 0):
         raise InvalidInputError(f"feature_bound must be a positive number (got {feature_bound!r})")
     return NoiseModel(s, keep, tvar, None if feature_bound is None else float(feature_bound), None)
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import inspect
 import math
-import numbers
 from typing import Any
 
 import numpy as np
 
 from ..exceptions import InvalidInputError
 from ..sgd.state import SCHEDULES
+from ._checks import is_integral, is_real
+from ._fields import EstimatorFields
 
 #: the scikit-learn check one-pass SGD cannot pass (both estimators declare it, with this reason)
 SAMPLE_WEIGHT_EQUIVALENCE = (
@@ -27,7 +28,7 @@ SAMPLE_WEIGHT_EQUIVALENCE = (
 CORRECTIONS = ("iwp", "none")
 
 
-class ParamsMixin:
+class ParamsMixin(EstimatorFields):
     """``get_params``/``set_params``/``repr``/tags and the validation of every hyper-parameter."""
 
     _task = "classification"
@@ -67,7 +68,7 @@ class ParamsMixin:
     def __sklearn_tags__(self):  # scikit-learn >= 1.6 asks estimators for their tags
         from sklearn.base import BaseEstimator
         from sklearn.utils import ClassifierTags, RegressorTags
-        tags = BaseEstimator.__sklearn_tags__(self)  # type: ignore[arg-type]
+        tags = BaseEstimator.__sklearn_tags__(self)  # type: ignore[arg-type, unused-ignore]
         if self._task == "classification":
             tags.estimator_type = "classifier"
             tags.classifier_tags = ClassifierTags(multi_class=True)
@@ -107,7 +108,7 @@ class ParamsMixin:
             grid = isinstance(val, (list, tuple, np.ndarray))
             values = list(val) if grid else [val]
             for x in values:
-                ok = isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
+                ok = is_real(x) and not isinstance(x, bool) and math.isfinite(x)
                 if not ok or x < 0 or (name == "learning_rate" and x == 0) or (grid and x == 0):
                     kind = "positive" if name == "learning_rate" or grid else "non-negative"
                     raise InvalidInputError(
@@ -118,36 +119,36 @@ class ParamsMixin:
             v[name] = [float(x) for x in values] if grid else float(val)
         if self.schedule == "paper" and isinstance(v["alpha"], float) and v["alpha"] <= 0:
             raise InvalidInputError("schedule='paper' needs alpha > 0 (the strong convexity mu = alpha)")
-        if self.mu is not None and not (isinstance(self.mu, numbers.Real) and self.mu >= 0):
+        if self.mu is not None and not (is_real(self.mu) and self.mu >= 0):
             raise InvalidInputError(f"mu must be None (= alpha) or a non-negative number (got {self.mu!r})")
         # mu = alpha unless given; an 'auto' alpha gets its mu per grid point
         v["mu"] = (v["alpha"] if isinstance(v["alpha"], float) else None) if self.mu is None \
             else float(self.mu)
         vf = self.validation_fraction
-        if not (isinstance(vf, numbers.Real) and not isinstance(vf, bool) and 0.0 < vf <= 0.5):
+        if not (is_real(vf) and not isinstance(vf, bool) and 0.0 < vf <= 0.5):
             raise InvalidInputError(f"validation_fraction must be in (0, 0.5] (got {vf!r}); it is the "
                                     "share of the rows held out to choose the 'auto' hyper-parameters")
         v["validation_fraction"] = float(vf)
-        if not (isinstance(self.batch_size, numbers.Integral) and not isinstance(self.batch_size, bool)
+        if not (is_integral(self.batch_size) and not isinstance(self.batch_size, bool)
                 and self.batch_size >= 1):
             raise InvalidInputError(f"batch_size must be a positive integer (got {self.batch_size!r})")
         v["batch_size"] = int(self.batch_size)
         for name in ("radius", "variance_cap"):
             val = getattr(self, name)
-            if val is not None and not (isinstance(val, numbers.Real) and val > 0):
+            if val is not None and not (is_real(val) and val > 0):
                 raise InvalidInputError(f"{name} must be None or a positive number (got {val!r}); "
                                         f"use None for the default")
         if not isinstance(self.fit_intercept, (bool, np.bool_)):
             raise InvalidInputError(f"fit_intercept must be True or False (got {self.fit_intercept!r})")
         avg = self.average
         if not (avg is False or avg is True or avg == "tail" or avg == "auto"
-                or (isinstance(avg, numbers.Integral) and not isinstance(avg, bool) and avg >= 0)
+                or (is_integral(avg) and not isinstance(avg, bool) and avg >= 0)
                 or (isinstance(avg, float) and 0.0 <= avg < 1.0)):
             raise InvalidInputError(
                 f"average must be 'auto' (tail averaging when alpha/learning_rate are chosen by private "
                 f"validation, none otherwise), False, True (all iterates), 'tail' (the last half), a "
                 f"start fraction in [0, 1) or a start update number >= 0 (got {avg!r})")
-        if self.chunk_rows is not None and not (isinstance(self.chunk_rows, numbers.Integral)
+        if self.chunk_rows is not None and not (is_integral(self.chunk_rows)
                                                 and self.chunk_rows >= 1):
             raise InvalidInputError(
                 f"chunk_rows must be None or a positive integer (got {self.chunk_rows!r})")
@@ -167,7 +168,7 @@ class ParamsMixin:
             return -1
         if avg is True:
             return 0
-        if isinstance(avg, numbers.Integral):
+        if is_integral(avg):
             return int(avg)
         frac = 0.5 if avg == "tail" else float(avg)
         if n_rows is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -41,7 +42,7 @@ class PassPlan:
                    (``IWPBase.plan_pass`` sets it; ``config_for`` calls it)
     """
 
-    source: object
+    source: Any
     features: list[str]
     label: str
     noise: NoiseModel
@@ -51,6 +52,12 @@ class PassPlan:
     sample_weight: str | None = None
     engine: str = "numba"
     make_config: Callable[[int | None], HeadConfig] | None = field(default=None, repr=False)
+
+    def made_config(self) -> HeadConfig:
+        """The head's configuration (an error before it is made)."""
+        if self.config is None:
+            raise RuntimeError("the pass plan has no configuration yet")
+        return self.config
 
     def config_for(self, rows: int | None) -> HeadConfig:
         """The head's configuration for a pass over ``rows`` rows (a shard of the plan's source)."""
@@ -70,6 +77,12 @@ class PassState:
     noise: NoiseModel | None = None        # the noise the pass debiases for
     classes: np.ndarray | None = None      # the two classes found so far (classifier)
     classes_hint: np.ndarray | None = None  # partial_fit(classes=...)
+
+    def running(self) -> Heads:
+        """The pass's heads (an error before the pass started)."""
+        if self.heads is None:
+            raise RuntimeError("the pass has no heads yet")
+        return self.heads
 
     @property
     def config(self) -> HeadConfig | None:

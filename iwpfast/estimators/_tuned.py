@@ -17,12 +17,13 @@ import numpy as np
 
 from ..exceptions import InvalidInputError, NumericalWarning, ReleaseSpecError
 from ..sgd.schedules import default_radius
+from ._fields import EstimatorFields
 from ._heads import Heads, SingleHead
 from ._noise import NoiseModel
 from ._state import ENGINE, PassPlan
 
 
-class TunedFitMixin:
+class TunedFitMixin(EstimatorFields):
     """The "auto" side of ``IWPBase`` (hyper-parameters chosen by private validation)."""
 
     def _auto_grid(self, v, noise: NoiseModel, p: int, n_train: int) -> AutoGrid:
@@ -99,7 +100,7 @@ class TunedFitMixin:
         else:
             period = tuning.validation_period(v["validation_fraction"])
             n_train = None if n_rows is None else n_rows - n_rows // period
-        if n_train is None:
+        if n_train is None or n_rows is None:
             raise InvalidInputError(
                 "learning_rate/alpha='auto' needs the number of rows to derive the grid, which this "
                 "source does not know (CSV or a stream): convert it to Parquet/IPC, or pass numbers")
@@ -155,7 +156,7 @@ class TunedFitMixin:
         from ..io.views import PartSource
         from ..sgd import tuning
         pt = tuning.grid_centre(grid.points)
-        n_rows = plan.rows
+        n_rows = int(plan.rows or 0)        # known: a source of unknown length is not tuned
         plan.config = grid.make_config(pt, n_rows)
         self._start_pass(plan)
         self._set_scaling(scaling, plan.features)
@@ -171,7 +172,7 @@ class TunedFitMixin:
                             rule="too few rows: the derived grid's centre", n_train=int(n_rows),
                             n_validation=0, passes=1.0, heads=1, variance_cap=grid.cap,
                             notes=[*grid.notes, note])
-        self._pass.heads.untuned(self)
+        self._pass.running().untuned(self)
         warnings.warn(f"auto hyper-parameters: {note}", NumericalWarning, stacklevel=4)
 
     def _validation_source(self, validation, feats, lab, noise):

@@ -60,8 +60,8 @@ def scale_and_clip(cols: list[np.ndarray], lo: np.ndarray, hi: np.ndarray,
     if not any(clipped) or not np.isfinite(bound):
         return out
     norm2 = np.zeros(len(out[0]))
-    for o, c in zip(out, clipped, strict=True):
-        if c:
+    for o, keep in zip(out, clipped, strict=True):
+        if keep:
             norm2 += o * o
     factor = np.minimum(1.0, float(bound) / np.sqrt(np.maximum(norm2, 1e-300)))
     return [o * factor if c else o for o, c in zip(out, clipped, strict=True)]
@@ -82,7 +82,8 @@ class UnitsCheck:
         self.inside_unit = np.ones(p, dtype=bool)
 
     def add(self, cols: list[np.ndarray]) -> None:
-        if self.lo is None or not cols:
+        lo, hi = self.lo, self.hi
+        if lo is None or hi is None or not cols:
             return
         self.n += len(cols[0])
         for j, c in enumerate(cols):
@@ -95,11 +96,12 @@ class UnitsCheck:
             else:
                 if cmin < -1.0 or cmax > 1.0:
                     self.inside_unit[j] = False
-                if cmin < self.lo[j] or cmax > self.hi[j]:
-                    self.outside[j] += int(np.count_nonzero((c < self.lo[j]) | (c > self.hi[j])))
+                if cmin < lo[j] or cmax > hi[j]:
+                    self.outside[j] += int(np.count_nonzero((c < lo[j]) | (c > hi[j])))
 
     def warn(self, stacklevel: int = 3) -> None:
-        if self.lo is None or self.n == 0:
+        lo, hi = self.lo, self.hi
+        if lo is None or hi is None or self.n == 0:
             return
         if self.scaled:
             bad = [(self.names[j], self.outside[j] / self.n) for j in range(len(self.names))
@@ -112,9 +114,9 @@ class UnitsCheck:
                     "model scales raw data by its declared ranges itself.", UnitsWarning,
                     stacklevel=stacklevel)
             return
-        half = 0.5 * (self.hi - self.lo)
+        half = 0.5 * (hi - lo)
         if self.inside_unit.all() and np.any(half > SCALED_LOOKING_HALF_WIDTH):
-            wide = [f"{self.names[j]}={self.lo[j]:g}:{self.hi[j]:g}" for j in range(len(self.names))
+            wide = [f"{self.names[j]}={lo[j]:g}:{hi[j]:g}" for j in range(len(self.names))
                     if half[j] > SCALED_LOOKING_HALF_WIDTH]
             warnings.warn(
                 f"{self.where}: the data look already scaled (every value in [-1, 1]) but are read as "
@@ -122,10 +124,10 @@ class UnitsCheck:
                 "are already scaled pass scaled=True (CLI: --scaled).", UnitsWarning,
                 stacklevel=stacklevel)
             return
-        bad = [(self.names[j], self.outside[j] / self.n, self.lo[j], self.hi[j])
-               for j in range(len(self.names)) if self.outside[j] / self.n > OUT_OF_RANGE_SHARE]
-        if bad:
-            text = ", ".join(f"{name} {share:.1%} outside {lo:g}:{hi:g}" for name, share, lo, hi in bad)
+        outside = [(self.names[j], self.outside[j] / self.n, lo[j], hi[j])
+                   for j in range(len(self.names)) if self.outside[j] / self.n > OUT_OF_RANGE_SHARE]
+        if outside:
+            text = ", ".join(f"{name} {share:.1%} outside {a:g}:{b:g}" for name, share, a, b in outside)
             warnings.warn(
                 f"{self.where}: values outside the declared ranges ({text}); they are clipped to the "
                 "range's edge. Check the units of the data and the ranges.", UnitsWarning,

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-import numbers
 import warnings
 from types import MappingProxyType
 
@@ -12,6 +11,7 @@ from ..exceptions import InvalidInputError, NumericalWarning
 from ..label_noise import check_classes
 from ..losses import CLASSIFICATION_LOSSES
 from ._base import IWPBase
+from ._checks import is_integral
 from ._heads import OneVsRestHeads
 from ._inputs import on_filesystem
 from ._multiclass import NOT_K_CLASS, class_codes, k_class_encoder, k_class_mapper
@@ -86,7 +86,8 @@ class _Classifier(IWPBase):
 
     def _multiclass(self) -> bool:
         """Whether the fitted model has k > 2 one-vs-rest heads."""
-        return np.ndim(getattr(self, "coef_", None)) == 2 and np.shape(self.coef_)[0] > 1
+        coef = getattr(self, "coef_", None)
+        return coef is not None and np.ndim(coef) == 2 and np.shape(coef)[0] > 1
 
     def __init__(self, *, loss="exponential", correction="iwp", alpha="auto", learning_rate="auto",
                  schedule="constant", mu=None, batch_size=128, radius=None, variance_cap=None,
@@ -98,7 +99,7 @@ class _Classifier(IWPBase):
         t = self.truncation
         if t == "auto":
             return "auto"
-        if not (isinstance(t, numbers.Integral) and not isinstance(t, bool) and 0 <= t <= 20):
+        if not (is_integral(t) and not isinstance(t, bool) and 0 <= t <= 20):
             raise InvalidInputError(f"truncation must be an integer K in 0..20 or 'auto' (got {t!r})")
         return int(t)
 
@@ -129,12 +130,12 @@ class _Classifier(IWPBase):
         here, not a sort."""
         ps = self._pass
         if ps.ovr is not None:                  # a fitted k-class model reading arrays
-            classes = list(ps.ovr.classes)
-            return lambda values, first_row, dtype=None: class_codes(values, classes, first_row)
+            k_classes = list(ps.ovr.classes)
+            return lambda values, first_row, dtype=None: class_codes(values, k_classes, first_row)
         if self._fit_request is not None:
-            encode = k_class_encoder(self, y, self._fit_request, self._start_one_vs_rest)
-            if encode is not None:
-                return encode
+            k_encode = k_class_encoder(self, y, self._fit_request, self._start_one_vs_rest)
+            if k_encode is not None:
+                return k_encode
         if ps.classes_hint is not None:
             classes = np.unique(ps.classes_hint)
             source = f"classes={classes.tolist()}"
@@ -496,4 +497,5 @@ class IWPClassifier(_Classifier):
     # hasattr): see _OnlyForLogistic
 
 
-IWPClassifier.predict_proba = _OnlyForLogistic(_Classifier.predict_proba)
+IWPClassifier.predict_proba = _OnlyForLogistic(  # type: ignore[method-assign, assignment]
+    _Classifier.predict_proba)

@@ -19,6 +19,7 @@ import math
 import os
 import tempfile
 from dataclasses import fields
+from typing import Any
 
 import numpy as np
 
@@ -150,7 +151,7 @@ def write_checkpoint(path: str, states: dict[str, HeadState], meta: dict) -> Non
     path = os.fspath(path)
     names = list(states)
     payload = {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION, "heads": names, **meta}
-    arrays = {"meta": np.frombuffer(json.dumps(payload).encode(), dtype=np.uint8)}
+    arrays: dict[str, Any] = {"meta": np.frombuffer(json.dumps(payload).encode(), dtype=np.uint8)}
     for i, name in enumerate(names):
         for key, arr in states[name].arrays().items():
             arrays[f"{i}/{key}"] = arr

@@ -210,8 +210,7 @@ def _columns(X, p: int) -> tuple[object, np.ndarray, np.dtype, int]:
                                 f"{type(X).__name__}")
     if p == 0:
         return columns, np.zeros(0, np.int64), np.dtype(np.float64), 0
-    n = None
-    dtype = None
+    n, dtype = -1, columns[0].dtype
     for j, column in enumerate(columns):
         if column.ndim != 1:
             raise InvalidInputError(f"feature column {j} has shape {column.shape}; each column must "
@@ -219,8 +218,8 @@ def _columns(X, p: int) -> tuple[object, np.ndarray, np.dtype, int]:
         if column.dtype not in _FEATURE_DTYPES:
             raise InvalidInputError(f"feature column {j} has dtype {column.dtype}; features must be "
                                     "float32 or float64 (cast with .astype(np.float32))")
-        if n is None:
-            n, dtype = column.shape[0], column.dtype
+        if j == 0:
+            n = column.shape[0]
         elif column.shape[0] != n:
             raise InvalidInputError(f"feature column {j} has {column.shape[0]} rows, column 0 has {n}: "
                                     "all columns of a chunk must have the same length")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -190,7 +191,7 @@ class _SignalGuard:
     def __init__(self, enabled: bool):
         self.enabled = enabled and threading.current_thread() is threading.main_thread()
         self.pending: int | None = None
-        self.previous: dict[int, object] = {}
+        self.previous: dict[int, Any] = {}
 
     def _handler(self, signum, frame):
         if self.pending is not None:  # second signal: the user insists, stop now
@@ -223,6 +224,8 @@ class _SignalGuard:
 
     def deliver_pending(self):
         signum, self.pending = self.pending, None
+        if signum is None:
+            return
         prev = self.previous.get(signum)
         self.restore()
         if callable(prev) and prev is not signal.default_int_handler:
@@ -300,7 +303,7 @@ class _HeadPool:
         bounds = [round(i * len(jobs) / threads) for i in range(threads + 1)]
         self.groups = [jobs[bounds[i]:bounds[i + 1]] for i in range(threads)]
         self.run_chunk = run_chunk
-        self.queues = [queue.Queue(maxsize=self.LAG) for _ in self.groups]
+        self.queues: list[queue.Queue] = [queue.Queue(maxsize=self.LAG) for _ in self.groups]
         self.errors: list[tuple[int, BaseException]] = []
         self.lock = threading.Lock()
         self.threads = [threading.Thread(target=self._work, args=(g, q), daemon=True,

@@ -399,7 +399,7 @@ class HeadState:
         return self.theta.copy(), float(self.intercept[0])
 
 
-def divergence_advice(cfg: HeadConfig, step_given: bool = True) -> str:
+def divergence_advice(cfg: HeadConfig | CheckedConfig, step_given: bool = True) -> str:
     """What to change after a divergence, fitted to the settings in force (no advice to set a
     variance cap that is set, or that cannot act without feature noise).  ``step_given=False``:
     the step was derived automatically, so the advice does not name a setting the user never

@@ -32,6 +32,7 @@ import numpy as np
 from ..exceptions import InvalidInputError, NumericalWarning
 from ..label_noise import label_tilde_from_keep
 from ..losses import loss_record
+from .state import HeadConfig
 
 #: default share of a stream held out for validation
 VALIDATION_FRACTION = 0.1
@@ -261,7 +262,7 @@ class TuningResult:
 
     def table(self) -> dict:
         """Column-wise table (``pandas.DataFrame(model.tuning_)`` shows it)."""
-        cols = {k: [] for k in ("alpha", "learning_rate", "risk", "stderr", "reliable",
+        cols: dict[str, list] = {k: [] for k in ("alpha", "learning_rate", "risk", "stderr", "reliable",
                                 "effective_rows", "noise_energy", "capped", "on_sphere", "chosen")}
         for i, (pt, est) in enumerate(zip(self.points, self.estimates, strict=True)):
             tel = self.telemetry.get(pt.name, {})
@@ -443,8 +444,10 @@ def _scan(train, heads_of: Callable[[list[str]], list], names: list[str], kw: di
         except DivergenceError as exc:
             # one head's step was too large for the data: drop it and scan again (one more read)
             name = getattr(exc, "head", None)
-            drop = [name] if siblings is None or name is None else siblings(name)
-            if name is None or name not in active or len(drop) >= len(active) \
+            if name is None:
+                raise
+            drop = [name] if siblings is None else siblings(name)
+            if name not in active or len(drop) >= len(active) \
                     or not train.rereadable:
                 raise
             active = [n for n in active if n not in drop]
@@ -501,7 +504,7 @@ def _table_loss_values(loss: str, z: np.ndarray, match: np.ndarray, tau: np.ndar
 
 
 def tune_stream(source, features: Sequence[str], label: str, points: Sequence[GridPoint],
-                make_config: Callable[[GridPoint, int | None], object], *, loss: str,
+                make_config: Callable[[GridPoint, int | None], HeadConfig], *, loss: str,
                 validation_fraction: float = VALIDATION_FRACTION, validation=None,
                 mapper=None, validation_mapper=None, engine: str = "numba", progress=True,
                 chunk_rows=None, feature_bound=None, noise=None, checkpoint=None,
