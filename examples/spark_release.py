@@ -13,20 +13,27 @@ every partition, the driver writes the manifest (``iwpfast.io.parts.write_manife
 publishes the release.  ``iwpfast.io.open_source(OUTPUT)`` or ``iwpfast fit OUTPUT`` then read
 the folder as one release.
 
-Keys: without ``--seed`` each partition draws fresh OS entropy on its executor (the key never
-leaves the task); a retried task (Spark speculation or failure) writes its part again, replacing
-the earlier attempt.  Nothing is published before the manifest.
+Keys: without ``--seed`` the driver draws one fresh key from OS entropy for the release and each
+partition derives its own from it (``key.derive("part", i)``), so a retried task (Spark
+speculation or failure) writes its part again with the same noise, replacing the earlier attempt
+(a leftover copy adds nothing).  The key travels to the executors in the job's closure: enable
+Spark's RPC encryption (``spark.network.crypto.enabled``) on a shared network.  Nothing is
+published before the manifest.
+
+A destination that already holds a release (or files of another run) is refused; with
+``--overwrite`` the old release is replaced whole before any partition runs
+(``iwpfast.privacy.multipart.prepare_release_folder``), so old and new parts never mix.
 """
 from __future__ import annotations
 
 import argparse
-import os
 
 import pyarrow as pa
 
 from iwpfast import ReleaseSpec
 from iwpfast.io.parts import write_manifest
-from iwpfast.privacy.multipart import new_release_id, release_batches
+from iwpfast.privacy.multipart import new_release_id, prepare_release_folder, release_batches
+from iwpfast.privacy.randomness import NoiseKey
 
 SUMMARY_SCHEMA = "part long, rows long"
 
@@ -42,17 +49,20 @@ def release_partition(index: int, batches, destination: str, spec: ReleaseSpec, 
     yield pa.RecordBatch.from_pydict({"part": [index], "rows": [result.rows_written]})
 
 
-def spark_release(df, destination: str, spec: ReleaseSpec, *, seed=None) -> dict:
+def spark_release(df, destination: str, spec: ReleaseSpec, *, seed=None,
+                  overwrite: bool = False) -> dict:
     """Release the Spark DataFrame ``df`` (its columns: the spec's features and label) into the
-    folder ``destination``; returns the manifest."""
+    folder ``destination``; returns the manifest.  ``overwrite``: replace a release already
+    there, whole (else it is refused)."""
     from pyspark import TaskContext
 
     columns = list(spec.features) + ([spec.label] if spec.label else [])
     df = df.select(*columns)
     schema = _arrow_schema(df)
     release_id = new_release_id()
-    if "://" not in destination:
-        os.makedirs(destination, exist_ok=True)
+    prepare_release_folder(destination, overwrite=overwrite)
+    if seed is None:       # one key for the release: a retried partition reuses its part's key
+        seed = NoiseKey.from_os_entropy()
 
     def per_partition(batches):
         index = TaskContext.get().partitionId()
@@ -107,6 +117,8 @@ def main(argv=None):
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--rows", type=int, default=100_000, help="rows of the demo DataFrame")
     ap.add_argument("--seed", type=int, help="simulations only: reproducible noise")
+    ap.add_argument("--overwrite", action="store_true",
+                    help="replace a release already in --output, whole")
     args = ap.parse_args(argv)
     from pyspark.sql import SparkSession
 
@@ -124,7 +136,7 @@ def main(argv=None):
                            bound=len(private) ** 0.5 if private else None,
                            epsilon_y=args.epsilon_y, features=tuple(features),
                            ranges=args.ranges, label=args.label, public_features=public)
-        manifest = spark_release(df, args.output, spec, seed=args.seed)
+        manifest = spark_release(df, args.output, spec, seed=args.seed, overwrite=args.overwrite)
     finally:
         spark.stop()
     print(f"released {manifest['row_count']:,} rows in {len(manifest['parts'])} parts to "

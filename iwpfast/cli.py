@@ -43,8 +43,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    """Entry point of the console script; returns the exit status."""
-    from .exceptions import IWPError
+    """Entry point of the console script; returns the exit status.  Everything it prints (results,
+    warnings, progress, errors, argparse's messages) goes through ``redact_credentials``."""
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Redacting(out), _Redacting(err)
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def _main(argv) -> int:
+    from .exceptions import IWPError, redact_credentials
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -58,10 +68,33 @@ def main(argv=None) -> int:
         # Our errors already say what is wrong and how to fix it: one line, no traceback.
         print(f"iwpfast: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        # the network or the storage (an unreachable S3 endpoint after its bounded retries, a
+        # full disk...): one line, no traceback
+        text = redact_credentials(" ".join(str(exc).split()))
+        print(f"iwpfast: error: {text}; check the path or URI, the network and the credentials",
+              file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("iwpfast: interrupted", file=sys.stderr)
         return 130
     return 0 if status is None else int(status)
+
+
+class _Redacting:
+    """A text stream that writes through ``redact_credentials`` (line by line as written)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        from .exceptions import redact_credentials
+
+        self._stream.write(redact_credentials(text))
+        return len(text)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
 
 
 if __name__ == "__main__":  # pragma: no cover

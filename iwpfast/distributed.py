@@ -121,9 +121,14 @@ class DaskPartsRunner:
             # a cluster release is a large one: each worker loads the fused kernels once from the
             # on-disk cache (~0.5 s) and keeps them for all its parts
             options = dataclasses.replace(options, engine="numba")
-        # the filesystem object stays here: the plan's locations carry their own
-        options = dataclasses.replace(options, filesystem=None)
-        futures = [self.client.submit(_release_part_task, plan, i, options, retries=self.retries,
+        from .privacy.multipart import part_seed
+
+        # each task gets its part's key only (derived here from the release's key): a retried
+        # task draws the same noise; the filesystem object stays here (the plan's locations
+        # carry their own)
+        task_options = dataclasses.replace(options, filesystem=None, seed=None)
+        futures = [self.client.submit(_release_part_task, plan, i, task_options,
+                                      part_seed(options.seed, i), retries=self.retries,
                                       pure=False, key=f"iwpfast-release-{plan.release_id}-part-{i}")
                    for i in range(len(plan.inputs))]
         try:
@@ -138,7 +143,7 @@ class DaskPartsRunner:
             raise
 
 
-def _release_part_task(plan, index, options):
+def _release_part_task(plan, index, options, key):
     """``release_part`` on a Dask worker: pyarrow's decoding uses as many threads as the part's
     noise (a worker's threads are its share of the machine; pyarrow would otherwise start one
     decoding thread per core in every worker process)."""
@@ -148,7 +153,7 @@ def _release_part_task(plan, index, options):
 
     pa.set_cpu_count(max(1, int(options.threads or 1)))
     pa.set_io_thread_count(max(2, int(options.threads or 1)))
-    return release_part_with(plan, index, options)
+    return release_part_with(plan, index, options, key)
 
 
 def _wait_quietly(futures) -> None:

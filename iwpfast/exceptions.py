@@ -12,10 +12,33 @@ already loaded in the process, so ``except sklearn.exceptions.NotFittedError`` w
 uses scikit-learn and costs nothing elsewhere.
 """
 import sys
+from typing import Any
+
+_CREDENTIALS_IN_URI: Any = None
+
+
+def redact_credentials(text: str) -> str:
+    """``text`` without credentials written into URIs: ``scheme://KEY:SECRET@host/...`` loses its
+    ``KEY:SECRET@``, and query options such as ``secret_key=...`` or ``access_key=...`` their
+    values.  Every iwpfast error message, and every line the CLI prints, goes through it."""
+    import re
+
+    global _CREDENTIALS_IN_URI
+    if _CREDENTIALS_IN_URI is None:
+        _CREDENTIALS_IN_URI = (
+            re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)[^/\s@'\"]*@"),
+            re.compile(r"(\b(?:access_key|secret_key|session_token|password|token|sig|signature|"
+                       r"x-amz-signature|x-amz-credential|x-amz-security-token)=)[^&\s'\"]+",
+                       re.IGNORECASE))
+    userinfo, query = _CREDENTIALS_IN_URI
+    return query.sub(r"\1***", userinfo.sub(r"\1", text))
 
 
 class IWPError(Exception):
-    """Base class of all iwpfast errors."""
+    """Base class of all iwpfast errors (their text never shows credentials written in a URI)."""
+
+    def __str__(self) -> str:
+        return redact_credentials(super().__str__())
 
 
 class InvalidInputError(IWPError, ValueError):

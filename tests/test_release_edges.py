@@ -284,3 +284,128 @@ def test_manifest_has_the_permissions_of_the_parts(tmp_path):
         os.umask(old)
     modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "out").iterdir()}
     assert modes == {"part-000000.parquet": 0o644, "_iwpfast_manifest.json": 0o644}
+
+
+# ------------------------------------------------------------------ no second noisy copy
+_KILLED_RUN = r"""
+import os, sys
+import iwpfast.privacy.privatizer as privatizer
+from iwpfast.privacy import ReleaseSpec, release
+
+calls = {"n": 0}
+original = privatizer._Privatizer.run
+
+def run(self, *a):
+    calls["n"] += 1
+    if calls["n"] == 2:          # part 1, mid-write: the process dies (no cleanup runs)
+        os._exit(9)
+    return original(self, *a)
+
+privatizer._Privatizer.run = run
+spec = ReleaseSpec(epsilon_x=1.0, delta=1e-5, bound=1.0, epsilon_y=1.0, features=("a",),
+                   ranges={"a": (0, 1)}, label="y")
+release(sys.argv[1], sys.argv[2], spec)
+"""
+
+
+def _three_files(raw):
+    raw.mkdir()
+    for i in range(3):
+        _raw(raw / f"f{i}.parquet", 300)
+
+
+def test_a_killed_release_leaves_no_second_copy_after_the_next_run(tmp_path):
+    import subprocess
+    import sys
+
+    raw, out = tmp_path / "raw", tmp_path / "out"
+    _three_files(raw)
+    script = tmp_path / "killed.py"
+    script.write_text(_KILLED_RUN)
+    done = subprocess.run([sys.executable, str(script), str(raw), str(out) + "/"],
+                          capture_output=True, timeout=300)
+    assert done.returncode == 9
+    left = sorted(p.name for p in out.iterdir())
+    # what a killed run leaves: part 0 and the temporary file of part 1 (a noisy copy of rows)
+    assert left[0].startswith(".part-000001.parquet.") and left[0].endswith(".tmp")
+    assert left[1:] == ["part-000000.parquet"]
+    # the next run refuses, saying so ...
+    with pytest.raises(InvalidInputError, match="another release run that did not publish.*"
+                                                "overwrite=True"):
+        release(raw, str(out) + "/", _spec())
+    assert sorted(p.name for p in out.iterdir()) == left
+    # ... or, asked to, removes them first: the folder holds the parts and the manifest only
+    with pytest.warns(UserWarning, match="removed 2 file"):
+        release(raw, str(out) + "/", _spec(), overwrite=True)
+    assert sorted(p.name for p in out.iterdir()) == [
+        "_iwpfast_manifest.json", "part-000000.parquet", "part-000001.parquet",
+        "part-000002.parquet"]
+
+
+def test_a_retried_part_draws_the_same_noise_without_a_seed(tmp_path):
+    from dataclasses import replace
+
+    from iwpfast.privacy.multipart import release_part_with, start_parts
+    from iwpfast.privacy.options import release_options
+    from iwpfast.privacy.randomness import NoiseKey
+
+    raw = tmp_path / "raw"
+    _three_files(raw)
+    options = release_options()
+    plan = start_parts(raw, str(tmp_path / "out") + "/", _spec(), options)
+    options = replace(options, seed=NoiseKey.from_os_entropy())     # what the release draws
+    release_part_with(plan, 1, options)
+    first = pq.read_table(plan.part_location(1).path)
+    release_part_with(plan, 1, options)                             # the retry
+    assert pq.read_table(plan.part_location(1).path).equals(first)
+    assert not _meta(plan.part_location(1).path)["seeded"]
+    # another part: another key
+    release_part_with(plan, 2, options)
+    other = pq.read_table(plan.part_location(2).path)
+    assert not np.array_equal(other.column("a").to_numpy(), first.column("a").to_numpy())
+
+
+def test_temporaries_are_removed_before_publishing(tmp_path, monkeypatch):
+    import iwpfast.privacy.multipart as multipart
+
+    raw, out = tmp_path / "raw", tmp_path / "out"
+    _three_files(raw)
+    original = multipart.run_parts_serially
+
+    def with_an_orphan(plan, options):
+        # a retried attempt of part 1 that died mid-write, during this run
+        (out / ".part-000001.parquet.0123456789ab.tmp").write_bytes(b"noisy rows")
+        return original(plan, options)
+
+    monkeypatch.setattr(multipart, "run_parts_serially", with_an_orphan)
+    release(raw, str(out) + "/", _spec())
+    assert sorted(p.name for p in out.iterdir()) == [
+        "_iwpfast_manifest.json", "part-000000.parquet", "part-000001.parquet",
+        "part-000002.parquet"]
+
+
+def test_spark_rerun_refuses_or_replaces_the_release_whole(tmp_path):
+    from iwpfast.io.parts import write_manifest
+    from iwpfast.io.sources import open_source
+    from iwpfast.privacy.multipart import prepare_release_folder, release_batches
+
+    table = pa.table({"a": np.linspace(0, 1, 800), "y": np.arange(800) % 2})
+    out = tmp_path / "rel"
+
+    def spark_like(n_partitions, release_id, overwrite=False):
+        prepare_release_folder(out, overwrite=overwrite)
+        rows = 800 // n_partitions
+        for i in range(n_partitions):
+            release_batches(table.slice(i * rows, rows).to_batches(), out, _spec(), index=i,
+                            release_id=release_id, schema=table.schema)
+        return write_manifest(out)
+
+    spark_like(8, "r8")
+    with pytest.raises(InvalidInputError, match="already holds a release"):
+        spark_like(2, "r2")
+    assert open_source(out).num_rows == 800            # the published release is untouched
+    doc = spark_like(2, "r2", overwrite=True)
+    assert doc["release_id"] == "r2" and len(doc["parts"]) == 2
+    assert sorted(p.name for p in out.iterdir()) == [
+        "_iwpfast_manifest.json", "part-000000.parquet", "part-000001.parquet"]
+    assert open_source(out).num_rows == 800

@@ -159,6 +159,30 @@ def _display(fs, path: str) -> str:
     return f"{scheme}://{path}"
 
 
+#: S3 requests are bounded (a dead or unreachable endpoint ends in one error, not a hang): at
+#: most S3_MAX_ATTEMPTS attempts of S3_CONNECT_TIMEOUT_S seconds to connect each (plus the
+#: standard retry backoff, under a second) -- about 15 s; S3_REQUEST_TIMEOUT_S bounds a stalled
+#: socket read.  A URI's own ``connect_timeout=``/``request_timeout=`` options are kept.
+S3_CONNECT_TIMEOUT_S = 5.0
+S3_REQUEST_TIMEOUT_S = 60.0
+S3_MAX_ATTEMPTS = 3
+
+
+def _bounded(fs):
+    """An S3 filesystem with bounded timeouts and retries (others unchanged)."""
+    if getattr(fs, "type_name", "") != "s3":
+        return fs
+    import pyarrow.fs as pafs
+
+    settings = dict(fs.__reduce__()[1][0])     # the filesystem's own options (pickle form)
+    if (settings.get("connect_timeout") or -1) < 0:
+        settings["connect_timeout"] = S3_CONNECT_TIMEOUT_S
+    if (settings.get("request_timeout") or -1) < 0:
+        settings["request_timeout"] = S3_REQUEST_TIMEOUT_S
+    return pafs.S3FileSystem(**settings,
+                             retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=S3_MAX_ATTEMPTS))
+
+
 def wrap_filesystem(filesystem):
     """A ``pyarrow.fs.FileSystem`` for ``filesystem`` (pyarrow's own, or an fsspec one wrapped)."""
     import pyarrow.fs as pafs
@@ -221,7 +245,8 @@ def resolve(target, filesystem=None) -> Location:
             f"?endpoint_override=HOST:PORT&scheme=http&region=REGION") from exc
     if _is_local_fs(fs):
         return Location(None, path, path, trailing)
-    return Location(fs, path.rstrip("/") or path, _redacted(text.split("?", 1)[0]), trailing)
+    return Location(_bounded(fs), path.rstrip("/") or path, _redacted(text.split("?", 1)[0]),
+                    trailing)
 
 
 def _redacted(uri: str) -> str:
@@ -321,3 +346,62 @@ def publish(tmp: Location, dest: Location, *, overwrite: bool) -> None:
             f"destination {dest.display!r} appeared while writing; pass overwrite=True (CLI: "
             f"--overwrite) or choose another path")
     dest.fs.move(tmp.path, dest.path)
+
+
+# ----------------------------------------------------------- incomplete S3 multipart uploads
+def incomplete_uploads(folder: Location) -> list[str]:
+    """Keys (``bucket/key``) of the incomplete S3 multipart uploads directly under ``folder``:
+    what a writer killed in the middle of a large object leaves (invisible to listings, but kept
+    and billed by the bucket).  Empty for other filesystems, or without boto3 (then a bucket
+    lifecycle rule ``AbortIncompleteMultipartUpload`` is the remedy: docs/release.md)."""
+    client = _s3_client(folder)
+    if client is None:
+        return []
+    bucket, _, prefix = folder.path.partition("/")
+    prefix = prefix.rstrip("/") + "/" if prefix else ""
+    keys = []
+    for page in client.get_paginator("list_multipart_uploads").paginate(Bucket=bucket,
+                                                                          Prefix=prefix):
+        for upload in page.get("Uploads", []):
+            key = upload["Key"]
+            if "/" not in key[len(prefix):]:
+                keys.append(f"{bucket}/{key}")
+    return sorted(set(keys))
+
+
+def abort_uploads(folder: Location, keys: list[str]) -> None:
+    """Abort every incomplete multipart upload of ``keys`` (``bucket/key``)."""
+    client = _s3_client(folder)
+    if client is None:
+        return
+    for full in keys:
+        bucket, _, key = full.partition("/")
+        for page in client.get_paginator("list_multipart_uploads").paginate(Bucket=bucket,
+                                                                              Prefix=key):
+            for upload in page.get("Uploads", []):
+                if upload["Key"] == key:
+                    client.abort_multipart_upload(Bucket=bucket, Key=key,
+                                                  UploadId=upload["UploadId"])
+
+
+def _s3_client(folder: Location):
+    """A boto3 S3 client with the connection settings of ``folder``'s pyarrow S3FileSystem, or
+    None (not S3, or boto3 not installed)."""
+    if folder.local or getattr(folder.fs, "type_name", "") != "s3":
+        return None
+    try:
+        import boto3
+        from botocore.config import Config
+    except ImportError:
+        return None
+    settings = folder.fs.__reduce__()[1][0]     # the filesystem's own options (pickle form)
+    endpoint = settings.get("endpoint_override") or None
+    if endpoint and "://" not in endpoint:
+        endpoint = f"{settings.get('scheme') or 'https'}://{endpoint}"
+    return boto3.client(
+        "s3", endpoint_url=endpoint, region_name=settings.get("region") or None,
+        aws_access_key_id=settings.get("access_key") or None,
+        aws_secret_access_key=settings.get("secret_key") or None,
+        aws_session_token=settings.get("session_token") or None,
+        config=Config(connect_timeout=S3_CONNECT_TIMEOUT_S, read_timeout=S3_REQUEST_TIMEOUT_S,
+                      retries={"max_attempts": S3_MAX_ATTEMPTS, "mode": "standard"}))

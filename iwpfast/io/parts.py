@@ -38,6 +38,12 @@ PART_FIELDS = (PART_KEY, "row_count")
 DATA_FIELDS = ("label_classes",)
 
 
+def is_release_temporary(name: str) -> bool:
+    """Whether ``name`` is a temporary file of a part or manifest being written (hidden, ``.tmp``;
+    see ``Location.temporary_sibling`` and the atomic writers)."""
+    return name.startswith((".part-", "." + MANIFEST_NAME)) and name.endswith((".tmp", ".tmp2"))
+
+
 def part_name(index: int, extension: str = ".parquet") -> str:
     """File name of part ``index`` (sorts in index order up to 10^6 parts)."""
     return f"part-{int(index):06d}{extension}"

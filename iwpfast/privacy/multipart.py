@@ -137,10 +137,13 @@ def plan_parts_with(source, destination, spec: ReleaseSpec, options: ReleaseOpti
         if not os.path.isdir(parent):
             raise InvalidInputError(f"directory {parent!r} of the destination does not exist; "
                                     f"create it first")
-    if kind == "dir" and read_manifest(folder) is not None and not options.overwrite:
+    published = kind == "dir" and read_manifest(folder) is not None
+    if published and not options.overwrite:
         raise InvalidInputError(
             f"{folder.display!r} already holds a release ({MANIFEST_NAME}); pass overwrite=True "
             f"(CLI: --overwrite) or choose another folder")
+    if kind == "dir" or not folder.local:      # a prefix may hold incomplete uploads only
+        _leftovers_of_other_runs(folder, published, options.overwrite)
     if spec.ranges_from_data:
         # one range for every part, computed over all the inputs (parts must share the spec)
         spec = fill_ranges_from_data(spec, _all_inputs(inputs, spec, options.batch_rows))
@@ -153,6 +156,58 @@ def plan_parts_with(source, destination, spec: ReleaseSpec, options: ReleaseOpti
     if created:                         # last: a refused release leaves nothing behind
         os.makedirs(folder.path, exist_ok=True)
     return PartPlan(inputs, folder, spec, uuid.uuid4().hex, extension, row_ranges, created)
+
+
+def _leftovers_of_other_runs(folder, published: bool, overwrite: bool) -> None:
+    """Temporary files (and, with no manifest, part files) of another run in ``folder``: a run
+    that was killed, or one still writing.  Each holds noisy copies of rows under another key, so
+    they are never left next to a new release: refused, or (``overwrite``) removed, saying so."""
+    from ..io.parts import is_release_temporary
+
+    found = [e for e in folder.listdir() if is_release_temporary(e.name)
+             or (not published and e.name.startswith("part-"))]
+    uploads = _incomplete_uploads(folder)
+    if not found and not uploads:
+        return
+    names = [e.name for e in found] + [u + " (incomplete upload)" for u in uploads]
+    shown = ", ".join(repr(n) for n in names[:3]) + (" ..." if len(names) > 3 else "")
+    if not overwrite:
+        raise InvalidInputError(
+            f"{folder.display!r} holds {len(names)} file(s) of another release run that did not "
+            f"publish ({shown}): a release may still be writing there, or one was killed, and its "
+            f"files hold noisy copies of rows under another key. If no release is running into "
+            f"this folder, pass overwrite=True (CLI: --overwrite) to remove them first, or remove "
+            f"them yourself; nothing was written")
+    for entry in found:
+        entry.delete()
+    _abort_uploads(folder, uploads)
+    warnings.warn(f"removed {len(names)} file(s) of an earlier release run that did not publish "
+                  f"from {folder.display!r} ({shown})", UserWarning, stacklevel=4)
+
+
+def _remove_temporaries(folder) -> None:
+    """Before publishing: temporary files of this run's interrupted or retried attempts (same
+    key, same noise: they would add nothing, but nothing is left behind)."""
+    from ..io.parts import is_release_temporary
+
+    for entry in folder.listdir():
+        if is_release_temporary(entry.name):
+            entry.delete()
+    _abort_uploads(folder, _incomplete_uploads(folder))
+
+
+def _incomplete_uploads(folder) -> list:
+    from ..io.filesystem import incomplete_uploads
+    from ..io.parts import is_release_temporary
+
+    return [key for key in incomplete_uploads(folder) if is_release_temporary(key.rsplit("/", 1)[-1])]
+
+
+def _abort_uploads(folder, keys) -> None:
+    if keys:
+        from ..io.filesystem import abort_uploads
+
+        abort_uploads(folder, keys)
 
 
 def _split_inputs(inputs, max_rows: int, batch_rows: int):
@@ -200,13 +255,16 @@ def release_part(plan: PartPlan, index: int, *, seed=None, on_invalid: str = "er
     return release_part_with(plan, index, options)
 
 
-def release_part_with(plan: PartPlan, index: int, options: ReleaseOptions) -> ReleaseResult:
-    """:func:`release_part` with resolved options (``options.seed`` is the release's seed)."""
+def release_part_with(plan: PartPlan, index: int, options: ReleaseOptions,
+                      key=None) -> ReleaseResult:
+    """:func:`release_part` with resolved options: ``key`` is the part's own key (a runner that
+    sends each task only its part's key), else it is derived from ``options.seed``."""
     with warnings.catch_warnings():
         # the range counts are reported once for the whole release, by the caller
         warnings.simplefilter("ignore", UserWarning)
         return release_file(plan.part_source(index, options.batch_rows), plan.part_location(index),
-                            plan.spec, options.for_part(part_seed(options.seed, index)),
+                            plan.spec,
+                            options.for_part(part_seed(options.seed, index) if key is None else key),
                             part={"release_id": plan.release_id, "index": index})
 
 
@@ -220,6 +278,7 @@ def finish_parts(plan: PartPlan, results: list[ReleaseResult], elapsed_s: float,
     parts = [{"path": plan.part_location(i).name, "index": i, "rows": r.rows_written}
              for i, r in enumerate(results)]
     try:
+        _remove_temporaries(plan.folder)
         if sum(r.rows_written for r in results) == 0:
             raise InvalidInputError(
                 f"the {len(results)} input file(s) of the release hold no rows"
@@ -329,6 +388,12 @@ def release_parts_with(source, destination, spec: ReleaseSpec, options: ReleaseO
     """Plan the parts, run them with ``runner(plan, options) -> [ReleaseResult]`` (default
     :func:`run_parts_serially`), then write the manifest."""
     plan = start_parts(source, destination, spec, options)
+    if options.seed is None:
+        # one key for the whole release, drawn here: part i's key is derived from it, so a
+        # retried part draws the same noise as its first attempt (a leftover copy adds nothing)
+        from .randomness import NoiseKey
+
+        options = replace(options, seed=NoiseKey.from_os_entropy())
     t0 = time.perf_counter()
     results = (runner or run_parts_serially)(plan, options)
     return finish_parts(plan, list(results), time.perf_counter() - t0, options.overwrite)
@@ -350,6 +415,37 @@ def release_parts(source, destination, spec: ReleaseSpec, features=None, label=_
         threads=threads, progress=progress, engine=engine, kernel=kernel, filesystem=filesystem,
         max_part_rows=max_part_rows, features=features, label=label, ranges=ranges)
     return release_parts_with(source, destination, spec, options)
+
+
+def prepare_release_folder(destination, *, overwrite: bool = False, filesystem=None) -> None:
+    """Make ``destination`` ready for the parts of a new release written part by part
+    (:func:`release_batches`, e.g. the Spark recipe): a folder holding a published release, or
+    files of another run, is refused; with ``overwrite`` the old release is replaced whole (its
+    manifest first, then every part and temporary file of it), so that the new parts never mix
+    with old ones.  Creates a missing local folder."""
+    from ..io.filesystem import is_uri, resolve
+    from ..io.parts import MANIFEST_NAME, read_manifest
+
+    text = os.fspath(destination)
+    folder = resolve(text, None if is_uri(text) else filesystem)
+    kind = folder.kind()
+    if kind == "file":
+        raise InvalidInputError(f"destination {folder.display!r} is a file; a multi-part release "
+                                f"needs a folder / prefix")
+    if kind == "missing" and folder.local:
+        os.makedirs(folder.path, exist_ok=True)
+        return
+    published = read_manifest(folder) is not None
+    if published and not overwrite:
+        raise InvalidInputError(
+            f"{folder.display!r} already holds a release ({MANIFEST_NAME}); pass overwrite=True "
+            f"(--overwrite) to replace it whole, or choose another folder")
+    if published:
+        folder.child(MANIFEST_NAME).delete()      # unpublished first: never a mixed release
+        for entry in folder.listdir():
+            if entry.name.startswith("part-"):
+                entry.delete()
+    _leftovers_of_other_runs(folder, False, overwrite)
 
 
 def new_release_id() -> str:
