@@ -3,8 +3,10 @@
 - ``release_files(client, source, destination, spec, *, features, label, ...)``: one task per
   input file, each writing one part of a multi-part release; the manifest is written last, by the
   caller, once every part is there.  With a seed the parts are bit for bit those of the serial
-  ``iwpfast.release(source, "dest/", ...)`` (part i's key is derived from the seed and i); without
-  one every part draws fresh OS entropy on its worker (the key never leaves the task).
+  ``iwpfast.release(source, "dest/", ..., threads=1)`` (part i's key is derived from the seed and
+  i; the tasks run one thread each by default); without
+  one the release's key is drawn from OS entropy by the client and each task gets its part's key
+  only (a retried part draws the same noise).
 - ``fit_files(client, source, estimator, *, rounds=1)``: K shards of about equal row counts, one
   single-pass IWP-SGD per shard on its worker, merged by row-weighted averaging of the parameters
   and of the averaged iterates (``rounds > 1``: the merged state is sent back and every shard goes

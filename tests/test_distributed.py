@@ -54,7 +54,9 @@ def raw(tmp_path_factory):
 
 
 def test_dask_release_with_a_seed_is_the_serial_release(client, raw, tmp_path):
-    serial = release(raw, str(tmp_path / "serial") + "/", spec(), FEATURES, "y", seed=42)
+    # threads=1: the Dask release's default per task (docs/distributed.md: same threads, same bits)
+    serial = release(raw, str(tmp_path / "serial") + "/", spec(), FEATURES, "y", seed=42,
+                     threads=1)
     res = dist.release_files(client, raw, str(tmp_path / "dask") + "/", spec(), features=FEATURES,
                              label="y", seed=42)
     assert res.rows_written == serial.rows_written == sum(ROWS) and len(res.parts) == 4

@@ -11,15 +11,20 @@ feature vector of ``p`` coordinates with L2 bound ``B``:
 - sensitivity in grid units after snapping: ``D = 2 B / L + sqrt(p)``;
 - smoothing: ``q + Z`` is ``round(q + Z + U)`` with ``U`` uniform on the unit cell, and the density
   of ``Z + U`` is within ``exp(+-eta)`` of ``N(0, s^2 I)`` on the box ``|z_j| <= T``,
-  ``eta = p (T + 1/4) / (2 s^2) + p log(Theta(s) / (sqrt(2 pi) s))``;
+  ``eta = p [(T + 1/4) / (2 s^2) + log(Theta(s) / (sqrt(2 pi) s)) + zeta + 2 beta_1]``;
 - so the exact mechanism is ``(eps, e^eta delta_G(eps - 2 eta) + beta + e^(eps - eta) beta_G)``-DP,
   ``delta_G`` the exact (Balle & Wang) delta of the Gaussian mechanism with noise ``s`` and
-  sensitivity ``D``, ``beta``/``beta_G`` the discrete/continuous mass outside the box;
-- the sampler is exact up to a relative error: on its support (|z| < 8.5 s) each probability is
-  within ``exp(+-zeta)`` of the exact discrete Gaussian's (the alias weights are integers rounded
-  up and corrected in the acceptance test; the acceptance test uses 64-bit uniforms and float64
-  exp), which adds ``p * zeta`` to ``eta``; the support is the box, so the tail cut costs only the
-  sampler's mass on its two edge points (``beta``), never multiplied by ``e^eps``.
+  sensitivity ``D``, ``beta`` the sampler's mass outside the box, ``beta_G`` the continuous
+  Gaussian's mass beyond ``T + 1/2``;
+- the sampler is exact up to a relative error: on its support each probability is within
+  ``exp(+-zeta)`` of the truncated discrete Gaussian's (the alias weights are integers rounded up
+  and corrected in the acceptance test; the acceptance test uses 64-bit uniforms and float64 exp),
+  which is the ``zeta`` in ``eta``; ``beta_1`` bounds the exact law's mass beyond ``T`` (the
+  truncation's renormalization).  The support is ``[-T - 1, T]`` (``T`` about ``TAIL_SD`` s): the
+  box ``|z_j| <= T`` holds all of it but the one edge point ``-T - 1``, so the tail cut costs only
+  the sampler's mass there (``beta``, bounded by ``p e^zeta`` times the two-sided tail beyond
+  ``T``), never multiplied by ``e^eps``.  docs/release.md ("The guarantee of the discrete law")
+  states the same theorem with its proof.
 
 Everything here runs once per release (pure Python/NumPy); the per-value work is the Numba kernel
 ``iwpfast._kernels.release.discrete_gaussian_*`` and its NumPy twin :func:`sample_numpy`.

@@ -8,10 +8,14 @@ reads back as one release (``iwpfast.io.parts``).  The Dask release (``iwpfast.d
 the same ``release_part`` calls as tasks and writes the same manifest, so with a seed both give the
 same bits.
 
-Keys: each part draws its own noise.  Without a seed every part takes fresh OS entropy in the
-process that writes it (the key is never written, logged or sent anywhere: it never leaves the
-part's ``release`` call).  With a seed (simulations only) part i uses the child key
-``NoiseKey.from_seed(seed).derive("part", i)``: independent keys, the same whoever writes the part.
+Keys: each part draws its own noise from its own key, derived from the release's key:
+``root.derive("part", i)``.  Without a seed the root is drawn from OS entropy once, where the
+release starts, so a retried part draws the same noise (a copy an interrupted attempt left adds
+nothing); it is never written or logged (the Dask release sends each task its part's key only).
+With a seed (simulations only) the root is ``NoiseKey.from_seed(seed)``: independent keys, the same
+whoever writes the part.  Temporaries and incomplete uploads of interrupted attempts are removed
+before the manifest is written; another run's leftovers are refused, or removed with overwrite
+(docs/release.md, "No second noisy copy").
 """
 from __future__ import annotations
 
@@ -85,8 +89,9 @@ class PartPlan:
 
 def part_seed(seed, index: int):
     """The key of part ``index``: None (fresh OS entropy, drawn where the part is written) when
-    ``seed`` is None; else the child key ``NoiseKey.from_seed(seed).derive("part", index)``
-    (an independent key per part, the same whichever worker writes the part)."""
+    ``seed`` is None; else the child key ``root.derive("part", index)`` of the release's key
+    (``seed`` itself when a ``NoiseKey``, else ``NoiseKey.from_seed(seed)``): an independent key
+    per part, the same whichever worker writes the part, or a retry of it."""
     from .randomness import NoiseKey
 
     if seed is None:
@@ -465,9 +470,12 @@ def release_batches(batches, destination, spec: ReleaseSpec, *, index: int, rele
     an earlier attempt of the same part) and returns its :class:`ReleaseResult`; once every part
     is written, :func:`iwpfast.io.parts.write_manifest` publishes the release.
 
-    ``seed`` as in :func:`release_parts`: None draws fresh OS entropy for this part; an integer
-    gives part ``index`` the key derived from (seed, index).  ``spec`` must be complete (features,
-    label and every range declared): each part is released on its own."""
+    ``seed``: the release's key (a ``NoiseKey`` drawn once, e.g. ``NoiseKey.from_os_entropy()``
+    on the driver: part ``index`` derives its own from it, so a retried partition draws the same
+    noise), an integer (simulations only), or None (fresh OS entropy for this part alone: a retry
+    would write other noise).  Prepare the folder first with :func:`prepare_release_folder`.
+    ``spec`` must be complete (features, label and every range declared): each part is released
+    on its own."""
     import itertools
 
     import pyarrow as pa
