@@ -77,6 +77,7 @@ def test_credentials_never_printed_by_any_command(s3, capsys, tmp_path):
         "fit": ["fit", rel, "--out", _credentialed(s3, "bkt/cred/model.json"), "--alpha", "0.1",
                 "--learning-rate", "0.05"],
         "evaluate": ["evaluate", _credentialed(s3, "bkt/cred/model.json"), rel],
+        "tune": ["tune", rel, "--out", str(tmp_path / "tuned.json")],
         "missing": ["info", _credentialed(s3, "bkt/cred/nope.parquet")],
         "bad release": ["release", raw, _credentialed(s3, "bkt/cred/rel.parquet"), "--features",
                         "a=0:1", "--label", "y", "--epsilon-x", "1", "--epsilon-y", "1", "--bound",
@@ -89,7 +90,7 @@ def test_credentials_never_printed_by_any_command(s3, capsys, tmp_path):
         assert KEY not in text and SECRET not in text, (name, text)
         if name != "info --json":
             assert "bkt/" in text, (name, text)            # the location itself is still named
-    assert codes["release"] == codes["info"] == codes["fit"] == 0
+    assert codes["release"] == codes["info"] == codes["fit"] == codes["tune"] == 0
     assert codes["missing"] == codes["bad release"] == 2
 
 
