@@ -38,6 +38,7 @@ import numpy as np
 
 from .exceptions import InvalidInputError
 from .label_noise import check_classes, label_tilde, label_weight_table
+from .laplace import DiscreteLaplace
 from .losses import (
     CLASSIFICATION_LOSSES,
     LOSS_RECORDS,
@@ -147,7 +148,7 @@ def _nonnegative_float(value, name: str) -> float:
 
 
 def _prepare(theta, X, y, loss, noise_var, epsilon_y, truncation, intercept, correction,
-             target_noise_var):
+             target_noise_var, noise_law=None):
     check_loss(loss)
     truncation = check_order(truncation, "truncation")
     if correction not in ("iwp", "none"):
@@ -161,6 +162,12 @@ def _prepare(theta, X, y, loss, noise_var, epsilon_y, truncation, intercept, cor
                                 "(X is (n_rows, n_features)); pass one coefficient per column")
     if y.shape[0] != n:
         raise InvalidInputError(f"y has {y.shape[0]} labels but X has {n} rows; pass one label per row")
+    law = _check_law(noise_law, noise_var, loss, p)
+    if law is not None:
+        noise_var = law.variance
+    elif noise_var is None:
+        raise InvalidInputError("pass noise_var (the Gaussian release's sigma_j^2, a number or one per "
+                                "column) or noise_law (a DiscreteLaplace, for a pure-epsilon release)")
     noise = np.asarray(noise_var)
     if noise.dtype.kind not in "biuf" or noise.ndim > 1:
         raise InvalidInputError(f"noise_var must be a number or a ({p},) vector of variances, "
@@ -199,17 +206,49 @@ def _prepare(theta, X, y, loss, noise_var, epsilon_y, truncation, intercept, cor
                                     "loss='squared_error' pass target_noise_var (sigma_y^2) instead")
     iwp = correction == "iwp"
     s = noise if iwp else np.zeros(p)
-    tau = 0.5 * float(np.dot(s, theta * theta))
+    if iwp and law is not None and loss == "exponential":
+        # e^{-tau} is prod_j kappa_j and d/dtheta_j of -tau is -direction_j (docs/math.md)
+        log_kappa, direction = law.exponential_factor(theta)
+        tau = -math.fsum(log_kappa.tolist())
+    else:
+        # Gaussian noise; and the Laplace law for the quadratic losses, whose inverse only involves
+        # the variance: D_j f = f - (Var_j theta_j^2 / 2) f'' exactly
+        tau = 0.5 * float(np.dot(s, theta * theta))
+        direction = s * theta
     weight = label_tilde(epsilon_y) if (iwp and loss in CLASSIFICATION_LOSSES) else 1.0
     u = X @ theta
     if intercept is not None:
         u = u + intercept
-    return theta, X, y, s, tau, weight, u, truncation, intercept, (target_noise_var if iwp else 0.0)
+    return theta, X, y, direction, tau, weight, u, truncation, intercept, \
+        (target_noise_var if iwp else 0.0)
 
 
-def iwp_loss(theta, X, y, *, loss: str, noise_var, epsilon_y: float | None = None,
+def _check_law(noise_law, noise_var, loss, p):
+    """The Laplace law of p features, or None (Gaussian noise of variances noise_var)."""
+    if noise_law is None:
+        return None
+    if not isinstance(noise_law, DiscreteLaplace):
+        raise InvalidInputError(f"noise_law={noise_law!r}; pass None (Gaussian noise of variance "
+                                "noise_var) or an iwpfast.laplace.DiscreteLaplace(scale, grid)")
+    if noise_var is not None:
+        raise InvalidInputError("pass noise_var (Gaussian release) or noise_law (Laplace release), "
+                                "not both: the Laplace law's variance is noise_law.variance")
+    if loss == "logistic":
+        raise InvalidInputError(LOGISTIC_LAPLACE_REFUSAL)
+    return noise_law.broadcast(p)
+
+
+#: why the logistic loss has no Laplace correction (docs/math.md "The logistic loss")
+LOGISTIC_LAPLACE_REFUSAL = (
+    "loss='logistic' has no unbiased correction for a Laplace release in iwpfast: its exact inverse "
+    "needs 3^p evaluations of the loss per row, and the practical polynomial form a p x p update per "
+    "row; use loss='exponential' or loss='quadratic' (exact), or a Gaussian release")
+
+
+def iwp_loss(theta, X, y, *, loss: str, noise_var=None, epsilon_y: float | None = None,
              truncation: int = 2, intercept: float | None = None, correction: str = "iwp",
-             target_noise_var: float = 0.0, classes=None) -> np.ndarray:
+             target_noise_var: float = 0.0, classes=None,
+             noise_law: DiscreteLaplace | None = None) -> np.ndarray:
     """Per-row IWP loss estimates, shape (n,); their expectation over the release noise is the clean loss.
 
     With ``classes`` (k >= 2 one-vs-rest heads; docs/math.md "k classes"): ``classes`` is k or the
@@ -239,20 +278,22 @@ def iwp_loss(theta, X, y, *, loss: str, noise_var, epsilon_y: float | None = Non
     """
     if classes is not None:
         heads = _one_vs_rest(theta, X, y, classes, loss, noise_var, epsilon_y, truncation,
-                             intercept, correction, target_noise_var)
+                             intercept, correction, target_noise_var, noise_law)
         return np.stack([glm_loss_values_table(loss, signs * u, signs, tau, table, truncation)
                          for signs, u, tau, table, *_ in heads], axis=1)
-    theta, X, y, s, tau, weight, u, truncation, intercept, target_var = _prepare(
-        theta, X, y, loss, noise_var, epsilon_y, truncation, intercept, correction, target_noise_var)
+    theta, X, y, _, tau, weight, u, truncation, intercept, target_var = _prepare(
+        theta, X, y, loss, noise_var, epsilon_y, truncation, intercept, correction, target_noise_var,
+        noise_law)
     if loss in REGRESSION_LOSSES:
         residual = u - y
         return 0.5 * residual * residual - tau - 0.5 * target_var
     return glm_loss_values(loss, y * u, tau, weight, truncation)
 
 
-def iwp_gradient(theta, X, y, *, loss: str, noise_var, epsilon_y: float | None = None,
+def iwp_gradient(theta, X, y, *, loss: str, noise_var=None, epsilon_y: float | None = None,
                  truncation: int = 2, intercept: float | None = None, correction: str = "iwp",
-                 target_noise_var: float = 0.0, classes=None) -> np.ndarray:
+                 target_noise_var: float = 0.0, classes=None,
+                 noise_law: DiscreteLaplace | None = None) -> np.ndarray:
     """Per-row IWP gradient estimates, shape (n, p), or (n, p+1) with an intercept (last column: d/db).
 
     With ``classes`` (as in ``iwp_loss``): shape (n, k, p) or (n, k, p+1), block c the gradient of
@@ -275,25 +316,26 @@ def iwp_gradient(theta, X, y, *, loss: str, noise_var, epsilon_y: float | None =
     """
     if classes is not None:
         blocks = []
-        for signs, u, tau, table, theta_c, X_c, s, has_intercept in _one_vs_rest(
+        for signs, u, tau, table, _, X_c, direction, has_intercept in _one_vs_rest(
                 theta, X, y, classes, loss, noise_var, epsilon_y, truncation, intercept, correction,
-                target_noise_var):
+                target_noise_var, noise_law):
             a, c = glm_scalars_table(loss, signs * u, signs, tau, table, truncation)
             row_weight = a * signs
-            grad = row_weight[:, None] * X_c - c[:, None] * (s * theta_c)[None, :]
+            grad = row_weight[:, None] * X_c - c[:, None] * direction[None, :]
             if has_intercept:
                 grad = np.concatenate([grad, row_weight[:, None]], axis=1)
             blocks.append(grad)
         return np.stack(blocks, axis=1)
-    theta, X, y, s, tau, weight, u, truncation, intercept, _ = _prepare(
-        theta, X, y, loss, noise_var, epsilon_y, truncation, intercept, correction, target_noise_var)
+    theta, X, y, direction, tau, weight, u, truncation, intercept, _ = _prepare(
+        theta, X, y, loss, noise_var, epsilon_y, truncation, intercept, correction, target_noise_var,
+        noise_law)
     if loss in REGRESSION_LOSSES:
         row_weight = u - y
         c = np.ones_like(u) if correction == "iwp" else np.zeros_like(u)
     else:
         a, c = glm_scalars(loss, y * u, tau, weight, truncation)
         row_weight = a * y
-    grad = row_weight[:, None] * X - c[:, None] * (s * theta)[None, :]
+    grad = row_weight[:, None] * X - c[:, None] * direction[None, :]
     if intercept is not None:
         grad = np.concatenate([grad, row_weight[:, None]], axis=1)
     return grad
@@ -332,8 +374,9 @@ def class_indices(y, classes) -> tuple[np.ndarray, int]:
 
 
 def _one_vs_rest(theta, X, y, classes, loss, noise_var, epsilon_y, truncation, intercept,
-                 correction, target_noise_var):
-    """Per head c: (signs, u, tau, table, theta_c, X, s, has_intercept), validated."""
+                 correction, target_noise_var, noise_law=None):
+    """Per head c: (signs, u, tau, table, theta_c, X, direction, has_intercept), validated
+    (direction: d(-tau)/d(-theta), s * theta_c for Gaussian noise)."""
     check_loss(loss, allowed=CLASSIFICATION_LOSSES, parameter="loss (with classes=)")
     codes, k = class_indices(y, classes)
     theta = np.asarray(theta)
@@ -355,10 +398,11 @@ def _one_vs_rest(theta, X, y, classes, loss, noise_var, epsilon_y, truncation, i
     heads = []
     for c in range(k):
         signs = np.where(codes == c, 1.0, -1.0)
-        theta_c, X_c, _, s, tau, _, u, truncation, b, _ = _prepare(
+        theta_c, X_c, _, direction, tau, _, u, truncation, b, _ = _prepare(
             theta[c], X, signs, loss, noise_var, None, truncation,
-            None if intercept is None else float(intercept[c]), correction, target_noise_var)
-        heads.append((signs, u, tau, table, theta_c, X_c, s, intercept is not None))
+            None if intercept is None else float(intercept[c]), correction, target_noise_var,
+            noise_law)
+        heads.append((signs, u, tau, table, theta_c, X_c, direction, intercept is not None))
     return heads
 
 

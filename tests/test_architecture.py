@@ -19,6 +19,7 @@ LAYER_OF = {
     "deprecation": "base",
     "_kernels": "kernels",
     "losses": "spec", "label_noise": "spec", "estimates": "spec", "transforms": "spec", "solvers": "spec",
+    "laplace": "spec",
     "io": "io",
     "privacy": "privacy",
     "sgd": "sgd",

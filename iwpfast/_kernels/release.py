@@ -194,3 +194,93 @@ def randomized_response_words(labels, zero_one, words, keep_threshold, out):
         else:
             y = np.int8(labels[i])
         out[i] = y if (words[i] >> np.uint64(11)) < keep_threshold else -y
+
+
+# ------------------------------------------------------------------------------ discrete Laplace
+# The exact discrete Laplace sampler (docs/math.md "The exact sampler"; law and calibration:
+# ``iwpfast.privacy.laplace``; twin: ``laplace.sample_python``).  The rate per grid unit is
+# lambda = rate / 2^62 (an integer numerator), M = 2^m_log2 with lambda * M in [1/2, 1).  Every
+# draw reads whole 64-bit words: v = w >> 2 (62 bits) for a Bernoulli or a uniform, w >> 63 for
+# the sign.  A draw that runs out of words returns a position of -1 and is restarted from its
+# first word by the caller after a refill, so the values do not depend on the buffer size.
+
+_TWO62 = np.int64(1) << np.int64(62)
+
+
+@jit
+def _bernoulli_exp(words, pos, numerator):
+    """Bernoulli(exp(-numerator / 2^62)), numerator in [0, 2^62): (outcome, new position), or
+    (False, -1) when the words run out.  K = 1; while Bernoulli(gamma) and Bernoulli(1/K): K += 1;
+    the outcome is "K is odd" (Canonne, Kamath & Steinke 2020)."""
+    n_words = words.shape[0]
+    k = np.int64(1)
+    while True:
+        if pos >= n_words:
+            return False, np.int64(-1)
+        v = np.int64(words[pos] >> np.uint64(2))
+        pos += 1
+        if v >= numerator:
+            break
+        if k >= 2:
+            limit = _TWO62 - _TWO62 % k
+            while True:
+                if pos >= n_words:
+                    return False, np.int64(-1)
+                v = np.int64(words[pos] >> np.uint64(2))
+                pos += 1
+                if v < limit:
+                    break
+            if v % k != 0:
+                break
+        k += 1
+    return (k & 1) == 1, pos
+
+
+@jit
+def _laplace_draw(words, pos, rate, m_log2):
+    """One discrete Laplace integer: (z, new position), or (0, -1) when the words run out."""
+    n_words = words.shape[0]
+    gamma_m = rate << m_log2                    # lambda * M * 2^62 < 2^62
+    u_shift = np.uint64(64 - m_log2) if m_log2 > 0 else np.uint64(0)
+    while True:
+        # U uniform on [0, M), accepted with probability exp(-lambda U)
+        while True:
+            if pos >= n_words:
+                return np.int64(0), np.int64(-1)
+            u = np.int64(words[pos] >> u_shift) if m_log2 > 0 else np.int64(0)
+            pos += 1
+            accept, pos = _bernoulli_exp(words, pos, rate * u)
+            if pos < 0:
+                return np.int64(0), np.int64(-1)
+            if accept:
+                break
+        # V: successes of Bernoulli(exp(-lambda M)) before the first failure
+        v = np.int64(0)
+        while True:
+            success, pos = _bernoulli_exp(words, pos, gamma_m)
+            if pos < 0:
+                return np.int64(0), np.int64(-1)
+            if not success:
+                break
+            v += 1
+        g = u + (v << m_log2)
+        if pos >= n_words:
+            return np.int64(0), np.int64(-1)
+        negative = (words[pos] >> np.uint64(63)) != np.uint64(0)
+        pos += 1
+        if negative and g == 0:
+            continue                            # -0: rejected, so 0 has one path like every z
+        return (-g if negative else g), pos
+
+
+@jit
+def laplace_add(values, start, words, pos, rate, m_log2):
+    """``values[i] += Z_i`` (int64) for i >= start: returns (rows done, word position); rows done <
+    len(values) means the words ran out (the caller refills and calls again from there)."""
+    for i in range(start, values.shape[0]):
+        z, new_pos = _laplace_draw(words, pos, rate, m_log2)
+        if new_pos < 0:
+            return i, pos
+        pos = new_pos
+        values[i] += z
+    return values.shape[0], pos

@@ -1,0 +1,262 @@
+"""The discrete Laplace mechanism on a grid: pure epsilon-LDP features (docs/math.md "Pure epsilon").
+
+Per record: scale into [-1, 1] (the caller), clip to the L1 ball of radius ``bound`` (B), snap to the
+grid ``L = 2^-k`` (``rint``), clip again **in integers** to ``|k|_1 <= N = floor(B / L)`` (float
+rounding and nearest snapping can exceed it by up to p/2), and add ``Z`` discrete Laplace with
+``P(Z = z) ~ exp(-lambda |z|)``, ``lambda = rate / 2^62 <= epsilon / (2 N)``: the L1 sensitivity of
+the snapped integer vector is 2 N, so the ratio of output probabilities of any two records is at
+most ``exp(2 N lambda) <= exp(epsilon)``: pure epsilon, delta = 0, nothing approximated.
+
+The sampler is exact integer arithmetic on the release's AES-CTR keystream words; the per-value
+work is the Numba kernel ``iwpfast._kernels.release.laplace_add`` and its twin
+:func:`sample_python` (plain Python integers, the same integers from the same words).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from ..exceptions import InvalidInputError
+from ..laplace import DiscreteLaplace
+
+#: lambda = rate / 2^RATE_LOG2 (an exact rational; rate < 2^62 so every Bernoulli numerator fits)
+RATE_LOG2 = 62
+#: the grid keeps outputs exact in the output dtype unless |Z| L > TAIL_SCALES * b (prob. < e^-40)
+TAIL_SCALES = 40.0
+#: snapping moves a value by at most SNAP_FRACTION of the bound where the dtype allows (as the
+#: discrete Gaussian)
+SNAP_FRACTION = 1e-6
+_MANTISSA_BITS = {"float32": 24, "float64": 53}
+_TWO62 = 1 << 62
+
+
+@dataclass(frozen=True)
+class LaplaceLaw:
+    """The calibrated discrete Laplace law of one release: grid, rate, and what follows from them."""
+
+    grid: float         # L = 2^-k
+    rate: int           # lambda = rate / 2^62 per grid unit
+    n_max: int          # N = floor(bound / grid): the integer L1 clip
+    epsilon: float      # the budget asked for; the guarantee is epsilon_effective <= epsilon
+    dims: int           # p
+    dtype: str
+
+    @property
+    def lam(self) -> float:
+        return self.rate / float(_TWO62)
+
+    @property
+    def m_log2(self) -> int:
+        """M = 2^m_log2 with lambda M in [1/2, 1) (the geometric's split G = U + M V)."""
+        return RATE_LOG2 - self.rate.bit_length()
+
+    @property
+    def epsilon_effective(self) -> float:
+        """2 N lambda, rounded up: the exact guarantee (<= epsilon)."""
+        return math.nextafter(float(Fraction(2 * self.n_max * self.rate, _TWO62)), math.inf)
+
+    @property
+    def scale(self) -> float:
+        """b = L / lambda, the scale in scaled feature units (alpha = exp(-L / b))."""
+        return self.grid / self.lam
+
+    @property
+    def alpha(self) -> float:
+        return math.exp(-self.lam)
+
+    @property
+    def variance(self) -> float:
+        """Var(L Z) = 2 alpha L^2 / (1 - alpha)^2, exactly (scaled units squared)."""
+        one_minus = -math.expm1(-self.lam)
+        return 2.0 * self.alpha * self.grid * self.grid / (one_minus * one_minus)
+
+    def noise_law(self) -> DiscreteLaplace:
+        """The learner's view (iwpfast.laplace): the same alpha and grid."""
+        return DiscreteLaplace(self.scale, self.grid)
+
+    def metadata(self) -> dict:
+        return {"law": "discrete_laplace", "grid": self.grid, "scale": self.scale,
+                "variance": self.variance, "rate_numerator": self.rate,
+                "rate_log2_denominator": RATE_LOG2, "l1_bound_grid_units": self.n_max,
+                "epsilon_effective": self.epsilon_effective}
+
+
+def choose_grid(epsilon: float, bound: float, dtype: str) -> float:
+    """The power-of-two grid: outputs exact in ``dtype`` unless |Z| L > 40 b, and no coarser than
+    2 * SNAP_FRACTION * bound where that allows."""
+    fine = 2.0 ** math.floor(math.log2(2.0 * SNAP_FRACTION * bound))
+    scale = 2.0 * bound / epsilon           # b, up to the rounding of N
+    reach = bound + TAIL_SCALES * scale
+    exact = 2.0 ** math.ceil(math.log2(reach / 2.0 ** _MANTISSA_BITS[dtype]))
+    return max(fine, exact)
+
+
+def calibrate_laplace(epsilon: float, bound: float, p: int, dtype: str = "float32") -> LaplaceLaw:
+    """The law for an L1 ``bound`` and budget ``epsilon``: lambda = the largest rate / 2^62 with
+    2 N lambda <= epsilon (exact rational arithmetic)."""
+    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not math.isfinite(epsilon) \
+            or epsilon <= 0:
+        raise InvalidInputError(f"epsilon_x={epsilon!r} must be a finite number > 0")
+    if isinstance(bound, bool) or not isinstance(bound, (int, float)) or not math.isfinite(bound) \
+            or bound <= 0:
+        raise InvalidInputError(f"bound={bound!r} must be a finite number > 0 (the L1 bound of the "
+                                "scaled features)")
+    if dtype not in _MANTISSA_BITS:
+        raise InvalidInputError(f"dtype={dtype!r}; choose float32 or float64")
+    grid = choose_grid(float(epsilon), float(bound), dtype)
+    n_max = math.floor(Fraction(bound) / Fraction(grid))
+    if n_max < 1:
+        raise InvalidInputError(f"bound={bound!r} is below the grid {grid:g}; use a larger bound")
+    rate = math.floor(Fraction(epsilon) * _TWO62 / (2 * n_max))
+    if not 2**20 <= rate < _TWO62:
+        raise InvalidInputError(
+            f"epsilon_x={epsilon!r} with bound={bound!r} gives a noise rate {rate / _TWO62:.3g} per grid "
+            "unit outside what the sampler represents exactly; use an epsilon_x between 1e-6 and 1e3")
+    return LaplaceLaw(grid, rate, n_max, float(epsilon), int(p), dtype)
+
+
+def clip_l1(v: np.ndarray, bound: float) -> np.ndarray:
+    """Rows of ``v`` (n, p) scaled onto the L1 ball: v * min(1, bound / |v|_1) (float64)."""
+    v = np.asarray(v, dtype=np.float64)
+    norm = np.abs(v).sum(axis=1)
+    factor = np.where(norm > bound, bound / np.where(norm > 0, norm, 1.0), 1.0)
+    return v * factor[:, None]
+
+
+def snap_clip(v: np.ndarray, law: LaplaceLaw) -> np.ndarray:
+    """Integer grid points k (n, p) int64 with |k|_1 <= N: rint(v / L), then, in rows above N, one
+    step toward 0 at a time for the coordinate that rounding pushed out the most (largest
+    |k_j| - |v_j| / L, the first on ties) until |k|_1 = N.  Deterministic; for a row inside the float
+    L1 ball every coordinate ends within one grid unit of v_j / L (the rounded-up coordinates carry
+    at least the excess, and each goes down once, to its floor toward 0)."""
+    scaled = np.asarray(v, dtype=np.float64) / law.grid
+    k = np.rint(scaled).astype(np.int64)
+    excess = np.abs(k).sum(axis=1) - law.n_max
+    rows = np.flatnonzero(excess > 0)
+    # at most p/2 + a few rounding units per row: a loop over steps, vectorized over rows
+    while rows.size:
+        sub = k[rows]
+        pushed = np.where(sub != 0, np.abs(sub) - np.abs(scaled[rows]), -np.inf)
+        j = np.argmax(pushed, axis=1)
+        at = (np.arange(rows.size), j)
+        sub[at] -= np.sign(sub[at])
+        k[rows] = sub
+        excess[rows] -= 1
+        rows = rows[excess[rows] > 0]
+    return k
+
+
+# ------------------------------------------------------------------------------ the twin
+def _bernoulli_exp_python(words, pos, numerator):
+    k = 1
+    n = len(words)
+    while True:
+        if pos >= n:
+            return False, -1
+        v = int(words[pos]) >> 2
+        pos += 1
+        if v >= numerator:                    # Bernoulli(gamma) failed
+            break
+        if k >= 2:                            # Bernoulli(1/k): uniform on [0, k) is 0
+            limit = _TWO62 - _TWO62 % k
+            while True:
+                if pos >= n:
+                    return False, -1
+                v = int(words[pos]) >> 2
+                pos += 1
+                if v < limit:
+                    break
+            if v % k:
+                break
+        k += 1
+    return k % 2 == 1, pos
+
+
+def sample_python(words: np.ndarray, pos: int, rate: int, m_log2: int, count: int
+                  ) -> tuple[list[int], int]:
+    """Up to ``count`` discrete Laplace integers from ``words[pos:]`` and the position after the last
+    complete draw (fewer than ``count`` when the words run out).  Plain Python, from the
+    definitions of docs/math.md "The exact sampler"; the kernel ``laplace_add`` gives the same."""
+    out: list[int] = []
+    n = len(words)
+    gamma_m = rate << m_log2
+    while len(out) < count:
+        start, z = pos, None
+        while z is None:
+            while True:                        # U, accepted with probability exp(-lambda U)
+                if pos >= n:
+                    return out, start
+                u = int(words[pos]) >> (64 - m_log2) if m_log2 > 0 else 0
+                pos += 1
+                accept, pos = _bernoulli_exp_python(words, pos, rate * u)
+                if pos < 0:
+                    return out, start
+                if accept:
+                    break
+            v = 0
+            while True:                        # V: successes of Bernoulli(exp(-lambda M))
+                success, pos = _bernoulli_exp_python(words, pos, gamma_m)
+                if pos < 0:
+                    return out, start
+                if not success:
+                    break
+                v += 1
+            g = u + (v << m_log2)
+            if pos >= n:
+                return out, start
+            negative = int(words[pos]) >> 63
+            pos += 1
+            if not (negative and g == 0):
+                z = -g if negative else g
+        out.append(z)
+    return out, pos
+
+
+class LaplaceNoise:
+    """Applies a :class:`LaplaceLaw` to integer grid points from one keystream (kernel or twin).
+
+    Words are buffered; when a draw runs out, the unread words move to the front and the rest of
+    the buffer is filled from the stream, so the values depend on the stream only, not on the
+    buffer size."""
+
+    def __init__(self, law: LaplaceLaw, stream, size: int = 1 << 15):
+        self.law = law
+        self.stream = stream
+        self.words = np.empty(size, dtype=np.uint64)
+        self.pos = size                         # empty: the first use fills
+
+    def _refill(self) -> None:
+        rest = self.words.size - self.pos
+        if rest == self.words.size:             # one draw needs more words than the buffer holds
+            grown = np.empty(2 * self.words.size, dtype=np.uint64)
+            grown[:rest] = self.words
+            self.words = grown
+        else:
+            self.words[:rest] = self.words[self.pos:]
+        self.stream.fill(self.words[rest:])
+        self.pos = 0
+
+    def add(self, k: np.ndarray, kernels=None) -> None:
+        """In place: ``k += Z`` (a C-contiguous int64 array, any shape), with the kernel
+        ``kernels.laplace_add`` or, when ``kernels`` is None, the Python twin."""
+        flat = k.reshape(-1)
+        done, n = 0, flat.size
+        rate, m_log2 = self.law.rate, self.law.m_log2
+        while done < n:
+            if self.pos >= self.words.size:
+                self._refill()
+            if kernels is not None:
+                done_now, pos = kernels.laplace_add(flat, done, self.words, self.pos, np.int64(rate),
+                                                    np.int64(m_log2))
+                done_now, pos = int(done_now), int(pos)
+            else:
+                z, pos = sample_python(self.words, self.pos, rate, m_log2, n - done)
+                flat[done:done + len(z)] += np.array(z, dtype=np.int64)
+                done_now = done + len(z)
+            self.pos = pos
+            if done_now < n:
+                self._refill()
+            done = done_now
