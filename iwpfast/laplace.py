@@ -39,7 +39,8 @@ import numpy as np
 
 from .exceptions import InvalidInputError
 
-__all__ = ["DiscreteLaplace", "second_difference", "compose_inverse", "lattice_expectation"]
+__all__ = ["DiscreteLaplace", "check_laplace_cap", "second_difference", "compose_inverse",
+           "lattice_expectation"]
 
 #: the largest |theta_j| b_j a Laplace head may reach, as a fraction of the exponential loss's
 #: finite-variance limit 1/(2 b_j): at energy Var_j theta_j^2 = r^2/2 in one coordinate the
@@ -106,6 +107,17 @@ class DiscreteLaplace:
         """|theta_j| < 1 / (2 b_j): where the exponential loss's estimate has a finite variance."""
         return 0.5 / self.scale
 
+    @property
+    def energy_limit(self) -> float:
+        """min_j E*_j, E*_j = Var_j / (4 b_j^2) = a (ln a)^2 / (2 (1 - a)^2): a cap on the noise
+        energy sum_j Var_j theta_j^2 below it keeps every |theta_j| < 1/(2 b_j)."""
+        return float(np.min(self.variance / (4.0 * self.scale**2)))
+
+    def default_variance_cap(self) -> float:
+        """DEFAULT_REGION_FRACTION^2 * energy_limit: |theta_j| <= 0.9 / (2 b_j) when one coordinate
+        carries all the energy."""
+        return DEFAULT_REGION_FRACTION**2 * self.energy_limit
+
     def pmf(self, k) -> np.ndarray:
         """P(Z_j = k), shape (p, len(k)): row j for feature j (integers k)."""
         k = np.abs(np.atleast_1d(np.asarray(k)))[None, :]
@@ -144,6 +156,17 @@ class DiscreteLaplace:
         # P(|Z| > K) = 2 a^(K+1) / (1 + a)
         reach = max(1, math.ceil(math.log(tail / 2.0) / math.log(a)))
         return np.arange(-reach, reach + 1)
+
+
+def check_laplace_cap(law: DiscreteLaplace, variance_cap: float, name: str = "variance_cap") -> None:
+    """Refuse a cap that lets a coordinate leave the exponential loss's finite-variance region."""
+    limit = law.energy_limit
+    if not variance_cap < limit:
+        raise InvalidInputError(
+            f"{name}={variance_cap:g}: with a Laplace release the exponential loss needs a variance cap "
+            f"below {limit:.6g} (sum_j Var_j theta_j^2; beyond it some |theta_j| can reach 1/(2 b_j), "
+            f"where the estimate's variance is infinite); use {law.default_variance_cap():.6g} "
+            "(DiscreteLaplace.default_variance_cap())")
 
 
 def second_difference(f: Callable[[np.ndarray], np.ndarray], alpha: float, step: float

@@ -24,8 +24,11 @@ def test_positions_are_pinned():
                                  "variance_cap", "match_minus_z", "other_z", "other_minus_z")
     assert (abi.F_MATCH_Z, abi.F_LABEL_TILDE, abi.F_OTHER_MINUS_Z) == (0, 0, 8)
     assert abi.IPARAM_FIELDS == ("loss", "mode", "schedule", "truncation", "fit_intercept",
-                                 "average_start", "trace_every", "batch_size", "weighted")
-    assert (abi.I_LOSS, abi.I_BATCH_SIZE, abi.I_WEIGHTED) == (0, 7, 8)
+                                 "average_start", "trace_every", "batch_size", "weighted",
+                                 "noise_law")
+    assert (abi.I_LOSS, abi.I_BATCH_SIZE, abi.I_WEIGHTED, abi.I_NOISE_LAW) == (0, 7, 8, 9)
+    assert abi.LAW_CODES == {"gaussian": 0, "laplace": 1}
+    assert (abi.NOISE_VARIANCE_BLOCK, abi.NOISE_CURVATURE_BLOCK, abi.NOISE_GRID_BLOCK) == (0, 1, 2)
     assert abi.COUNTER_FIELDS == ("step", "n_avg", "carry_n", "trace_n")
     assert (abi.C_STEP, abi.C_NAVG, abi.C_CARRY, abi.C_TRACE) == (0, 1, 2, 3)
     assert abi.TELEMETRY_FIELDS == ("rows_seen", "batches", "projection_hits", "grad_norm_mean",
@@ -54,7 +57,8 @@ def test_packing_by_name():
         abi.pack_fparams(match_z=1.0, alpha=0, learning_rate=1, mu=0, radius=1, variance_cap=1,
                          match_minus_z=0, other_z=1)
     iparams = abi.pack_iparams(loss=2, mode=1, schedule=0, truncation=3, fit_intercept=1,
-                               average_start=-1, trace_every=0, batch_size=64, weighted=0)
+                               average_start=-1, trace_every=0, batch_size=64, weighted=0,
+                               noise_law=0)
     assert iparams.dtype == np.int64 and iparams[abi.I_TRUNCATION] == 3
     assert iparams[abi.I_BATCH_SIZE] == 64
 

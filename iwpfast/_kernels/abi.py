@@ -6,7 +6,8 @@ contract; they are defined here once and ``tests/test_abi.py`` pins them.
 Plain Python constants (no Numba import): the kernels read them as compile-time constants, the
 wrapper imports them without compiling anything.
 
-- codes: ``LOSS_*``, ``MODE_*``, ``SCHEDULE_*`` and the name -> code dicts;
+- codes: ``LOSS_*``, ``MODE_*``, ``SCHEDULE_*``, ``LAW_*`` and the name -> code dicts (and the
+  blocks of a Laplace head's noise array, ``NOISE_*_BLOCK``);
 - ``fparams`` (float64) and ``iparams`` (int64): one head's configuration, packed by
   ``iwpfast.sgd.engine`` with ``pack_fparams`` / ``pack_iparams`` from named values;
 - ``counters`` (int64) and ``telemetry`` (float64): the per-head state the kernel updates in place;
@@ -23,6 +24,17 @@ LOSS_CODES = {"exponential": LOSS_EXPONENTIAL, "quadratic": LOSS_QUADRATIC,
 
 MODE_CLEAN, MODE_NAIVE, MODE_IWP = 0, 1, 2
 MODE_CODES = {"clean": MODE_CLEAN, "naive": MODE_NAIVE, "iwp": MODE_IWP}
+
+# the feature noise law of an IWP head: Gaussian (the Weierstrass inverse, tau = sum s_j theta_j^2
+# / 2) or discrete Laplace with the exponential loss (tau = -sum log kappa_j; docs/math.md "Pure
+# epsilon").  A Laplace release with the quadratic losses runs as LAW_GAUSSIAN with s_j = the exact
+# Laplace variance (its inverse only involves the variance).
+LAW_GAUSSIAN, LAW_LAPLACE = 0, 1
+LAW_CODES = {"gaussian": LAW_GAUSSIAN, "laplace": LAW_LAPLACE}
+# A LAW_LAPLACE head's noise array holds 3 blocks of p: the variances Var_j (what the cap and the
+# telemetry read, as s_j for a Gaussian head), c_j = a_j / (1 - a_j)^2 and the grids L_j
+# (kappa_j = 1 - 4 c_j sinh^2(L_j theta_j / 2)); a LAW_GAUSSIAN head's holds the first block only.
+NOISE_VARIANCE_BLOCK, NOISE_CURVATURE_BLOCK, NOISE_GRID_BLOCK = 0, 1, 2
 
 # "paper" is resolved by the driver into a constant step (it needs n): it has no kernel code
 SCHEDULE_CONSTANT, SCHEDULE_INVERSE = 0, 1
@@ -41,11 +53,11 @@ F_LABEL_TILDE = F_MATCH_Z
 
 # ------------------------------------------------------------------------------ iparams
 # weighted (1/0): the rows carry sample weights s_i, read as one more column after the p features
-# (in the features' dtype); row i's gradient is s_i times its unweighted one
+# (in the features' dtype); row i's gradient is s_i times its unweighted one.  noise_law: LAW_*.
 IPARAM_FIELDS = ("loss", "mode", "schedule", "truncation", "fit_intercept", "average_start",
-                 "trace_every", "batch_size", "weighted")
+                 "trace_every", "batch_size", "weighted", "noise_law")
 (I_LOSS, I_MODE, I_SCHEDULE, I_TRUNCATION, I_FIT_INTERCEPT, I_AVERAGE_START,
- I_TRACE_EVERY, I_BATCH_SIZE, I_WEIGHTED) = range(len(IPARAM_FIELDS))
+ I_TRACE_EVERY, I_BATCH_SIZE, I_WEIGHTED, I_NOISE_LAW) = range(len(IPARAM_FIELDS))
 
 # ------------------------------------------------------------------------------ state
 COUNTER_FIELDS = (

@@ -119,10 +119,10 @@ def _pack_config(cfg: HeadConfig):
                            schedule=SCHEDULE_CODES[c.schedule], truncation=c.truncation,
                            fit_intercept=int(c.fit_intercept), average_start=c.average_start,
                            trace_every=c.trace_every, batch_size=c.batch_size,
-                           weighted=int(c.weighted))
+                           weighted=int(c.weighted), noise_law=c.noise_law)
     # the other losses pass None: the kernel is then compiled without the logistic code
     eulerian = _eulerian_table(c.truncation) if LOSS_RECORDS[c.loss].truncated else None
-    return fparams, iparams, c.noise_var, eulerian
+    return fparams, iparams, c.noise_packed, eulerian
 
 
 def _check_state(cfg: HeadConfig, state: HeadState) -> None:
@@ -426,7 +426,7 @@ def _pack_heads(cfgs, states):
         if cfg.label_class is None:
             raise InvalidInputError(f"head {c}: HeadConfig.label_class is None; run_chunk_heads trains "
                                     "one-vs-rest heads of a class-index label (set label_class=c)")
-        for name in ("n_features", "batch_size", "loss", "truncation", "weighted"):
+        for name in ("n_features", "batch_size", "loss", "truncation", "weighted", "noise_law"):
             if getattr(cfg, name) != getattr(first, name):
                 raise InvalidInputError(f"head {c}: {name}={getattr(cfg, name)!r} differs from head 0's "
                                         f"{getattr(first, name)!r}; heads of one scan share it")

@@ -150,6 +150,7 @@ class _Head:
         self.average_start = cfg.average_start
         self.trace_every = cfg.trace_every
         self.weighted = cfg.weighted    # the rows' last column holds their sample weights
+        self.laplace = cfg.laplace      # the law of a Laplace head with the exponential loss
         self.cfg = cfg
 
 
@@ -160,8 +161,13 @@ def _update(h: _Head, state: HeadState, Xb: np.ndarray, yb: np.ndarray,
     theta = state.theta
     b = state.intercept[0]
     s = h.s
-    # 1. tau (0 outside mode iwp since s = 0 there)
-    tau = 0.5 * float(np.dot(s, theta * theta))
+    # 1. tau (0 outside mode iwp since s = 0 there), and the direction of the curvature term
+    if h.laplace is not None:          # discrete Laplace, exponential loss (docs/math.md)
+        log_kappa, direction = h.laplace.exponential_factor(theta)
+        tau = -float(np.sum(log_kappa))
+    else:
+        tau = 0.5 * float(np.dot(s, theta * theta))
+        direction = s * theta
     # 2. per-row scores and scalars
     u = theta @ Xb
     if h.fit_intercept:
@@ -184,7 +190,7 @@ def _update(h: _Head, state: HeadState, Xb: np.ndarray, yb: np.ndarray,
         if h.regression:
             c_mean = float(sb.sum()) / m
     # 3. mean gradient
-    g_theta = (Xb @ w) / m - c_mean * (s * theta) + h.alpha * theta
+    g_theta = (Xb @ w) / m - c_mean * direction + h.alpha * theta
     g_b = float(w.sum()) / m if h.fit_intercept else 0.0
     # 4. step size, t = updates done before this one
     t = int(state.counters[_STEP])

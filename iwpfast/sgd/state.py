@@ -19,6 +19,8 @@ from typing import NamedTuple
 import numpy as np
 
 from .._kernels.abi import (  # the kernels' ABI (codes, positions): defined once there
+    LAW_GAUSSIAN,
+    LAW_LAPLACE,
     C_CARRY,
     C_NAVG,
     C_STEP,
@@ -31,7 +33,9 @@ from .._kernels.abi import (  # the kernels' ABI (codes, positions): defined onc
     TELEMETRY_INDEX,
 )
 from ..exceptions import InvalidInputError, SampleWeightError
+from ..estimates import LOGISTIC_LAPLACE_REFUSAL
 from ..label_noise import label_tilde_from_keep
+from ..laplace import DiscreteLaplace, check_laplace_cap
 from ..losses import CLASSIFICATION_LOSSES
 
 __all__ = ["HeadConfig", "HeadState", "CheckedConfig", "check_config", "check_sample_weight",
@@ -81,6 +85,10 @@ class HeadConfig:
                      other_minus_z) of (F(z), F(-z)) for rows whose label is / is not the head's
                      class (docs/math.md "k classes"; ``iwpfast.estimates.label_weight_table``);
                      None: from ``label_keep_prob`` (the binary S~, 1 - S~).  Mode iwp only.
+    noise_law:       None (Gaussian feature noise of variances ``noise_var``) or the
+                     ``iwpfast.laplace.DiscreteLaplace`` of a pure-epsilon release; ``noise_var``
+                     is then its exact variance.  Mode iwp with the exponential loss needs
+                     ``variance_cap`` below ``noise_law.energy_limit`` (docs/math.md "Pure epsilon").
     """
 
     loss: str
@@ -103,6 +111,7 @@ class HeadConfig:
     label_class: int | None = None
     label_weights: tuple | None = None
     weighted: bool = False
+    noise_law: DiscreteLaplace | None = None
 
     @property
     def n_columns(self) -> int:
@@ -162,6 +171,9 @@ class CheckedConfig(NamedTuple):
     label_table: tuple          # (match_z, match_minus_z, other_z, other_minus_z)
     label_class: int | None
     weighted: bool
+    noise_law: int              # LAW_GAUSSIAN or LAW_LAPLACE (_kernels/abi.py)
+    noise_packed: np.ndarray    # what the kernel reads: noise_var, or (Var | c | L) for LAW_LAPLACE
+    laplace: DiscreteLaplace | None     # the law of a LAW_LAPLACE head (for the NumPy twin)
 
 
 def _finite_number(value, name: str, *, minimum: float | None = None, strict: bool = False,
@@ -262,13 +274,37 @@ def check_config(cfg: HeadConfig) -> CheckedConfig:
         label_class = _integer(cfg.label_class, "label_class", 0)
     if cfg.mode != "iwp":
         noise_var = np.zeros(p)
+    law_code, packed, laplace = _check_noise_law(cfg, p, noise_var, variance_cap)
     return CheckedConfig(
         loss=cfg.loss, mode=cfg.mode, schedule=cfg.schedule, n_features=p,
         noise_var=np.ascontiguousarray(noise_var), truncation=truncation, batch_size=batch_size,
         trace_every=trace_every, average_start=int(cfg.average_start), alpha=alpha,
         learning_rate=learning_rate, mu=mu, radius=radius, variance_cap=variance_cap,
         fit_intercept=bool(cfg.fit_intercept), label_table=table, label_class=label_class,
-        weighted=bool(cfg.weighted))
+        weighted=bool(cfg.weighted), noise_law=law_code, noise_packed=packed, laplace=laplace)
+
+
+def _check_noise_law(cfg: HeadConfig, p: int, noise_var: np.ndarray, variance_cap: float):
+    """(law code, the kernel's noise array, the Laplace law or None) of a checked config."""
+    gaussian = (LAW_GAUSSIAN, np.ascontiguousarray(noise_var), None)
+    if cfg.noise_law is None:
+        return gaussian
+    if not isinstance(cfg.noise_law, DiscreteLaplace):
+        raise InvalidInputError(f"HeadConfig.noise_law={cfg.noise_law!r} must be None (Gaussian) or an "
+                                "iwpfast.laplace.DiscreteLaplace")
+    law = cfg.noise_law.broadcast(p)
+    if not np.allclose(np.asarray(cfg.noise_var, dtype=np.float64), law.variance, rtol=1e-12, atol=0):
+        raise InvalidInputError("HeadConfig.noise_var must be noise_law.variance (the exact variance "
+                                "of the Laplace release); pass noise_var=noise_law.variance")
+    if cfg.mode != "iwp":
+        return gaussian
+    if cfg.loss == "logistic":
+        raise InvalidInputError(LOGISTIC_LAPLACE_REFUSAL)
+    if cfg.loss != "exponential":
+        return gaussian             # quadratic losses: the Gaussian formula with s = Var, exactly
+    check_laplace_cap(law, variance_cap, "HeadConfig.variance_cap")
+    packed = np.concatenate([law.variance, law.curvature_constant, law.grid])
+    return LAW_LAPLACE, np.ascontiguousarray(packed), law
 
 
 def first_invalid_weight(weights: np.ndarray) -> int:
