@@ -67,6 +67,12 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
             # squared_error: no target bound is known here, so default_radius gives inf
             radius = math.inf if bound is None else default_radius(v["loss"], bound, v["alpha"])
         cap = math.inf if self.variance_cap is None else float(self.variance_cap)
+        law = noise.noise_law if mode != "clean" else None
+        if law is not None and mode == "iwp" and v["loss"] == "exponential" \
+                and self.variance_cap is None:
+            # a Laplace release: the exponential loss's estimate has a finite variance only for
+            # |theta_j| < 1/(2 b_j); the cap keeps theta inside (docs/math.md "Pure epsilon")
+            cap = law.broadcast(p).default_variance_cap()
         truncation = v["truncation"]
         if LOSS_RECORDS[v["loss"]].truncated and mode == "iwp":
             truncation = self._resolve_truncation(truncation, noise, radius, cap)
@@ -83,7 +89,8 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
             schedule=self.schedule, learning_rate=v["learning_rate"],
             mu=v["alpha"] if v["mu"] is None else v["mu"],
             radius=float(radius), variance_cap=cap, fit_intercept=bool(self.fit_intercept),
-            average_start=self._average_start(n_rows, v["batch_size"]), trace_every=0)
+            average_start=self._average_start(n_rows, v["batch_size"]), trace_every=0,
+            noise_law=law)
 
     def _resolve_truncation(self, truncation, noise, radius, cap):
         return truncation

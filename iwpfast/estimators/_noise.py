@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..exceptions import InvalidInputError, ReleaseSpecError
+from ..laplace import DiscreteLaplace
 from ._checks import is_real
 
 
@@ -19,6 +20,7 @@ class NoiseModel:
     target_noise_var: float               # sigma_y^2 (regression)
     feature_bound: float | None           # B of the release (used for the default radius)
     metadata: dict | None                 # the release metadata dict, when read from a file
+    noise_law: DiscreteLaplace | None = None    # a pure-epsilon (discrete Laplace) release's law
 
     @property
     def is_clean(self) -> bool:
@@ -77,6 +79,7 @@ def noise_from_metadata(meta: dict, features: list[str]) -> NoiseModel:
             target_noise_var=found.target_noise_var,
             feature_bound=None if bound is None else float(bound),
             metadata=meta,
+            noise_law=found.noise_law,
         )
     except (KeyError, TypeError, ValueError) as exc:
         if isinstance(exc, ReleaseSpecError):
@@ -151,4 +154,6 @@ def override_noise(noise: NoiseModel, kw: dict, task: str) -> NoiseModel:
         target_noise_var=(given.target_noise_var if kw.get("target_noise_var") is not None
                           else noise.target_noise_var),
         feature_bound=given.feature_bound or noise.feature_bound,
-        metadata=noise.metadata)
+        metadata=noise.metadata,
+        # an explicit noise_var replaces the release's law by Gaussian noise of that variance
+        noise_law=None if kw.get("noise_var") is not None else noise.noise_law)

@@ -50,6 +50,10 @@ class TunedFitMixin(EstimatorFields):
         cap = (tuning.AUTO_VARIANCE_CAP if (self.variance_cap is None and mode == "iwp"
                                             and feature_noise)
                else (math.inf if self.variance_cap is None else float(self.variance_cap)))
+        if probe.noise_law is not None and mode == "iwp" and self.variance_cap is None \
+                and probe.loss == "exponential":
+            # a Laplace release: the cap of the finite-variance region (docs/math.md "Pure epsilon")
+            cap = probe.variance_cap
         keep = self._grid_label_keep_prob(noise) if mode == "iwp" else None
         paper = self.schedule == "paper"
         points = tuning.default_grid(

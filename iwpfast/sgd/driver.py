@@ -44,6 +44,7 @@ from ..exceptions import (
 )
 from ..io.reader import ChunkReader
 from ..io.sources import Source, open_source
+from ..laplace import DiscreteLaplace
 from ..progress import progress_bar
 from .checkpoint import checkpoint_exists, config_hash, dataset_hash, read_checkpoint
 from .scan import (
@@ -113,6 +114,8 @@ class NoiseParameters:
     label_keep_prob: float | None
     target_noise_var: float
     origin: str
+    #: the discrete Laplace law of a pure-epsilon release (noise.law "discrete_laplace"), else None
+    noise_law: DiscreteLaplace | None = None
 
 
 def noise_from_release(metadata: dict | None, features: Sequence[str], *,
@@ -183,7 +186,21 @@ def noise_from_release(metadata: dict | None, features: Sequence[str], *,
         raise ReleaseSpecError(
             f"label_keep_prob={label_keep_prob} contradicts the release metadata ({keep}); drop "
             f"the explicit value.")
-    return NoiseParameters(nv, keep, tnv, "release")
+    return NoiseParameters(nv, keep, tnv, "release", _laplace_law(law, len(features)))
+
+
+def _laplace_law(law: dict | None, p: int) -> DiscreteLaplace | None:
+    """The learner's DiscreteLaplace from a release's ``noise`` field (grid and scale b, the same
+    for every feature of the release), or None for a Gaussian release."""
+    if law is None or law.get("law") != "discrete_laplace":
+        return None
+    try:
+        grid, scale = float(law["grid"]), float(law["scale"])
+    except (KeyError, TypeError, ValueError):
+        raise ReleaseSpecError(
+            f"release metadata: noise {law!r} names the discrete Laplace law without a numeric grid "
+            "and scale; the release is corrupt, re-create it.") from None
+    return DiscreteLaplace(np.full(p, scale), np.full(p, grid))
 
 
 #: a bar on a terminal moves at least this many times a pass (the model does not depend on the

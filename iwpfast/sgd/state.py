@@ -19,21 +19,21 @@ from typing import NamedTuple
 import numpy as np
 
 from .._kernels.abi import (  # the kernels' ABI (codes, positions): defined once there
-    LAW_GAUSSIAN,
-    LAW_LAPLACE,
     C_CARRY,
     C_NAVG,
     C_STEP,
     C_TRACE,
     COUNTER_FIELDS,
+    LAW_GAUSSIAN,
+    LAW_LAPLACE,
     LOSS_CODES,
     MODE_CODES,
     SCHEDULE_CODES,
     TELEMETRY_FIELDS,
     TELEMETRY_INDEX,
 )
-from ..exceptions import InvalidInputError, SampleWeightError
 from ..estimates import LOGISTIC_LAPLACE_REFUSAL
+from ..exceptions import InvalidInputError, SampleWeightError
 from ..label_noise import label_tilde_from_keep
 from ..laplace import DiscreteLaplace, check_laplace_cap
 from ..losses import CLASSIFICATION_LOSSES
