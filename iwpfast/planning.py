@@ -68,6 +68,7 @@ class ReleasePlan:
     n_public: int = 0                 # public (un-noised) features among the n_features
     positive_share: float | None = None   # the class balance, when known (classification)
     variance_rows: list = field(default_factory=list)  # (|theta|, sigma^2|theta|^2, factor)
+    mechanism: str = "gaussian"       # "laplace": pure epsilon, L1 bound, discrete Laplace noise
 
     @property
     def label_factor(self) -> float:
@@ -91,7 +92,12 @@ class ReleasePlan:
         return 1.0 + (self.n_features - self.n_public) * self.sigma ** 2 / self.vector_bound2
 
     def score_factor(self, theta_norm: float) -> float:
-        return loss_record(self.loss).score_factor(self.sigma ** 2 * theta_norm ** 2)
+        energy = self.sigma ** 2 * theta_norm ** 2
+        if self.mechanism == "laplace" and self.loss == "exponential":
+            # the Laplace inverse's second-moment factor with the energy in one coordinate,
+            # (1 - E/2)^2 / (1 - 2E), infinite from E = 1/2 (docs/math.md "Pure epsilon")
+            return math.inf if energy >= 0.5 else (1.0 - energy / 2) ** 2 / (1.0 - 2.0 * energy)
+        return loss_record(self.loss).score_factor(energy)
 
     def gradient_variance_factor(self, theta_norm: float) -> float:
         """Leading-order factor on a row's gradient second moment, IWP vs clean (module docstring)."""
@@ -151,9 +157,11 @@ class ReleasePlan:
         if self.bound is None:
             lines.append(f"features:      p={p}, all public (no feature noise)")
         else:
+            norm = ("L1 bound B={:g}, discrete Laplace mechanism" if self.mechanism == "laplace"
+                    else "L2 bound B={:g}").format(self.bound)
             lines += [f"features:      p={p}" + (f" ({k} public, {p - k} private)" if k else "")
-                      + f", L2 bound B={self.bound:g}" + (" over the private ones" if k else "")
-                      + f", calibration {self.calibration}",
+                      + f", {norm}" + (" over the private ones" if k else "")
+                      + ("" if self.mechanism == "laplace" else f", calibration {self.calibration}"),
                       f"sigma:         {self.sigma:.6g} per {'private ' if k else ''}feature (what "
                       f"the release will add; sigma^2 = {self.sigma ** 2:.4g}, "
                       f"(p - K) sigma^2 / (B^2 + K) = {self.feature_factor - 1:.3g})"]
@@ -168,11 +176,16 @@ class ReleasePlan:
             lines.append(f"target sigma:  {self.target_noise_scale:.6g} (target bound {self.target_bound:g})")
         lines.append(f"gradient variance, IWP vs clean, loss {self.loss} (leading order, rows at the bound):")
         lines.append(f"  label x{self.label_factor:.3g}, features x{self.feature_factor:.3g}"
-                     + (", score x exp(sigma^2 |theta|^2):" if heavy_tailed else ":"))
+                     + ((", score x (1 - E/2)^2 / (1 - 2E), E = sigma^2 |theta|^2 in one coordinate:"
+                         if self.mechanism == "laplace" else ", score x exp(sigma^2 |theta|^2):")
+                        if heavy_tailed else ":"))
         lines.append("    |theta|   sigma^2|theta|^2   variance factor")
         for r, v, f in self.variance_rows:
             lines.append(f"    {r:7.3g}   {v:16.4g}   {f:15.4g}")
-        if heavy_tailed and self.sigma > 0:
+        if heavy_tailed and self.sigma > 0 and self.mechanism == "laplace":
+            lines.append("  finite only while every |theta_j| < 1/(2b): the learner's default cap keeps "
+                         f"sigma^2|theta|^2 <= 0.405 (|theta| <= {math.sqrt(0.405) / self.sigma:.3g})")
+        elif heavy_tailed and self.sigma > 0:
             lines.append("  keep sigma^2|theta|^2 small: a variance cap of 2 (fit --variance-cap 2) "
                          f"bounds |theta| by {math.sqrt(2.0) / self.sigma:.3g}"
                          + (" along the private columns (the public ones are not capped)" if k else ""))
@@ -198,7 +211,8 @@ def plan_release(*, epsilon_x: float | None, delta: float | None, bound: float |
                  n_features: int, epsilon_y: float | None = None, n_rows: int | None = None,
                  loss: str | None = None, task: str | None = None,
                  calibration: str = "analytic", target_bound: float = 1.0,
-                 n_public: int = 0, positive_share: float | None = None) -> ReleasePlan:
+                 n_public: int = 0, positive_share: float | None = None,
+                 mechanism: str = "gaussian") -> ReleasePlan:
     """The noise of a release with these parameters (from the release's own ``ReleaseSpec``) and
     what one pass of ``n_rows`` rows can learn from it (module docstring).  ``n_public``: how
     many of the features are public (released without noise; all of them and no epsilon_x: a
@@ -232,7 +246,7 @@ def plan_release(*, epsilon_x: float | None, delta: float | None, bound: float |
     spec = ReleaseSpec(epsilon_x=epsilon_x, delta=None if label_only else delta,
                        bound=None if label_only else bound, epsilon_y=epsilon_y,
                        features=features, ranges={f: (-1.0, 1.0) for f in features}, label="y",
-                       task=task, calibration=calibration,
+                       task=task, calibration=calibration, mechanism=mechanism,
                        public_features=features[n_features - n_public:], **kw)
     plan = ReleasePlan(
         epsilon_x=spec.epsilon_x, epsilon_y=spec.epsilon_y, delta=spec.delta, bound=spec.bound,
@@ -240,7 +254,8 @@ def plan_release(*, epsilon_x: float | None, delta: float | None, bound: float |
         label_keep_prob=spec.label_keep_prob, target_noise_scale=spec.target_noise_scale,
         target_bound=float(target_bound), n_rows=n_rows, guarantee=spec.guarantee().statement,
         n_public=n_public,
-        positive_share=None if positive_share is None else float(positive_share))
+        positive_share=None if positive_share is None else float(positive_share),
+        mechanism=mechanism)
     plan.variance_rows = [(r, spec.sigma ** 2 * r * r, plan.gradient_variance_factor(r))
                           for r in THETA_NORMS]
     return plan

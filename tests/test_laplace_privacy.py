@@ -12,6 +12,7 @@ import pytest
 
 from iwpfast._kernels import release as kernels
 from iwpfast.exceptions import InvalidInputError
+from iwpfast.privacy.discrete import WordBuffer
 from iwpfast.privacy.laplace import (
     LaplaceLaw,
     LaplaceNoise,
@@ -37,7 +38,7 @@ def law_with(lam, grid=0.25, n_max=4, p=2):
 
 def draws(law, n, seed, size=1 << 15):
     k = np.zeros(n, np.int64)
-    LaplaceNoise(law, NoiseKey.from_seed(seed).stream(0), size=size).add(k, kernels)
+    LaplaceNoise(law).add(k, WordBuffer(NoiseKey.from_seed(seed).stream(0), size=size), kernels)
     return k
 
 
@@ -55,7 +56,7 @@ def test_kernel_equals_twin_and_values_do_not_depend_on_the_buffer(law):
     # a short buffer (many refills, draws restarted after running out) gives the same integers
     assert np.array_equal(draws(law, 2000, 5, size=16), draws(law, 2000, 5))
     k = np.zeros(2000, np.int64)
-    LaplaceNoise(law, NoiseKey.from_seed(5).stream(0), size=16).add(k, None)   # the twin
+    LaplaceNoise(law).add(k, WordBuffer(NoiseKey.from_seed(5).stream(0), size=16), None)  # twin
     np.testing.assert_array_equal(k, draws(law, 2000, 5))
     # running out mid-draw: no partial draw is written, the position is the last complete one
     short = np.zeros(300, np.int64)
@@ -147,7 +148,7 @@ def test_integer_l1_clip_bounds_the_snapped_vector():
     np.testing.assert_array_equal(k[inside], np.rint(v[inside] / law.grid))
     # outputs are grid points: L (k + Z) in float32 is an integer multiple of L
     noisy = k[:, 0].copy()
-    LaplaceNoise(law, NoiseKey.from_seed(3).stream(0)).add(noisy, kernels)
+    LaplaceNoise(law).add(noisy, WordBuffer(NoiseKey.from_seed(3).stream(0)), kernels)
     out = (noisy.astype(np.float32) * np.float32(law.grid)).astype(np.float64)
     np.testing.assert_array_equal(out / law.grid, np.rint(out / law.grid))
 

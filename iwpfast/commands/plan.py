@@ -31,9 +31,12 @@ def register(subparsers) -> None:
                         "a label-only release")
     p.add_argument("--epsilon-y", type=float, default=None,
                    help="budget of the label / target (default: public labels)")
-    p.add_argument("--delta", type=float, default=1e-5, help="delta (default 1e-5)")
+    p.add_argument("--mechanism", choices=["gaussian", "laplace"], default="gaussian",
+                   help="feature mechanism (laplace: pure epsilon, delta 0, L1 bound)")
+    p.add_argument("--delta", type=float, default=None,
+                   help="delta (default 1e-5; 0 with --mechanism laplace)")
     p.add_argument("--bound", type=float, default=1.0,
-                   help="L2 bound of the scaled feature vector (default 1)")
+                   help="bound of the scaled feature vector: L2 (L1 with --mechanism laplace); default 1")
     p.add_argument("--features", type=int, required=True, metavar="P", help="number of features p")
     p.add_argument("--public", type=int, default=0, metavar="K",
                    help="how many of the P features are public (released without noise)")
@@ -55,11 +58,12 @@ def run(args) -> int:
 
     from ..planning import plan_release
 
-    plan = plan_release(epsilon_x=args.epsilon_x, epsilon_y=args.epsilon_y, delta=args.delta,
+    delta = args.delta if args.delta is not None else (0.0 if args.mechanism == "laplace" else 1e-5)
+    plan = plan_release(epsilon_x=args.epsilon_x, epsilon_y=args.epsilon_y, delta=delta,
                         bound=args.bound, n_features=args.features, n_rows=args.rows,
                         loss=args.loss, task=args.task, calibration=args.calibration,
                         target_bound=args.target_bound, n_public=args.public,
-                        positive_share=args.positive_share)
+                        positive_share=args.positive_share, mechanism=args.mechanism)
     if args.json:
         out = dict(sigma=plan.sigma, label_keep_prob=plan.label_keep_prob,
                    target_noise_scale=plan.target_noise_scale, label_factor=plan.label_factor,

@@ -83,9 +83,14 @@ def register(subparsers) -> None:
                    help="the label's classes (its values, numbers or strings, in order): k >= 3 classes go "
                         "through k-ary randomized response and are written as their index 0..k-1; "
                         "values outside them are an error (or dropped with --on-invalid drop)")
-    p.add_argument("--delta", type=float, default=1e-5, help="delta of the feature mechanism (default 1e-5)")
+    p.add_argument("--mechanism", choices=["gaussian", "laplace"], default="gaussian",
+                   help="feature mechanism: gaussian (default; (epsilon, delta), L2 bound) or laplace "
+                        "(pure epsilon, delta 0: L1 bound, exact discrete Laplace noise on a grid)")
+    p.add_argument("--delta", type=float, default=None,
+                   help="delta of the feature mechanism (default 1e-5; 0 with --mechanism laplace)")
     p.add_argument("--bound", type=float, default=1.0,
-                   help="L2 norm bound of the scaled feature vector (default 1; sqrt(p) never clips)")
+                   help="norm bound of the scaled feature vector: L2 (L1 with --mechanism laplace); "
+                        "default 1")
     p.add_argument("--calibration", choices=["analytic", "classic"], default="analytic",
                    help="Gaussian noise calibration (default analytic; classic = the paper's formula)")
     p.add_argument("--noise", choices=["discrete", "float"], default="discrete",
@@ -188,11 +193,12 @@ def run(args) -> int:
     if public == ["all"]:
         public = list(features)
     label_only = bool(public) and set(features) <= set(public)
+    delta = args.delta if args.delta is not None else (0.0 if args.mechanism == "laplace" else 1e-5)
     spec = ReleaseSpec(
         epsilon_x=args.epsilon_x,
-        delta=None if label_only and args.epsilon_x is None else args.delta,
+        delta=None if label_only and args.epsilon_x is None else delta,
         bound=None if label_only and args.epsilon_x is None else args.bound,
-        public_features=tuple(public),
+        public_features=tuple(public), mechanism=args.mechanism,
         epsilon_y=None if label is None else args.epsilon_y,
         features=tuple(features), ranges=ranges, label=label, task=args.task,
         calibration=args.calibration, feature_dtype=args.feature_dtype,

@@ -216,47 +216,122 @@ def sample_python(words: np.ndarray, pos: int, rate: int, m_log2: int, count: in
 
 
 class LaplaceNoise:
-    """Applies a :class:`LaplaceLaw` to integer grid points from one keystream (kernel or twin).
+    """Applies a :class:`LaplaceLaw` to integer grid points, drawing from a
+    ``discrete.WordBuffer`` (the release's keystream words, shared with the labels in order).
 
-    Words are buffered; when a draw runs out, the unread words move to the front and the rest of
-    the buffer is filled from the stream, so the values depend on the stream only, not on the
-    buffer size."""
+    When a draw runs out of words, the unread words move to the front of the buffer and the rest
+    is filled from the stream, so the values depend on the stream only, not on the buffer size."""
 
-    def __init__(self, law: LaplaceLaw, stream, size: int = 1 << 15):
+    def __init__(self, law: LaplaceLaw):
         self.law = law
-        self.stream = stream
-        self.words = np.empty(size, dtype=np.uint64)
-        self.pos = size                         # empty: the first use fills
+        self.rate = np.int64(law.rate)
+        self.m_log2 = np.int64(law.m_log2)
 
-    def _refill(self) -> None:
-        rest = self.words.size - self.pos
-        if rest == self.words.size:             # one draw needs more words than the buffer holds
-            grown = np.empty(2 * self.words.size, dtype=np.uint64)
-            grown[:rest] = self.words
-            self.words = grown
+    @staticmethod
+    def _refill(buf) -> None:
+        rest = buf.words.size - buf.pos
+        if rest == buf.words.size:      # one draw needs more words than the buffer holds
+            grown = np.empty(2 * buf.words.size, dtype=np.uint64)
+            grown[:rest] = buf.words
+            buf.words = grown
         else:
-            self.words[:rest] = self.words[self.pos:]
-        self.stream.fill(self.words[rest:])
-        self.pos = 0
+            buf.words[:rest] = buf.words[buf.pos:]
+        buf.stream.fill(buf.words[rest:])
+        buf.pos = 0
 
-    def add(self, k: np.ndarray, kernels=None) -> None:
+    def add(self, k: np.ndarray, buf, kernels=None) -> None:
         """In place: ``k += Z`` (a C-contiguous int64 array, any shape), with the kernel
         ``kernels.laplace_add`` or, when ``kernels`` is None, the Python twin."""
+        if k.dtype != np.int64 or not k.flags.c_contiguous:
+            raise ValueError("LaplaceNoise.add needs a C-contiguous int64 array")
         flat = k.reshape(-1)
         done, n = 0, flat.size
-        rate, m_log2 = self.law.rate, self.law.m_log2
         while done < n:
-            if self.pos >= self.words.size:
-                self._refill()
+            if buf.pos >= buf.words.size:
+                self._refill(buf)
             if kernels is not None:
-                done_now, pos = kernels.laplace_add(flat, done, self.words, self.pos, np.int64(rate),
-                                                    np.int64(m_log2))
+                done_now, pos = kernels.laplace_add(flat, done, buf.words, buf.pos, self.rate,
+                                                    self.m_log2)
                 done_now, pos = int(done_now), int(pos)
             else:
-                z, pos = sample_python(self.words, self.pos, rate, m_log2, n - done)
+                z, pos = sample_python(buf.words, buf.pos, self.law.rate, self.law.m_log2, n - done)
                 flat[done:done + len(z)] += np.array(z, dtype=np.int64)
                 done_now = done + len(z)
-            self.pos = pos
+            buf.pos = pos
             if done_now < n:
-                self._refill()
+                self._refill(buf)
             done = done_now
+
+
+class LaplaceFeatureMechanism:
+    """Clip each feature vector to the L1 ball of radius ``bound``, snap it to the grid (an integer
+    L1 clip included) and add discrete Laplace noise: pure ``epsilon``-LDP (delta = 0).
+
+    The interface of ``mechanisms.GaussianFeatureMechanism`` that a release uses: ``clip_``,
+    ``add_noise_``, ``sigma`` (the noise's standard deviation), ``variance``, ``noise_metadata``.
+    """
+
+    delta = 0.0
+    discrete = None             # (the discrete *Gaussian* law of the other mechanism)
+
+    def __init__(self, epsilon, bound, dims: int | None = None, dtype: str = "float32"):
+        from .calibration import check_bound, check_epsilon
+
+        self.epsilon = check_epsilon(epsilon, "epsilon_x")
+        self.bound = check_bound(bound, "bound")
+        self.dims = int(dims) if dims else 1
+        self.law = calibrate_laplace(self.epsilon, self.bound, self.dims, dtype)
+        self.noiser = LaplaceNoise(self.law)
+
+    @property
+    def sensitivity(self) -> float:
+        """L1 sensitivity of the snapped vector in feature units, 2 N L (<= 2 bound)."""
+        return 2.0 * self.law.n_max * self.law.grid
+
+    @property
+    def sigma(self) -> float:
+        return math.sqrt(self.law.variance)
+
+    @property
+    def variance(self) -> float:
+        return self.law.variance
+
+    @property
+    def grid(self) -> float:
+        return self.law.grid
+
+    def noise_metadata(self) -> dict:
+        return {**self.law.metadata(), "sigma": self.sigma}
+
+    def __repr__(self):
+        return (f"LaplaceFeatureMechanism(epsilon={self.epsilon:g}, bound={self.bound:g} (L1), "
+                f"grid=2^{int(round(math.log2(self.grid)))}, scale={self.law.scale:.6g})")
+
+    def clip_(self, X: np.ndarray, scratch: np.ndarray | None = None, *,
+              coords_in_unit: bool = False) -> int:
+        """Scale rows of feature-major ``X`` (p, n) in place to L1 norm <= bound; return how many.
+        (The snapped integer vector is clipped exactly again in ``add_noise_``.)"""
+        p, n = X.shape
+        if n == 0 or (coords_in_unit and self.bound >= p):
+            return 0
+        norm1 = np.abs(X[0]).astype(np.float64)
+        for j in range(1, p):
+            norm1 += np.abs(X[j])
+        over = norm1 > self.bound
+        count = int(np.count_nonzero(over))
+        if count:
+            idx = np.flatnonzero(over)
+            factor = (self.bound / norm1[idx]).astype(X.dtype)
+            for j in range(p):
+                X[j, idx] *= factor
+        return count
+
+    def add_noise_(self, X: np.ndarray, buf, kernels=None) -> None:
+        """In place on feature-major ``X`` (p, n): snap and clip in integers, add Z, write L (k + Z)
+        (the integers k + Z feature by feature, in the stream's order)."""
+        if X.shape[0] > self.dims:
+            raise InvalidInputError(f"this mechanism was calibrated for dims={self.dims} coordinates, "
+                                    f"X has {X.shape[0]}; build it with dims={X.shape[0]}")
+        k = np.ascontiguousarray(snap_clip(X.T, self.law).T)
+        self.noiser.add(k, buf, kernels)
+        np.multiply(k, self.law.grid, out=X, casting="unsafe")

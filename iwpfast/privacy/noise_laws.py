@@ -8,17 +8,20 @@ the law owns one random source per thread part and knows how to
 - draw the label randomness: binary randomized response (NumPy and fused), the uniforms of k-ary
   randomized response, the stream of a regression target's noise.
 
-Two laws today, chosen by ``spec.noise`` (the table ``NOISE_LAWS``):
+Three laws today, chosen by ``spec.mechanism`` and ``spec.noise`` (``law_class``):
 
 - :class:`FloatGaussianLaw` (``noise="float"``): ``Generator(SFC64)`` per thread part, seeded by
   ``SeedSequence.spawn``;
 - :class:`DiscreteGaussianLaw` (``noise="discrete"``): the exact discrete Gaussian on a
   power-of-two grid, from AES-CTR keystreams ``key.stream(chunk * MAX_THREADS + part)``.
 
-A new law (e.g. a discrete Laplace mechanism) is one more class here and one more row of
-``NOISE_LAWS`` (keyed by the spec's mechanism and noise); its calibration lives with the
-mechanism (``iwpfast.privacy.mechanisms``).  Every law consumes its streams in the same order on the
-NumPy and the kernel paths, so both give the same bits for the same seed.
+- :class:`DiscreteLaplaceLaw` (``mechanism="laplace"``): the exact discrete Laplace sampler
+  (``iwpfast.privacy.laplace``, pure epsilon), on the same keystreams.
+
+A new law is one more class here and one more case of ``law_class``; its calibration lives with
+its mechanism (``iwpfast.privacy.mechanisms``, ``iwpfast.privacy.laplace``).  Every law consumes
+its streams in the same order on the NumPy and the kernel paths, so both give the same bits for
+the same seed.
 """
 from __future__ import annotations
 
@@ -53,6 +56,8 @@ class NoiseLaw:
     cold_min_rows: ClassVar[int] = FUSED_MIN_ROWS
     #: whether engine="numba" requires float32 output (else float64 falls back to NumPy scaling)
     kernels_need_float32: ClassVar[bool] = True
+    #: whether the law has fused (scale, clip and noise in one pass) float32 kernels
+    has_fused: ClassVar[bool] = True
 
     def __init__(self, spec, seed, n_threads: int, fused: bool):
         self.spec = spec
@@ -135,20 +140,15 @@ class FloatGaussianLaw(NoiseLaw):
             K.randomized_response(y[s:e], zero_one, u, keep_probability, y_out[s:e])
 
 
-class DiscreteGaussianLaw(NoiseLaw):
-    """The exact discrete Gaussian from AES-CTR keystreams, fresh ones for every chunk."""
+class _KeystreamLaw(NoiseLaw):
+    """A law whose randomness (features and labels) is AES-CTR keystreams, fresh ones for every
+    chunk: ``key.stream(chunk * MAX_THREADS + part)``, read through one ``WordBuffer`` per part."""
 
-    cold_min_rows = DISCRETE_FUSED_MIN_ROWS
     kernels_need_float32 = False
 
     def __init__(self, spec, seed, n_threads: int, fused: bool):
         super().__init__(spec, seed, n_threads, fused)
         self.key = NoiseKey.coerce(seed)
-        mech = spec.feature_mechanism
-        # a label-only release draws only its labels' randomness from the keystreams
-        law = None if mech is None else mech.discrete
-        assert law is not None or mech is None      # noise == "discrete" calibrates one
-        self.noiser: Any = None if law is None else DiscreteNoise(law)
         self.word_store = [np.empty(_WORD_BUFFER, dtype=np.uint64) for _ in range(n_threads)]
         self.buffers: list[WordBuffer] = []
 
@@ -163,6 +163,46 @@ class DiscreteGaussianLaw(NoiseLaw):
 
     def uniforms(self, k):
         return _KeystreamUniforms(self.buffers[k])
+
+    def randomized_response(self, k, y_out, lm):
+        rng = self.buffers[k]
+        for s in range(0, y_out.shape[0], _LABEL_SUB_ROWS):
+            e = min(s + _LABEL_SUB_ROWS, y_out.shape[0])
+            lm.apply_words(y_out[s:e], rng.take(e - s))
+
+    def randomized_response_fused(self, K, k, y, zero_one, y_out, lm):
+        # the same keystream words as RandomizedResponse.apply_words
+        buf = self.buffers[k]
+        threshold = np.uint64(lm.keep_threshold)
+        for s in range(0, y.shape[0], _LABEL_SUB_ROWS):
+            e = min(s + _LABEL_SUB_ROWS, y.shape[0])
+            K.randomized_response_words(y[s:e], zero_one, buf.take(e - s), threshold, y_out[s:e])
+
+
+class DiscreteLaplaceLaw(_KeystreamLaw):
+    """The exact discrete Laplace sampler (``iwpfast.privacy.laplace``): pure epsilon.  No fused
+    path: the privatizer scales and L1-clips in NumPy, the law snaps, clips in integers and adds
+    the noise with the kernel ``laplace_add`` (its twin, plain Python, with engine='numpy')."""
+
+    has_fused = False
+    cold_min_rows = 0                       # the twin is slow (Python per value): kernels always
+
+    def add_numpy(self, k, X, mech, scratch, kernels):
+        mech.add_noise_(X, self.buffers[k], kernels)
+
+
+class DiscreteGaussianLaw(_KeystreamLaw):
+    """The exact discrete Gaussian from AES-CTR keystreams, fresh ones for every chunk."""
+
+    cold_min_rows = DISCRETE_FUSED_MIN_ROWS
+
+    def __init__(self, spec, seed, n_threads: int, fused: bool):
+        super().__init__(spec, seed, n_threads, fused)
+        mech = spec.feature_mechanism
+        # a label-only release draws only its labels' randomness from the keystreams
+        law = None if mech is None else mech.discrete
+        assert law is not None or mech is None      # noise == "discrete" calibrates one
+        self.noiser: Any = None if law is None else DiscreteNoise(law)
 
     def add_numpy(self, k, X, mech, scratch, kernels):
         rng = self.buffers[k]
@@ -192,20 +232,6 @@ class DiscreteGaussianLaw(NoiseLaw):
                     break
                 buf.pos = buf.words.size
 
-    def randomized_response(self, k, y_out, lm):
-        rng = self.buffers[k]
-        for s in range(0, y_out.shape[0], _LABEL_SUB_ROWS):
-            e = min(s + _LABEL_SUB_ROWS, y_out.shape[0])
-            lm.apply_words(y_out[s:e], rng.take(e - s))
-
-    def randomized_response_fused(self, K, k, y, zero_one, y_out, lm):
-        # the same keystream words as RandomizedResponse.apply_words
-        buf = self.buffers[k]
-        threshold = np.uint64(lm.keep_threshold)
-        for s in range(0, y.shape[0], _LABEL_SUB_ROWS):
-            e = min(s + _LABEL_SUB_ROWS, y.shape[0])
-            K.randomized_response_words(y[s:e], zero_one, buf.take(e - s), threshold, y_out[s:e])
-
 
 #: the law of a spec: ``spec.noise`` -> class (a new mechanism adds its row)
 NOISE_LAWS: dict[str, type[NoiseLaw]] = {
@@ -215,6 +241,8 @@ NOISE_LAWS: dict[str, type[NoiseLaw]] = {
 
 
 def law_class(spec) -> type[NoiseLaw]:
+    if getattr(spec, "mechanism", "gaussian") == "laplace":
+        return DiscreteLaplaceLaw
     return NOISE_LAWS[spec.noise]
 
 

@@ -76,7 +76,8 @@ class _Privatizer:
         # reproducible, i.e. removable, by anyone who knows it).
         self.chunk_index = 0
         law_type = law_class(spec)
-        self.fused = _use_fused_kernels(engine, self.dtype, expected_rows, law_type)
+        self.fused = law_type.has_fused and _use_fused_kernels(engine, self.dtype, expected_rows,
+                                                               law_type)
         self.law: NoiseLaw = law_type(spec, seed, self.n_threads, self.fused)
         self.sub_rows = max(1024, _SUB_VALUES // max(self.p_private, 1))
         self.scratch = [np.empty(self.p_private * self.sub_rows, dtype=self.dtype)
@@ -86,7 +87,8 @@ class _Privatizer:
         # the kernel for the noise
         numpy_only = resolve_engine(engine, allowed=RELEASE_ENGINES) == "numpy"
         self.noise_kernels = not law_type.kernels_need_float32 and not numpy_only and (
-            self.fused or _use_fused_kernels(engine, np.dtype(np.float32), expected_rows, law_type))
+            self.fused or not law_type.has_fused
+            or _use_fused_kernels(engine, np.dtype(np.float32), expected_rows, law_type))
         self.kernels: Any = None
         if self.fused or self.noise_kernels:
             from .._kernels import release as kernels  # imports Numba: only when the kernels run

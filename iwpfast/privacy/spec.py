@@ -26,6 +26,7 @@ from .mechanisms import (
     RandomizedResponse,
     check_noise,
 )
+from .laplace import LaplaceFeatureMechanism
 from .scaling import check_range, parse_ranges
 
 # the schema metadata key (defined with the file formats, where the reader finds it) is also the
@@ -37,6 +38,9 @@ FORMAT_VERSION = 1
 PUBLIC_FORMAT_VERSION = 2
 READ_VERSIONS = (FORMAT_VERSION, PUBLIC_FORMAT_VERSION)
 TASKS = ("classification", "regression")
+#: the feature mechanisms: Gaussian-type ((epsilon, delta), L2 bound) or discrete Laplace (pure
+#: epsilon, L1 bound; docs/math.md "Pure epsilon")
+MECHANISMS = ("gaussian", "laplace")
 FEATURE_DTYPES = ("float32", "float64")
 
 
@@ -110,6 +114,12 @@ class ReleaseSpec:
     seeded : bool
         Set by the release when its noise came from a user seed (simulations only); recorded as
         ``"seeded": true``, never the seed itself.
+    mechanism : {"gaussian", "laplace"}, default "gaussian"
+        "laplace": pure epsilon_x-LDP features (delta=0.0): ``bound`` is then an **L1** bound, the
+        scaled vector is clipped to it, snapped to a power-of-two grid (clipped again in integers)
+        and exact discrete Laplace noise is added from an AES-CTR keystream (docs/math.md "Pure
+        epsilon").  Classification labels (randomized response) keep delta = 0; regression
+        targets are not supported with it.
 
     Examples
     --------
@@ -139,9 +149,10 @@ class ReleaseSpec:
     public_features: tuple[str, ...] = ()
     row_count: int | None = field(default=None, compare=False, repr=False)
     seeded: bool = field(default=False, compare=False, repr=False)
+    mechanism: str = "gaussian"
     # built by __post_init__ (not dataclass fields: derived from the fields above); ClassVar only
     # tells the type checker what the instance attributes are
-    _features_mech: ClassVar[GaussianFeatureMechanism | None]
+    _features_mech: ClassVar[GaussianFeatureMechanism | LaplaceFeatureMechanism | None]
     _label_mech: ClassVar[RandomizedResponse | KaryRandomizedResponse | GaussianTargetMechanism | None]
 
     def __post_init__(self):
@@ -161,12 +172,23 @@ class ReleaseSpec:
                 f"feature_dtype must be one of {FEATURE_DTYPES}, got {self.feature_dtype!r}"
             )
         check_noise(self.noise)
+        if self.mechanism not in MECHANISMS:
+            raise InvalidInputError(f"mechanism must be one of {MECHANISMS}, got {self.mechanism!r}; "
+                                    "'laplace' releases pure-epsilon features (delta=0.0)")
         self._check_public_features()
         # Building the mechanisms validates epsilon/delta/bound/calibration with errors naming the fix.
         # The discrete law depends on the number of noised features (snapping): 1 until features
         # are named.  Public columns are never noised: the mechanism covers the private ones.
-        feature_mech = None
-        if self.epsilon_x is not None:
+        feature_mech: GaussianFeatureMechanism | LaplaceFeatureMechanism | None = None
+        if self.epsilon_x is not None and self.mechanism == "laplace":
+            self._check_laplace()
+            private = self.private_features
+            feature_mech = LaplaceFeatureMechanism(self.epsilon_x, self.bound,
+                                                   dims=len(private) if private else 1,
+                                                   dtype=self.feature_dtype)
+            set_(self, "epsilon_x", feature_mech.epsilon)
+            set_(self, "bound", feature_mech.bound)
+        elif self.epsilon_x is not None:
             if self.delta is None or self.bound is None:
                 raise InvalidInputError(
                     "the feature mechanism needs delta and bound with epsilon_x (e.g. delta=1e-5, "
@@ -230,6 +252,24 @@ class ReleaseSpec:
                     f"no declared range for public feature(s) {', '.join(missing)}: public columns "
                     "are scaled by their declared ranges and clipped to them; give e.g. "
                     + ",".join(f"{n}=LO:HI" for n in missing) + " (CLI: --ranges)")
+
+    def _check_laplace(self) -> None:
+        if isinstance(self.delta, bool) or not isinstance(self.delta, (int, float)) or self.delta != 0:
+            raise InvalidInputError(
+                f"mechanism='laplace' is pure epsilon: pass delta=0.0 (got delta={self.delta!r}); "
+                "for (epsilon, delta) use mechanism='gaussian'")
+        if self.bound is None:
+            raise InvalidInputError("mechanism='laplace' needs bound (the L1 bound of the scaled "
+                                    "feature vector; CLI: --bound)")
+        if self.noise != "discrete":
+            raise InvalidInputError("mechanism='laplace' adds exact discrete noise on a grid; drop "
+                                    f"noise={self.noise!r} (noise='float' is for the Gaussian mechanism)")
+        if self.task == "regression":
+            raise InvalidInputError(
+                "mechanism='laplace' releases classification data (features and randomized-response "
+                "labels, delta = 0); a regression target's Gaussian mechanism needs delta > 0: use "
+                "mechanism='gaussian' for regression")
+        object.__setattr__(self, "delta", 0.0)
 
     def _check_public_features(self) -> None:
         public = self.public_features
@@ -418,11 +458,18 @@ class ReleaseSpec:
                     "columns")
         else:
             head = f"Each record is ({eps:g}, {delta:g})-locally differentially private"
+        if delta == 0 and mech is not None:
+            head += " (pure epsilon)"
         private = self.private_features if self.features else ()
         names = ("features " + ", ".join(private) if private else "the features") if not public \
             else "private features " + (", ".join(private) if private else "(named at release)")
         if mech is None:
             law = ""
+        elif isinstance(mech, LaplaceFeatureMechanism):
+            law = (f"the discrete Laplace mechanism on the grid 2^{round(math.log2(mech.grid))} "
+                   f"(pure epsilon_x={self.epsilon_x:g}, delta=0; L1 bound {self.bound:g}, scale "
+                   f"b={mech.law.scale:.4g}: the snapped vector is clipped in integers, the sampler "
+                   "is exact integer arithmetic on an AES-CTR keystream, nothing is approximated)")
         elif self.noise == "discrete" and mech.discrete is not None:
             law = (f"the discrete Gaussian mechanism on the grid 2^{mech.discrete.grid_log2} "
                    f"(epsilon_x={self.epsilon_x:g}, delta={self.delta:g}, {self.calibration} "
@@ -517,6 +564,7 @@ class ReleaseSpec:
             if isinstance(self._label_mech, GaussianTargetMechanism) else None,
             "seeded": bool(self.seeded),
             "row_count": None if row_count is None else int(row_count),
+            "mechanism": self.mechanism,
         }
         if self.public_features:
             meta["public_features"] = list(self.public_features)
@@ -566,6 +614,7 @@ class ReleaseSpec:
                 # releases written before the discrete law carry no "noise": they were float
                 noise=_noise_from_law((meta.get("noise") or {}).get("law", "float_gaussian")),
                 public_features=tuple(meta.get("public_features") or ()),
+                mechanism=meta.get("mechanism") or "gaussian",
             )
         except InvalidInputError as exc:
             raise ReleaseSpecError(f"release metadata is invalid: {exc}") from None
@@ -606,7 +655,7 @@ class ReleaseSpec:
         mech = spec.feature_mechanism
         if noise_meta is not None and mech is not None:
             expected = mech.noise_metadata()
-            for key in ("grid", "sigma", "variance"):
+            for key in ("grid", "sigma", "variance", "scale"):
                 stored_v, want = noise_meta.get(key), expected.get(key)
                 if (stored_v is None) != (want is None) or (want is not None and not math.isclose(
                         float(stored_v), want, rel_tol=1e-9)):
@@ -619,6 +668,10 @@ class ReleaseSpec:
         mech = self._features_mech
         if mech is None:
             return "noise:         none on the features (every feature public: label-only release)"
+        if isinstance(mech, LaplaceFeatureMechanism):
+            return (f"noise:         discrete_laplace on the grid 2^{round(math.log2(mech.grid))} "
+                    f"(scale b {mech.law.scale:.6g}, variance {mech.variance:.6g}; pure epsilon, "
+                    "exact sampler, AES-CTR keystream)")
         if mech.discrete is None:
             return (f"noise:         float_gaussian (floating point, SFC64; variance {mech.variance:.6g}; "
                     "leaks low-order bits)")
@@ -644,7 +697,7 @@ class ReleaseSpec:
         mech = self._features_mech
         if mech is not None:
             per = "per private feature" if self.public_features else "per feature"
-            lines += [f"feature bound: {self.bound:g} (L2"
+            lines += [f"feature bound: {self.bound:g} ({'L1' if self.mechanism == 'laplace' else 'L2'}"
                       + (", over the private features)" if self.public_features else ")"),
                       f"calibration:   {self.calibration}",
                       f"sigma:         {self.sigma:.6g} {per} (epsilon_x={self.epsilon_x:g}, "
@@ -706,7 +759,8 @@ _METADATA_FIELDS: dict[str, tuple[bool, str, Callable[[Any], bool]]] = {
     "feature_noise_scale": (True, "a list of numbers, one sigma per feature",
                             lambda v: isinstance(v, list) and all(_is_number(x) for x in v)),
     "epsilon_x": (True, "a positive number", lambda v: _is_number(v) and v > 0),
-    "delta_x": (True, "a number in (0, 1)", lambda v: _is_number(v) and 0 < v < 1),
+    "delta_x": (True, "a number in [0, 1) (0: the pure-epsilon Laplace mechanism)",
+                lambda v: _is_number(v) and 0 <= v < 1),
     "calibration": (True, "a string", lambda v: isinstance(v, str)),
     "library_version": (False, "a string", lambda v: isinstance(v, str)),
     "task": (False, f"one of {TASKS}", lambda v: v in TASKS),
@@ -729,6 +783,7 @@ _METADATA_FIELDS: dict[str, tuple[bool, str, Callable[[Any], bool]]] = {
     "target_noise": (False, "an object with a string 'law' and numbers grid/sigma/variance",
                      _is_noise_law),
     "seeded": (False, "true or false", lambda v: isinstance(v, bool)),
+    "mechanism": (False, f"one of {MECHANISMS}", lambda v: v in MECHANISMS),
     "public_features": (False, "a list of column names (a subset of features)",
                         lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)),
     "feature_noise_variance": (False, "a list of numbers >= 0, one per feature",
@@ -770,6 +825,8 @@ def check_metadata_fields(meta: Mapping) -> None:
 
 
 def _noise_from_law(law: str) -> str:
+    if law == "discrete_laplace":
+        return "discrete"
     for noise, name in NOISE_LAWS.items():
         if name == law:
             return noise
