@@ -184,3 +184,17 @@ def test_goal_reduced_iwp_lands_on_the_clean_optimum_and_naive_does_not():
     r = module.run(n=60_000, seeds=4)
     assert r["iwp"]["within_3se"], r["iwp"]
     assert np.max(np.abs(r["naive"]["z"])) > 10, r["naive"]
+
+
+def test_a_saved_model_keeps_the_law_for_partial_fit(tmp_path):
+    data = raw_data(3000)
+    with pytest.warns(UserWarning, match="seeded"):
+        release(data, tmp_path / "r.parquet", laplace_spec(), seed=2)
+    clf = iwpfast.IWPClassifier(alpha=0.1, learning_rate=0.05).fit(tmp_path / "r.parquet", label="y")
+    clf.save(tmp_path / "m.json")
+    loaded = iwpfast.load(tmp_path / "m.json")
+    assert loaded._pass.config.noise_law is not None
+    np.testing.assert_allclose(loaded._pass.config.noise_law.variance,
+                               clf._pass.config.noise_law.variance)
+    loaded.partial_fit(tmp_path / "r.parquet", label="y")
+    assert np.all(np.isfinite(loaded.coef_))

@@ -110,8 +110,12 @@ def from_document(cls, doc: dict):
     if release is not None:
         from ..privacy import ReleaseSpec
         est.release_spec_ = ReleaseSpec.from_metadata(release)
-    config = _config(est, f, p)
-    noise = NoiseModel(est.noise_var_, est.label_keep_prob_, est.target_noise_var_, None, release)
+    # a pure-epsilon release's law travels with its metadata (partial_fit after load needs it)
+    from ..sgd.driver import laplace_law_of
+    law = None if release is None else laplace_law_of(release.get("noise"), p)
+    config = _config(est, f, p, law)
+    noise = NoiseModel(est.noise_var_, est.label_keep_prob_, est.target_noise_var_, None, release,
+                       noise_law=law)
     heads: Heads
     if multiclass:
         heads = OneVsRestHeads.read(f, doc, config, est.classes_, parse_float,
@@ -175,7 +179,7 @@ def _set_fitted(est, f: dict, p: int) -> None:
         est.learning_rate_ = np.array([parse_float(a) for a in f["learning_rate_per_class"]])
 
 
-def _config(est, f: dict, p: int) -> HeadConfig:
+def _config(est, f: dict, p: int, noise_law=None) -> HeadConfig:
     """The configuration the saved pass ran with (its resolved step, alpha and cap)."""
     v = est._validated()
     # the alpha the pass ran with ("auto" resolved), which mu defaults to (as in _make_config)
@@ -191,4 +195,5 @@ def _config(est, f: dict, p: int) -> HeadConfig:
         variance_cap=(parse_float(f["variance_cap"]) if f.get("variance_cap") is not None
                       else float("inf") if est.variance_cap is None else float(est.variance_cap)),
         fit_intercept=bool(est.fit_intercept), average_start=int(f.get("average_start", -1)),
-        weighted=f.get("sample_weight") is not None)
+        weighted=f.get("sample_weight") is not None,
+        noise_law=noise_law if est.mode_ != "clean" else None)

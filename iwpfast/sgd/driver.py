@@ -186,10 +186,10 @@ def noise_from_release(metadata: dict | None, features: Sequence[str], *,
         raise ReleaseSpecError(
             f"label_keep_prob={label_keep_prob} contradicts the release metadata ({keep}); drop "
             f"the explicit value.")
-    return NoiseParameters(nv, keep, tnv, "release", _laplace_law(law, len(features)))
+    return NoiseParameters(nv, keep, tnv, "release", laplace_law_of(law, len(features)))
 
 
-def _laplace_law(law: dict | None, p: int) -> DiscreteLaplace | None:
+def laplace_law_of(law: dict | None, p: int) -> DiscreteLaplace | None:
     """The learner's DiscreteLaplace from a release's ``noise`` field (grid and scale b, the same
     for every feature of the release), or None for a Gaussian release."""
     if law is None or law.get("law") != "discrete_laplace":
