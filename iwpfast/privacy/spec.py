@@ -18,6 +18,7 @@ from ..exceptions import InvalidInputError, ReleaseSpecError
 from ..io.formats import RELEASE_METADATA_KEY
 from ..label_noise import check_classes
 from .calibration import check_delta
+from .laplace import LaplaceFeatureMechanism
 from .mechanisms import (
     NOISE_LAWS,
     GaussianFeatureMechanism,
@@ -26,7 +27,6 @@ from .mechanisms import (
     RandomizedResponse,
     check_noise,
 )
-from .laplace import LaplaceFeatureMechanism
 from .scaling import check_range, parse_ranges
 
 # the schema metadata key (defined with the file formats, where the reader finds it) is also the
@@ -344,7 +344,7 @@ class ReleaseSpec:
         return self.classes
 
     @property
-    def feature_mechanism(self) -> GaussianFeatureMechanism | None:
+    def feature_mechanism(self) -> GaussianFeatureMechanism | LaplaceFeatureMechanism | None:
         """The private features' mechanism; None for a label-only release."""
         return self._features_mech
 
