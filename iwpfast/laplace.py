@@ -48,23 +48,26 @@ __all__ = ["DiscreteLaplace", "check_laplace_cap", "second_difference", "compose
 DEFAULT_REGION_FRACTION = 0.9
 
 
-def _positive_array(value, name: str) -> np.ndarray:
+def _positive_array(value, name: str, zero_ok: bool = False) -> np.ndarray:
     array = np.atleast_1d(np.asarray(value, dtype=np.float64))
-    if array.ndim != 1 or not np.all(np.isfinite(array)) or np.any(array <= 0):
-        raise InvalidInputError(f"{name}={value!r} must be a number > 0 or a 1-D array of them")
+    low = np.any(array < 0) if zero_ok else np.any(array <= 0)
+    if array.ndim != 1 or not np.all(np.isfinite(array)) or low:
+        raise InvalidInputError(f"{name}={value!r} must be a number {'>=' if zero_ok else '>'} 0 "
+                                "or a 1-D array of them")
     return array
 
 
 @dataclass(frozen=True, eq=False)
 class DiscreteLaplace:
     """The discrete Laplace law ``L_j Z_j`` of each feature: scale ``b_j`` and grid ``L_j``
-    (numbers or (p,) arrays; ``a_j = exp(-L_j / b_j)``)."""
+    (numbers or (p,) arrays; ``a_j = exp(-L_j / b_j)``).  A scale of 0 is a feature without noise
+    (a public column): a_j = 0, variance 0, kappa_j = 1."""
 
     scale: np.ndarray | float
     grid: np.ndarray | float
 
     def __post_init__(self):
-        scale = _positive_array(self.scale, "scale")
+        scale = _positive_array(self.scale, "scale", zero_ok=True)
         grid = _positive_array(self.grid, "grid")
         try:
             scale, grid = np.broadcast_arrays(scale, grid)
@@ -84,13 +87,19 @@ class DiscreteLaplace:
                                 "columns; pass one scale and grid per column, or numbers")
 
     @property
+    def _rate(self) -> np.ndarray:
+        """L_j / b_j (inf for a feature without noise)."""
+        noised = self.scale > 0
+        return np.where(noised, self.grid / np.where(noised, self.scale, 1.0), np.inf)
+
+    @property
     def alpha(self) -> np.ndarray:
-        return np.exp(-self.grid / self.scale)
+        return np.exp(-self._rate)
 
     @property
     def one_minus_alpha(self) -> np.ndarray:
         """1 - a without cancellation (a is close to 1 on a fine grid)."""
-        return -np.expm1(-self.grid / self.scale)
+        return -np.expm1(-self._rate)
 
     @property
     def curvature_constant(self) -> np.ndarray:
@@ -104,14 +113,19 @@ class DiscreteLaplace:
 
     @property
     def variance_limit(self) -> np.ndarray:
-        """|theta_j| < 1 / (2 b_j): where the exponential loss's estimate has a finite variance."""
-        return 0.5 / self.scale
+        """|theta_j| < 1 / (2 b_j): where the exponential loss's estimate has a finite variance
+        (inf for a feature without noise)."""
+        noised = self.scale > 0
+        return np.where(noised, 0.5 / np.where(noised, self.scale, 1.0), np.inf)
 
     @property
     def energy_limit(self) -> float:
         """min_j E*_j, E*_j = Var_j / (4 b_j^2) = a (ln a)^2 / (2 (1 - a)^2): a cap on the noise
         energy sum_j Var_j theta_j^2 below it keeps every |theta_j| < 1/(2 b_j)."""
-        return float(np.min(self.variance / (4.0 * self.scale**2)))
+        noised = self.scale > 0
+        if not np.any(noised):
+            return math.inf
+        return float(np.min(self.variance[noised] / (4.0 * self.scale[noised] ** 2)))
 
     def default_variance_cap(self) -> float:
         """DEFAULT_REGION_FRACTION^2 * energy_limit: |theta_j| <= 0.9 / (2 b_j) when one coordinate
@@ -153,6 +167,8 @@ class DiscreteLaplace:
         """Integers k with |k| <= K for feature j, P(|Z_j| > K) <= ``tail`` (for exact summation
         over the lattice in tests)."""
         a = float(self.alpha[j])
+        if a == 0.0:                            # no noise: Z = 0
+            return np.zeros(1, dtype=np.int64)
         # P(|Z| > K) = 2 a^(K+1) / (1 + a)
         reach = max(1, math.ceil(math.log(tail / 2.0) / math.log(a)))
         return np.arange(-reach, reach + 1)

@@ -198,3 +198,20 @@ def test_a_saved_model_keeps_the_law_for_partial_fit(tmp_path):
                                clf._pass.config.noise_law.variance)
     loaded.partial_fit(tmp_path / "r.parquet", label="y")
     assert np.all(np.isfinite(loaded.coef_))
+
+
+def test_public_columns_carry_no_laplace_noise_and_the_learner_skips_them(tmp_path):
+    data = raw_data(3000)
+    spec = laplace_spec(public_features=("c",))
+    assert "(pure epsilon)" in spec.guarantee().statement
+    with pytest.warns(UserWarning, match="seeded"):
+        release(data, tmp_path / "p.parquet", spec, seed=4)
+    t = pq.read_table(tmp_path / "p.parquet")
+    meta = json.loads(t.schema.metadata[b"iwpfast.release"])
+    assert meta["feature_noise_variance"][2] == 0.0 and meta["feature_noise_variance"][0] > 0
+    clean_c = (data["c"] - 2.5) / 2.5
+    np.testing.assert_allclose(t["c"].to_numpy(), clean_c, atol=1e-6)   # float32, no noise
+    clf = iwpfast.IWPClassifier(alpha=0.1, learning_rate=0.05).fit(tmp_path / "p.parquet", label="y")
+    law = clf._pass.config.noise_law
+    assert law is not None and law.variance[2] == 0.0 and law.scale[2] == 0.0
+    assert law.exponential_factor(np.array([0.1, -0.2, 5.0]))[0][2] == 0.0    # kappa = 1, any theta

@@ -202,3 +202,16 @@ def test_refusals_name_the_fix():
         iwp_loss(THETA3[:2], X[:, :2], [1.0], loss="exponential", noise_law=LAW3)
     with pytest.raises(InvalidInputError, match="scale"):
         DiscreteLaplace(-1.0, 0.1)
+
+
+def test_a_feature_without_noise_is_the_identity():
+    # scale 0 (a public column): a = 0, Var = 0, kappa = 1, and the composition still inverts
+    law = DiscreteLaplace([0.5, 0.0], [0.5, 0.5])
+    assert law.variance[1] == 0.0 and law.alpha[1] == 0.0
+    log_kappa, direction = law.exponential_factor(np.array([0.3, 7.0]))
+    assert log_kappa[1] == 0.0 and direction[1] == 0.0
+    assert law.energy_limit == pytest.approx(float(law.variance[0] / (4 * 0.25)))
+    f = lambda u: np.exp(-u)      # noqa: E731
+    g = compose_inverse(f, law, np.array([0.3, 7.0]))
+    assert lattice_expectation(g, 0.2, law, np.array([0.3, 7.0])) == pytest.approx(math.exp(-0.2),
+                                                                                 rel=1e-11)

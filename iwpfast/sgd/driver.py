@@ -186,12 +186,14 @@ def noise_from_release(metadata: dict | None, features: Sequence[str], *,
         raise ReleaseSpecError(
             f"label_keep_prob={label_keep_prob} contradicts the release metadata ({keep}); drop "
             f"the explicit value.")
-    return NoiseParameters(nv, keep, tnv, "release", laplace_law_of(law, len(features)))
+    return NoiseParameters(nv, keep, tnv, "release", laplace_law_of(law, len(features), nv))
 
 
-def laplace_law_of(law: dict | None, p: int) -> DiscreteLaplace | None:
+def laplace_law_of(law: dict | None, p: int, noised=None) -> DiscreteLaplace | None:
     """The learner's DiscreteLaplace from a release's ``noise`` field (grid and scale b, the same
-    for every feature of the release), or None for a Gaussian release."""
+    for every noised feature of the release; scale 0, no noise, for a public one: ``noised`` is
+    the features' noise variances, or None when every feature is noised), or None for a
+    Gaussian release."""
     if law is None or law.get("law") != "discrete_laplace":
         return None
     try:
@@ -200,7 +202,8 @@ def laplace_law_of(law: dict | None, p: int) -> DiscreteLaplace | None:
         raise ReleaseSpecError(
             f"release metadata: noise {law!r} names the discrete Laplace law without a numeric grid "
             "and scale; the release is corrupt, re-create it.") from None
-    return DiscreteLaplace(np.full(p, scale), np.full(p, grid))
+    scales = np.full(p, scale) if noised is None else np.where(np.asarray(noised) > 0, scale, 0.0)
+    return DiscreteLaplace(scales, np.full(p, grid))
 
 
 #: a bar on a terminal moves at least this many times a pass (the model does not depend on the
