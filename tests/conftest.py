@@ -5,12 +5,16 @@ comes from one place so that a whole run can be repeated with another one when h
 flaky bound: ``IWPFAST_TEST_SEED=7 python -m pytest``.  Tests that pin a value computed from a
 particular draw keep their own literal seed.
 
-Factories are fixtures that return functions, so a test asks for ``linear_data`` and calls it
-with the sizes it needs:
+Factories are functions (``make_linear_data``, ``make_head_config``, ``run_in_chunks``,
+``make_release_spec``, ``make_feature_table``); the ones most tests want are also fixtures that
+return them, so a test asks for ``linear_data`` and calls it with the sizes it needs:
 
     def test_something(linear_data, head_config):
         X, y = linear_data(n=500, p=3)                  # (n, p) rows, labels in {-1, +1}
         cfg = head_config(loss="logistic", batch_size=8)
+
+Module-level helpers of a test file use the functions: ``from tests.conftest import
+make_head_config, run_in_chunks``.
 """
 from __future__ import annotations
 
@@ -21,18 +25,6 @@ import pytest
 
 #: the base seed of the shared fixtures (IWPFAST_TEST_SEED overrides it)
 BASE_SEED = int(os.environ.get("IWPFAST_TEST_SEED", "0"))
-
-
-@pytest.fixture()
-def seed() -> int:
-    """The base seed of this run (0 unless IWPFAST_TEST_SEED is set)."""
-    return BASE_SEED
-
-
-@pytest.fixture()
-def rng(seed) -> np.random.Generator:
-    """A fresh NumPy generator from ``seed`` for each test."""
-    return np.random.default_rng(seed)
 
 
 def make_linear_data(n: int = 600, p: int = 3, *, seed: int = BASE_SEED, regression: bool = False,
@@ -84,9 +76,12 @@ def head_config():
     return make_head_config
 
 
-def run_in_chunks(run_chunk, finish, cfg, X, y, chunk: int, *, state=None, **state_kw):
-    """Feed feature-major ``X`` (a (p, n) array or a list of columns) and ``y`` to
-    ``run_chunk`` in chunks of ``chunk`` rows, then ``finish``; returns the state.
+def run_in_chunks(run_chunk, finish, cfg, X, y, chunk: int, *, state=None, sample_weight=None,
+                  **state_kw):
+    """Feed feature-major ``X`` (a (p, n) array or a list of columns) and ``y`` (and the rows'
+    ``sample_weight``, if given) to ``run_chunk`` in chunks of ``chunk`` rows, then ``finish``;
+    returns the state (``state``, or a new one made with ``state_kw``: ``trace_capacity``,
+    ``theta0``).
 
     Works for the kernel wrapper (``iwpfast.sgd.engine``) and its NumPy twin
     (``iwpfast.sgd.reference``) alike."""
@@ -96,7 +91,11 @@ def run_in_chunks(run_chunk, finish, cfg, X, y, chunk: int, *, state=None, **sta
     for start in range(0, y.shape[0], chunk):
         part = ([c[start:start + chunk] for c in X] if isinstance(X, list)
                 else X[:, start:start + chunk])
-        run_chunk(cfg, state, part, y[start:start + chunk])
+        if sample_weight is None:
+            run_chunk(cfg, state, part, y[start:start + chunk])
+        else:
+            run_chunk(cfg, state, part, y[start:start + chunk],
+                      sample_weight=sample_weight[start:start + chunk])
     finish(cfg, state)
     return state
 
@@ -119,12 +118,6 @@ def make_release_spec(**overrides):
     return ReleaseSpec(**base)
 
 
-@pytest.fixture()
-def release_spec():
-    """Factory: ``release_spec(**overrides) -> ReleaseSpec`` (see ``make_release_spec``)."""
-    return make_release_spec
-
-
 def make_feature_table(n: int = 2000, p: int = 3, *, seed: int = BASE_SEED):
     """A ``pyarrow.Table`` with float64 columns x0..x{p-1} uniform on [-1, 1] and int8 labels y
     in {-1, +1} from the linear problem of ``make_linear_data``; no release metadata."""
@@ -135,8 +128,3 @@ def make_feature_table(n: int = 2000, p: int = 3, *, seed: int = BASE_SEED):
     columns["y"] = y.astype(np.int8)
     return pa.table(columns)
 
-
-@pytest.fixture()
-def feature_table():
-    """Factory: ``feature_table(n=2000, p=3, *, seed=BASE_SEED) -> pyarrow.Table``."""
-    return make_feature_table

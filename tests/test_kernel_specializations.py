@@ -15,17 +15,17 @@ import pytest
 
 from iwpfast.sgd.engine import finish, run_chunk
 from iwpfast.sgd.state import HeadConfig, HeadState
+from tests.conftest import make_head_config
 
 ROOT = Path(__file__).resolve().parents[1]
 JIT = os.environ.get("NUMBA_DISABLE_JIT") != "1"
 
 
 def _config(**kw) -> HeadConfig:
-    base = dict(loss="exponential", mode="iwp", n_features=3, noise_var=np.full(3, 0.1),
-                batch_size=32, learning_rate=0.05, fit_intercept=True, average_start=0,
-                label_keep_prob=0.8)
-    base.update(kw)
-    return HeadConfig(**base)
+    """conftest's head config with batches of 32, noise variance 0.1, averaging from the start
+    and private labels (S = 0.8)."""
+    return make_head_config(**{"noise_var": np.full(3, 0.1), "batch_size": 32, "alpha": 0.0,
+                               "average_start": 0, "label_keep_prob": 0.8, **kw})
 
 
 def _assert_same_bits(a: HeadState, b: HeadState) -> None:

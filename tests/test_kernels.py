@@ -12,7 +12,8 @@ import pytest
 from iwpfast.exceptions import DivergenceError, InvalidInputError
 from iwpfast.sgd.engine import finish, run_chunk
 from iwpfast.sgd.reference import reference_finish, reference_run_chunk
-from iwpfast.sgd.state import HeadConfig, HeadState
+from iwpfast.sgd.state import HeadState
+from tests.conftest import make_head_config, run_in_chunks
 
 pytestmark = pytest.mark.kernels
 
@@ -28,24 +29,6 @@ def _data(n=600, p=P, loss="exponential", seed=0, dtype=np.float64, noise=0.3):
         y = np.where(X[0] + 0.5 * X[1] + 0.3 * rng.standard_normal(n) > 0, 1.0, -1.0)
         y[rng.random(n) < 0.1] *= -1.0                      # flipped labels
     return X.astype(dtype), y
-
-
-def _config(**overrides) -> HeadConfig:
-    base = dict(loss="exponential", mode="iwp", n_features=P, noise_var=np.full(P, 0.09),
-                batch_size=16, learning_rate=0.05, alpha=0.01, truncation=2)
-    base.update(overrides)
-    return HeadConfig(**base)
-
-
-def _run(run, fin, cfg, X, y, chunk, trace_capacity=0, theta0=None):
-    state = HeadState.new(cfg, theta0=theta0, trace_capacity=trace_capacity)
-    n = y.shape[0]
-    for start in range(0, n, chunk):
-        part = ([c[start:start + chunk] for c in X] if isinstance(X, list)
-                else X[:, start:start + chunk])
-        run(cfg, state, part, y[start:start + chunk])
-    fin(cfg, state)
-    return state
 
 
 def _assert_states_close(kernel, twin, rtol):
@@ -91,11 +74,11 @@ CASES = [
 @pytest.mark.parametrize("loss,mode,overrides", CASES,
                          ids=[f"{c[0]}-{c[1]}-{'-'.join(c[2]) or 'default'}" for c in CASES])
 def test_kernel_matches_numpy_twin_float64(loss, mode, overrides):
-    cfg = _config(loss=loss, mode=mode, **overrides)
+    cfg = make_head_config(loss=loss, mode=mode, **overrides)
     X, y = _data(n=601, loss=loss)                            # 601 = 37 full batches + 9 rows
     capacity = 200 if cfg.trace_every else 0
-    kernel = _run(run_chunk, finish, cfg, X, y, chunk=250, trace_capacity=capacity)
-    twin = _run(reference_run_chunk, reference_finish, cfg, X, y, chunk=250, trace_capacity=capacity)
+    kernel = run_in_chunks(run_chunk, finish, cfg, X, y, chunk=250, trace_capacity=capacity)
+    twin = run_in_chunks(reference_run_chunk, reference_finish, cfg, X, y, chunk=250, trace_capacity=capacity)
     assert kernel.step == 38
     _assert_states_close(kernel, twin, rtol=1e-12)
     if overrides.get("radius"):
@@ -106,30 +89,31 @@ def test_kernel_matches_numpy_twin_float64(loss, mode, overrides):
 
 @pytest.mark.parametrize("loss", ["exponential", "logistic", "squared_error"])
 def test_float32_input_matches_twin_on_the_same_float32_values(loss):
-    cfg = _config(loss=loss, fit_intercept=True, label_keep_prob=0.9 if loss != "squared_error" else None)
+    cfg = make_head_config(loss=loss, fit_intercept=True,
+                           label_keep_prob=0.9 if loss != "squared_error" else None)
     X, y = _data(n=300, loss=loss, dtype=np.float32)
     y = y.astype(np.float32)
-    kernel = _run(run_chunk, finish, cfg, X, y, chunk=100)
-    twin = _run(reference_run_chunk, reference_finish, cfg, X.astype(np.float64),
+    kernel = run_in_chunks(run_chunk, finish, cfg, X, y, chunk=100)
+    twin = run_in_chunks(reference_run_chunk, reference_finish, cfg, X.astype(np.float64),
                 y.astype(np.float64), chunk=100)
     # accumulation is float64 in both, so the float32 inputs give float64-close results
     _assert_states_close(kernel, twin, rtol=1e-12)
     # and within float32 tolerance of the float64 data the float32 values were rounded from
     X64, y64 = _data(n=300, loss=loss)
-    exact = _run(reference_run_chunk, reference_finish, cfg, X64, y64, chunk=100)
+    exact = run_in_chunks(reference_run_chunk, reference_finish, cfg, X64, y64, chunk=100)
     np.testing.assert_allclose(kernel.theta, exact.theta, rtol=1e-4, atol=1e-5)
 
 
 def test_separate_readonly_columns_equal_the_2d_array():
-    cfg = _config(loss="logistic", fit_intercept=True)
+    cfg = make_head_config(loss="logistic", fit_intercept=True)
     X, y = _data(n=200, loss="logistic")
     columns = [np.array(X[j]) for j in range(P)]
     for column in columns:
         column.setflags(write=False)
     fortran = np.asfortranarray(X)                            # strided rows: the wrapper copies
-    a = _run(run_chunk, finish, cfg, X, y, chunk=200)
-    b = _run(run_chunk, finish, cfg, columns, y, chunk=200)
-    c = _run(run_chunk, finish, cfg, fortran, y.astype(np.int8), chunk=200)
+    a = run_in_chunks(run_chunk, finish, cfg, X, y, chunk=200)
+    b = run_in_chunks(run_chunk, finish, cfg, columns, y, chunk=200)
+    c = run_in_chunks(run_chunk, finish, cfg, fortran, y.astype(np.int8), chunk=200)
     np.testing.assert_array_equal(a.theta, b.theta)
     np.testing.assert_array_equal(a.theta, c.theta)
 
@@ -139,10 +123,10 @@ def test_separate_readonly_columns_equal_the_2d_array():
 def test_chunk_size_invariance_is_bit_exact(loss, dtype):
     # small steps: with large ones the exponential-loss trajectories are chaotic, but the kernel
     # must in any case give the same bits, since a carried batch is computed like an in-place one
-    cfg = _config(loss=loss, batch_size=128, learning_rate=0.01, fit_intercept=True,
+    cfg = make_head_config(loss=loss, batch_size=128, learning_rate=0.01, fit_intercept=True,
                   average_start=0, label_keep_prob=0.8 if loss != "squared_error" else None)
     X, y = _data(n=1000, loss=loss, dtype=dtype)
-    states = [_run(run_chunk, finish, cfg, X, y, chunk=chunk) for chunk in (1, 7, 128, 10_000)]
+    states = [run_in_chunks(run_chunk, finish, cfg, X, y, chunk=chunk) for chunk in (1, 7, 128, 10_000)]
     for state in states[1:]:
         np.testing.assert_array_equal(state.theta, states[0].theta)
         np.testing.assert_array_equal(state.theta_avg, states[0].theta_avg)
@@ -154,8 +138,8 @@ def test_chunk_size_invariance_is_bit_exact(loss, dtype):
 def test_iwp_without_noise_and_public_labels_is_clean_exactly(loss):
     X, y = _data(n=500, loss=loss)
     common = dict(loss=loss, noise_var=np.zeros(P), fit_intercept=True, average_start=0)
-    clean = _run(run_chunk, finish, _config(mode="clean", **common), X, y, chunk=77)
-    iwp = _run(run_chunk, finish, _config(mode="iwp", **common), X, y, chunk=77)
+    clean = run_in_chunks(run_chunk, finish, make_head_config(mode="clean", **common), X, y, chunk=77)
+    iwp = run_in_chunks(run_chunk, finish, make_head_config(mode="iwp", **common), X, y, chunk=77)
     np.testing.assert_array_equal(iwp.theta, clean.theta)
     np.testing.assert_array_equal(iwp.intercept, clean.intercept)
     np.testing.assert_array_equal(iwp.theta_avg, clean.theta_avg)
@@ -201,23 +185,24 @@ def test_config_cache_sees_noise_variances_changed_in_place():
     (the one mutable field of the frozen config) must take effect like a fresh config."""
     X, y = _data(n=160)
     noise = np.full(P, 0.09)
-    cfg = _config(noise_var=noise)
+    cfg = make_head_config(noise_var=noise)
     state = HeadState.new(cfg)
     run_chunk(cfg, state, X[:, :80], y[:80])
     noise[:] = [0.3, 0.0, 0.5]
     run_chunk(cfg, state, X[:, 80:], y[80:])
     expected = HeadState.new(cfg)
-    run_chunk(_config(noise_var=np.full(P, 0.09)), expected, X[:, :80], y[:80])
-    run_chunk(_config(noise_var=np.array([0.3, 0.0, 0.5])), expected, X[:, 80:], y[80:])
+    run_chunk(make_head_config(noise_var=np.full(P, 0.09)), expected, X[:, :80], y[:80])
+    run_chunk(make_head_config(noise_var=np.array([0.3, 0.0, 0.5])), expected, X[:, 80:], y[80:])
     np.testing.assert_array_equal(state.theta, expected.theta)
-    assert not np.array_equal(state.theta, _run(run_chunk, finish, _config(), X, y, 160).theta)
+    other = run_in_chunks(run_chunk, finish, make_head_config(), X, y, 160)
+    assert not np.array_equal(state.theta, other.theta)
 
 
 def test_config_cache_eviction_keeps_results_per_config():
     """More configs than the cache holds (64): each still runs with its own parameters."""
     from iwpfast.sgd import engine
     X, y = _data(n=32)
-    configs = [_config(learning_rate=0.01 * (k + 1)) for k in range(engine._CONFIG_CACHE_SIZE + 6)]
+    configs = [make_head_config(learning_rate=0.01 * (k + 1)) for k in range(engine._CONFIG_CACHE_SIZE + 6)]
     thetas = []
     for cfg in configs + configs[:3]:                  # the first ones were evicted by now
         state = HeadState.new(cfg)
@@ -235,15 +220,16 @@ def test_column_slices_of_a_2d_array_equal_contiguous_columns():
     X, y = _data(n=400)
     wide = np.concatenate([X, X], axis=1)
     for dtype in (np.float32, np.float64):
-        contiguous = _run(run_chunk, finish, _config(), X.astype(dtype), y, 400)
-        sliced = _run(run_chunk, finish, _config(), wide.astype(dtype)[:, 400:], y, 400)
-        fortran = _run(run_chunk, finish, _config(), np.asfortranarray(X.astype(dtype)), y, 400)
+        contiguous = run_in_chunks(run_chunk, finish, make_head_config(), X.astype(dtype), y, 400)
+        sliced = run_in_chunks(run_chunk, finish, make_head_config(), wide.astype(dtype)[:, 400:], y, 400)
+        fortran = run_in_chunks(run_chunk, finish, make_head_config(),
+                                np.asfortranarray(X.astype(dtype)), y, 400)
         np.testing.assert_array_equal(sliced.theta, contiguous.theta)
         np.testing.assert_array_equal(fortran.theta, contiguous.theta)
 
 
 def test_divergence_names_the_row_and_suggests_a_fix():
-    cfg = _config(loss="exponential", mode="clean", noise_var=np.zeros(P), learning_rate=1e6,
+    cfg = make_head_config(loss="exponential", mode="clean", noise_var=np.zeros(P), learning_rate=1e6,
                   batch_size=10)
     X, y = _data(n=200)
     state = HeadState.new(cfg)
@@ -260,7 +246,7 @@ def test_divergence_names_the_row_and_suggests_a_fix():
 
 
 def test_nonfinite_feature_is_reported_as_divergence_with_its_batch():
-    cfg = _config(batch_size=8)
+    cfg = make_head_config(batch_size=8)
     X, y = _data(n=64)
     X[1, 21] = np.nan
     with pytest.raises(DivergenceError, match="row 23 "):
@@ -280,7 +266,7 @@ def test_nonfinite_feature_is_reported_as_divergence_with_its_batch():
     (dict(label_keep_prob=0.4), "label_keep_prob"),
 ])
 def test_bad_config_is_rejected_before_any_update(change, match):
-    cfg = _config()
+    cfg = make_head_config()
     X, y = _data(n=40)
     state = HeadState.new(cfg)
     bad = dataclasses.replace(cfg, **change)
@@ -290,7 +276,7 @@ def test_bad_config_is_rejected_before_any_update(change, match):
 
 
 def test_bad_data_errors_name_the_problem_and_the_fix():
-    cfg = _config()
+    cfg = make_head_config()
     X, y = _data(n=40)
     state = HeadState.new(cfg)
     with pytest.raises(InvalidInputError, match="pass X.T"):
@@ -308,15 +294,15 @@ def test_bad_data_errors_name_the_problem_and_the_fix():
     with pytest.raises(InvalidInputError, match=r"y\[17\] = 0.0.*-1 or \+1"):
         run_chunk(cfg, state, X, bad_labels)
     with pytest.raises(InvalidInputError, match="HeadState.new"):
-        run_chunk(cfg, HeadState.new(_config(batch_size=8)), X, y)
-    traced = _config(trace_every=1)
+        run_chunk(cfg, HeadState.new(make_head_config(batch_size=8)), X, y)
+    traced = make_head_config(trace_every=1)
     with pytest.raises(InvalidInputError, match="trace_capacity"):
         run_chunk(traced, HeadState.new(traced, trace_capacity=1), X, y)
     assert state.step == 0
 
 
 def test_regression_targets_need_not_be_labels():
-    cfg = _config(loss="squared_error")
+    cfg = make_head_config(loss="squared_error")
     X, y = _data(n=64, loss="squared_error")
     state = HeadState.new(cfg)
     run_chunk(cfg, state, X, y)
@@ -404,16 +390,16 @@ def test_many_columns_staged_path_is_chunk_invariant_and_matches_twin(dtype):
     rows_per_stage = sgd.STAGE_COLUMN_BYTES // np.dtype(dtype).itemsize
     n = 2 * rows_per_stage + 300                      # two full refills and a partial one
     X, y = _data(n=n, p=p, dtype=dtype)
-    cfg = _config(n_features=p, noise_var=np.full(p, 0.01), batch_size=128, learning_rate=0.01,
+    cfg = make_head_config(n_features=p, noise_var=np.full(p, 0.01), batch_size=128, learning_rate=0.01,
                   fit_intercept=True, average_start=0, label_keep_prob=0.8)
-    states = [_run(run_chunk, finish, cfg, X, y, chunk=chunk)
+    states = [run_in_chunks(run_chunk, finish, cfg, X, y, chunk=chunk)
               for chunk in (n, rows_per_stage - 5, 1000, 333)]
     for state in states[1:]:
         np.testing.assert_array_equal(state.theta, states[0].theta)
         np.testing.assert_array_equal(state.theta_avg, states[0].theta_avg)
         np.testing.assert_array_equal(state.intercept, states[0].intercept)
         np.testing.assert_array_equal(state.telemetry, states[0].telemetry)
-    twin = _run(reference_run_chunk, reference_finish, cfg, X.astype(np.float64), y, chunk=n)
+    twin = run_in_chunks(reference_run_chunk, reference_finish, cfg, X.astype(np.float64), y, chunk=n)
     _assert_states_close(states[0], twin, 1e-12)
 
 

@@ -10,6 +10,7 @@ from iwpfast.estimates import iwp_gradient
 from iwpfast.exceptions import DivergenceError, InvalidInputError
 from iwpfast.sgd.reference import reference_finish, reference_run_chunk
 from iwpfast.sgd.state import TELEMETRY_INDEX, HeadConfig, HeadState
+from tests.conftest import make_head_config, run_in_chunks
 
 
 def _stream(n=1000, p=4, seed=0, regression=False, dtype=np.float64):
@@ -23,20 +24,15 @@ def _stream(n=1000, p=4, seed=0, regression=False, dtype=np.float64):
 
 
 def _cfg(**kw):
+    """conftest's head config with the logistic loss, p = 4 and noise variance 0.3."""
     p = kw.pop("n_features", 4)
-    base = dict(loss="logistic", mode="iwp", n_features=p, noise_var=np.full(p, 0.3),
-                batch_size=16, learning_rate=0.02, alpha=0.05)
-    base.update(kw)
-    return HeadConfig(**base)
+    return make_head_config(**{"loss": "logistic", "n_features": p, "noise_var": np.full(p, 0.3),
+                               "learning_rate": 0.02, "alpha": 0.05, **kw})
 
 
 def _run(cfg, X, y, chunk, state=None, **state_kw):
-    state = state or HeadState.new(cfg, **state_kw)
-    n = X.shape[1]
-    for i in range(0, n, chunk):
-        reference_run_chunk(cfg, state, X[:, i:i + chunk], y[i:i + chunk])
-    reference_finish(cfg, state)
-    return state
+    return run_in_chunks(reference_run_chunk, reference_finish, cfg, X, y, chunk, state=state,
+                         **state_kw)
 
 
 def _snapshot(state):

@@ -24,6 +24,7 @@ from iwpfast.sgd.reference import (
     reference_run_chunk_heads,
 )
 from iwpfast.sgd.state import HeadConfig, HeadState
+from tests.conftest import make_head_config, run_in_chunks
 
 pytestmark = pytest.mark.kernels
 
@@ -43,23 +44,12 @@ def _data(n=601, p=P, loss="exponential", seed=0, dtype=np.float64):
 
 
 def _config(**overrides) -> HeadConfig:
-    base = dict(loss="exponential", mode="iwp", n_features=P, noise_var=np.full(P, 0.09),
-                batch_size=16, learning_rate=0.05, alpha=0.01, truncation=2, fit_intercept=True,
-                average_start=0, label_keep_prob=0.85)
-    base.update(overrides)
-    return HeadConfig(**base)
+    """conftest's head config, averaged from the start, with private labels (S = 0.85)."""
+    return make_head_config(**{"average_start": 0, "label_keep_prob": 0.85, **overrides})
 
 
 def _run(run, fin, cfg, X, y, weights, chunk):
-    state = HeadState.new(cfg)
-    for start in range(0, y.shape[0], chunk):
-        stop = start + chunk
-        if weights is None:
-            run(cfg, state, X[:, start:stop], y[start:stop])
-        else:
-            run(cfg, state, X[:, start:stop], y[start:stop], sample_weight=weights[start:stop])
-    fin(cfg, state)
-    return state
+    return run_in_chunks(run, fin, cfg, X, y, chunk, sample_weight=weights)
 
 
 def _assert_same_bits(a: HeadState, b: HeadState):
