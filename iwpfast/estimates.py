@@ -206,7 +206,7 @@ def _prepare(theta, X, y, loss, noise_var, epsilon_y, truncation, intercept, cor
                                     "loss='squared_error' pass target_noise_var (sigma_y^2) instead")
     iwp = correction == "iwp"
     s = noise if iwp else np.zeros(p)
-    if iwp and law is not None and loss == "exponential":
+    if iwp and law is not None and LOSS_RECORDS[loss].laplace == "product":
         # e^{-tau} is prod_j kappa_j and d/dtheta_j of -tau is -direction_j (docs/math.md)
         log_kappa, direction = law.exponential_factor(theta)
         tau = -math.fsum(log_kappa.tolist())
@@ -233,7 +233,7 @@ def _check_law(noise_law, noise_var, loss, p):
     if noise_var is not None:
         raise InvalidInputError("pass noise_var (Gaussian release) or noise_law (Laplace release), "
                                 "not both: the Laplace law's variance is noise_law.variance")
-    if loss == "logistic":
+    if LOSS_RECORDS[loss].laplace is None:
         raise InvalidInputError(LOGISTIC_LAPLACE_REFUSAL)
     return noise_law.broadcast(p)
 

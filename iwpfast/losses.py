@@ -142,6 +142,10 @@ class Loss:
                  ``predict_proba`` is sigma(c u) (logistic 1, exponential 2: docs/math.md
                  "Probabilities"); None where the minimizer is no function of the log-odds alone
                  that a linear score can carry (quadratic: 2p - 1), or for regression.
+    laplace:     how the loss is debiased for a discrete Laplace release (docs/math.md "Pure
+                 epsilon"): "product" (the exact inverse is the loss times prod_j kappa_j, and a
+                 finite variance needs the law's variance cap), "variance" (the Gaussian formula
+                 with s_j = the law's variance, exactly), or None (no unbiased correction).
     """
 
     name: str
@@ -158,6 +162,7 @@ class Loss:
     smoothed: Callable[[np.ndarray, float], np.ndarray] | None = None
     newton: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
     log_odds_scale: float | None = None
+    laplace: str | None = None
 
     def both_series(self, v: np.ndarray, tau: float, truncation: int) -> tuple[np.ndarray, np.ndarray]:
         """(F_1(v), F_2(v)): the scalars a row's gradient is made of."""
@@ -277,17 +282,17 @@ LOSS_RECORDS: dict[str, Loss] = {loss.name: loss for loss in (
     Loss("exponential", "classification", "exp(-v)", _exponential_derivative, _exponential_series,
          f2_at_0=1.0, slope_at_0=1.0, derivative_bounds=_exponential_bounds, heavy_tailed=True,
          series_12=_exponential_series_12, smoothed=lambda v, tau: np.exp(tau - v),
-         newton=_exponential_newton, log_odds_scale=2.0),
+         newton=_exponential_newton, log_odds_scale=2.0, laplace="product"),
     Loss("quadratic", "classification", "(v - 1)^2 / 2", _quadratic_derivative, _quadratic_series,
          f2_at_0=1.0, slope_at_0=1.0, derivative_bounds=lambda zmax, target_bound: (zmax + 1.0, 1.0),
-         smoothed=_quadratic_smoothed, newton=_quadratic_newton),
+         smoothed=_quadratic_smoothed, newton=_quadratic_newton, laplace="variance"),
     Loss("logistic", "classification", "log(1 + exp(-v))", _logistic_derivative, _logistic_series,
          f2_at_0=0.25, slope_at_0=0.5, derivative_bounds=lambda zmax, target_bound: (1.0, 0.25),
          truncated=True, newton=_logistic_newton, log_odds_scale=1.0),
     Loss("squared_error", "regression", "r^2 / 2", _squared_derivative, _squared_series,
          f2_at_0=1.0, slope_at_0=None,
          derivative_bounds=lambda zmax, target_bound: (zmax + target_bound, 1.0),
-         smoothed=_squared_smoothed, newton=_squared_newton),
+         smoothed=_squared_smoothed, newton=_squared_newton, laplace="variance"),
 )}
 
 CLASSIFICATION_LOSSES = tuple(n for n, r in LOSS_RECORDS.items() if r.task == "classification")

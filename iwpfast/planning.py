@@ -93,7 +93,7 @@ class ReleasePlan:
 
     def score_factor(self, theta_norm: float) -> float:
         energy = self.sigma ** 2 * theta_norm ** 2
-        if self.mechanism == "laplace" and self.loss == "exponential":
+        if self.mechanism == "laplace" and loss_record(self.loss).laplace == "product":
             # the Laplace inverse's second-moment factor with the energy in one coordinate,
             # (1 - E/2)^2 / (1 - 2E), infinite from E = 1/2 (docs/math.md "Pure epsilon")
             return math.inf if energy >= 0.5 else (1.0 - energy / 2) ** 2 / (1.0 - 2.0 * energy)

@@ -149,6 +149,13 @@ def test_record_facts_agree_with_its_derivatives(name):
         assert abs(float(record.derivative(1, zero)[0])) == record.slope_at_0
     else:
         assert record.task == "regression"        # |f'(0)| = |y|: the target bound stands in
+    # the Laplace inverse a record states: "variance" is exact for a parabola only (third
+    # derivative 0), "product" for f = exp(-v) (f'' = f), None: no closed inverse
+    grid = np.linspace(-3.0, 3.0, 61)
+    if record.laplace == "variance":
+        assert np.all(record.derivative(3, grid) == 0.0)
+    elif record.laplace == "product":
+        np.testing.assert_array_equal(record.derivative(2, grid), record.derivative(0, grid))
     target_bound = 1.5
     for zmax in (0.5, 2.0, 6.0):
         v = np.linspace(-zmax, zmax, 2001)

@@ -68,7 +68,7 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
             radius = math.inf if bound is None else default_radius(v["loss"], bound, v["alpha"])
         cap = math.inf if self.variance_cap is None else float(self.variance_cap)
         law = noise.noise_law if mode != "clean" else None
-        if law is not None and mode == "iwp" and v["loss"] == "exponential" \
+        if law is not None and mode == "iwp" and LOSS_RECORDS[v["loss"]].laplace == "product" \
                 and self.variance_cap is None:
             # a Laplace release: the exponential loss's estimate has a finite variance only for
             # |theta_j| < 1/(2 b_j); the cap keeps theta inside (docs/math.md "Pure epsilon")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..exceptions import InvalidInputError, NumericalWarning, ReleaseSpecError
+from ..losses import LOSS_RECORDS
 from ..sgd.schedules import default_radius
 from ._fields import EstimatorFields
 from ._heads import Heads, SingleHead
@@ -51,7 +52,7 @@ class TunedFitMixin(EstimatorFields):
                                             and feature_noise)
                else (math.inf if self.variance_cap is None else float(self.variance_cap)))
         if probe.noise_law is not None and mode == "iwp" and self.variance_cap is None \
-                and probe.loss == "exponential":
+                and LOSS_RECORDS[probe.loss].laplace == "product":
             # a Laplace release: the cap of the finite-variance region (docs/math.md "Pure epsilon")
             cap = probe.variance_cap
         keep = self._grid_label_keep_prob(noise) if mode == "iwp" else None

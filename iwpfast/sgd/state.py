@@ -36,7 +36,7 @@ from ..estimates import LOGISTIC_LAPLACE_REFUSAL
 from ..exceptions import InvalidInputError, SampleWeightError
 from ..label_noise import label_tilde_from_keep
 from ..laplace import DiscreteLaplace, check_laplace_cap
-from ..losses import CLASSIFICATION_LOSSES
+from ..losses import CLASSIFICATION_LOSSES, LOSS_RECORDS
 
 __all__ = ["HeadConfig", "HeadState", "CheckedConfig", "check_config", "check_sample_weight",
            "first_invalid_weight", "SCHEDULES", "MODE_CODES",
@@ -298,9 +298,10 @@ def _check_noise_law(cfg: HeadConfig, p: int, noise_var: np.ndarray, variance_ca
                                 "of the Laplace release); pass noise_var=noise_law.variance")
     if cfg.mode != "iwp":
         return gaussian
-    if cfg.loss == "logistic":
+    inverse = LOSS_RECORDS[cfg.loss].laplace
+    if inverse is None:
         raise InvalidInputError(LOGISTIC_LAPLACE_REFUSAL)
-    if cfg.loss != "exponential":
+    if inverse == "variance":
         return gaussian             # quadratic losses: the Gaussian formula with s = Var, exactly
     check_laplace_cap(law, variance_cap, "HeadConfig.variance_cap")
     packed = np.concatenate([law.variance, law.curvature_constant, law.grid])
