@@ -26,7 +26,7 @@ import warnings
 
 import numpy as np
 
-from .exceptions import InvalidInputError
+from .exceptions import DivergenceError, InvalidInputError
 from .privacy.options import _UNSET, DEFAULT_BATCH_ROWS
 
 __all__ = ["release_files", "fit_files", "shard_bounds", "merge_states", "local_client"]
@@ -146,15 +146,11 @@ class DaskPartsRunner:
 
 
 def _release_part_task(plan, index, options, key):
-    """``release_part`` on a Dask worker: pyarrow's decoding uses as many threads as the part's
-    noise (a worker's threads are its share of the machine; pyarrow would otherwise start one
-    decoding thread per core in every worker process)."""
-    import pyarrow as pa
-
+    """``release_part`` on a Dask worker, pyarrow's decoding limited to the part's noise threads
+    (``_limit_worker_threads``)."""
     from .privacy.multipart import release_part_with
 
-    pa.set_cpu_count(max(1, int(options.threads or 1)))
-    pa.set_io_thread_count(max(2, int(options.threads or 1)))
+    _limit_worker_threads(int(options.threads or 1))
     return release_part_with(plan, index, options, key)
 
 
@@ -226,135 +222,299 @@ def merge_telemetry(tels: list, index: dict) -> np.ndarray:
     return out
 
 
-#: the name of a shard's single head (its telemetry warnings name it, as a fit's)
-_HEAD = "model"
+# ------------------------------------------------------------------------------ shards of a source
+@dataclasses.dataclass
+class ShardRecipe:
+    """How a worker opens rows ``[a, b)`` of a source the client opened: the files and their row
+    counts (a shard opens only the files its rows lie in), and the view on top (a training or
+    validation part of the 'auto' split, batches mapped), whose blocks stay those of the whole
+    source (``PartSource(row_offset=a)``).  Only locations, counts and the mapper travel."""
+
+    locations: list
+    file_rows: list
+    batch_rows: int
+    period: int | None = None
+    block: int = 1
+    validation: bool = False
+    mapper: object = None
+    view: bool = False          # a PartSource on top (a split or a mapper)
+
+    @classmethod
+    def of(cls, source) -> ShardRecipe:
+        from .io.sources import FileSource
+        from .io.views import PartSource
+        view = isinstance(source, PartSource)
+        files = source.inner if view else source
+        if not isinstance(files, FileSource) or any(n is None for n in files.file_rows):
+            raise InvalidInputError(
+                f"a pass on the cluster reads files on the workers: give a Parquet/IPC file, "
+                f"folder, glob or prefix (not {getattr(source, 'description', type(source).__name__)}"
+                f"; CSV files do not know their row counts: convert them to Parquet)")
+        if view and source.row_offset:
+            raise InvalidInputError("a shard of a shard cannot be split again")
+        return cls(list(files.locations), [int(n) for n in files.file_rows], files.batch_rows,
+                   source.period if view else None, source.block if view else 1,
+                   source.validation if view else False, source.mapper if view else None, view)
+
+    @property
+    def n_rows(self) -> int:
+        """Rows of the files (the shards cut these; a part keeps its own rows of each shard)."""
+        return int(sum(self.file_rows))
+
+    def rows(self, a: int, b: int) -> int:
+        """The rows the view holds of the files' rows ``[a, b)``."""
+        if self.period is None:
+            return b - a
+        from .io.views import split_counts
+        end, before = (split_counts(x, self.period, self.block) for x in (b, a))
+        return end[1] - before[1] if self.validation else end[0] - before[0]
+
+    def open(self, a: int, b: int):
+        """The source of rows ``[a, b)``, opening only the files they lie in."""
+        from .io.sources import FileSource, RowRangeSource
+        from .io.views import PartSource
+        starts = np.concatenate([[0], np.cumsum(self.file_rows)]).astype(np.int64)
+        first = max(0, int(np.searchsorted(starts, a, side="right")) - 1)
+        last = max(first + 1, int(np.searchsorted(starts, b, side="left")))
+        files = FileSource(self.locations[first:last], None, self.batch_rows)
+        offset = int(starts[first])
+        src = RowRangeSource(files, a - offset, b - offset)
+        if not self.view:
+            return src
+        return PartSource(src, period=self.period, block=self.block, validation=self.validation,
+                          mapper=self.mapper, row_offset=a)
 
 
-def _fit_shard(locations, start, stop, config, features, label, state_arrays, estimator, engine,
-               chunk_rows, sample_weight=None):
-    """One shard's pass on a worker: rows [start, stop) of the files, from ``state_arrays``
-    (None: a fresh state).  Returns the final state's arrays and the head's telemetry."""
-    from .io.sources import FileSource, RowRangeSource
+def _limit_worker_threads(threads: int) -> None:
+    """pyarrow's decoding gets the task's threads (a worker's threads are its share of the
+    machine; pyarrow would otherwise start one decoding thread per core in every worker)."""
+    import pyarrow as pa
+
+    pa.set_cpu_count(max(1, int(threads)))
+    pa.set_io_thread_count(max(2, int(threads)))
+
+
+def _shard_pass(recipe: ShardRecipe, a: int, b: int, heads: list, state_arrays: dict | None,
+                engine: str, chunk_rows, feature_bound):
+    """One piece of one shard on a worker: the heads' pass over rows ``[a, b)`` from
+    ``state_arrays`` (None: fresh states).  Returns {head: final state arrays}, the configs run
+    and the rows read.  The heads run one after the other in the worker's thread (its share of
+    the machine: a thread per head in every worker would oversubscribe the cores)."""
     from .sgd import driver
     from .sgd.state import HeadState
 
-    src = RowRangeSource(FileSource(locations, None, 1 << 16), start, stop)
-    # the shard's plan: released labels are +-1 already; {0, 1} label columns of clean data are
-    # mapped per batch
-    plan = estimator.plan_pass(src, features=features, label=label, sample_weight=sample_weight)
-    head = driver.Head(_HEAD, config, list(features), label, sample_weight=sample_weight)
-    kw = {"progress": False, "engine": engine}
+    _limit_worker_threads(1)
+    src = recipe.open(a, b)
+    kw: dict = {"progress": False, "engine": engine, "head_threads": 1}
     if chunk_rows is not None:
         kw["chunk_rows"] = int(chunk_rows)
+    if feature_bound is not None:
+        kw["feature_bound"] = feature_bound
     if state_arrays is not None:
-        kw["states"] = {_HEAD: HeadState.from_arrays(state_arrays)}
+        kw["states"] = {n: HeadState.from_arrays(x) for n, x in state_arrays.items()}
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the merged model's telemetry is checked by the caller
-        result = driver.fit_stream(plan.source, [head], **kw)
-    return result.states[_HEAD].arrays()
+        warnings.simplefilter("ignore")  # the merged model's telemetry is checked by the client
+        try:
+            result = driver.fit_stream_here(src, heads, **kw)
+        except DivergenceError as exc:
+            # returned, not raised: a head of the 'auto' grid whose step is too large is an
+            # expected outcome (the client drops it), not a task failure for the worker's log
+            return exc
+    return ({n: st.arrays() for n, st in result.states.items()}, result.configs,
+            int(result.n_rows))
+
+
+def _shard_score(recipe: ShardRecipe, a: int, b: int, scorer):
+    """The validation rows of rows ``[a, b)`` scored on a worker (``tuning.HeadScorer``)."""
+    _limit_worker_threads(1)
+    scorer.add_source(recipe.open(a, b))
+    return scorer
+
+
+class DaskStreams:
+    """Where an estimator's passes run inside ``fit_files``: ``driver.streams_on(DaskStreams(...))``.
+
+    A pass (``fit_stream``) over a source of files is cut into ``shards`` row ranges of about
+    equal size, each read in ``rounds`` consecutive pieces; every head runs on every shard with
+    its step multiplied by the number of shards (the 'paper' schedule resolved with the shard's
+    rows; an average over a fraction of the pass started at that fraction of the shard's
+    updates), and the heads' shard states are merged by row-weighted averaging after each round
+    (``merge_states``).  A scoring read (``tuning.score_heads``) is cut the same way and the
+    shards' sums merged.  Only file locations, configurations and state vectors travel."""
+
+    def __init__(self, client, shards: int, rounds: int = 1, average_fraction: float | None = None):
+        self.client = client
+        self.shards = int(shards)
+        self.rounds = int(rounds)
+        self.average_fraction = average_fraction
+
+    def _shard_config(self, cfg, rows: int, noise_meta: dict | None, feature_bound, head):
+        from .sgd.schedules import resolve_paper_schedule
+        if cfg.schedule == "paper":
+            fb = feature_bound if feature_bound is not None else (noise_meta or {}).get("feature_bound")
+            theta0 = 0.0 if head.theta0 is None else float(np.linalg.norm(head.theta0))
+            cfg = resolve_paper_schedule(cfg, rows, feature_bound=fb,
+                                         target_bound=(noise_meta or {}).get("target_bound"),
+                                         A=head.paper_A, smoothness=head.paper_smoothness,
+                                         theta0_norm=theta0)
+        else:
+            cfg = dataclasses.replace(cfg, learning_rate=cfg.learning_rate * self.shards)
+        if cfg.average_start >= 0 and self.average_fraction is not None:
+            updates = -(-int(rows) // int(cfg.batch_size))
+            cfg = dataclasses.replace(cfg, average_start=int(math.floor(self.average_fraction
+                                                                        * updates)))
+        return cfg
+
+    def fit_stream(self, source, heads, *, chunk_rows=None, progress=True, states=None,
+                   engine: str = "numba", feature_bound=None, finish: bool = True,
+                   trace_every: int = 0, checkpoint=None, resume: bool = False, epochs: int = 1,
+                   **_ignored):
+        from .progress import progress_bar
+        from .sgd.driver import StreamResult, _warn_telemetry, head_telemetry
+        from .sgd.state import HeadState
+
+        if checkpoint is not None or resume or int(epochs) != 1 or trace_every or not finish:
+            raise InvalidInputError(
+                "a pass on the cluster runs one whole pass: checkpoints, resume, epochs, traces "
+                "and partial_fit are for a pass on one machine")
+        recipe = ShardRecipe.of(source)
+        n = recipe.n_rows
+        if n < self.shards * self.rounds:
+            raise InvalidInputError(f"{n} rows cannot make {self.shards} shards x {self.rounds} "
+                                    f"rounds")
+        bounds = shard_bounds(n, self.shards)
+        pieces = [[(a + lo, a + hi) for lo, hi in shard_bounds(b - a, self.rounds)]
+                  for a, b in bounds]
+        weights = [recipe.rows(a, b) for a, b in bounds]
+        if min(weights) <= 0:
+            raise InvalidInputError(f"{self.shards} shards of {source.description}: a shard has "
+                                    f"no rows; use fewer shards")
+        meta = source.release_metadata
+        shard_heads = [[dataclasses.replace(h, config=self._shard_config(
+            h.config, rows, meta, feature_bound, h)) for h in heads] for rows in weights]
+        if len({(h.config.alpha, h.config.learning_rate) for h in shard_heads[0]}) == 1:
+            _check_step(shard_heads[0][0].config, self.shards)
+        names = [h.name for h in heads]
+        start = None if states is None else {k: states[k].arrays() for k in names}
+        shard_states: list = [start] * self.shards
+        total = sum(weights)
+        bar = progress_bar(progress, total, desc=f"iwpfast ({self.shards} shards)")
+        merged: dict = {}
+        configs: dict = {}
+        try:
+            for r in range(self.rounds):
+                futures = [self.client.submit(
+                    _shard_pass, recipe, *pieces[k][r], shard_heads[k], shard_states[k], engine,
+                    chunk_rows, feature_bound, pure=False) for k in range(self.shards)]
+                done = self._gather(futures, bar, [recipe.rows(*pieces[k][r])
+                                                   for k in range(self.shards)])
+                for d in done:
+                    if isinstance(d, DivergenceError):
+                        raise d
+                configs = done[0][1]
+                results = [{nm: HeadState.from_arrays(x) for nm, x in d[0].items()} for d in done]
+                merged = {nm: merge_states([res[nm] for res in results], weights) for nm in names}
+                # the merged state goes back to every shard; the telemetry each shard carries on
+                # is its own, so that the final sum counts every update once
+                shard_states = []
+                for res in results:
+                    nxt = {}
+                    for nm in names:
+                        st = HeadState.from_arrays(merged[nm].arrays())
+                        st.telemetry = res[nm].telemetry.copy()
+                        nxt[nm] = st.arrays()
+                    shard_states.append(nxt)
+        finally:
+            bar.close()
+        telemetry = {}
+        for nm in names:
+            tel = head_telemetry(configs[nm], merged[nm])
+            tel.update(shards=self.shards, rounds=self.rounds)
+            telemetry[nm] = tel
+            _warn_telemetry(nm, configs[nm], tel)
+        return StreamResult(states=merged, n_rows=total, release_metadata=meta,
+                            telemetry=telemetry, elapsed_s=0.0, rows_per_s=math.nan,
+                            configs=dict(configs))
+
+    def score(self, source, scorer):
+        recipe = ShardRecipe.of(source)
+        bounds = shard_bounds(recipe.n_rows, min(self.shards, max(recipe.n_rows, 1)))
+        futures = [self.client.submit(_shard_score, recipe, a, b, scorer, pure=False)
+                   for a, b in bounds]
+        parts = self._gather(futures, None, None)
+        for part in parts[1:]:
+            parts[0].merge(part)
+        return parts[0]
+
+    def _gather(self, futures, bar, rows):
+        """The futures' results in order; ``bar`` advanced by each one's rows as it finishes.  A
+        failure cancels the others (a training shard writes nothing) and is raised as it is (a
+        ``DivergenceError`` names its head: the tuning drops that head and goes on)."""
+        from distributed import as_completed
+        index = {f.key: i for i, f in enumerate(futures)}
+        try:
+            for fut in as_completed(futures):
+                if fut.status == "error":
+                    fut.result()            # raises the task's exception
+                if bar is not None:
+                    bar.update(rows[index[fut.key]])
+            return self.client.gather(futures)
+        except BaseException:
+            self.client.cancel(futures)
+            raise
 
 
 def fit_files(client, source, estimator, *, rounds: int = 1, shards: int | None = None,
               features=None, label=None, filesystem=None, sample_weight=None):
-    """Fit ``estimator`` (an unfitted or fitted ``IWPClassifier``/``IWPRegressor``; refitted in
-    place and returned) on the release ``source`` on the Dask cluster of ``client``.
+    """Fit ``estimator`` (an ``IWPClassifier``/``IWPRegressor``, refitted in place and returned)
+    on the release ``source`` on the Dask cluster of ``client``: ``estimator.fit(source)`` with
+    its passes run on the cluster (``DaskStreams``), so every setting works as on one machine --
+    ``alpha``/``learning_rate='auto'`` (the default), k > 2 classes, sample weights.
 
-    source: a release file, folder (e.g. a multi-part release), glob or prefix, on any
-        filesystem (``s3://...``; ``filesystem=`` for paths that are not URIs).
+    source: a Parquet/IPC release file, folder (e.g. a multi-part release), glob or prefix, on
+        any filesystem (``s3://...``; ``filesystem=`` for paths that are not URIs).
     shards: K, the number of shards (default: the number of workers).
     rounds: periodic averaging: each shard's rows are read in ``rounds`` consecutive pieces, and
         the shards' states are merged after each piece and sent back (1: one merge at the end).
     sample_weight: the column of public per-row weights (as ``estimator.fit(path,
         sample_weight=...)``); None: unweighted.
 
-    The step of a constant or inverse schedule is multiplied by K: a shard makes 1/K of the
-    updates of one pass over all rows.  Returns the estimator with the attributes ``fit`` sets;
-    its ``telemetry_`` sums the shards' (``n_iter_`` = all shards' updates).
+    Each head runs on every shard with its step multiplied by K (a shard makes 1/K of the
+    updates of one pass); the shards are merged by row-weighted averaging.  With 'auto' the
+    grid's heads are trained that way on the training blocks of every shard, the merged heads
+    scored on the validation blocks of every shard (the split is the one machine's), and one
+    chosen by the same rule; the cap and the tail average 'auto' sets are those of one machine.
+    ``learning_rate_`` is the step the shards ran (K times the grid's; ``tuning_`` lists the
+    grid's steps for one pass).  ``n_iter_`` counts the updates of all shards and
+    ``telemetry_`` adds ``shards`` and ``rounds``.
     """
-    from .io.sources import FileSource, open_source
-    from .sgd.driver import _warn_telemetry, head_telemetry
-    from .sgd.schedules import resolve_paper_schedule
-    from .sgd.state import HeadState
+    from .sgd.driver import streams_on
 
     _require_client(client)
     if int(rounds) < 1:
         raise InvalidInputError(f"rounds={rounds}: use 1 (one merge at the end) or more")
-    rounds = int(rounds)
-    src = open_source(source, filesystem=filesystem)
-    if not isinstance(src, FileSource) or src.num_rows is None:
-        raise InvalidInputError(
-            f"fit_files reads files on the workers: give a Parquet/IPC file, folder, glob or prefix "
-            f"(not {type(source).__name__}, and not CSV: its row count is unknown)")
     if shards is None:
         shards = max(1, len(client.scheduler_info().get("workers", {})))
     if int(shards) < 1:
         raise InvalidInputError(f"shards={shards}: use 1 or more")
-    shards = int(shards)
-    n = int(src.num_rows)
-    if n < shards * rounds:
-        raise InvalidInputError(f"{n} rows cannot make {shards} shards x {rounds} rounds")
-
-    # the pass set up once, as fit() does it: columns, noise, configuration
-    est = estimator
-    if _is_auto(est.get_params()["alpha"]) or (_is_auto(est.get_params()["learning_rate"])
-                                               and est.schedule != "paper"):
-        raise InvalidInputError(
-            "fit_files needs numbers for alpha and learning_rate ('auto' chooses them on a private "
-            "hold-out in one pass on one machine): fit a sample with 'auto' first and pass its "
-            "alpha_ and learning_rate_")
-    meta = src.release_metadata or {}
-    if meta.get("label_encoding") == "class_index":
-        raise InvalidInputError(
-            "fit_files trains one head per shard: a k-class release (k one-vs-rest heads) is fitted "
-            "in one scan on one machine with estimator.fit(path)")
-    plan = est.plan_pass(src, features=features, label=label, sample_weight=sample_weight)
-    feats, lab, noise = plan.features, plan.label, plan.noise
-    bounds = shard_bounds(n, shards)
-    configs = []
-    for a, b in bounds:
-        cfg = plan.config_for(b - a)
-        if cfg.schedule == "paper":
-            cfg = resolve_paper_schedule(cfg, b - a, feature_bound=noise.feature_bound,
-                                         target_bound=(noise.metadata or {}).get("target_bound"))
-        else:
-            cfg = dataclasses.replace(cfg, learning_rate=cfg.learning_rate * shards)
-        configs.append(dataclasses.replace(cfg, weighted=sample_weight is not None))
-    _check_step(configs[0], shards)
-    locations = src.locations
-    template = type(est)(**est.get_params())
-    engine = plan.engine
-    states = [None] * shards
-    weights = [b - a for a, b in bounds]
-    merged = None
-    for r in range(rounds):
-        futures = []
-        for k, (a, b) in enumerate(bounds):
-            lo, hi = shard_bounds(b - a, rounds)[r]
-            futures.append(client.submit(
-                _fit_shard, locations, a + lo, a + hi, configs[k], feats, lab, states[k], template,
-                engine, est.chunk_rows, sample_weight, pure=False))
-        arrays = client.gather(futures)
-        shard_states = [HeadState.from_arrays(x) for x in arrays]
-        merged = merge_states(shard_states, weights)
-        # the merged state goes back to every shard; the telemetry each shard carries on is its
-        # own so that the final sum counts every update once
-        states = []
-        for s in shard_states:
-            nxt = HeadState.from_arrays(merged.arrays())
-            nxt.telemetry = s.telemetry.copy()
-            states.append(nxt.arrays())
-    plan.config = configs[0]
-    tel = head_telemetry(configs[0], merged)
-    tel.update(shards=shards, rounds=rounds)
-    est.adopt_pass(plan, merged, tel)
-    est.n_iter_ = int(tel["batches"])
-    _warn_telemetry(_HEAD, configs[0], tel)
-    return est
+    runner = DaskStreams(client, int(shards), int(rounds), _average_fraction(estimator))
+    with streams_on(runner):
+        estimator.fit(source, sample_weight=sample_weight, features=features, label=label,
+                      filesystem=filesystem)
+    estimator.telemetry_ = dict(estimator.telemetry_, shards=int(shards), rounds=int(rounds))
+    estimator.n_iter_ = int(estimator.telemetry_["batches"])
+    return estimator
 
 
-def _is_auto(value) -> bool:
-    """A hyper-parameter that is not a number ('auto' or a list of candidates)."""
-    return isinstance(value, (str, list, tuple))
+def _average_fraction(estimator) -> float | None:
+    """The fraction of the pass after which the estimator's average starts (None: a fixed
+    update, or no average); 'auto' averages the tail when it tunes (``_auto_grid``)."""
+    avg = estimator.get_params().get("average")
+    if avg in ("tail", "auto"):
+        return 0.5
+    if isinstance(avg, float):
+        return avg
+    return None
 
 
 def _check_step(cfg, shards: int) -> None:

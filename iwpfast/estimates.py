@@ -527,6 +527,26 @@ class RiskAccumulator:
             self.max_abs = np.maximum(self.max_abs, a.max(axis=0))
         self.n = n
 
+    def merge(self, other: RiskAccumulator) -> None:
+        """Add the rows of ``other`` (the same k models scored on other rows: a shard of a
+        distributed hold-out), as if its batches had been added here (Chan et al.)."""
+        if other.k != self.k:
+            raise InvalidInputError(f"cannot merge sums of {other.k} models into sums of {self.k}")
+        if other.n == 0:
+            return
+        n = self.n + other.n
+        with np.errstate(over="ignore", invalid="ignore"):
+            delta = other.mean - self.mean
+            self.mean = self.mean + delta * (other.n / n)
+            self.m2 = self.m2 + other.m2 + delta * delta * (self.n * other.n / n)
+            if self.k > 1:
+                self.comoment = (self.comoment + other.comoment
+                                 + np.outer(delta, delta) * (self.n * other.n / n))
+            self.sum_abs = self.sum_abs + other.sum_abs
+            self.sum_sq = self.sum_sq + other.sum_sq
+            self.max_abs = np.maximum(self.max_abs, other.max_abs)
+        self.n = n
+
     def estimates(self, loss: str, noise_energy=0.0) -> list[RiskEstimate]:
         """One RiskEstimate per column; ``noise_energy``: sigma^2 |theta|^2 per column (or one)."""
         if self.n == 0:

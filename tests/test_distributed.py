@@ -262,3 +262,81 @@ def test_fit_files_with_a_sample_weight_column_is_fit(client, raw, tmp_path):
     assert not np.array_equal(plain.coef_, ref.coef_)
     with pytest.raises(InvalidInputError, match="sample_weight column 'v' not in the source"):
         dist.fit_files(client, path, iwpfast.IWPClassifier(**kw), shards=1, sample_weight="v")
+
+
+# ------------------------------------------------------------------ 'auto' and k classes on shards
+def _risk_gap_bound(a, b):
+    """3 standard errors of the difference of two private risk estimates (treated as
+    independent: their paired difference has a smaller standard error, so this bound is loose
+    the safe way)."""
+    return 3.0 * float(np.hypot(a.stderr, b.stderr))
+
+
+def test_fit_files_auto_chooses_on_every_shard_as_one_machine(client, released):
+    one = iwpfast.IWPClassifier().fit(released)
+    got = dist.fit_files(client, released, iwpfast.IWPClassifier(), shards=2)
+    # the same grid, the same split (train and validation rows of the whole release), the cap
+    for key in ("alpha", "learning_rate"):
+        assert got.tuning_[key] == one.tuning_[key]
+    assert got.tuning_["n_validation"] == one.tuning_["n_validation"] > 0
+    assert got.tuning_["n_train"] == one.tuning_["n_train"]
+    assert got.tuning_["variance_cap"] == one.tuning_["variance_cap"] == 2.0
+    assert got._pass.config.variance_cap == 2.0 and got._pass.config.average_start > 0
+    assert got.telemetry_["shards"] == 2 and got.n_rows_seen_ == one.tuning_["n_train"]
+    chosen = got.tuning_["chosen"].index(True)
+    assert got.alpha_ == got.tuning_["alpha"][chosen]
+    assert got.learning_rate_ == 2 * got.tuning_["learning_rate"][chosen]   # the shards' step
+    # the risk of the model: within 3 standard errors of one machine's
+    r_one, r_got = one.private_risk(released), got.private_risk(released)
+    assert abs(r_got.risk - r_one.risk) <= _risk_gap_bound(r_one, r_got)
+
+
+@pytest.fixture(scope="module")
+def released_3(tmp_path_factory):
+    d = tmp_path_factory.mktemp("raw3")
+    r = np.random.default_rng(5)
+    for i, n in enumerate([5000, 4000]):
+        x = r.uniform(-1, 1, (n, 2))
+        score = np.stack([x[:, 0], x[:, 1], -x[:, 0] - x[:, 1]], axis=1)
+        y = np.array(["u", "v", "w"])[np.argmax(score + 0.3 * r.standard_normal((n, 3)), axis=1)]
+        pq.write_table(pa.table({"a": x[:, 0], "b": x[:, 1], "c": r.uniform(0, 5, n), "y": y}),
+                       d / f"f{i}.parquet", row_group_size=1024)
+    out = tmp_path_factory.mktemp("rel3") / "rel"
+    s = ReleaseSpec(epsilon_x=2.0, delta=1e-5, bound=1.5, epsilon_y=2.0,
+                    ranges="a=-1:1,b=-1:1,c=0:5", classes=["u", "v", "w"])
+    release(d, str(out) + "/", s, FEATURES, "y", seed=6)
+    return out
+
+
+def test_fit_files_k_classes_with_one_shard_is_fit(client, released_3):
+    kw = dict(alpha=1.0, learning_rate=0.005, batch_size=16, average="tail")
+    ref = iwpfast.IWPClassifier(**kw).fit(released_3)
+    got = dist.fit_files(client, released_3, iwpfast.IWPClassifier(**kw), shards=1)
+    assert got.coef_.shape == (3, 3) and list(got.classes_) == ["u", "v", "w"]
+    np.testing.assert_array_equal(got.coef_, ref.coef_)
+    np.testing.assert_array_equal(got.intercept_, ref.intercept_)
+
+
+def test_fit_files_auto_k_classes_on_two_shards(client, released_3):
+    one = iwpfast.IWPClassifier().fit(released_3)
+    got = dist.fit_files(client, released_3, iwpfast.IWPClassifier(), shards=2)
+    assert got.coef_.shape == (3, 3) and list(got.classes_) == ["u", "v", "w"]
+    assert got.tuning_["class"] == one.tuning_["class"]
+    assert got.tuning_["n_validation"] == one.tuning_["n_validation"] > 0
+    r_one, r_got = one.private_risk(released_3), got.private_risk(released_3)
+    assert abs(r_got.risk - r_one.risk) <= _risk_gap_bound(r_one, r_got)
+
+
+def test_cli_fit_and_tune_with_auto_on_the_cluster(client, released, tmp_path, capsys):
+    from iwpfast.cli import main
+
+    address = client.scheduler.address
+    model = tmp_path / "auto.json"
+    assert main(["fit", str(released), "--out", str(model), "--scheduler", address,
+                 "--no-progress"]) == 0
+    back = iwpfast.load(model)
+    assert back.telemetry_["shards"] == 2 and back.tuning_["variance_cap"] == 2.0
+    capsys.readouterr()
+    assert main(["tune", str(released), "--out", str(tmp_path / "t.json"), "--scheduler",
+                 address, "--no-progress"]) == 0
+    assert "chosen" in capsys.readouterr().out.lower()

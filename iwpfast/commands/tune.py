@@ -42,7 +42,4 @@ def run(args) -> int:
         raise InvalidInputError("tune chooses among several values: leave --alpha/--learning-rate "
                                 "at auto or give a comma-separated grid (e.g. --alpha 0.1,1,10); "
                                 "for one fixed setting use `iwpfast fit`")
-    if getattr(args, "scheduler", None) or getattr(args, "workers", None):
-        raise InvalidInputError("tune runs on one machine (all heads in one scan); drop "
-                                "--scheduler/--workers, then fit on the cluster with the chosen values")
     return fit_run(args)

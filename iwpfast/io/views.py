@@ -72,8 +72,11 @@ class PartSource(Source):
     """Training or validation rows of ``inner`` (or all rows, ``period=None``), batches mapped."""
 
     def __init__(self, inner: Source, *, period: int | None = None, block: int = 1,
-                 validation: bool = False, mapper=None):
+                 validation: bool = False, mapper=None, row_offset: int = 0):
         self.inner = inner
+        # the row number of inner's first row in the data the blocks are cut from: a shard of a
+        # split (rows a:b of a file on one worker) keeps the blocks of the whole split
+        self.row_offset = int(row_offset)
         self.period = None if period is None else int(period)
         self.block = int(block)
         self.validation = bool(validation)
@@ -85,8 +88,9 @@ class PartSource(Source):
         self.cheap_decode = inner.cheap_decode and mapper is None
         n = inner.num_rows
         if n is not None and self.period is not None:
-            tr, va = split_counts(int(n), self.period, self.block)
-            n = va if validation else tr
+            end = split_counts(self.row_offset + int(n), self.period, self.block)
+            before = split_counts(self.row_offset, self.period, self.block)
+            n = end[1] - before[1] if validation else end[0] - before[0]
         schema = inner.full_schema if mapper is None else mapper[0](inner.full_schema)
         super().__init__(schema, inner.columns, inner.batch_rows, n)
 
@@ -108,7 +112,7 @@ class PartSource(Source):
             return
         row = 0  # the part's own row counter
         for origin, batch in self.inner.located_batches(columns, 0, batch_rows):
-            g0 = origin.global_row
+            g0 = origin.global_row + self.row_offset
             g_end = g0 + batch.num_rows
             pos = g0
             while pos < g_end:

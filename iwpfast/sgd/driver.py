@@ -24,7 +24,10 @@ only for experiments; its iterates are no longer covered by that guarantee.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
+import functools
 import math
 import os
 import time
@@ -508,7 +511,32 @@ def _rows_of_pass(src, declared: int | None, read: int) -> int:
     return read
 
 
-def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
+# ------------------------------------------------------------------------------ where passes run
+#: the runner of the passes started in this context (None: here, in this process)
+_STREAM_RUNNER: contextvars.ContextVar = contextvars.ContextVar("iwpfast_stream_runner",
+                                                                default=None)
+
+
+def stream_runner():
+    """The runner set by ``streams_on`` in this context, or None (passes run here)."""
+    return _STREAM_RUNNER.get()
+
+
+@contextlib.contextmanager
+def streams_on(runner):
+    """Run the passes started inside the block with ``runner`` (e.g. on a Dask cluster:
+    ``iwpfast.distributed``): ``fit_stream`` calls ``runner.fit_stream(source, heads, **kw)``
+    and ``tuning.score_heads`` calls ``runner.score(source, scorer)``, so an estimator's whole
+    ``fit`` -- 'auto' grid, k classes, sample weights -- runs its passes there unchanged.  The
+    runner's own workers call ``fit_stream_here``."""
+    token = _STREAM_RUNNER.set(runner)
+    try:
+        yield runner
+    finally:
+        _STREAM_RUNNER.reset(token)
+
+
+def fit_stream_here(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
                progress=True, trace_every: int = 0,
                trace_callback: Callable[[dict, dict], None] | None = None,
                checkpoint: str | os.PathLike | None = None, checkpoint_every: int | None = None,
@@ -608,3 +636,13 @@ def fit_stream(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
                 bar.close()
     return _pass_result(heads, cur, src, n_rows_pass, rows_done, time.perf_counter() - t_start,
                         reader_stats, start_row + start_epoch * int(n_rows_pass or 0))
+
+
+@functools.wraps(fit_stream_here)
+def fit_stream(source, heads: Sequence[Head], **kwargs) -> StreamResult:
+    # fit_stream_here's parameters and documentation; inside ``streams_on(runner)`` the runner
+    # runs the pass (a cluster's shards) instead
+    runner = _STREAM_RUNNER.get()
+    if runner is not None:
+        return runner.fit_stream(source, heads, **kwargs)
+    return fit_stream_here(source, heads, **kwargs)

@@ -341,71 +341,119 @@ def score_heads(source, features: Sequence[str], label: str, heads: Sequence, st
     validation data; default: the head's own ``label_weights``, public labels without them).
 
     ``sample_weight``: a column of public row weights s_i; each row's IWP loss is multiplied by
-    s_i, an unbiased estimate of the weighted clean risk the weighted heads minimize."""
-    from ..estimates import RiskAccumulator, glm_loss_values
-    record = loss_record(loss)
-    k = len(heads)
-    theta = np.stack([states[h].coef(configs[h].average_start >= 0)[0] for h in heads], axis=1)
-    b = np.array([states[h].coef(configs[h].average_start >= 0)[1] for h in heads])
-    cfg0 = configs[heads[0]]
-    if noise is None:
-        noise = (cfg0.noise_var, cfg0.label_keep_prob if cfg0.mode == "iwp" else None,
-                 cfg0.target_noise_var)
-    s = np.asarray(noise[0], dtype=np.float64)[:, None]
-    tau = 0.5 * np.sum(s * theta * theta, axis=0)                        # (k,)
-    keep = noise[1]
-    weight = label_tilde_from_keep(keep)
-    target_var = float(noise[2])
-    one_vs_rest = cfg0.label_class is not None
-    # the heads whose estimates are compared with each other (one class's heads; all of them for
-    # two classes) share an accumulator: only their paired covariance is needed, and a few small
-    # (m x G) comoment products are much cheaper than one (m x kG) (measured: BLAS threads on 2
-    # busy cores made a 75-column product 140x slower than a 25-column one)
-    groups = [list(range(k))]
-    if one_vs_rest:
-        head_class = np.array([float(configs[h].label_class) for h in heads])
-        table = label_table
-        if table is None:
-            table = cfg0.label_weights if cfg0.label_weights is not None else (1.0, 0.0, 1.0, 0.0)
-        table = tuple(float(w) for w in table)
-        groups = [list(np.flatnonzero(head_class == c)) for c in np.unique(head_class)]
-    accs = [RiskAccumulator(len(g)) for g in groups]
-    from ..io.sources import Source, open_source
-    src = source if isinstance(source, Source) else open_source(source)
-    columns = [*features, label] + ([sample_weight] if sample_weight is not None else [])
-    for batch in src.batches(columns):
-        X = np.column_stack([np.asarray(batch.column(f).to_numpy(zero_copy_only=False),
-                                        dtype=np.float64) for f in features])
-        y = np.asarray(batch.column(label).to_numpy(zero_copy_only=False), dtype=np.float64)
-        if sample_weight is not None:
-            row_weights = np.asarray(batch.column(sample_weight).to_numpy(zero_copy_only=False),
-                                     dtype=np.float64)
-        U = X @ theta + b                                                 # (m, k)
-        if record.task == "regression":
-            r = U - y[:, None]
-            vals = 0.5 * r * r - tau - 0.5 * target_var
-        elif one_vs_rest:
-            # class by class: a row's sign and label weights are the same for all of the class's
-            # heads, so they are (m, 1) columns broadcast over its G heads
-            for g, acc in zip(groups, accs, strict=True):
-                match = y == head_class[g[0]]
-                sign = np.where(match, 1.0, -1.0)[:, None]
-                vals = _table_loss_values(loss, sign * U[:, g], match, tau[g], table,
-                                          int(cfg0.truncation))
-                acc.add(vals if sample_weight is None else vals * row_weights[:, None])
-            continue
-        else:
-            vals = glm_loss_values(loss, y[:, None] * U, tau, weight, int(cfg0.truncation))
-        if sample_weight is not None:
-            vals = vals * row_weights[:, None]
-        accs[0].add(vals)
-    estimates: list = [None] * k
-    cov = np.full((k, k), np.inf)          # heads of different groups are never compared
-    for g, acc in zip(groups, accs, strict=True):
-        for i, est in zip(g, acc.estimates(loss, 2.0 * tau[g]), strict=True):
-            estimates[i] = est
-        cov[np.ix_(g, g)] = acc.covariance_of_means()
-    return estimates, cov
+    s_i, an unbiased estimate of the weighted clean risk the weighted heads minimize.
+
+    Inside ``driver.streams_on(runner)`` (a cluster's pass) the source is scored by the runner:
+    each worker scores its shard of the rows with a copy of the ``HeadScorer`` and the copies
+    are merged (``HeadScorer.merge``), the same sums as one read."""
+    from .driver import stream_runner
+    scorer = HeadScorer(features, label, heads, states, configs, loss=loss, noise=noise,
+                        label_table=label_table, sample_weight=sample_weight)
+    runner = stream_runner()
+    if runner is not None:
+        scorer = runner.score(source, scorer)
+    else:
+        scorer.add_source(source)
+    return scorer.result()
+
+
+class HeadScorer:
+    """The sums ``score_heads`` keeps: the heads' parameters and one ``RiskAccumulator`` per
+    group of compared heads.  ``add_source`` scores rows; ``merge`` adds another scorer's rows
+    (the same heads on other rows); ``result`` gives the estimates and their covariance."""
+
+    def __init__(self, features: Sequence[str], label: str, heads: Sequence, states: dict,
+                 configs: dict, *, loss: str, noise=None, label_table=None,
+                 sample_weight: str | None = None):
+        from ..estimates import RiskAccumulator
+        self.features = list(features)
+        self.label = label
+        self.loss = loss
+        self.sample_weight = sample_weight
+        k = len(heads)
+        self.k = k
+        self.theta = np.stack([states[h].coef(configs[h].average_start >= 0)[0] for h in heads],
+                              axis=1)
+        self.b = np.array([states[h].coef(configs[h].average_start >= 0)[1] for h in heads])
+        cfg0 = configs[heads[0]]
+        self.truncation = int(cfg0.truncation)
+        if noise is None:
+            noise = (cfg0.noise_var, cfg0.label_keep_prob if cfg0.mode == "iwp" else None,
+                     cfg0.target_noise_var)
+        s = np.asarray(noise[0], dtype=np.float64)[:, None]
+        self.tau = 0.5 * np.sum(s * self.theta * self.theta, axis=0)        # (k,)
+        self.weight = label_tilde_from_keep(noise[1])
+        self.target_var = float(noise[2])
+        self.one_vs_rest = cfg0.label_class is not None
+        # the heads whose estimates are compared with each other (one class's heads; all of them
+        # for two classes) share an accumulator: only their paired covariance is needed, and a
+        # few small (m x G) comoment products are much cheaper than one (m x kG) (measured: BLAS
+        # threads on 2 busy cores made a 75-column product 140x slower than a 25-column one)
+        self.groups = [list(range(k))]
+        self.head_class = None
+        self.table = None
+        if self.one_vs_rest:
+            self.head_class = np.array([float(configs[h].label_class) for h in heads])
+            table = label_table
+            if table is None:
+                table = cfg0.label_weights if cfg0.label_weights is not None \
+                    else (1.0, 0.0, 1.0, 0.0)
+            self.table = tuple(float(w) for w in table)
+            self.groups = [list(np.flatnonzero(self.head_class == c))
+                           for c in np.unique(self.head_class)]
+        self.accs = [RiskAccumulator(len(g)) for g in self.groups]
+
+    def add_source(self, source) -> None:
+        """Score every row of ``source`` (one read)."""
+        from ..estimates import glm_loss_values
+        from ..io.sources import Source, open_source
+        record = loss_record(self.loss)
+        features, label, sample_weight = self.features, self.label, self.sample_weight
+        theta, b, tau = self.theta, self.b, self.tau
+        src = source if isinstance(source, Source) else open_source(source)
+        columns = [*features, label] + ([sample_weight] if sample_weight is not None else [])
+        for batch in src.batches(columns):
+            X = np.column_stack([np.asarray(batch.column(f).to_numpy(zero_copy_only=False),
+                                            dtype=np.float64) for f in features])
+            y = np.asarray(batch.column(label).to_numpy(zero_copy_only=False), dtype=np.float64)
+            if sample_weight is not None:
+                row_weights = np.asarray(
+                    batch.column(sample_weight).to_numpy(zero_copy_only=False), dtype=np.float64)
+            U = X @ theta + b                                                 # (m, k)
+            if record.task == "regression":
+                r = U - y[:, None]
+                vals = 0.5 * r * r - tau - 0.5 * self.target_var
+            elif self.one_vs_rest:
+                # class by class: a row's sign and label weights are the same for all of the
+                # class's heads, so they are (m, 1) columns broadcast over its G heads
+                for g, acc in zip(self.groups, self.accs, strict=True):
+                    match = y == self.head_class[g[0]]
+                    sign = np.where(match, 1.0, -1.0)[:, None]
+                    vals = _table_loss_values(self.loss, sign * U[:, g], match, tau[g],
+                                              self.table, self.truncation)
+                    acc.add(vals if sample_weight is None else vals * row_weights[:, None])
+                continue
+            else:
+                vals = glm_loss_values(self.loss, y[:, None] * U, tau, self.weight,
+                                       self.truncation)
+            if sample_weight is not None:
+                vals = vals * row_weights[:, None]
+            self.accs[0].add(vals)
+
+    def merge(self, other: HeadScorer) -> None:
+        """Add the rows ``other`` scored (the same heads)."""
+        for acc, theirs in zip(self.accs, other.accs, strict=True):
+            acc.merge(theirs)
+
+    def result(self):
+        """(RiskEstimate per head, covariance of the estimates)."""
+        estimates: list = [None] * self.k
+        cov = np.full((self.k, self.k), np.inf)   # heads of different groups are never compared
+        for g, acc in zip(self.groups, self.accs, strict=True):
+            for i, est in zip(g, acc.estimates(self.loss, 2.0 * self.tau[g]), strict=True):
+                estimates[i] = est
+            cov[np.ix_(g, g)] = acc.covariance_of_means()
+        return estimates, cov
 
 
 def _open_parts(source, validation_fraction, validation, mapper, validation_mapper):
