@@ -182,14 +182,7 @@ def test_cli_fit_and_evaluate_a_k_class_release(released, tmp_path, capsys):
     assert "one-vs-rest heads" in capsys.readouterr().out
 
 
-def test_fit_files_refuses_a_k_class_release(released):
-    from types import SimpleNamespace
-
-    from iwpfast.distributed import fit_files
-    path, _, _ = released
-    fake_client = SimpleNamespace(submit=None, gather=None)   # refused before any work is sent
-    with pytest.raises(InvalidInputError, match="k-class release.*estimator.fit"):
-        fit_files(fake_client, path, _model(), shards=1)
+# k classes on a Dask cluster (fit_files): tests/test_distributed.py
 
 
 def test_at_most_two_values_for_every_label_dtype():

@@ -291,3 +291,31 @@ def test_filesystem_with_in_memory_data_is_refused_naming_it(s3):
             call(Xa, y, filesystem=fs)
     with pytest.raises(InvalidInputError, match="filesystem="):
         iwpfast.IWPClassifier(alpha=1.0, learning_rate=0.05).partial_fit(Xa, y, filesystem=fs)
+
+
+def test_a_release_of_many_parts_on_s3_opens_with_concurrent_metadata(s3, tmp_path):
+    """60 parts of 120 rows (whole row groups), released locally and copied to the S3 server,
+    read back as one release equal to the local one; a missing part is named.  The footers are
+    read through a bounded pool and the parts checked against one listing (bench/many_parts.py
+    times it)."""
+    import pyarrow.fs as pafs
+
+    from iwpfast.privacy.multipart import release_parts
+
+    r = np.random.default_rng(3)
+    n = 60 * 120
+    t = pa.table({"a": r.uniform(-1, 1, n), "b": r.uniform(-1, 1, n), "c": r.uniform(0, 5, n),
+                  "y": r.integers(0, 2, n)})
+    pq.write_table(t, tmp_path / "big.parquet", row_group_size=120)
+    res = release_parts(tmp_path / "big.parquet", str(tmp_path / "many") + "/", spec(),
+                        features=FEATURES, label="y", seed=2, max_part_rows=120)
+    assert len(res.parts) == 60 and res.rows_written == n
+    pafs.copy_files(str(tmp_path / "many"), "bkt/many", source_filesystem=pafs.LocalFileSystem(),
+                    destination_filesystem=s3.filesystem())
+    remote, local = open_source(s3.uri("bkt/many")), open_source(tmp_path / "many")
+    assert remote.num_rows == local.num_rows == n and len(remote.paths) == 60
+    assert pa.Table.from_batches(list(remote.batches())).equals(
+        pa.Table.from_batches(list(local.batches())))
+    s3.filesystem().delete_file("bkt/many/part-000041.parquet")
+    with pytest.raises(ReleaseSpecError, match="part 41 .*missing"):
+        open_source(s3.uri("bkt/many"))

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 
 from ..exceptions import InvalidInputError, ReleaseSpecError
-from .filesystem import Location, resolve, write_bytes_atomic
+from .filesystem import Location, map_bounded, resolve, write_bytes_atomic
 from .format_readers import _file_format, _is_known, open_file
 from .source_base import parse_release_metadata
 
@@ -194,8 +194,14 @@ def read_manifest_parts(folder: Location) -> list[Location] | None:
                                f"{[p['index'] for p in parts]}, not 0..{len(parts) - 1}; the "
                                f"manifest is damaged.")
     locations = [folder.child(n) for n in names]
-    for loc, part in zip(locations, parts, strict=True):
-        if loc.kind() != "file":
+    if all("/" not in n and "\\" not in n for n in names):
+        # one listing of the folder, not one request per part
+        listed = {e.name for e in folder.listdir()}
+        present = [loc.name in listed for loc in locations]
+    else:
+        present = map_bounded(lambda loc: loc.kind() == "file", locations)
+    for loc, part, here in zip(locations, parts, present, strict=True):
+        if not here:
             raise ReleaseSpecError(
                 f"part {part['index']} ({loc.display!r}) of the release in {folder.display!r} is "
                 f"missing; copy it back or release the data again.")

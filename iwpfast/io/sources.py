@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from ..deprecation import renamed_keyword
 from ..exceptions import InvalidInputError
-from .filesystem import Location, resolve
+from .filesystem import Location, map_bounded, resolve
 from .format_readers import FILE_READERS, _file_format, _is_known
 from .formats import CSV_SUFFIXES, IPC_SUFFIXES, PARQUET_SUFFIXES, has_data_suffix
 from .formats import RELEASE_METADATA_KEY_BYTES as RELEASE_METADATA_KEY
@@ -158,7 +158,8 @@ class FileSource(Source):
         self.description = description or (self.paths[0] if len(paths) == 1 else
                                            f"{len(paths)} {self.format} files from {self.paths[0]!r}")
         batch_rows = int(batch_rows)
-        self.files = [self._open(loc, batch_rows) for loc in locations]
+        # the footers (one request each on an object store) read concurrently
+        self.files = map_bounded(lambda loc: self._open(loc, batch_rows), locations)
         first = self.files[0]
         schema = first.schema
         from .parts import combine_part_metadata
