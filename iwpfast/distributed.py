@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import uuid
 import warnings
 
 import numpy as np
@@ -84,17 +85,23 @@ def release_files(client, source, destination, spec, *, features=None, label=_UN
                   record_batch_rows: int = DEFAULT_BATCH_ROWS, threads: int | None = 1,
                   engine: str | None = None, filesystem=None, retries: int = 0,
                   kernel: str | None = None, max_part_rows: int | None = None,
-                  batch_rows: int | None = None):
+                  batch_rows: int | None = None, resume: bool = False,
+                  part_retries: int | None = None, progress=False):
     """Release each input file of ``source`` as one part of ``destination`` (a folder / prefix,
     e.g. ``s3://bucket/release/``) on the Dask cluster of ``client``; write the manifest last.
 
     Arguments as :func:`iwpfast.release`; ``threads`` is per task (default 1: the cluster's
-    workers are the parallelism); ``retries``: Dask retries of a failed part (a retried part
-    replaces the earlier attempt); ``max_part_rows``: large Parquet/IPC files become several
-    parts (tasks) of whole row groups of about that many rows.  Returns a
-    :class:`~iwpfast.privacy.multipart.MultiPartResult` (rows, parts, spec: ``.spec.guarantee()``).
-    When a part fails, the other parts are let finish (Dask cannot stop a running task), then
-    every part written is deleted and nothing is published.
+    workers are the parallelism); ``part_retries`` (default 2): a part's task tries the part
+    again after a transient (I/O) error; ``retries``: Dask retries of a failed task, for any
+    error (a retried part replaces the earlier attempt); ``max_part_rows``: large Parquet/IPC
+    files become several parts (tasks) of whole row groups of about that many rows;
+    ``resume``: keep the parts an unfinished run of the same plan published and release only
+    the missing ones (docs/distributed.md "Resume"); ``progress``: a bar over the parts on the
+    client.  Returns a :class:`~iwpfast.privacy.multipart.MultiPartResult` (rows, parts, spec:
+    ``.spec.guarantee()``).  When a part fails after its retries, the other parts are let finish
+    (Dask cannot stop a running task), then every part written is deleted and nothing is
+    published -- with ``resume=True`` the finished parts are kept, unpublished, for the next
+    resumed run.
     """
     from .privacy.options import release_options
     from .privacy.release import run_release
@@ -104,7 +111,8 @@ def release_files(client, source, destination, spec, *, features=None, label=_UN
         seed=seed, overwrite=overwrite, on_invalid=on_invalid, format=format,
         compression=compression, record_batch_rows=record_batch_rows, batch_rows=batch_rows,
         threads=threads, engine=engine, kernel=kernel, filesystem=filesystem,
-        max_part_rows=max_part_rows, features=features, label=label, ranges=ranges)
+        max_part_rows=max_part_rows, features=features, label=label, ranges=ranges,
+        resume=resume, part_retries=part_retries, progress=progress)
     return run_release(source, destination, spec, options,
                        parts_runner=DaskPartsRunner(client, retries))
 
@@ -129,12 +137,19 @@ class DaskPartsRunner:
         # task draws the same noise; the filesystem object stays here (the plan's locations
         # carry their own)
         task_options = dataclasses.replace(options, filesystem=None, seed=None)
+        todo = plan.todo()
+        # a resumed run has its release id: the run's own nonce keeps Dask from handing back
+        # an earlier run's (failed) task of the same part
+        run = uuid.uuid4().hex[:8]
         futures = [self.client.submit(_release_part_task, plan, i, task_options,
                                       part_seed(options.seed, i), retries=self.retries,
-                                      pure=False, key=f"iwpfast-release-{plan.release_id}-part-{i}")
-                   for i in range(len(plan.inputs))]
+                                      pure=False,
+                                      key=f"iwpfast-release-{plan.release_id}-part-{i}-{run}")
+                   for i in todo]
         try:
-            return list(self.client.gather(futures))
+            done = dict(zip(todo, self._gather_parts(futures, todo, plan, options), strict=True))
+            return [done[i] if i in done else plan.kept_result(i)
+                    for i in range(len(plan.inputs))]
         except BaseException:
             # Dask cannot stop a part task that a worker has started (cancel only forgets it: the
             # part would go on writing, and publish after the cleanup), and whether a task has
@@ -143,6 +158,27 @@ class DaskPartsRunner:
             _wait_quietly(futures)
             discard_parts(plan)
             raise
+
+
+    def _gather_parts(self, futures, todo, plan, options):
+        """The parts' results in order, a bar over the parts (and the rows released so far)
+        advanced as each one finishes; the first failure is raised."""
+        from distributed import as_completed
+
+        from .progress import progress_bar
+        bar = progress_bar(options.progress, len(plan.inputs), initial=len(plan.kept),
+                           desc="iwpfast release", unit="parts")
+        rows = sum(plan.kept.values())
+        try:
+            for fut in as_completed(futures):
+                result = fut.result()        # raises the part's error
+                rows += result.rows_written
+                bar.update(1)
+                if hasattr(bar, "set_postfix_str"):
+                    bar.set_postfix_str(f"{rows:,} rows released")
+        finally:
+            bar.close()
+        return self.client.gather(futures)
 
 
 def _release_part_task(plan, index, options, key):

@@ -41,10 +41,11 @@ class _NoBar:
 class _LogProgress:
     """Progress as log records (no terminal): one INFO line every LOG_INTERVAL_S seconds."""
 
-    def __init__(self, total: int | None, initial: int, desc: str):
+    def __init__(self, total: int | None, initial: int, desc: str, unit: str = "rows"):
         self.logger = logging.getLogger("iwpfast.progress")
         self.total = total
         self.desc = desc
+        self.unit = unit
         self.n = self.first = int(initial)
         self.started = self.last = time.monotonic()
 
@@ -59,10 +60,11 @@ class _LogProgress:
         if not self.logger.isEnabledFor(logging.INFO):
             return
         rate = (self.n - self.first) / max(now - self.started, 1e-9)
-        text = f"{self.desc}: {self.n:,} rows"
+        text = f"{self.desc}: {self.n:,} {self.unit}"
         if self.total:
             text += f" of {self.total:,} ({100.0 * self.n / self.total:.1f}%)"
-        text += f", {rate / 1e6:.3g} M rows/s"
+        text += (f", {rate / 1e6:.3g} M rows/s" if self.unit == "rows"
+                 else f", {rate:.3g} {self.unit}/s")
         if final:
             text += f", done in {now - self.started:.1f} s"
         elif self.total and rate > 0:
@@ -92,12 +94,14 @@ def shows_progress(progress) -> bool:
     return _on_terminal()
 
 
-def progress_bar(progress, total: int | None = None, *, initial: int = 0, desc: str = "iwpfast"):
-    """A tqdm bar counting rows; log records instead when stderr is not a terminal and
-    ``progress`` is True; a no-op bar for ``progress=False``."""
+def progress_bar(progress, total: int | None = None, *, initial: int = 0, desc: str = "iwpfast",
+                 unit: str = "rows"):
+    """A tqdm bar counting rows (or ``unit``: "parts" of a cluster's release); log records
+    instead when stderr is not a terminal and ``progress`` is True; a no-op bar for
+    ``progress=False``."""
     if not shows_progress(progress):
-        return _NoBar() if progress is False else _LogProgress(total, initial, desc)
+        return _NoBar() if progress is False else _LogProgress(total, initial, desc, unit)
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, initial=initial, unit="rows", unit_scale=True, dynamic_ncols=True,
-                mininterval=0.5, smoothing=0.05, desc=desc)
+    return tqdm(total=total, initial=initial, unit=unit, unit_scale=unit == "rows",
+                dynamic_ncols=True, mininterval=0.5, smoothing=0.05, desc=desc)

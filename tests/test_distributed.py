@@ -340,3 +340,33 @@ def test_cli_fit_and_tune_with_auto_on_the_cluster(client, released, tmp_path, c
     assert main(["tune", str(released), "--out", str(tmp_path / "t.json"), "--scheduler",
                  address, "--no-progress"]) == 0
     assert "chosen" in capsys.readouterr().out.lower()
+
+
+def test_dask_release_resumes_keeping_the_finished_parts(client, raw, tmp_path):
+    import hashlib
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(4):
+        t = pq.read_table(raw / f"f{i}.parquet")
+        if i == 2:
+            c = t["c"].to_numpy().copy()
+            c[3] = np.nan
+            t = t.set_column(2, "c", pa.array(c))
+        pq.write_table(t, src / f"f{i}.parquet", row_group_size=1024)
+    out = str(tmp_path / "out") + "/"
+    with pytest.raises(InvalidInputError):
+        dist.release_files(client, src, out, spec(), features=FEATURES, label="y", seed=9,
+                           resume=True)
+    kept = {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in (tmp_path / "out").glob("part-*")}
+    assert len(kept) == 3                              # every part but the failed one
+    pq.write_table(pq.read_table(raw / "f2.parquet"), src / "f2.parquet", row_group_size=1024)
+    res = dist.release_files(client, src, out, spec(), features=FEATURES, label="y", seed=9,
+                             resume=True)
+    assert res.rows_written == sum(ROWS) and open_source(out).num_rows == sum(ROWS)
+    for name, digest in kept.items():
+        assert hashlib.sha256((tmp_path / "out" / name).read_bytes()).hexdigest() == digest
+    serial = release(raw, str(tmp_path / "serial") + "/", spec(), FEATURES, "y", seed=9)
+    assert serial.rows_written == res.rows_written
+    assert pa.Table.from_batches(list(open_source(out).batches())).equals(
+        pa.Table.from_batches(list(open_source(tmp_path / "serial").batches())))

@@ -112,6 +112,14 @@ def register(subparsers) -> None:
     p.add_argument("--compression", default="auto",
                    help="auto (default: noisy features uncompressed, labels snappy), snappy, zstd, lz4, none")
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
+    p.add_argument("--resume", action="store_true",
+                   help="multi-part release (OUT/): continue an unfinished run of the same "
+                        "plan (killed, or failed with --resume): its finished parts are kept and "
+                        "only the missing ones released; if this run fails too, its finished "
+                        "parts are kept for the next --resume")
+    p.add_argument("--part-retries", type=int, default=None, metavar="N",
+                   help="multi-part release: tries of a part after a transient (I/O) error "
+                        "(default 2)")
     p.add_argument("--shuffle", action="store_true",
                    help="write the rows in a random order (a source sorted or clustered by the "
                         "label leaks it through position; in memory when it fits, else a two-pass "
@@ -226,6 +234,8 @@ def run(args) -> int:
                 destination = _as_folder(destination)
             elif args.part_rows is not None:
                 destination = _as_folder(destination, "--part-rows")
+            elif args.resume:
+                destination = _as_folder(destination, "--resume")
             threads = args.threads
             if client is not None and threads is None:
                 threads = 1                 # per Dask task: the workers are the parallelism
@@ -234,7 +244,8 @@ def run(args) -> int:
                 format=args.format, compression=None if args.compression == "none" else args.compression,
                 record_batch_rows=args.record_batch_rows, threads=threads,
                 progress=False if args.no_progress else None,
-                shuffle=args.shuffle, max_part_rows=args.part_rows)
+                shuffle=args.shuffle, max_part_rows=args.part_rows, resume=args.resume,
+                part_retries=args.part_retries)
             result = run_release(args.source, destination, spec, options, parts_runner=parts_runner)
     print(result.summary())
     print(result.spec.guarantee().statement)

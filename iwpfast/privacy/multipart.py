@@ -71,6 +71,21 @@ class PartPlan:
     row_ranges: list | None = None
     #: the release created the (local) destination folder: a failed release removes it again
     created_folder: bool = False
+    #: resume: the parts an unfinished run of this plan published, index -> rows (kept as they are)
+    kept: dict = field(default_factory=dict)
+    #: a failed run keeps its finished parts (unpublished) for the next resumed run
+    resumable: bool = False
+
+    def todo(self) -> list[int]:
+        """The indices of the parts this run releases (all but the kept ones)."""
+        return [i for i in range(len(self.inputs)) if i not in self.kept]
+
+    def kept_result(self, index: int) -> ReleaseResult:
+        """The result of a part kept from an unfinished run: its rows, as its metadata says (the
+        clipping counts of that run are not known)."""
+        rows = int(self.kept[index])
+        return ReleaseResult(destination=self.part_location(index).display, spec=self.spec,
+                             rows_read=rows, rows_written=rows)
 
     def part_source(self, index: int, batch_rows: int):
         """What part ``index`` releases: its input file, or a row range of it."""
@@ -144,10 +159,18 @@ def plan_parts_with(source, destination, spec: ReleaseSpec, options: ReleaseOpti
                                     f"create it first")
     published = kind == "dir" and read_manifest(folder) is not None
     if published and not options.overwrite:
+        if options.resume:
+            raise InvalidInputError(
+                f"{folder.display!r} holds a published release ({MANIFEST_NAME}): there is nothing "
+                f"to resume; pass overwrite=True (CLI: --overwrite) to release again")
         raise InvalidInputError(
             f"{folder.display!r} already holds a release ({MANIFEST_NAME}); pass overwrite=True "
             f"(CLI: --overwrite) or choose another folder")
-    if kind == "dir" or not folder.local:      # a prefix may hold incomplete uploads only
+    if options.resume and options.overwrite:
+        raise InvalidInputError("resume keeps the parts of an unfinished run and overwrite "
+                                "replaces them: choose one")
+    if (kind == "dir" or not folder.local) and not options.resume:
+        # (a resumed run keeps the unfinished run's parts and removes its temporaries: _resumed)
         _leftovers_of_other_runs(folder, published, options.overwrite)
     if spec.ranges_from_data:
         # one range for every part, computed over all the inputs (parts must share the spec)
@@ -263,14 +286,27 @@ def release_part(plan: PartPlan, index: int, *, seed=None, on_invalid: str = "er
 def release_part_with(plan: PartPlan, index: int, options: ReleaseOptions,
                       key=None) -> ReleaseResult:
     """:func:`release_part` with resolved options: ``key`` is the part's own key (a runner that
-    sends each task only its part's key), else it is derived from ``options.seed``."""
-    with warnings.catch_warnings():
-        # the range counts are reported once for the whole release, by the caller
-        warnings.simplefilter("ignore", UserWarning)
-        return release_file(plan.part_source(index, options.batch_rows), plan.part_location(index),
-                            plan.spec,
-                            options.for_part(part_seed(options.seed, index) if key is None else key),
-                            part={"release_id": plan.release_id, "index": index})
+    sends each task only its part's key), else it is derived from ``options.seed``.
+
+    A transient error (``OSError``: a network or storage failure) is retried up to
+    ``options.part_retries`` times, after 0.5 s, 1 s, 2 s..., with the part's same key (the
+    attempt's temporary output is gone: nothing was published) and the part is written again.
+    Any other error (bad data, a wrong spec) is raised at once: trying again would fail again."""
+    key = part_seed(options.seed, index) if key is None else key
+    attempt = 0
+    while True:
+        try:
+            with warnings.catch_warnings():
+                # the range counts are reported once for the whole release, by the caller
+                warnings.simplefilter("ignore", UserWarning)
+                return release_file(plan.part_source(index, options.batch_rows),
+                                    plan.part_location(index), plan.spec, options.for_part(key),
+                                    part={"release_id": plan.release_id, "index": index})
+        except OSError:
+            if attempt >= options.part_retries:
+                raise
+            time.sleep(0.5 * 2 ** attempt)
+            attempt += 1
 
 
 def finish_parts(plan: PartPlan, results: list[ReleaseResult], elapsed_s: float,
@@ -301,6 +337,7 @@ def finish_parts(plan: PartPlan, results: list[ReleaseResult], elapsed_s: float,
     except BaseException:
         discard_parts(plan)
         raise
+    plan.folder.child(PLAN_NAME).delete()    # published: nothing left to resume
     if overwrite:  # parts of the release this one replaced, beyond the new part count
         keep = {p["path"] for p in parts}
         for entry in plan.folder.listdir():
@@ -346,7 +383,12 @@ def _check_label_encodings(plan: PartPlan, results: list[ReleaseResult]) -> None
 
 def discard_parts(plan: PartPlan) -> None:
     """Delete the parts a failed release may have written (best effort; nothing was published),
-    and the destination folder when the release created it and it is empty again."""
+    and the destination folder when the release created it and it is empty again.  A resumable
+    run (``resume=True``) keeps them instead, unpublished: the next run with ``resume=True``
+    releases only the missing ones."""
+    if plan.resumable:
+        return
+    plan.folder.child(PLAN_NAME).delete()
     for i in range(len(plan.inputs)):
         try:
             plan.part_location(i).delete()
@@ -366,12 +408,85 @@ def unpublish(plan: PartPlan) -> None:
     plan.folder.child(MANIFEST_NAME).delete()
 
 
+#: a multi-part release's plan, written before its first part (skipped by readers: "_")
+PLAN_NAME = "_iwpfast_plan.json"
+
+
+def _plan_document(plan: PartPlan) -> dict:
+    """What makes two runs the same release: the inputs, their split into parts, the spec (its
+    metadata, which holds no seed) and the part format; and the release id the parts carry."""
+    return {"release_id": plan.release_id, "extension": plan.extension,
+            "inputs": [loc.display for loc in plan.inputs],
+            "row_ranges": None if plan.row_ranges is None else
+            [None if r is None else [int(r[0]), int(r[1])] for r in plan.row_ranges],
+            "spec": plan.spec.to_metadata()}
+
+
+def _resumed(plan: PartPlan) -> PartPlan:
+    """The plan of a resumed run: the release id of the unfinished run whose plan file lies in
+    the folder (refused if that run had other inputs, split or spec), and its finished parts
+    kept (a part is there only once it was written whole: parts are published atomically)."""
+    import json
+
+    from ..io.filesystem import map_bounded
+    from ..io.format_readers import open_file
+    from ..io.parts import PART_KEY
+    from ..io.source_base import parse_release_metadata
+
+    try:
+        doc = json.loads(plan.folder.child(PLAN_NAME).read_bytes())
+    except (FileNotFoundError, OSError, ValueError):
+        doc = None
+    if doc is None:
+        warnings.warn(f"resume: {plan.folder.display!r} holds no unfinished release "
+                      f"({PLAN_NAME}); releasing every part", UserWarning, stacklevel=4)
+        return replace(plan, resumable=True)
+    mine = _plan_document(plan)
+    differ = [k for k in ("extension", "inputs", "row_ranges", "spec")
+              if json.dumps(doc.get(k), sort_keys=True) != json.dumps(mine[k], sort_keys=True)]
+    if differ:
+        raise InvalidInputError(
+            f"resume: the unfinished release in {plan.folder.display!r} was started with other "
+            f"{' and '.join(differ)}; resume with the same inputs, options and spec, or pass "
+            f"overwrite=True (CLI: --overwrite) to release everything again")
+    plan = replace(plan, release_id=str(doc["release_id"]), resumable=True)
+    listed = {e.name for e in plan.folder.listdir()}
+
+    def finished(i):
+        loc = plan.part_location(i)
+        if loc.name not in listed:
+            return None
+        try:
+            f = open_file(loc, 1 << 16)
+            meta = parse_release_metadata(f.schema, f.path) or {}
+        except (InvalidInputError, ReleaseSpecError, OSError):
+            return None             # unreadable: released again
+        part = meta.get(PART_KEY) or {}
+        if part.get("release_id") != plan.release_id or int(part.get("index", -1)) != i:
+            return None
+        return int(f.num_rows)
+
+    rows = map_bounded(finished, range(len(plan.inputs)))
+    # the temporary files (and incomplete uploads) of the parts a killed run was writing:
+    # never published, never to be
+    _remove_temporaries(plan.folder)
+    return replace(plan, kept={i: n for i, n in enumerate(rows) if n is not None})
+
+
 def start_parts(source, destination, spec, options: ReleaseOptions) -> PartPlan:
-    """What a multi-part release (serial or on Dask) does before its first part: plan the parts
-    and (``overwrite``) unpublish the release being replaced."""
+    """What a multi-part release (serial or on Dask) does before its first part: plan the parts,
+    (``overwrite``) unpublish the release being replaced or (``resume``) keep the finished parts
+    of the unfinished one, and write the plan file that a resumed run checks."""
+    from ..io.filesystem import write_bytes_atomic
+
     plan = plan_parts_with(source, destination, spec, options)
-    if options.overwrite:
+    if options.resume:
+        plan = _resumed(plan)
+    elif options.overwrite:
         unpublish(plan)
+    import json
+    write_bytes_atomic(plan.folder.child(PLAN_NAME),
+                       json.dumps(_plan_document(plan), sort_keys=True).encode(), overwrite=True)
     return plan
 
 
@@ -381,7 +496,8 @@ def run_parts_serially(plan: PartPlan, options: ReleaseOptions) -> list[ReleaseR
     results: list[ReleaseResult] = []
     try:
         for i in range(len(plan.inputs)):
-            results.append(release_part_with(plan, i, options))
+            results.append(plan.kept_result(i) if i in plan.kept
+                           else release_part_with(plan, i, options))
     finally:
         if len(results) < len(plan.inputs):  # a part failed or was interrupted
             discard_parts(plan)

@@ -52,6 +52,11 @@ class ReleaseOptions:
     shuffle: bool = False
     #: multi-part releases: split Parquet/IPC inputs into parts of about this many rows
     max_part_rows: int | None = None
+    #: multi-part releases: keep the parts an unfinished run of the same plan published, release
+    #: only the missing ones, and keep the finished parts if this run fails too
+    resume: bool = False
+    #: multi-part releases: how often a part is tried again after a transient (I/O) error
+    part_retries: int = 2
     # column overrides of the spec (applied once by resolve_spec)
     features: Any = None
     label: Any = _UNSET
@@ -79,7 +84,8 @@ def release_options(*, seed=None, overwrite: bool = False, on_invalid: str = "er
                     threads: int | None = None, progress: Any = False, engine: str | None = None,
                     kernel: str | None = None, filesystem=None, shuffle: bool = False,
                     max_part_rows: int | None = None, features=None, label=_UNSET, ranges=None,
-                    stacklevel: int = 4) -> ReleaseOptions:
+                    stacklevel: int = 4, resume: bool = False,
+                    part_retries: int | None = None) -> ReleaseOptions:
     """The :class:`ReleaseOptions` of the public keywords, aliases resolved once: ``kernel=``
     (deprecated name of ``engine=``) and ``batch_rows=`` (of ``record_batch_rows=``) warn with a
     DeprecationWarning pointing at the caller of the public function (``stacklevel``), and are
@@ -90,12 +96,17 @@ def release_options(*, seed=None, overwrite: bool = False, on_invalid: str = "er
                            old_name="batch_rows", default=DEFAULT_BATCH_ROWS, stacklevel=stacklevel)
     if max_part_rows is not None and int(max_part_rows) < 1:
         raise InvalidInputError(f"max_part_rows={max_part_rows}: give a number of rows >= 1")
+    if part_retries is None:
+        part_retries = ReleaseOptions.part_retries
+    if int(part_retries) < 0:
+        raise InvalidInputError(f"part_retries={part_retries}: give 0 (no retry) or more")
     return ReleaseOptions(
         seed=seed, overwrite=bool(overwrite), on_invalid=on_invalid, format=format,
         compression=compression, batch_rows=int(rows), threads=threads, progress=progress,
         engine=engine, filesystem=filesystem, shuffle=bool(shuffle),
         max_part_rows=None if max_part_rows is None else int(max_part_rows),
-        features=features, label=label, ranges=ranges)
+        features=features, label=label, ranges=ranges, resume=bool(resume),
+        part_retries=int(part_retries))
 
 
 def resolve_spec(spec: ReleaseSpec, features=None, label=_UNSET, ranges=None) -> ReleaseSpec:

@@ -54,7 +54,8 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
             threads: int | None = None, progress: bool | None = False,
             engine: str | None = None, filesystem=None, part: dict | None = None,
             shuffle: bool = False, kernel: str | None = None,
-            batch_rows: int | None = None, max_part_rows: int | None = None) -> ReleaseResult:
+            batch_rows: int | None = None, max_part_rows: int | None = None,
+            resume: bool = False, part_retries: int | None = None) -> ReleaseResult:
     """Release ``source`` under local DP into ``destination`` (Parquet, or Arrow IPC).
 
     Every record is scaled by the declared ranges, clipped, noised and written; the parameters go
@@ -117,6 +118,15 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
         A multi-part release whose Parquet/IPC inputs larger than this are split into parts of
         whole row groups (:func:`iwpfast.privacy.multipart.plan_parts`); the destination is then
         a folder / prefix.
+    resume : bool, default False
+        Multi-part releases: continue an unfinished run into the same folder (killed, or failed
+        with ``resume=True``): the parts it finished are kept byte for byte and only the missing
+        ones are released (the plan -- inputs, their split into parts, spec, format -- must be
+        the same; each row is still released exactly once).  A run with ``resume=True`` that
+        fails keeps its finished parts, unpublished, for the next resumed run.
+    part_retries : int >= 0 or None, default None (2)
+        Multi-part releases: how often a part is tried again after a transient (I/O) error;
+        other errors stop the release at once.
     shuffle : bool, default False
         Write the rows in a uniformly random order (from the release's key).  The order of the
         rows is not protected by the noise: a source sorted or clustered by the label leaks the
@@ -139,7 +149,8 @@ def release(source, destination, spec: ReleaseSpec, features=None, label=_UNSET,
         seed=seed, overwrite=overwrite, on_invalid=on_invalid, format=format,
         compression=compression, record_batch_rows=record_batch_rows, batch_rows=batch_rows,
         threads=threads, progress=progress, engine=engine, kernel=kernel, filesystem=filesystem,
-        shuffle=shuffle, max_part_rows=max_part_rows, features=features, label=label, ranges=ranges)
+        shuffle=shuffle, max_part_rows=max_part_rows, features=features, label=label, ranges=ranges,
+        resume=resume, part_retries=part_retries)
     if part is not None:
         return release_file(source, destination, resolve_options_spec(spec, options), options, part)
     return run_release(source, destination, spec, options)

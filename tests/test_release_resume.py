@@ -1,0 +1,165 @@
+"""Resume and retries of a multi-part release (``resume=True``, ``iwpfast release ... --resume``):
+a killed run (SIGKILL in the middle of a part), a failed run, another plan, transient errors."""
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from iwpfast.exceptions import InvalidInputError
+from iwpfast.io import open_source
+from iwpfast.io.formats import RELEASE_METADATA_KEY_BYTES
+from iwpfast.privacy import ReleaseSpec, multipart, release
+
+FEATURES = ["a", "b"]
+ROWS = [700, 500, 800, 600, 400]
+
+
+def spec():
+    return ReleaseSpec(epsilon_x=2.0, delta=1e-5, bound=1.0, epsilon_y=1.0,
+                       ranges="a=-1:1,b=-1:1")
+
+
+@pytest.fixture
+def raw(tmp_path):
+    d = tmp_path / "raw"
+    d.mkdir()
+    r = np.random.default_rng(0)
+    for i, n in enumerate(ROWS):
+        pq.write_table(pa.table({"a": r.uniform(-1, 1, n), "b": r.uniform(-1, 1, n),
+                                 "y": r.integers(0, 2, n)}), d / f"f{i}.parquet",
+                       row_group_size=100)
+    return d
+
+
+def digests(folder):
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.iterdir()) if p.name.startswith("part-")}
+
+
+KILLED_RUN = textwrap.dedent("""
+    import os, signal, sys
+    import pyarrow as pa, pyarrow.parquet as pq
+    from iwpfast.privacy import ReleaseSpec, multipart
+    raw, out = sys.argv[1], sys.argv[2]
+    original = multipart.PartPlan.part_source
+
+    def part_source(self, index, batch_rows):
+        if index != 3:
+            return original(self, index, batch_rows)
+        # part 3 gets one batch written to its temporary file, then the process is killed
+        table = pq.read_table(self.inputs[3].path)
+
+        def batches():
+            yield table.to_batches(max_chunksize=100)[0]
+            os.kill(os.getpid(), signal.SIGKILL)
+        return pa.RecordBatchReader.from_batches(table.schema, batches())
+
+    multipart.PartPlan.part_source = part_source
+    spec = ReleaseSpec(epsilon_x=2.0, delta=1e-5, bound=1.0, epsilon_y=1.0, ranges="a=-1:1,b=-1:1")
+    multipart.release_parts(raw, out + "/", spec, ["a", "b"], "y", record_batch_rows=100)
+""")
+
+
+def test_resume_after_a_killed_run_keeps_its_parts_byte_for_byte(raw, tmp_path):
+    out = tmp_path / "out"
+    run = subprocess.run([sys.executable, "-c", KILLED_RUN, str(raw), str(out)],
+                         capture_output=True, timeout=300)
+    assert run.returncode == -9, run.stderr.decode()[-2000:]       # SIGKILL, mid-part 3
+    before = digests(out)
+    assert sorted(before) == [f"part-00000{i}.parquet" for i in range(3)]
+    assert any(n.endswith(".tmp") for n in os.listdir(out))         # part 3's, never published
+    with pytest.raises(Exception, match="no _iwpfast_manifest.json"):
+        open_source(out)                                             # unpublished: refused
+    res = release(raw, str(out) + "/", spec(), FEATURES, "y", resume=True, record_batch_rows=100)
+    assert res.rows_written == sum(ROWS) and len(res.parts) == len(ROWS)
+    after = digests(out)
+    assert all(after[name] == digest for name, digest in before.items())   # kept byte for byte
+    assert sorted(os.listdir(out)) == ["_iwpfast_manifest.json"] + sorted(after)  # no temporary
+    src = open_source(out)                                           # one release, every row once
+    assert src.num_rows == sum(ROWS)
+    assert [pq.read_metadata(out / n).num_rows for n in sorted(after)] == ROWS
+    metas = [json.loads(pq.read_schema(out / n).metadata[RELEASE_METADATA_KEY_BYTES])
+             for n in sorted(after)]
+    assert len({m["part"]["release_id"] for m in metas}) == 1      # the killed run's release id
+
+
+def test_a_failed_resumable_run_keeps_its_parts_and_resumes(raw, tmp_path):
+    bad = pq.read_table(raw / "f2.parquet")
+    a = bad["a"].to_numpy().copy()
+    a[5] = np.nan
+    pq.write_table(bad.set_column(0, "a", pa.array(a)), raw / "f2.parquet")
+    out = str(tmp_path / "out") + "/"
+    with pytest.raises(InvalidInputError, match="non-finite|NaN|null"):
+        release(raw, out, spec(), FEATURES, "y", resume=True, seed=1)
+    kept = digests(tmp_path / "out")
+    assert sorted(kept) == ["part-000000.parquet", "part-000001.parquet"]
+    # without resume, a failed run deletes its parts (nothing half-written is left)
+    with pytest.raises(InvalidInputError):
+        release(raw, str(tmp_path / "plain") + "/", spec(), FEATURES, "y", seed=1)
+    assert digests(tmp_path / "plain") == {}
+    pq.write_table(bad, raw / "f2.parquet")                         # the input fixed
+    res = release(raw, out, spec(), FEATURES, "y", resume=True, seed=1)
+    assert res.rows_written == sum(ROWS)
+    assert {k: v for k, v in digests(tmp_path / "out").items() if k in kept} == kept
+    # seeded: a resumed release is bit for bit the uninterrupted one (part i's key: (seed, i))
+    release(raw, str(tmp_path / "whole") + "/", spec(), FEATURES, "y", seed=1)
+    whole = open_source(tmp_path / "whole")
+    got = open_source(tmp_path / "out")
+    assert pa.Table.from_batches(list(got.batches())).equals(
+        pa.Table.from_batches(list(whole.batches())))
+
+
+def test_resume_refuses_another_plan_and_a_published_release(raw, tmp_path):
+    out = str(tmp_path / "out") + "/"
+    with pytest.raises(InvalidInputError):      # a resumable run fails at part 1: part 0 kept
+        bad = pq.read_table(raw / "f1.parquet")
+        pq.write_table(bad.drop_columns(["b"]), raw / "f1.parquet")
+        release(raw, out, spec(), FEATURES, "y", resume=True)
+    pq.write_table(bad, raw / "f1.parquet")
+    with pytest.raises(InvalidInputError, match="other spec"):
+        release(raw, out, ReleaseSpec(epsilon_x=1.0, delta=1e-5, bound=1.0, epsilon_y=1.0,
+                                      ranges="a=-1:1,b=-1:1"), FEATURES, "y", resume=True)
+    release(raw, out, spec(), FEATURES, "y", resume=True)
+    with pytest.raises(InvalidInputError, match="nothing to resume"):
+        release(raw, out, spec(), FEATURES, "y", resume=True)
+    with pytest.raises(InvalidInputError, match="choose one"):
+        release(raw, out, spec(), FEATURES, "y", resume=True, overwrite=True)
+
+
+def test_a_transient_error_is_retried_and_a_data_error_is_not(raw, tmp_path, monkeypatch):
+    calls = []
+    original = multipart.release_file
+
+    def flaky(source, destination, *args, **kwargs):
+        calls.append(kwargs["part"]["index"])
+        if calls.count(1) == 1 and kwargs["part"]["index"] == 1:
+            raise OSError("connection reset by peer")
+        return original(source, destination, *args, **kwargs)
+
+    monkeypatch.setattr(multipart, "release_file", flaky)
+    monkeypatch.setattr(multipart.time, "sleep", lambda s: None)
+    res = release(raw, str(tmp_path / "out") + "/", spec(), FEATURES, "y", seed=2)
+    assert res.rows_written == sum(ROWS) and calls.count(1) == 2
+    calls.clear()
+    with pytest.raises(OSError, match="reset"):
+        release(raw, str(tmp_path / "none") + "/", spec(), FEATURES, "y", seed=2, part_retries=0)
+    assert calls == [0, 1]
+
+
+def test_cli_release_resume(raw, tmp_path, capsys):
+    from iwpfast.cli import main
+
+    args = [str(raw), str(tmp_path / "out") + "/", "--features", "a", "b", "--label", "y",
+            "--ranges", "a=-1:1", "b=-1:1", "--epsilon-x", "2", "--epsilon-y", "1",
+            "--bound", "1", "--no-progress"]
+    assert main(["release", *args, "--resume"]) == 0     # nothing to resume: every part
+    assert "in 5 parts" in capsys.readouterr().out
+    assert main(["release", *args, "--resume"]) == 2
+    assert "nothing to resume" in capsys.readouterr().err
