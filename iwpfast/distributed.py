@@ -330,36 +330,6 @@ def _limit_worker_threads(threads: int) -> None:
     pa.set_io_thread_count(max(2, int(threads)))
 
 
-def _shard_pass(recipe: ShardRecipe, a: int, b: int, heads: list, state_arrays: dict | None,
-                engine: str, chunk_rows, feature_bound):
-    """One piece of one shard on a worker: the heads' pass over rows ``[a, b)`` from
-    ``state_arrays`` (None: fresh states).  Returns {head: final state arrays}, the configs run
-    and the rows read.  The heads run one after the other in the worker's thread (its share of
-    the machine: a thread per head in every worker would oversubscribe the cores)."""
-    from .sgd import driver
-    from .sgd.state import HeadState
-
-    _limit_worker_threads(1)
-    src = recipe.open(a, b)
-    kw: dict = {"progress": False, "engine": engine, "head_threads": 1}
-    if chunk_rows is not None:
-        kw["chunk_rows"] = int(chunk_rows)
-    if feature_bound is not None:
-        kw["feature_bound"] = feature_bound
-    if state_arrays is not None:
-        kw["states"] = {n: HeadState.from_arrays(x) for n, x in state_arrays.items()}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the merged model's telemetry is checked by the client
-        try:
-            result = driver.fit_stream_here(src, heads, **kw)
-        except DivergenceError as exc:
-            # returned, not raised: a head of the 'auto' grid whose step is too large is an
-            # expected outcome (the client drops it), not a task failure for the worker's log
-            return exc
-    return ({n: st.arrays() for n, st in result.states.items()}, result.configs,
-            int(result.n_rows))
-
-
 def _shard_score(recipe: ShardRecipe, a: int, b: int, scorer):
     """The validation rows of rows ``[a, b)`` scored on a worker (``tuning.HeadScorer``)."""
     _limit_worker_threads(1)
@@ -367,22 +337,35 @@ def _shard_score(recipe: ShardRecipe, a: int, b: int, scorer):
     return scorer
 
 
-class DaskStreams:
-    """Where an estimator's passes run inside ``fit_files``: ``driver.streams_on(DaskStreams(...))``.
+class ShardedStreams:
+    """Where an estimator's passes run when its rows lie in shards on a cluster:
+    ``driver.streams_on(runner)`` around ``estimator.fit`` (``fit_files``; ``iwpfast.spark``).
 
-    A pass (``fit_stream``) over a source of files is cut into ``shards`` row ranges of about
-    equal size, each read in ``rounds`` consecutive pieces; every head runs on every shard with
-    its step multiplied by the number of shards (the 'paper' schedule resolved with the shard's
-    rows; an average over a fraction of the pass started at that fraction of the shard's
-    updates), and the heads' shard states are merged by row-weighted averaging after each round
+    A pass (``fit_stream``) is cut into shards (row ranges of files on Dask, partitions on
+    Spark), each read in ``rounds`` consecutive pieces; every head runs on every shard with its
+    step multiplied by the number of shards (the 'paper' schedule resolved with the shard's rows;
+    an average over a fraction of the pass started at that fraction of the shard's updates), and
+    the heads' shard states are merged by row-weighted averaging after each round
     (``merge_states``).  A scoring read (``tuning.score_heads``) is cut the same way and the
-    shards' sums merged.  Only file locations, configurations and state vectors travel."""
+    shards' sums merged.  A subclass says where the shards are (``_layout``) and runs one round
+    of pieces (``_run_round``) and one scoring read (``_run_scores``)."""
 
-    def __init__(self, client, shards: int, rounds: int = 1, average_fraction: float | None = None):
-        self.client = client
-        self.shards = int(shards)
-        self.rounds = int(rounds)
-        self.average_fraction = average_fraction
+    shards: int
+    rounds: int = 1
+    average_fraction: float | None = None
+
+    def _layout(self, source):
+        """(layout, rows of each shard in the source's view); the layout is what ``_run_round``
+        and ``_run_scores`` need to find the shards' rows."""
+        raise NotImplementedError
+
+    def _run_round(self, layout, r: int, shard_heads, shard_states, kw: dict, bar) -> list:
+        """Round r's piece of every shard: [(states arrays, configs, rows) or DivergenceError]."""
+        raise NotImplementedError
+
+    def _run_scores(self, layout, scorer) -> list:
+        """Every shard's rows scored by a copy of ``scorer``."""
+        raise NotImplementedError
 
     def _shard_config(self, cfg, rows: int, noise_meta: dict | None, feature_bound, head):
         from .sgd.schedules import resolve_paper_schedule
@@ -413,15 +396,7 @@ class DaskStreams:
             raise InvalidInputError(
                 "a pass on the cluster runs one whole pass: checkpoints, resume, epochs, traces "
                 "and partial_fit are for a pass on one machine")
-        recipe = ShardRecipe.of(source)
-        n = recipe.n_rows
-        if n < self.shards * self.rounds:
-            raise InvalidInputError(f"{n} rows cannot make {self.shards} shards x {self.rounds} "
-                                    f"rounds")
-        bounds = shard_bounds(n, self.shards)
-        pieces = [[(a + lo, a + hi) for lo, hi in shard_bounds(b - a, self.rounds)]
-                  for a, b in bounds]
-        weights = [recipe.rows(a, b) for a, b in bounds]
+        layout, weights = self._layout(source)
         if min(weights) <= 0:
             raise InvalidInputError(f"{self.shards} shards of {source.description}: a shard has "
                                     f"no rows; use fewer shards")
@@ -434,16 +409,13 @@ class DaskStreams:
         start = None if states is None else {k: states[k].arrays() for k in names}
         shard_states: list = [start] * self.shards
         total = sum(weights)
+        kw = {"engine": engine, "chunk_rows": chunk_rows, "feature_bound": feature_bound}
         bar = progress_bar(progress, total, desc=f"iwpfast ({self.shards} shards)")
         merged: dict = {}
         configs: dict = {}
         try:
             for r in range(self.rounds):
-                futures = [self.client.submit(
-                    _shard_pass, recipe, *pieces[k][r], shard_heads[k], shard_states[k], engine,
-                    chunk_rows, feature_bound, pure=False) for k in range(self.shards)]
-                done = self._gather(futures, bar, [recipe.rows(*pieces[k][r])
-                                                   for k in range(self.shards)])
+                done = self._run_round(layout, r, shard_heads, shard_states, kw, bar)
                 for d in done:
                     if isinstance(d, DivergenceError):
                         raise d
@@ -473,19 +445,84 @@ class DaskStreams:
                             configs=dict(configs))
 
     def score(self, source, scorer):
-        recipe = ShardRecipe.of(source)
-        bounds = shard_bounds(recipe.n_rows, min(self.shards, max(recipe.n_rows, 1)))
-        futures = [self.client.submit(_shard_score, recipe, a, b, scorer, pure=False)
-                   for a, b in bounds]
-        parts = self._gather(futures, None, None)
+        layout, _ = self._layout(source)
+        parts = self._run_scores(layout, scorer)
         for part in parts[1:]:
             parts[0].merge(part)
         return parts[0]
 
+
+def run_piece(src, heads: list, state_arrays: dict | None, kw: dict):
+    """One piece of one shard, where it runs: the heads' pass over ``src`` from ``state_arrays``
+    (None: fresh states).  Returns ({head: final state arrays}, the configs run, the rows read),
+    or the ``DivergenceError`` of a head whose step is too large (returned, not raised: an
+    expected outcome of the 'auto' grid, which drops that head, not a task failure for the
+    worker's log).  The heads run one after the other in the task's thread (its share of the
+    machine: a thread per head in every worker would oversubscribe the cores)."""
+    from .sgd import driver
+    from .sgd.state import HeadState
+
+    _limit_worker_threads(1)
+    args: dict = {"progress": False, "engine": kw["engine"], "head_threads": 1}
+    if kw.get("chunk_rows") is not None:
+        args["chunk_rows"] = int(kw["chunk_rows"])
+    if kw.get("feature_bound") is not None:
+        args["feature_bound"] = kw["feature_bound"]
+    if state_arrays is not None:
+        args["states"] = {n: HeadState.from_arrays(x) for n, x in state_arrays.items()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the merged model's telemetry is checked by the client
+        try:
+            result = driver.fit_stream_here(src, heads, **args)
+        except DivergenceError as exc:
+            return exc
+    return ({n: st.arrays() for n, st in result.states.items()}, result.configs,
+            int(result.n_rows))
+
+
+def _shard_pass(recipe: ShardRecipe, a: int, b: int, heads: list, state_arrays, kw: dict):
+    """Rows ``[a, b)`` of the files on a Dask worker (``run_piece``)."""
+    return run_piece(recipe.open(a, b), heads, state_arrays, kw)
+
+
+class DaskStreams(ShardedStreams):
+    """``ShardedStreams`` on a Dask cluster: K row ranges of the files of a source
+    (``ShardRecipe``), each task opening only the files of its rows."""
+
+    def __init__(self, client, shards: int, rounds: int = 1, average_fraction: float | None = None):
+        self.client = client
+        self.shards = int(shards)
+        self.rounds = int(rounds)
+        self.average_fraction = average_fraction
+
+    def _layout(self, source):
+        recipe = ShardRecipe.of(source)
+        n = recipe.n_rows
+        if n < self.shards * self.rounds:
+            raise InvalidInputError(f"{n} rows cannot make {self.shards} shards x {self.rounds} "
+                                    f"rounds")
+        bounds = shard_bounds(n, self.shards)
+        pieces = [[(a + lo, a + hi) for lo, hi in shard_bounds(b - a, self.rounds)]
+                  for a, b in bounds]
+        return (recipe, bounds, pieces), [recipe.rows(a, b) for a, b in bounds]
+
+    def _run_round(self, layout, r, shard_heads, shard_states, kw, bar):
+        recipe, _, pieces = layout
+        futures = [self.client.submit(_shard_pass, recipe, *pieces[k][r], shard_heads[k],
+                                      shard_states[k], kw, pure=False)
+                   for k in range(self.shards)]
+        return self._gather(futures, bar, [recipe.rows(*pieces[k][r])
+                                           for k in range(self.shards)])
+
+    def _run_scores(self, layout, scorer):
+        recipe, bounds, _ = layout
+        futures = [self.client.submit(_shard_score, recipe, a, b, scorer, pure=False)
+                   for a, b in bounds]
+        return self._gather(futures, None, None)
+
     def _gather(self, futures, bar, rows):
         """The futures' results in order; ``bar`` advanced by each one's rows as it finishes.  A
-        failure cancels the others (a training shard writes nothing) and is raised as it is (a
-        ``DivergenceError`` names its head: the tuning drops that head and goes on)."""
+        failure cancels the others (a training shard writes nothing) and is raised."""
         from distributed import as_completed
         index = {f.key: i for i, f in enumerate(futures)}
         try:

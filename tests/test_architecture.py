@@ -24,7 +24,7 @@ LAYER_OF = {
     "privacy": "privacy",
     "sgd": "sgd",
     "estimators": "api", "model_io": "api", "datasets": "api", "demo": "api",
-    "experiments": "api", "benchmarks": "api", "distributed": "api", "planning": "api",
+    "experiments": "api", "benchmarks": "api", "distributed": "api", "spark": "api", "planning": "api",
     "cli": "cli", "commands": "cli",
 }
 BELOW_API = {"base", "kernels", "spec", "io", "privacy", "sgd"}

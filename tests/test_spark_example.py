@@ -59,7 +59,9 @@ def test_partition_function_writes_parts_read_as_one_release(tmp_path):
     assert pq.read_table(out / "part-000002.parquet").equals(before)
 
 
+@pytest.mark.slow
 def test_spark_job(tmp_path):
+    # slow: starts a Spark session (tests/test_spark.py has the API's tests)
     pytest.importorskip("pyspark")
     ex = load_example()
     out = str(tmp_path / "spark") + "/"

@@ -615,10 +615,34 @@ def release_batches(batches, destination, spec: ReleaseSpec, *, index: int, rele
             raise InvalidInputError(f"part {index}: no record batch to release")
         schema = first.schema
         iterator = itertools.chain([first], iterator)
-    reader = pa.RecordBatchReader.from_batches(schema, iterator)
+    # an engine's batches are small (Spark's Arrow batches: 10^4 rows): gathered into batches
+    # of record_batch_rows, so the part's row groups are too (10^4-row groups made a fit on the
+    # part 1.6x slower)
+    reader = pa.RecordBatchReader.from_batches(schema, _rebatched(iterator, options.batch_rows))
     text = os.fspath(destination)
     folder = resolve(text, None if is_uri(text) else filesystem)
     extension = ".parquet" if output_format("x.parquet", format) == "parquet" else ".arrow"
     return release_file(reader, folder.child(part_name(index, extension)), spec,
                         options.for_part(part_seed(seed, index)),
                         part={"release_id": release_id, "index": int(index)})
+
+
+def _rebatched(batches, rows: int):
+    """The rows of ``batches`` in record batches of ``rows`` rows (the last one shorter)."""
+    import pyarrow as pa
+
+    pending: list = []
+    held = 0
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        pending.append(batch)
+        held += batch.num_rows
+        if held >= rows:
+            table = pa.Table.from_batches(pending).combine_chunks()
+            full = (held // rows) * rows
+            yield from table.slice(0, full).to_batches(max_chunksize=rows)
+            pending = table.slice(full).to_batches()
+            held -= full
+    if held:
+        yield from pa.Table.from_batches(pending).combine_chunks().to_batches(max_chunksize=rows)
