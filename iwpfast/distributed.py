@@ -41,18 +41,26 @@ def _require_client(client):
             f"(pip install iwpfast[dask])")
 
 
-def local_client(n_workers: int):
+#: Dask settings of the workers ``local_client`` starts: no statistical profiler (a thread
+#: sampling every thread's stack every 10 ms, whose CPU time grows with the wall time of a run)
+WORKER_CONFIG = {"distributed.worker.profile.enabled": False}
+
+
+def local_client(n_workers: int, *, dashboard: bool = False):
     """A ``Client`` on a new local cluster of ``n_workers`` processes with one thread each (the
-    CLI's ``--workers N``).  Close it (and its cluster) with ``client.close(); cluster.close()``,
-    or use it as a context manager: ``with local_client(2) as client: ...``."""
+    CLI's ``--workers N``; ``WORKER_CONFIG``), with the Dask dashboard on a free port when
+    ``dashboard`` (``client.dashboard_link``).  Close it (and its cluster) with
+    ``close_client(client)``."""
     try:
+        import dask
         from distributed import Client, LocalCluster
     except ImportError:
         raise InvalidInputError("--workers/--scheduler need Dask: pip install iwpfast[dask]") from None
     if int(n_workers) < 1:
         raise InvalidInputError(f"--workers {n_workers}: give at least 1 worker")
-    cluster = LocalCluster(n_workers=int(n_workers), threads_per_worker=1, processes=True,
-                           dashboard_address=None)
+    with dask.config.set(WORKER_CONFIG):
+        cluster = LocalCluster(n_workers=int(n_workers), threads_per_worker=1, processes=True,
+                               dashboard_address=":0" if dashboard else None)
     client = Client(cluster)
     client._iwpfast_cluster = cluster  # closed with the client by close_client
     return client

@@ -37,6 +37,9 @@ def add_cluster_arguments(parser) -> None:
     group.add_argument("--workers", type=int, metavar="N",
                        help="run on a local Dask cluster of N worker processes started for this "
                             "command")
+    parser.add_argument("--dashboard", action="store_true",
+                        help="with --scheduler/--workers: print the Dask dashboard's address "
+                             "(--workers starts one on a free port; off by default)")
 
 
 def cluster_client(args):
@@ -48,7 +51,12 @@ def cluster_client(args):
     def managed():
         from ..distributed import close_client, connect, local_client
 
-        client = connect(args.scheduler) if args.scheduler else local_client(args.workers)
+        dashboard = bool(getattr(args, "dashboard", False))
+        client = (connect(args.scheduler) if args.scheduler
+                  else local_client(args.workers, dashboard=dashboard))
+        if dashboard:
+            import sys
+            print(f"iwpfast: Dask dashboard: {client.dashboard_link}", file=sys.stderr)
         try:
             yield client
         finally:
