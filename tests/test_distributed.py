@@ -212,7 +212,9 @@ def test_cli_workers_starts_and_stops_a_local_cluster(released, tmp_path, capsys
 
     model = tmp_path / "m.json"
     assert main(["fit", str(released), "--out", str(model), "--alpha", "1.0",
-                 "--learning-rate", "0.005", "--workers", "2", "--no-progress"]) == 0
+                 "--learning-rate", "0.005", "--workers", "2", "--no-progress",
+                 "--dashboard"]) == 0
+    assert "Dask dashboard: http" in capsys.readouterr().err
     back = iwpfast.load(model)
     assert back.n_rows_seen_ == sum(ROWS) and back.telemetry_["shards"] == 2
 
