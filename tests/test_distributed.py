@@ -79,16 +79,22 @@ def test_dask_release_with_a_seed_is_the_serial_release(client, raw, tmp_path):
     assert not np.array_equal(p0, q0)
 
 
-def test_failed_dask_release_publishes_nothing(client, raw, tmp_path):
-    bad = tmp_path / "bad"
-    bad.mkdir()
-    for i in range(3):
+def copy_with_a_bad_value(raw, folder, files, value, row):
+    """The first ``files`` raw files in ``folder``, file 2's column c holding ``value`` at
+    ``row`` (the same row groups: the same noise as the raw files)."""
+    folder.mkdir()
+    for i in range(files):
         t = pq.read_table(raw / f"f{i}.parquet")
         if i == 2:
             c = t["c"].to_numpy().copy()
-            c[7] = np.inf
+            c[row] = value
             t = t.set_column(2, "c", pa.array(c))
-        pq.write_table(t, bad / f"f{i}.parquet")
+        pq.write_table(t, folder / f"f{i}.parquet", row_group_size=1024)
+
+
+def test_failed_dask_release_publishes_nothing(client, raw, tmp_path):
+    bad = tmp_path / "bad"
+    copy_with_a_bad_value(raw, bad, 3, np.inf, 7)
     with pytest.raises(InvalidInputError, match="non-finite"):
         dist.release_files(client, bad, str(tmp_path / "out") + "/", spec(), features=FEATURES,
                            label="y", seed=1)
@@ -347,14 +353,7 @@ def test_cli_fit_and_tune_with_auto_on_the_cluster(client, released, tmp_path, c
 def test_dask_release_resumes_keeping_the_finished_parts(client, raw, tmp_path):
     import hashlib
     src = tmp_path / "src"
-    src.mkdir()
-    for i in range(4):
-        t = pq.read_table(raw / f"f{i}.parquet")
-        if i == 2:
-            c = t["c"].to_numpy().copy()
-            c[3] = np.nan
-            t = t.set_column(2, "c", pa.array(c))
-        pq.write_table(t, src / f"f{i}.parquet", row_group_size=1024)
+    copy_with_a_bad_value(raw, src, 4, np.nan, 3)
     out = str(tmp_path / "out") + "/"
     with pytest.raises(InvalidInputError):
         dist.release_files(client, src, out, spec(), features=FEATURES, label="y", seed=9,
