@@ -326,9 +326,10 @@ def test_a_killed_release_leaves_no_second_copy_after_the_next_run(tmp_path):
                           capture_output=True, timeout=300)
     assert done.returncode == 9
     left = sorted(p.name for p in out.iterdir())
-    # what a killed run leaves: part 0 and the temporary file of part 1 (a noisy copy of rows)
+    # what a killed run leaves: part 0 and the temporary file of part 1 (a noisy copy of rows),
+    # and its plan (what --resume would continue)
     assert left[0].startswith(".part-000001.parquet.") and left[0].endswith(".tmp")
-    assert left[1:] == ["part-000000.parquet"]
+    assert left[1:] == ["_iwpfast_plan.json", "part-000000.parquet"]
     # the next run refuses, saying so ...
     with pytest.raises(InvalidInputError, match="another release run that did not publish.*"
                                                 "overwrite=True"):

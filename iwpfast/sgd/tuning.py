@@ -423,9 +423,9 @@ class HeadScorer:
             if record.task == "regression":
                 r = U - y[:, None]
                 vals = 0.5 * r * r - tau - 0.5 * self.target_var
-            elif self.one_vs_rest:
-                # class by class: a row's sign and label weights are the same for all of the
-                # class's heads, so they are (m, 1) columns broadcast over its G heads
+            elif self.head_class is not None:
+                # one-vs-rest, class by class: a row's sign and label weights are the same for all
+                # of the class's heads, so they are (m, 1) columns broadcast over its G heads
                 for g, acc in zip(self.groups, self.accs, strict=True):
                     match = y == self.head_class[g[0]]
                     sign = np.where(match, 1.0, -1.0)[:, None]
