@@ -188,6 +188,22 @@ def margin_blocks(addresses, row, like, theta, n_blocks, margin):
         margin[:rows] += theta[j] * np.asarray(column, dtype=np.float64)
 
 
+HEAD_GROUP = 4           # heads per pass of margin_blocks_heads: 4 x 4 accumulators in registers
+
+
+def margin_blocks_heads(addresses, row, like, thetas_t, first_head, n_blocks, margins):
+    """``margin_blocks`` of the HEAD_GROUP heads ``first_head``.. at once: ``thetas_t`` is (p, heads)
+    (column h is head h's theta), ``margins`` (heads, rows); margins[h, i] = sum_j thetas_t[j, h] *
+    float64(column_j[row + i]) for i < 32 * n_blocks, each sum from +0.0 over j in order (the
+    bits of ``margin_blocks`` per head).  Compiled, a block of 32 rows of one feature is loaded
+    (and widened) once for the HEAD_GROUP heads: a small matrix product whose 16 accumulators stay
+    in registers over all the features.
+    """
+    for h in range(first_head, first_head + HEAD_GROUP):
+        margin_blocks(addresses, row, like, np.ascontiguousarray(thetas_t[:, h]), n_blocks,
+                      margins[h])
+
+
 def lane_blocks_group(weight, addresses, first_column, row, like, n_blocks, lanes):
     """``lane_blocks`` for the GRADIENT_GROUP columns from ``first_column`` (rows from ``row``):
     lanes[LANES * g + k] is lane k of column first_column + g, with the bits of ``lane_blocks``."""
@@ -293,6 +309,62 @@ def _margin_blocks_ir(typingctx, addresses, row, like, theta, n_blocks, margin):
 
 
 @intrinsic
+def _margin_blocks_heads_ir(typingctx, addresses, row, like, thetas, first_head, n_blocks, margins):
+    if thetas.layout != "C" or margins.layout != "C":
+        return None           # the IR indexes rows as h * row length
+    def codegen(context, builder, signature, args):
+        addresses_type, _, like_type, thetas_type, _, _, margins_type = signature.args
+        address_data = context.make_array(addresses_type)(context, builder, args[0]).data
+        thetas_array = context.make_array(thetas_type)(context, builder, args[3])
+        theta_data = thetas_array.data
+        n_features = builder.extract_value(thetas_array.shape, 0)        # (p, heads), C order
+        n_heads = builder.extract_value(thetas_array.shape, 1)
+        margins_array = context.make_array(margins_type)(context, builder, args[6])
+        margin_data = margins_array.data
+        margin_stride = builder.extract_value(margins_array.shape, 1)    # C order: row length
+        row_value, first_head_value, n_blocks_value = args[1], args[4], args[5]
+        element = like_type.dtype
+        i64 = ir.IntType(64)
+        vector = ir.VectorType(ir.DoubleType(), 8)
+        zero = ir.Constant(vector, [0.0] * 8)
+        byte_pointer = ir.IntType(8).as_pointer()
+        margin_rows = [builder.mul(builder.add(first_head_value, ir.Constant(i64, h)), margin_stride)
+                       for h in range(HEAD_GROUP)]
+        parts = MARGIN_BLOCK // 8
+
+        def block_body(block, _):
+            block_row = builder.mul(block, ir.Constant(i64, MARGIN_BLOCK))
+            first_row = builder.add(row_value, block_row)
+
+            def feature_body(j, accumulators):
+                column = builder.inttoptr(builder.load(builder.gep(address_data, [j])), byte_pointer)
+                xs = [_load_f64x8(builder, context, element, column,
+                                  builder.add(first_row, ir.Constant(i64, 8 * part)))
+                      for part in range(parts)]
+                out = []
+                theta_row = builder.add(builder.mul(j, n_heads), first_head_value)
+                for h in range(HEAD_GROUP):
+                    t = _splat(builder, builder.load(
+                        builder.gep(theta_data, [builder.add(theta_row, ir.Constant(i64, h))])))
+                    for part in range(parts):
+                        # fmul then fadd, no fast-math flags: never contracted into an FMA
+                        out.append(builder.fadd(accumulators[h * parts + part],
+                                                builder.fmul(t, xs[part])))
+                return out
+            sums = _ir_loop(builder, n_features, [zero] * (HEAD_GROUP * parts), feature_body)
+            for h in range(HEAD_GROUP):
+                for part in range(parts):
+                    index = builder.add(builder.add(margin_rows[h], block_row),
+                                        ir.Constant(i64, 8 * part))
+                    target = builder.bitcast(builder.gep(margin_data, [index]), vector.as_pointer())
+                    builder.store(sums[h * parts + part], target, align=8)
+            return []
+        _ir_loop(builder, n_blocks_value, [], block_body)
+        return context.get_dummy_value()
+    return types.none(addresses, row, like, thetas, first_head, n_blocks, margins), codegen
+
+
+@intrinsic
 def _lane_blocks_group_ir(typingctx, weight, addresses, first_column, row, like, n_blocks, lanes):
     def codegen(context, builder, signature, args):
         weight_type, addresses_type, _, _, like_type, _, lanes_type = signature.args
@@ -338,6 +410,14 @@ def _lane_blocks_group_ir(typingctx, weight, addresses, first_column, row, like,
 def _margin_blocks_impl(addresses, row, like, theta, n_blocks, margin):
     def impl(addresses, row, like, theta, n_blocks, margin):
         _margin_blocks_ir(addresses, np.int64(row), like, theta, np.int64(n_blocks), margin)
+    return impl
+
+
+@overload(margin_blocks_heads, jit_options=dict(nogil=True))
+def _margin_blocks_heads_impl(addresses, row, like, thetas, first_head, n_blocks, margins):
+    def impl(addresses, row, like, thetas, first_head, n_blocks, margins):
+        _margin_blocks_heads_ir(addresses, np.int64(row), like, thetas, np.int64(first_head),
+                                np.int64(n_blocks), margins)
     return impl
 
 

@@ -49,12 +49,14 @@ import numpy as np
 
 from ._lowlevel import (
     GRADIENT_GROUP,
+    HEAD_GROUP,
     LANES,
     MARGIN_BLOCK,
     column_view,
     lane_blocks,
     lane_blocks_group,
     margin_blocks,
+    margin_blocks_heads,
 )
 from ._options import jit, jit_forceinline, jit_inline
 from .abi import (  # codes and positions: the ABI shared with iwpfast.sgd (abi.py)
@@ -146,10 +148,16 @@ def _margins(addresses, like, offset, m, theta, intercept, fit_intercept, margin
     Blocks of MARGIN_BLOCK rows stay in registers over all the features (``margin_blocks``);
     the rows after the last full block take one pass per feature, in the same order.
     """
-    n_features = theta.shape[0]
     n_blocks = m // MARGIN_BLOCK
     margin_blocks(addresses, offset, like, theta, n_blocks, margin)
-    first = n_blocks * MARGIN_BLOCK
+    _margin_rest(addresses, like, offset, n_blocks * MARGIN_BLOCK, m, theta, intercept,
+                 fit_intercept, margin)
+
+
+@jit_inline
+def _margin_rest(addresses, like, offset, first, m, theta, intercept, fit_intercept, margin):
+    """``_margins`` after the blocks: rows [first, m) one pass per feature, then the intercept."""
+    n_features = theta.shape[0]
     rest = m - first
     if rest > 0:
         for i in range(rest):
@@ -366,9 +374,10 @@ def _laplace_tau(noise, theta, direction):
 @jit_forceinline
 def _batch(table_form, addresses, like, y, offset, m, fparams, iparams, noise_var, eulerian,
            theta, theta_avg, intercept, intercept_avg, counters, telemetry, trace, trace_steps,
-           margin, weight, curvature, gradient, lanes, group_lanes, ones):
+           margin, weight, curvature, gradient, lanes, group_lanes, ones, margin_given):
     """One SGD update on rows [offset, offset + m) of the columns, whose labels are y[0:m].
-    Returns False on divergence."""
+    ``margin_given``: None (a compile-time type: the margins are computed here) or True (``margin``
+    already holds them, from ``_head_margins``).  Returns False on divergence."""
     alpha = fparams[F_ALPHA]
     learning_rate = fparams[F_LEARNING_RATE]
     mu = fparams[F_MU]
@@ -393,7 +402,8 @@ def _batch(table_form, addresses, like, y, offset, m, fparams, iparams, noise_va
             tau += noise_var[j] * theta[j] * theta[j]
         tau = 0.5 * tau
     # 2. margins and per-row scalars
-    _margins(addresses, like, offset, m, theta, intercept, fit_intercept, margin)
+    if margin_given is None:
+        _margins(addresses, like, offset, m, theta, intercept, fit_intercept, margin)
     _row_scalars(loss, table_form, iwp, y, m, margin, tau, fparams, truncation, eulerian, weight, curvature)
     if iparams[I_WEIGHTED] != 0:
         # sample weights s_i (the column after the p features): row i's gradient, curvature
@@ -628,7 +638,7 @@ def sgd_chunk(addresses, like, y_address, y_like, n_rows, fparams, iparams, nois
                           first_row + b * m, m, fparams, iparams, noise_var, eulerian, theta,
                           theta_avg, intercept, intercept_avg, counters, telemetry, trace,
                           trace_steps, margin, weight, curvature, gradient, lanes, group_lanes,
-                          ones):
+                          ones, None):
                 return np.int64(rows_before) + m - 1
         if from_carry:
             counters[C_CARRY] = 0
@@ -697,39 +707,306 @@ def _class_signs(codes, cls, m, signs):
         signs[i] = 1.0 if np.float64(codes[i]) == cls else -1.0
 
 
+@jit_inline
+def _head_margins(addresses, like, offset, m, theta_t, intercept, fit_intercept, theta_column,
+                  margins):
+    """``_margins`` of every head (column h of ``theta_t`` (p, heads), row h of ``margins``): the
+    batch's rows of a feature are loaded once for HEAD_GROUP heads (``margin_blocks_heads``, a
+    small matrix product in registers); each sum has the order, and so the bits, of the head's own
+    ``_margins``.  ``theta_column``: scratch of p values."""
+    n_features, n_heads = theta_t.shape
+    n_blocks = m // MARGIN_BLOCK
+    c = 0
+    while c + HEAD_GROUP <= n_heads:
+        margin_blocks_heads(addresses, offset, like, theta_t, c, n_blocks, margins)
+        c += HEAD_GROUP
+    for h in range(n_heads):
+        for j in range(n_features):
+            theta_column[j] = theta_t[j, h]
+        if h >= c:
+            margin_blocks(addresses, offset, like, theta_column, n_blocks, margins[h])
+        _margin_rest(addresses, like, offset, n_blocks * MARGIN_BLOCK, m, theta_column,
+                     intercept[h:h + 1], fit_intercept[h], margins[h])
+
+
+@jit_forceinline
+def _heads_batch(table_form, classes, addresses, like, codes, offset, m, fparams, iparams,
+                 noise_t, eulerian, theta_t, theta_avg_t, intercept, intercept_avg, step, n_avg,
+                 counters, telemetry, traces, trace_steps, margins, signs, weight, curvature,
+                 gradient_t, lanes, group_lanes, ones, theta_column, per_head, fit_intercept):
+    """One SGD update of every head on rows [offset, offset + m) of the columns (labels
+    codes[0:m]), with the bits of each head's own ``_batch`` (docs/internals.md "One SGD update").
+
+    The steps that are per row (margins, row scalars, sums over rows) run head by head as in
+    ``_batch``; the O(p) steps per batch (tau, gradient, step, projection, variance cap, average,
+    telemetry) run for all heads together, features outer and heads inner, on the transposed
+    state (``theta_t`` (p, heads)): the same operations in the same order per head, but the heads'
+    independent chains overlap instead of each head's waiting on its own (a per-head batch step
+    costs ~250 ns of mostly latency at any p).  Conditional steps (projection, cap, average)
+    become selects: a factor 1.0 or an unchanged value gives the same bits.  Returns True when
+    every head's theta and intercept are finite.
+    """
+    n_features, n_heads = theta_t.shape
+    loss = iparams[0, I_LOSS]
+    truncation = iparams[0, I_TRUNCATION]
+    tau = per_head[0]
+    mean_curvature = per_head[1]
+    norm_sq = per_head[2]
+    gradient_b = per_head[3]
+    gamma = per_head[4]
+    scratch = per_head[5]
+    averaged = per_head[6]
+    # 1. tau (IWP heads only)
+    for h in range(n_heads):
+        tau[h] = 0.0
+    for j in range(n_features):
+        noise_row = noise_t[j]
+        theta_row = theta_t[j]
+        for h in range(n_heads):
+            tau[h] += noise_row[h] * theta_row[h] * theta_row[h]
+    for h in range(n_heads):
+        tau[h] = 0.5 * tau[h] if iparams[h, I_MODE] == MODE_IWP else 0.0
+    # 2. margins of all heads, then per head: row scalars and the sums over rows
+    _head_margins(addresses, like, offset, m, theta_t, intercept, fit_intercept, theta_column,
+                  margins)
+    if classes is None:
+        for i in range(m):
+            signs[i] = np.float64(codes[i])
+    n_blocks = m // LANES
+    first = n_blocks * LANES
+    for h in range(n_heads):
+        if classes is not None:
+            _class_signs(codes, classes[h], m, signs)
+        iwp = iparams[h, I_MODE] == MODE_IWP
+        _row_scalars(loss, table_form, iwp, signs, m, margins[h], tau[h], fparams[h], truncation,
+                     eulerian, weight, curvature)
+        if iparams[h, I_WEIGHTED] != 0:
+            sample_weight = column_view(addresses[n_features] + offset * like.itemsize, m, like)
+            for i in range(m):
+                s_i = np.float64(sample_weight[i])
+                weight[i] = weight[i] * s_i
+                curvature[i] = curvature[i] * s_i
+        mean_curvature[h] = _sum_lanes(curvature, m, lanes, ones) / m if iwp else 0.0
+        j = 0
+        while j < n_features:
+            if j + GRADIENT_GROUP <= n_features:
+                lane_blocks_group(weight, addresses, j, offset, like, n_blocks, group_lanes)
+                group = GRADIENT_GROUP
+            else:
+                group = 1
+            for g in range(group):
+                column = column_view(addresses[j] + offset * like.itemsize, m, like)
+                if group == 1:
+                    total = _dot_lanes(weight, column, m, lanes)
+                else:
+                    base = LANES * g
+                    for k in range(m - first):
+                        group_lanes[base + k] += weight[first + k] * np.float64(column[first + k])
+                    total = _lane_total(group_lanes, base)
+                gradient_t[j, h] = total / m
+                j += 1
+        gradient_b[h] = (_sum_lanes(weight, m, lanes, ones) / m
+                         if iparams[h, I_FIT_INTERCEPT] != 0 else 0.0)
+    # 3. the gradients (all heads: features outer, heads inner, the order of _batch per head)
+    for h in range(n_heads):
+        norm_sq[h] = 0.0
+    for j in range(n_features):
+        noise_row = noise_t[j]
+        theta_row = theta_t[j]
+        gradient_row = gradient_t[j]
+        for h in range(n_heads):
+            grad = gradient_row[h]
+            with_curvature = grad - mean_curvature[h] * (noise_row[h] * theta_row[h])
+            grad = with_curvature if iparams[h, I_MODE] == MODE_IWP else grad
+            grad = grad + fparams[h, F_ALPHA] * theta_row[h]
+            gradient_row[h] = grad
+            norm_sq[h] += grad * grad
+    # 4-5. step
+    for h in range(n_heads):
+        norm_sq[h] += gradient_b[h] * gradient_b[h]
+        learning_rate = fparams[h, F_LEARNING_RATE]
+        decayed = learning_rate / (1.0 + fparams[h, F_MU] * learning_rate * step[h])
+        gamma[h] = learning_rate if iparams[h, I_SCHEDULE] == SCHEDULE_CONSTANT else decayed
+    for j in range(n_features):
+        theta_row = theta_t[j]
+        gradient_row = gradient_t[j]
+        for h in range(n_heads):
+            theta_row[h] = theta_row[h] - gamma[h] * gradient_row[h]
+    for h in range(n_heads):
+        moved = intercept[h] - gamma[h] * gradient_b[h]
+        intercept[h] = moved if iparams[h, I_FIT_INTERCEPT] != 0 else intercept[h]
+    # 6. projection on the L2 ball, then the variance cap (a factor 1.0 where inactive)
+    for h in range(n_heads):
+        scratch[h] = 0.0
+    for j in range(n_features):
+        theta_row = theta_t[j]
+        for h in range(n_heads):
+            scratch[h] += theta_row[h] * theta_row[h]
+    for h in range(n_heads):
+        theta_norm = math.sqrt(scratch[h])
+        radius = fparams[h, F_RADIUS]
+        active = theta_norm > radius
+        scratch[h] = radius / theta_norm if active else 1.0
+        telemetry[h, T_PROJ] += 1.0 if active else 0.0
+    _scale_columns(theta_t, scratch)
+    _noise_energy(noise_t, theta_t, tau)          # tau's buffer now holds the energies
+    any_capped = False
+    for h in range(n_heads):
+        variance_cap = fparams[h, F_VARIANCE_CAP]
+        active = tau[h] > variance_cap
+        scratch[h] = math.sqrt(variance_cap / tau[h]) if active else 1.0
+        telemetry[h, T_CAP] += 1.0 if active else 0.0
+        any_capped = any_capped or active
+    if any_capped:
+        _scale_columns(theta_t, scratch)
+        _noise_energy(noise_t, theta_t, tau)
+    # 7. step counter and Polyak average
+    for h in range(n_heads):
+        step[h] += 1
+        averaging = iparams[h, I_AVERAGE_START] >= 0 and step[h] > iparams[h, I_AVERAGE_START]
+        n_avg[h] += 1 if averaging else 0
+        # the divisor n_avg (as float64, like _batch's division) where averaging; elsewhere the
+        # result is discarded and 1.0 only keeps it finite
+        scratch[h] = np.float64(n_avg[h]) if averaging else 1.0
+        averaged[h] = 1.0 if averaging else 0.0
+        moved = intercept_avg[h] + (intercept[h] - intercept_avg[h]) / scratch[h]
+        intercept_avg[h] = moved if averaging else intercept_avg[h]
+    for j in range(n_features):
+        theta_row = theta_t[j]
+        average_row = theta_avg_t[j]
+        for h in range(n_heads):
+            moved = average_row[h] + (theta_row[h] - average_row[h]) / scratch[h]
+            average_row[h] = moved if averaged[h] != 0.0 else average_row[h]
+    # 8. telemetry (Welford on the gradient norm), 9. trace
+    for h in range(n_heads):
+        telemetry[h, T_ROWS] += m
+        batches = telemetry[h, T_BATCHES] + 1.0
+        telemetry[h, T_BATCHES] = batches
+        grad_norm = math.sqrt(norm_sq[h])
+        delta = grad_norm - telemetry[h, T_GMEAN]
+        telemetry[h, T_GMEAN] += delta / batches
+        telemetry[h, T_GM2] += delta * (grad_norm - telemetry[h, T_GMEAN])
+        if tau[h] > telemetry[h, T_ENERGY]:
+            telemetry[h, T_ENERGY] = tau[h]
+        trace_every = iparams[h, I_TRACE_EVERY]
+        if trace_every > 0 and step[h] % trace_every == 0:
+            row = counters[h, C_TRACE]
+            for j in range(n_features):
+                traces[h, row, j] = theta_t[j, h]
+            traces[h, row, n_features] = intercept[h]
+            trace_steps[h, row] = step[h]
+            counters[h, C_TRACE] = row + 1
+    # 10. divergence, after steps 1-9 like _batch (x - x is NaN exactly when x is not finite)
+    bad = 0.0
+    for h in range(n_heads):
+        bad += intercept[h] - intercept[h]
+    for j in range(n_features):
+        theta_row = theta_t[j]
+        for h in range(n_heads):
+            bad += theta_row[h] - theta_row[h]
+    return bad == 0.0
+
+
+@jit_inline
+def _scale_columns(theta_t, factor):
+    """theta_t[j, h] *= factor[h] (a factor 1.0 leaves the bits unchanged)."""
+    for j in range(theta_t.shape[0]):
+        theta_row = theta_t[j]
+        for h in range(theta_t.shape[1]):
+            theta_row[h] = theta_row[h] * factor[h]
+
+
+@jit_inline
+def _noise_energy(noise_t, theta_t, energy):
+    """energy[h] = sum_j noise_t[j, h] * theta_t[j, h] * theta_t[j, h], j in order from +0.0."""
+    for h in range(theta_t.shape[1]):
+        energy[h] = 0.0
+    for j in range(theta_t.shape[0]):
+        noise_row = noise_t[j]
+        theta_row = theta_t[j]
+        for h in range(theta_t.shape[1]):
+            energy[h] += noise_row[h] * theta_row[h] * theta_row[h]
+
+
+@jit_inline
+def _transpose_into(source, target):
+    """target[j, h] = source[h, j]."""
+    for h in range(source.shape[0]):
+        for j in range(source.shape[1]):
+            target[j, h] = source[h, j]
+
+
+@jit_inline
+def _store_heads(theta_t, theta_avg_t, intercept, intercept_avg, step, n_avg, thetas, theta_avgs,
+                 intercepts, intercept_avgs, counters):
+    """The working copies of the heads' state back into the caller's arrays."""
+    _transpose_into(theta_t, thetas)
+    _transpose_into(theta_avg_t, theta_avgs)
+    for h in range(thetas.shape[0]):
+        intercepts[h, 0] = intercept[h]
+        intercept_avgs[h, 0] = intercept_avg[h]
+        counters[h, C_STEP] = step[h]
+        counters[h, C_NAVG] = n_avg[h]
+
+
 @jit
-def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, carry_addresses, carry_like,
-                    fparams, iparams, noise_var, eulerian, classes, thetas, theta_avgs, intercepts,
-                    intercept_avgs, carry_X, carry_y, counters, telemetry, traces, trace_steps,
-                    final):
-    """k one-vs-rest heads of one class-index label in one scan (docs/math.md "k classes").
+def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, fparams, iparams, noise_var,
+                    eulerian, classes, thetas, theta_avgs, intercepts, intercept_avgs, carry_X,
+                    carry_y, counters, telemetry, traces, trace_steps, table_form, final):
+    """Several heads over the same rows in one scan: each batch is read once and used by every
+    head while it is in cache (docs/internals.md "Several heads in one scan").
 
     Row c of each 2-D argument (``fparams``, ``iparams``, ``noise_var``, ``thetas``, ...,
-    ``counters``, ``telemetry``; ``traces[c]`` and ``trace_steps[c]``) is head c; ``classes[c]`` is
-    its class index.  The labels are class indices; the carried rows (carry_X, carry_y: indices)
-    are shared, with counters[c, C_CARRY] equal for every head.  Per batch every head makes its
-    update from the same rows while they are in cache (each with its own +-1 signs); each head's
-    update is ``_batch``, so head c has the bits of a single-head run on +-1 labels
-    (``sgd_chunk``).  With ``final``, the carried partial batch (if any) then runs as every head's
-    last update (the end of a stream is a call on no rows with final, through the same call of
-    ``_batch`` as the carried complete batch: no kernel of its own to compile).  Returns -1, or the
-    global index of the last row of the batch after which a head diverged (that head's theta is
-    not finite; the scan stops there).
+    ``counters``, ``telemetry``; ``traces[c]`` and ``trace_steps[c]``) is head c.  ``classes``:
+    None for heads that read the labels as they are (+-1, or targets for squared error: the
+    grid of ``'auto'``, clean/naive/IWP heads of an experiment), or one class index per head for
+    one-vs-rest heads of a class-index label (``classes[c]``; docs/math.md "k classes"), each with
+    its own +-1 signs.  The carried rows (carry_X, carry_y) are shared, counters[c, C_CARRY] equal
+    for every head.  Per batch ``_heads_batch``: the margins of all heads as one small matrix
+    product, each head's row scalars and sums over rows, then the O(p) steps of all heads
+    together; head c has the bits of a single-head run (``sgd_chunk``).  Every batch, the carried
+    one included (narrowed into the column and label dtypes, which the wrapper has checked to be
+    exact), goes through one call site.  With ``final``, the carried partial batch (if any) then
+    runs as every head's last update (the end of a stream is a call on no rows with final).
+    ``table_form``: None when every head's label-weight table has two equal rows (see
+    ``_row_scalars``).  Returns -1, or the global index of the last row of the batch after which
+    a head's theta or intercept became non-finite (every head has made that batch's update; the
+    scan stops there).
     """
     n_heads = thetas.shape[0]
     batch_size = iparams[0, I_BATCH_SIZE]
     n_features = thetas.shape[1]
     n_columns = addresses.shape[0]      # the p features, then the sample weights when weighted
     y = column_view(y_address, n_rows, y_like)
-    margin = np.empty(batch_size)
+    # working copies of the state, transposed: features outer, heads inner (see _heads_batch)
+    theta_t = np.empty((n_features, n_heads))
+    theta_avg_t = np.empty((n_features, n_heads))
+    noise_t = np.empty((n_features, n_heads))
+    _transpose_into(thetas, theta_t)
+    _transpose_into(theta_avgs, theta_avg_t)
+    _transpose_into(noise_var, noise_t)
+    intercept = np.empty(n_heads)
+    intercept_avg = np.empty(n_heads)
+    step = np.empty(n_heads, np.int64)
+    n_avg = np.empty(n_heads, np.int64)
+    for h in range(n_heads):
+        intercept[h] = intercepts[h, 0]
+        intercept_avg[h] = intercept_avgs[h, 0]
+        step[h] = counters[h, C_STEP]
+        n_avg[h] = counters[h, C_NAVG]
+    gradient_t = np.empty((n_features, n_heads))
+    per_head = np.empty((7, n_heads))
+    margins = np.empty((n_heads, batch_size))
     weight = np.empty(batch_size)
     curvature = np.empty(batch_size)
-    gradient = np.empty(n_features)
     lanes = np.empty(LANES)
     group_lanes = np.empty(GRADIENT_GROUP * LANES)
     ones = np.ones(batch_size)
-    signs = np.empty(batch_size)
-    zero = np.int64(0)      # (a literal 0 would compile another specialization of _batch)
+    signs = np.empty(batch_size)        # a head's labels for the batch, in float64
+    theta_column = np.empty(n_features)
+    fit_intercept = np.empty(n_heads, np.bool_)
+    for h in range(n_heads):
+        fit_intercept[h] = iparams[h, I_FIT_INTERCEPT] != 0
     position = 0
     carried = counters[0, C_CARRY]
     if carried > 0:
@@ -739,27 +1016,33 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, carry_addresses,
         position = take
         for c in range(n_heads):
             counters[c, C_CARRY] = carried
+    carry_stage = np.empty((n_columns, batch_size), like.dtype)
+    carry_labels = np.empty(batch_size, y_like.dtype)
+    carry_addresses = _row_addresses(carry_stage)
     staging = n_features >= STAGE_MIN_FEATURES
     stage_batches = max(1, STAGE_COLUMN_BYTES // (batch_size * like.itemsize))
     stage_rows = stage_batches * batch_size if staging else 0
     stage = np.empty((n_columns, stage_rows), like.dtype)
     stage_addresses = _row_addresses(stage)
     while True:
+        # the next block of batches, chosen as in sgd_chunk
         carried = counters[0, C_CARRY]
-        if carried == batch_size or (final and carried > 0 and position == n_rows):
-            # the carried batch, once complete (or, with final, once the chunk has ended)
-            for c in range(n_heads):
-                rows_before = telemetry[c, T_ROWS]
-                _class_signs(carry_y, classes[c], carried, signs)
-                if not _batch(True, carry_addresses, carry_like, signs, zero, carried,
-                              fparams[c], iparams[c], noise_var[c], eulerian, thetas[c],
-                              theta_avgs[c], intercepts[c], intercept_avgs[c], counters[c],
-                              telemetry[c], traces[c], trace_steps[c], margin, weight, curvature,
-                              gradient, lanes, group_lanes, ones):
-                    return np.int64(rows_before) + carried - 1
-            for c in range(n_heads):
-                counters[c, C_CARRY] = 0
+        from_carry = carried == batch_size or (final and carried > 0 and position == n_rows)
+        if from_carry:
+            for j in range(n_columns):
+                source = carry_X[j]
+                target = carry_stage[j]
+                for i in range(carried):
+                    target[i] = source[i]
+            for i in range(carried):
+                carry_labels[i] = carry_y[i]
+            sources = carry_addresses
+            first_row = 0
+            block_labels = carry_labels
+            m = carried
+            n_batches = 1
         elif position + batch_size <= n_rows:
+            m = batch_size
             n_batches = (n_rows - position) // batch_size
             if staging:
                 n_batches = min(n_batches, stage_batches)
@@ -769,18 +1052,7 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, carry_addresses,
             else:
                 sources = addresses
                 first_row = position
-            for b in range(n_batches):
-                start = position + b * batch_size
-                codes = y[start:start + batch_size]
-                for c in range(n_heads):
-                    rows_before = telemetry[c, T_ROWS]
-                    _class_signs(codes, classes[c], batch_size, signs)
-                    if not _batch(True, sources, like, signs, first_row + b * batch_size,
-                                  batch_size, fparams[c], iparams[c], noise_var[c], eulerian,
-                                  thetas[c], theta_avgs[c], intercepts[c], intercept_avgs[c],
-                                  counters[c], telemetry[c], traces[c], trace_steps[c], margin,
-                                  weight, curvature, gradient, lanes, group_lanes, ones):
-                        return np.int64(rows_before) + batch_size - 1
+            block_labels = y[position:position + n_batches * batch_size]
             position += n_batches * batch_size
         elif position < n_rows:
             rest = n_rows - position
@@ -788,5 +1060,31 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, carry_addresses,
             for c in range(n_heads):
                 counters[c, C_CARRY] = rest
             position = n_rows
+            continue
         else:
-            return NO_DIVERGENCE
+            break
+        for b in range(n_batches):
+            rows_before = telemetry[0, T_ROWS]
+            if not _heads_batch(table_form, classes, sources, like, block_labels[b * m:(b + 1) * m],
+                                first_row + b * m, m, fparams, iparams, noise_t, eulerian, theta_t,
+                                theta_avg_t, intercept, intercept_avg, step, n_avg, counters,
+                                telemetry, traces, trace_steps, margins, signs, weight, curvature,
+                                gradient_t, lanes, group_lanes, ones, theta_column, per_head,
+                                fit_intercept):
+                _store_heads(theta_t, theta_avg_t, intercept, intercept_avg, step, n_avg, thetas,
+                             theta_avgs, intercepts, intercept_avgs, counters)
+                return np.int64(rows_before) + m - 1
+        if from_carry:
+            for c in range(n_heads):
+                counters[c, C_CARRY] = 0
+    _store_heads(theta_t, theta_avg_t, intercept, intercept_avg, step, n_avg, thetas, theta_avgs,
+                 intercepts, intercept_avgs, counters)
+    return NO_DIVERGENCE
+
+
+@jit
+def head_margin_blocks(addresses, like, theta_t, row, n_blocks, margins):
+    """The margin product of ``_head_margins`` over every group of HEAD_GROUP heads, compiled
+    (for tests/test_fused_heads.py, which checks it bit for bit against its Python definition)."""
+    for first_head in range(0, theta_t.shape[1] - HEAD_GROUP + 1, HEAD_GROUP):
+        margin_blocks_heads(addresses, row, like, theta_t, first_head, n_blocks, margins)

@@ -5,12 +5,14 @@
     >>> theta, b = result.states["iwp"].coef(averaged=False)                      # doctest: +SKIP
 
 Per chunk of the stream (``iwpfast.io.reader.ChunkReader``, decoded one chunk ahead in a
-background thread) the driver makes exactly one kernel call per head (``run_chunk``), or per group
-of one-vs-rest heads of one class-index label (``run_chunk_heads``: every batch is used by all k
-heads while it is in cache); Python never loops per row or per minibatch.  ``finish`` runs each
-head's last partial batch at the end of the stream.  Because the kernels carry the incomplete
-batch between calls, the model does not depend on the chunk size or on how the data is split
-into files: bit for bit.
+background thread) the driver makes exactly one kernel call per *unit* of heads (``_units``): a
+head alone (``run_chunk``), or the heads that read the same columns and share batch size, loss and
+truncation (a tuning grid; the one-vs-rest heads of a class-index label) in one call of the
+several-heads kernel (``run_chunk_heads``: every batch is used by all of them while it is in
+cache, with each head's single-head bits); Python never loops per row or per minibatch.
+``finish`` runs each head's last partial batch at the end of the stream.  Because the kernels
+carry the incomplete batch between calls, the model does not depend on the chunk size or on how
+the data is split into files: bit for bit.
 
 Around that loop: the tqdm progress bar, the trace callback (the kernel records (theta, b) every k
 updates into a buffer the driver sizes before and drains after each chunk), periodic checkpoints
@@ -314,23 +316,30 @@ def _engine(name: str):
     return run, finish
 
 
-def _units(heads) -> list[list]:
-    """The heads grouped into kernel calls: the one-vs-rest heads of one class-index label
-    (``HeadConfig.label_class`` set) that read the same features and share batch size, loss and
-    truncation run as one k-head call (one scan: every batch is used by every head while in
-    cache); every other head alone.  Order: the first head of each unit, in the given order."""
-    units: list[list] = []
+def _units(heads, parts: int = 1) -> list[list]:
+    """The heads grouped into kernel calls: heads that read the same features, label and sample
+    weights and share batch size, loss and truncation run as one call of the several-heads
+    kernel (``run_chunk_heads``: every batch is read once and used by every head while in cache,
+    their margins one small matrix product), the one-vs-rest heads of a class-index label
+    (``HeadConfig.label_class`` set) and the heads of the labels as they are (a tuning grid,
+    clean/naive/IWP heads) in separate calls.  Each such group is cut into up to ``parts``
+    consecutive units (one per thread of ``_HeadPool``).  Each head's model has the bits of its
+    single-head run either way.  Order: the heads' order, unit by unit."""
+    groups: list[list] = []
     together: dict[tuple, list] = {}
     for h in heads:
         c = h.config
-        if c.label_class is None:
-            units.append([h])
-            continue
-        key = (tuple(h.features), h.label, h.sample_weight, c.batch_size, c.loss, c.truncation)
+        key = (tuple(h.features), h.label, h.sample_weight, c.label_class is None, c.batch_size,
+               c.loss, c.truncation, c.n_features, c.weighted)
         if key not in together:
             together[key] = []
-            units.append(together[key])
+            groups.append(together[key])
         together[key].append(h)
+    units: list[list] = []
+    for group in groups:
+        k = max(1, min(int(parts), len(group)))
+        bounds = [round(i * len(group) / k) for i in range(k + 1)]
+        units += [group[bounds[i]:bounds[i + 1]] for i in range(k)]
     return units
 
 
@@ -575,12 +584,12 @@ def fit_stream_here(source, heads: Sequence[Head], *, chunk_rows: int | None = N
     src: Source = source if isinstance(source, Source) else open_source(source)
     heads = _resolve_configs(heads, src, trace_every, feature_bound)
     run_unit, finish_unit = _engine(engine)
-    units = _units(heads)
     if head_threads is None:
-        head_threads = default_head_threads(len(units), src)
+        head_threads = default_head_threads(len(heads), src)
     elif int(head_threads) < 1:
         raise InvalidInputError(f"head_threads={head_threads}; use None (automatic), 1 "
                                 f"(sequential) or a number of threads >= 1")
+    units = _units(heads, int(head_threads))
     head_threads = min(int(head_threads), len(units))
 
     groups, group_of, labels, used_columns = _column_plan(heads, src)

@@ -3,6 +3,9 @@
     run_chunk(cfg, state, X, y, sample_weight=None)
                                   one chunk of rows (X feature-major), state updated in place
     finish(cfg, state)            the carried partial batch as the stream's last update
+    run_chunk_heads(cfgs, states, X, y, sample_weight=None), finish_heads(cfgs, states)
+                                  several heads over the same rows in one scan (each head's
+                                  model has the bits of its own run_chunk)
     warmup(dtypes=...)            compile (or load from the on-disk cache) ahead of time
 
 ``X`` is a (p, n) array or a sequence of p 1-D arrays (e.g. Arrow columns), float32 or float64,
@@ -297,11 +300,15 @@ def _in_float64(columns, y):
             np.ascontiguousarray(y, dtype=np.float64))
 
 
-def _compiled_dtypes(kernel) -> tuple[np.dtype, np.dtype]:
+def _compiled_dtypes(kernel, given: dict | None = None) -> tuple[np.dtype, np.dtype]:
     """(column dtype, label dtype) of a specialization of ``kernel`` compiled (or loaded) in this
-    process, float64 if none: a call on no rows reads neither, so any compiled one serves."""
+    process, float64 if none: a call on no rows reads neither, so any compiled one serves.
+    ``given``: {argument position: value} that the specialization must have been compiled for
+    (None or not None: the arguments whose None-ness is a type of its own)."""
     for signature in reversed(getattr(kernel, "signatures", ())):
-        return np.dtype(str(signature[1].dtype)), np.dtype(str(signature[3].dtype))
+        if all((str(signature[i]) == "none") == (value is None)
+               for i, value in (given or {}).items()):
+            return np.dtype(str(signature[1].dtype)), np.dtype(str(signature[3].dtype))
     return np.dtype(np.float64), np.dtype(np.float64)
 
 
@@ -415,7 +422,7 @@ def _class_labels(y, n: int) -> np.ndarray:
 
 
 def _pack_heads(cfgs, states):
-    """Validate k heads that share one scan; return the kernel's per-head arrays."""
+    """Validate heads that share one scan; return the kernel's per-head arrays."""
     cfgs, states = list(cfgs), list(states)
     if not cfgs or len(cfgs) != len(states):
         raise InvalidInputError(f"run_chunk_heads needs one state per config, got {len(cfgs)} configs "
@@ -423,9 +430,12 @@ def _pack_heads(cfgs, states):
     first = cfgs[0]
     packed = []
     for c, (cfg, state) in enumerate(zip(cfgs, states, strict=True)):
-        if cfg.label_class is None:
-            raise InvalidInputError(f"head {c}: HeadConfig.label_class is None; run_chunk_heads trains "
-                                    "one-vs-rest heads of a class-index label (set label_class=c)")
+        if (cfg.label_class is None) != (first.label_class is None):
+            raise InvalidInputError(
+                f"head {c}: label_class={cfg.label_class!r} but head 0 has "
+                f"label_class={first.label_class!r}; the heads of one scan read one label column: "
+                "all one-vs-rest heads of class indices (label_class set) or all heads of the "
+                "labels as they are (label_class=None)")
         for name in ("n_features", "batch_size", "loss", "truncation", "weighted", "noise_law"):
             if getattr(cfg, name) != getattr(first, name):
                 raise InvalidInputError(f"head {c}: {name}={getattr(cfg, name)!r} differs from head 0's "
@@ -438,7 +448,10 @@ def _pack_heads(cfgs, states):
     fparams = np.stack([p[0] for p in packed])
     iparams = np.stack([p[1] for p in packed])
     noise_var = np.stack([p[2] for p in packed])
-    classes = np.array([float(cfg.label_class) for cfg in cfgs])
+    classes = (None if first.label_class is None
+               else np.array([float(cfg.label_class) for cfg in cfgs]))
+    # None: every head's label-weight table has two equal rows (the table form is not compiled)
+    table_form = None if all(_table_form(p[0]) is None for p in packed) else True
     stacked = {name: np.stack([getattr(st, name) for st in states]) for name in _STACKED}
     capacity = max(st.trace.shape[0] for st in states)
     traces = np.zeros((len(states), capacity, first.n_features + 1))
@@ -446,7 +459,8 @@ def _pack_heads(cfgs, states):
     for c, st in enumerate(states):
         traces[c, :st.trace.shape[0]] = st.trace
         trace_steps[c, :st.trace.shape[0]] = st.trace_steps
-    return fparams, iparams, noise_var, packed[0][3], classes, stacked, traces, trace_steps
+    return fparams, iparams, noise_var, packed[0][3], classes, table_form, stacked, traces, \
+        trace_steps
 
 
 def _unpack_heads(states, stacked, traces, trace_steps):
@@ -467,20 +481,25 @@ def _raise_heads_divergence(cfgs, states, row: int) -> None:
 
 
 def run_chunk_heads(cfgs, states, X, y, sample_weight=None) -> None:
-    """k one-vs-rest heads (``HeadConfig.label_class`` set) of one class-index label, in one scan.
+    """Several heads over one chunk in one scan: every batch of rows is read once and used by every
+    head while it is in cache (their margins as one small matrix product).
 
-    Every batch of rows is read once and used by every head while it is in cache; head c's model
-    has the bits of a single-head run (``run_chunk``) on the labels +1 where y == label_class, -1
-    elsewhere, with its own label weights.  ``y`` holds class indices (integers 0..k-1, any real
-    dtype).  The heads must share n_features, batch_size, loss and truncation, and have been
-    trained together (same carried rows), and be all weighted (then ``sample_weight``: one weight
-    >= 0 per row, shared by the heads) or all not.  States are updated in place.
+    Either one-vs-rest heads (``HeadConfig.label_class`` set) of one class-index label: ``y``
+    holds class indices (integers 0..k-1, any real dtype) and head c's model has the bits of a
+    single-head run (``run_chunk``) on the labels +1 where y == label_class, -1 elsewhere, with
+    its own label weights; or heads with ``label_class=None`` (a tuning grid, clean/naive/IWP
+    heads): ``y`` as for ``run_chunk`` and head c's model has the bits of ``run_chunk`` on it.
+    The heads must share n_features, batch_size, loss and truncation, and have been trained
+    together (same carried rows), and be all weighted (then ``sample_weight``: one weight >= 0 per
+    row, shared by the heads) or all not.  States are updated in place.
     """
     cfgs, states = list(cfgs), list(states)
-    fparams, iparams, noise_var, eulerian, classes, stacked, traces, trace_steps = \
+    fparams, iparams, noise_var, eulerian, classes, table_form, stacked, traces, trace_steps = \
         _pack_heads(cfgs, states)
     columns, addresses, dtype, n = _columns(X, cfgs[0].n_features)
-    codes = _class_labels(y, n)
+    codes = _labels(cfgs[0], y, n) if classes is None else _class_labels(y, n)
+    if not _carry_is_exact(states[0], dtype, codes.dtype):
+        columns, addresses, dtype, codes = _in_float64(columns, codes)
     weights = check_sample_weight(cfgs[0], sample_weight, n, dtype)
     if weights is not None:
         addresses = np.append(addresses, np.int64(weights.ctypes.data))
@@ -490,10 +509,9 @@ def run_chunk_heads(cfgs, states, X, y, sample_weight=None) -> None:
         _check_trace_room(cfg, state, (state.carry_n + n) // cfg.batch_size)
     row = _kernels().sgd_chunk_heads(
         addresses, _LIKE[dtype], np.int64(codes.ctypes.data), _LIKE[codes.dtype], np.int64(n),
-        _carry_addresses(states[0]), _LIKE[np.dtype(np.float64)], fparams, iparams,
-        noise_var, eulerian, classes, stacked["theta"], stacked["theta_avg"], stacked["intercept"],
-        stacked["intercept_avg"], states[0].carry_X, states[0].carry_y, stacked["counters"],
-        stacked["telemetry"], traces, trace_steps, False)
+        fparams, iparams, noise_var, eulerian, classes, stacked["theta"], stacked["theta_avg"],
+        stacked["intercept"], stacked["intercept_avg"], states[0].carry_X, states[0].carry_y,
+        stacked["counters"], stacked["telemetry"], traces, trace_steps, table_form, False)
     del columns, codes, weights
     _unpack_heads(states, stacked, traces, trace_steps)
     if row >= 0:
@@ -503,7 +521,7 @@ def run_chunk_heads(cfgs, states, X, y, sample_weight=None) -> None:
 def finish_heads(cfgs, states) -> None:
     """Run the shared carried partial batch as the last update of every head, if any."""
     cfgs, states = list(cfgs), list(states)
-    fparams, iparams, noise_var, eulerian, classes, stacked, traces, trace_steps = \
+    fparams, iparams, noise_var, eulerian, classes, table_form, stacked, traces, trace_steps = \
         _pack_heads(cfgs, states)
     if states[0].carry_n == 0:
         return
@@ -511,15 +529,16 @@ def finish_heads(cfgs, states) -> None:
         _check_trace_room(cfg, state, 1)
     kernels = _kernels()
     # sgd_chunk_heads on no rows with final=True, in column and label dtypes it already runs with
-    # (the carried batch is read from the float64 carry buffer: nothing more compiles)
-    like, y_like = _compiled_dtypes(kernels.sgd_chunk_heads)
-    carry = _carry_addresses(states[0])
+    # (so nothing more compiles; with no rows only the carried ones are read)
+    like, y_like = _compiled_dtypes(kernels.sgd_chunk_heads, {9: classes, 20: table_form})
+    if not _carry_is_exact(states[0], like, y_like):
+        like = y_like = np.dtype(np.float64)
     row = kernels.sgd_chunk_heads(
-        carry, _LIKE[like], np.int64(states[0].carry_y.ctypes.data), _LIKE[y_like], np.int64(0),
-        carry, _LIKE[np.dtype(np.float64)], fparams, iparams, noise_var, eulerian, classes,
+        _carry_addresses(states[0]), _LIKE[like], np.int64(states[0].carry_y.ctypes.data),
+        _LIKE[y_like], np.int64(0), fparams, iparams, noise_var, eulerian, classes,
         stacked["theta"], stacked["theta_avg"], stacked["intercept"], stacked["intercept_avg"],
         states[0].carry_X, states[0].carry_y, stacked["counters"], stacked["telemetry"], traces,
-        trace_steps, True)
+        trace_steps, table_form, True)
     _unpack_heads(states, stacked, traces, trace_steps)
     if row >= 0:
         _raise_heads_divergence(cfgs, states, int(row))
