@@ -1,0 +1,250 @@
+"""What the default fit costs against one pass: every ratio of issue 20's goals, in one run.
+
+    python bench/default_cost.py                 # the issue's sizes (~5-10 min on 2 cores)
+    python bench/default_cost.py --quick         # small sizes, under a minute
+    python bench/default_cost.py --decode-rows 10000000 --repeats 5
+
+Prints the CPU (lscpu's Model name, whether the flags avx512f / avx2 are present), the load
+average at the start and the end, then one line per measurement and the table of goals.  Every
+ratio is a ratio of medians of repeats interleaved in one process (odd rounds in reverse order,
+so that a slow phase of the machine hits all steps alike); wall-clock seconds (``time.perf_counter``).
+
+1. ``auto / fixed``: ``IWPClassifier(progress=False).fit(path)`` (the default: ``'auto'``, a grid
+   of 25 heads in the training scan + one validation read) against one fit with fixed
+   alpha / learning_rate, on the same Parquet release of ``--rows`` x 10 (written by
+   ``iwpfast.privacy.release``, float32 features, eps_x = 4, eps_y = 2).  Goal <= 2.0.
+2. ``k=5 / binary``: ``fit(X, y, classes=[0..4])`` against ``fit(X, y)`` on the same ``--rows`` x
+   10 float32 array (Fortran order: columns contiguous), fixed alpha / learning_rate, noise given
+   (noise_var, epsilon_y); the same for the default ``'auto'`` (information only).  Goal <= 1.6.
+3. ``fit(path) / decode``: a fixed fit of a Parquet file of ``--decode-rows`` x 10 float32 + an
+   int8 label (``bench/make_data.py``'s data, uncompressed, row groups of 2^20, no release
+   metadata: noise given) against pyarrow decoding the same columns (``iter_batches`` through a
+   memory map, nothing else).  Goal <= 1.3.
+4. ``first fit``: a fresh process with an empty ``IWPFAST_CACHE_DIR`` imports iwpfast and runs
+   ``IWPClassifier(progress=False).fit`` on a 1000 x 3 float64 array; seconds of the fit (import
+   printed apart), median of ``--first-fit-repeats``.  Goal <= 3 s.
+5. ``fit / read limit``: the binary fixed fit of 2. against ``np.add.reduce`` reading the same
+   arrays (each feature column and the labels once): read-limit time / fit time.  Goal >= 0.65.
+
+Data files go to a temporary folder (removed at the end).  Not run by the test suite.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+GOALS = {"auto / fixed": ("<=", 2.0), "k=5 / binary": ("<=", 1.6),
+         "fit(path) / decode": ("<=", 1.3), "first fit (s)": ("<=", 3.0),
+         "fit / read limit": (">=", 0.65)}
+
+FIRST_FIT_CHILD = """
+import time
+t0 = time.perf_counter()
+import numpy as np
+import iwpfast
+t1 = time.perf_counter()
+X = np.random.default_rng(0).standard_normal((1000, 3))
+iwpfast.IWPClassifier(progress=False).fit(X, (X[:, 0] > 0).astype(int))
+t2 = time.perf_counter()
+print(f"{t1 - t0!r} {t2 - t1!r}")
+"""
+
+
+def machine() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        out = ""
+    fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+    model = fields.get("Model name", "unknown").strip()
+    flags = set(fields.get("Flags", "").split())
+    return (f"CPU: {model}; avx512f: {'avx512f' in flags}; avx2: {'avx2' in flags}; "
+            f"{os.cpu_count()} cores visible")
+
+
+def load() -> str:
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def write_release(path: Path, n: int, p: int) -> None:
+    from iwpfast.privacy import ReleaseSpec, release
+    rng = np.random.default_rng(0)
+    names = [f"x{j}" for j in range(p)]
+    X = rng.uniform(-1, 1, (n, p))
+    y = (rng.random(n) < 1 / (1 + np.exp(-X @ np.linspace(1.5, -1.0, p)))).astype(np.int8)
+    spec = ReleaseSpec(epsilon_x=4.0, delta=1e-5, bound=2.0, epsilon_y=2.0, features=names,
+                       ranges={f: (-1.0, 1.0) for f in names}, label="y")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")        # a seeded release (a benchmark, not a real one)
+        release({**{f: X[:, j] for j, f in enumerate(names)}, "y": y}, path, spec, seed=1)
+
+
+def write_plain(path: Path, n: int, p: int) -> None:
+    subprocess.run([sys.executable, str(ROOT / "bench" / "make_data.py"), "--rows", str(n), "--p",
+                    str(p), "--format", "parquet", "--no-metadata", "--out", str(path)],
+                   check=True, capture_output=True)
+
+
+def first_fit(repeats: int) -> tuple[list[float], list[float]]:
+    fits, imports = [], []
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory(prefix="iwpfast-first-fit-") as cache:
+            env = dict(os.environ, IWPFAST_CACHE_DIR=cache, PYTHONPATH=str(ROOT))
+            env.pop("NUMBA_DISABLE_JIT", None)
+            out = subprocess.run([sys.executable, "-c", FIRST_FIT_CHILD], env=env, cwd=ROOT,
+                                 capture_output=True, text=True, check=True)
+            imp, fit = (float(v) for v in out.stdout.split())
+            imports.append(imp)
+            fits.append(fit)
+            print(json.dumps({"step": "first fit (empty cache)", "import_s": round(imp, 3),
+                              "fit_s": round(fit, 3), "load": os.getloadavg()[0]}), flush=True)
+    return fits, imports
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true",
+                    help="small sizes (4e5 rows, 2e6 decode rows, 3 repeats, 1 first fit)")
+    ap.add_argument("--rows", type=int, default=None, help="rows of goals 1, 2, 5 (4e6)")
+    ap.add_argument("--decode-rows", type=int, default=None, help="rows of goal 3 (5e7)")
+    ap.add_argument("--repeats", type=int, default=None, help="interleaved repeats (5)")
+    ap.add_argument("--first-fit-repeats", type=int, default=None, help="fresh processes (3)")
+    ap.add_argument("--skip", default="", help="comma-separated goals to skip: auto,k5,decode,"
+                                               "first,read")
+    a = ap.parse_args(argv)
+    rows = a.rows or (400_000 if a.quick else 4_000_000)
+    decode_rows = a.decode_rows or (2_000_000 if a.quick else 50_000_000)
+    repeats = a.repeats or (3 if a.quick else 5)
+    first_repeats = a.first_fit_repeats or (1 if a.quick else 3)
+    skip = set(filter(None, a.skip.split(",")))
+    p = 10
+    print(f"# {machine()}")
+    print(f"# {load()} at the start; rows {rows:,}, decode rows {decode_rows:,}, "
+          f"repeats {repeats}", flush=True)
+
+    results: dict[str, float] = {}
+    details: dict[str, str] = {}
+    if "first" not in skip:        # first: the other steps below would load the machine's cache
+        fits, imports = first_fit(first_repeats)
+        results["first fit (s)"] = statistics.median(fits)
+        details["first fit (s)"] = (f"fit {statistics.median(fits):.2f} s + import "
+                                    f"{statistics.median(imports):.2f} s (medians of {len(fits)})")
+
+    import pyarrow.parquet as pq
+
+    from iwpfast import IWPClassifier
+    from iwpfast.sgd import engine
+
+    engine.warmup(dtypes=("float32", "float64"))
+    fixed = dict(alpha=0.5, learning_rate=0.03, variance_cap=2.0, progress=False)
+    noise = dict(noise_var=0.25, epsilon_y=2.0)
+    steps: dict[str, object] = {}
+    tmp = Path(tempfile.mkdtemp(prefix="iwpfast-default-cost-"))
+    try:
+        if "auto" not in skip:
+            release_path = tmp / "release.parquet"
+            write_release(release_path, rows, p)
+            steps["auto fit(path)"] = lambda: IWPClassifier(progress=False).fit(release_path)
+            steps["fixed fit(path)"] = lambda: IWPClassifier(**fixed).fit(release_path)
+        if "k5" not in skip or "read" not in skip:
+            rng = np.random.default_rng(1)
+            X = np.empty((rows, p), np.float32, order="F")
+            for j in range(p):
+                X[:, j] = rng.standard_normal(rows, dtype=np.float32)
+            score = X[:, :5] + rng.gumbel(size=(rows, 5)).astype(np.float32)
+            y5 = np.argmax(score, axis=1).astype(np.int8)
+            y2 = (y5 == 0).astype(np.int8)
+            steps["binary fit(X, y)"] = lambda: IWPClassifier(**fixed).fit(X, y2, **noise)
+            if "k5" not in skip:
+                steps["k=5 fit(X, y)"] = lambda: IWPClassifier(**fixed).fit(
+                    X, y5, classes=list(range(5)), **noise)
+                steps["binary auto fit(X, y)"] = lambda: IWPClassifier(progress=False).fit(
+                    X, y2, **noise)
+                steps["k=5 auto fit(X, y)"] = lambda: IWPClassifier(progress=False).fit(
+                    X, y5, classes=list(range(5)), **noise)
+            if "read" not in skip:
+                columns = X.T                    # (p, n) C-contiguous view: row j is column j
+
+                def read_limit():
+                    np.add.reduce(columns, axis=1)
+                    np.add.reduce(y2)
+                steps["read limit (np.add.reduce)"] = read_limit
+        if "decode" not in skip:
+            plain = tmp / "plain.parquet"
+            write_plain(plain, decode_rows, p)
+            features = [f"x{j}" for j in range(p)]
+
+            def decode():
+                pf = pq.ParquetFile(plain, pre_buffer=False, memory_map=True)
+                for _ in pf.iter_batches(batch_size=1 << 18, columns=[*features, "y"]):
+                    pass
+            steps["decode-only (pyarrow)"] = decode
+            steps["fixed fit(path), plain file"] = lambda: IWPClassifier(**fixed).fit(
+                plain, features=features, label="y", **noise)
+        print(f"# data written; {load()}", flush=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for fn in steps.values():          # compile, warm the page cache
+                fn()
+            times: dict[str, list[float]] = {name: [] for name in steps}
+            names = list(steps)
+            for r in range(repeats):
+                for name in (names if r % 2 == 0 else names[::-1]):
+                    t0 = time.perf_counter()
+                    steps[name]()
+                    dt = time.perf_counter() - t0
+                    times[name].append(dt)
+                    print(json.dumps({"step": name, "round": r, "s": round(dt, 4),
+                                      "load": os.getloadavg()[0]}), flush=True)
+    finally:
+        for f in tmp.iterdir():
+            f.unlink()
+        tmp.rmdir()
+
+    med = {name: statistics.median(ts) for name, ts in times.items()}
+    print("\n# medians (s) and rows/s")
+    for name, m in med.items():
+        n = decode_rows if ("decode" in name or "plain" in name) else rows
+        print(f"{name:30s} {m:8.3f} s  {n / m / 1e6:8.2f} M rows/s")
+
+    def ratio(key, num, den, note=""):
+        if num in med and den in med:
+            results[key] = med[num] / med[den]
+            details[key] = f"{num} / {den}{note}"
+
+    ratio("auto / fixed", "auto fit(path)", "fixed fit(path)")
+    ratio("k=5 / binary", "k=5 fit(X, y)", "binary fit(X, y)")
+    ratio("k=5 auto / binary auto", "k=5 auto fit(X, y)", "binary auto fit(X, y)",
+          " (information)")
+    ratio("fit(path) / decode", "fixed fit(path), plain file", "decode-only (pyarrow)")
+    ratio("fit / read limit", "read limit (np.add.reduce)", "binary fit(X, y)")
+    print(f"\n# goals ({load()} at the end)")
+    print(f"{'ratio':26s} {'figure':>8s}  {'goal':8s} {'':7s} how")
+    for key, value in results.items():
+        goal = GOALS.get(key)
+        if goal is None:
+            verdict, text = "", ""
+        else:
+            op, bound = goal
+            met = value <= bound if op == "<=" else value >= bound
+            verdict, text = ("met" if met else "missed"), f"{op} {bound:g}"
+        print(f"{key:26s} {value:8.2f}  {text:8s} {verdict:7s} {details[key]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
