@@ -349,7 +349,13 @@ def test_default_head_threads_keeps_a_core_for_decoding(table, tmp_path, monkeyp
     monkeypatch.setattr(driver, "_usable_cores", lambda: 2)
     assert [driver.default_head_threads(3, s) for s in (parquet, ipc, mem)] == [1, 3, 3]
     assert driver.default_head_threads(1, ipc) == 1
+    # heads fused into one unit: one thread per core (the unit cut in two); a grid of heads
+    # takes both cores from Parquet too (the decoder shares)
+    assert [driver.default_head_threads(3, s, 1) for s in (parquet, ipc, mem)] == [1, 2, 2]
+    many = driver.MANY_HEADS
+    assert [driver.default_head_threads(many, s, 1) for s in (parquet, ipc, mem)] == [2, 2, 2]
     monkeypatch.setattr(driver, "_usable_cores", lambda: 3)
     assert driver.default_head_threads(3, parquet) == 3
     monkeypatch.setattr(driver, "_usable_cores", lambda: 1)
     assert driver.default_head_threads(3, mem) == 1
+    assert driver.default_head_threads(driver.MANY_HEADS, mem) == 1

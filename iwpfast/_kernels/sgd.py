@@ -251,11 +251,13 @@ def _row_scalars(loss, table_form, iwp, y, m, margin, tau, fparams, truncation, 
     if loss == LOSS_EXPONENTIAL:
         if private:
             other = 1.0 - label_tilde
+            e_minus_tau = fast_exp(-tau)
             for i in range(m):
                 yi = np.float64(y[i])
                 z = yi * margin[i]
                 e_z = fast_exp(-tau - z)            # -F_1(z) = F_2(z) = exp(-tau - z)
-                e_minus_z = fast_exp(-tau + z)
+                # exp(-tau + z) by one division instead of a second exp, as _table_row_scalars
+                e_minus_z = (e_minus_tau / e_z) * e_minus_tau
                 a = label_tilde * (-e_z) - other * (-e_minus_z)
                 weight[i] = a * yi
                 curvature[i] = label_tilde * e_z + other * e_minus_z

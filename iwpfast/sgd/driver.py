@@ -371,18 +371,29 @@ def _usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def default_head_threads(n_heads: int, source: Source) -> int:
-    """Threads for the heads' kernels when ``head_threads=None``.
+#: from this many heads in a scan, their kernels take every core (the decoder shares one)
+MANY_HEADS = 8
 
-    One thread per head (the OS then balances e.g. 3 heads over 2 cores) when at least 2 cores
-    are left for kernels, counting one core for decoding unless the source decodes for free
-    (in-memory, memory-mapped IPC); else 1 (sequential).  Measured on 2 cores (bench/README.md):
-    3 heads from IPC 1.5x faster in parallel, from Parquet 10-20% slower (the kernels starve the
-    decoder, and a 2-core pass is CPU-bound either way)."""
+
+def default_head_threads(n_heads: int, source: Source, n_groups: int | None = None) -> int:
+    """Threads for the heads' kernels when ``head_threads=None``; ``n_groups``: the units the
+    heads form before they are cut per thread (``_units(heads)``; default: one per head).
+
+    When at least 2 cores are left for kernels (counting one core for decoding unless the source
+    decodes for free -- in-memory, memory-mapped IPC -- or the scan has MANY_HEADS heads or more,
+    whose kernels' work per chunk is many times the decode's): one thread per unit (the OS then
+    balances e.g. 3 single heads over 2 cores), and at least one per core, up to one per head (a
+    group of heads fused into one unit is then cut into one unit per thread); else 1
+    (sequential).  Measured on 2 cores (bench/README.md): 3 separate heads from IPC 1.5x faster
+    in parallel, from Parquet 10-20% slower (the kernels starve the decoder, and a 2-core pass is
+    CPU-bound either way)."""
     if n_heads <= 1:
         return 1
-    free = _usable_cores() - (0 if source.cheap_decode else 1)
-    return n_heads if free >= 2 else 1
+    busy = 0 if source.cheap_decode or n_heads >= MANY_HEADS else 1
+    free = _usable_cores() - busy
+    if free < 2:
+        return 1
+    return max(n_heads if n_groups is None else n_groups, min(n_heads, free))
 
 
 # ------------------------------------------------------------------------------ the pass, in phases
@@ -585,7 +596,7 @@ def fit_stream_here(source, heads: Sequence[Head], *, chunk_rows: int | None = N
     heads = _resolve_configs(heads, src, trace_every, feature_bound)
     run_unit, finish_unit = _engine(engine)
     if head_threads is None:
-        head_threads = default_head_threads(len(heads), src)
+        head_threads = default_head_threads(len(heads), src, len(_units(heads)))
     elif int(head_threads) < 1:
         raise InvalidInputError(f"head_threads={head_threads}; use None (automatic), 1 "
                                 f"(sequential) or a number of threads >= 1")

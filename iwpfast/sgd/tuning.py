@@ -326,6 +326,19 @@ def select(points: Sequence[GridPoint], estimates: Sequence,
     return chosen, "one standard error (paired)", notes
 
 
+def _blas_single_threaded():
+    """One BLAS thread while the hold-out is scored, when threadpoolctl is installed (a
+    dependency of scikit-learn; not of iwpfast).  The scoring's products are small ((rows x p) @
+    (p x k) and the k x k comoment per batch), and BLAS threads that spin-wait for a busy core
+    made them 5x slower than one thread on a loaded 2-core machine (bench/README.md)."""
+    import contextlib
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpool_limits(1, user_api="blas")
+
+
 def score_heads(source, features: Sequence[str], label: str, heads: Sequence, states: dict,
                 configs: dict, *, loss: str, noise=None, label_table=None,
                 sample_weight: str | None = None):
@@ -584,8 +597,10 @@ def tune_stream(source, features: Sequence[str], label: str, points: Sequence[Gr
 
     result, active, diverged, repeats = _scan(train, heads_of, [pt.name for pt in points], kw)
     passes += repeats
-    scored, cov_active = score_heads(val, features, label, active, result.states, result.configs,
-                                     loss=loss, noise=noise, sample_weight=sample_weight)
+    with _blas_single_threaded():
+        scored, cov_active = score_heads(val, features, label, active, result.states,
+                                         result.configs, loss=loss, noise=noise,
+                                         sample_weight=sample_weight)
     index = {n: i for i, n in enumerate(active)}
     estimates, chosen, rule, notes = _choose(
         points, [pt.name for pt in points], dict(zip(active, scored, strict=True)),
@@ -656,9 +671,10 @@ def tune_stream_classes(source, features: Sequence[str], label: str, points: Seq
         train, heads_of, list(owner), kw,
         siblings=lambda name: [class_head_name(owner[name][0], c) for c in range(k)])
     passes += repeats
-    scored, cov_active = score_heads(val, features, label, active, result.states, result.configs,
-                                     loss=loss, noise=noise, label_table=label_table,
-                                     sample_weight=sample_weight)
+    with _blas_single_threaded():
+        scored, cov_active = score_heads(val, features, label, active, result.states,
+                                         result.configs, loss=loss, noise=noise,
+                                         label_table=label_table, sample_weight=sample_weight)
     by_name = dict(zip(active, scored, strict=True))
     index = {n: i for i, n in enumerate(active)}
     results = []
