@@ -7,14 +7,17 @@
 Prints the CPU (lscpu's Model name, whether the flags avx512f / avx2 are present), the load
 average at the start and the end, then one line per measurement and the table of goals.  Every
 ratio is a ratio of medians of repeats interleaved in one process (odd rounds in reverse order,
-so that a slow phase of the machine hits all steps alike); wall-clock seconds (``time.perf_counter``).
+so that a slow phase of the machine hits all steps alike); the goals are ratios of wall-clock
+seconds (``time.perf_counter``), the CPU seconds of the process (all threads) are printed beside
+them (on a shared machine the steadier figure).
 
 1. ``auto / fixed``: ``IWPClassifier(progress=False).fit(path)`` (the default: ``'auto'``, a grid
    of 25 heads in the training scan + one validation read) against one fit with fixed
    alpha / learning_rate, on the same Parquet release of ``--rows`` x 10 (written by
    ``iwpfast.privacy.release``, float32 features, eps_x = 4, eps_y = 2).  Goal <= 2.0.
 2. ``k=5 / binary``: ``fit(X, y, classes=[0..4])`` against ``fit(X, y)`` on the same ``--rows`` x
-   10 float32 array (Fortran order: columns contiguous), fixed alpha / learning_rate, noise given
+   10 float32 array (Fortran order: columns contiguous; features uniform on [-1, 1]), fixed
+   alpha = 1, learning_rate = 1e-3 (those of ``bench/api_speed.py``), noise given
    (noise_var, epsilon_y); the same for the default ``'auto'`` (information only).  Goal <= 1.6.
 3. ``fit(path) / decode``: a fixed fit of a Parquet file of ``--decode-rows`` x 10 float32 + an
    int8 label (``bench/make_data.py``'s data, uncompressed, row groups of 2^20, no release
@@ -150,7 +153,8 @@ def main(argv=None) -> int:
     from iwpfast.sgd import engine
 
     engine.warmup(dtypes=("float32", "float64"))
-    fixed = dict(alpha=0.5, learning_rate=0.03, variance_cap=2.0, progress=False)
+    fixed = dict(alpha=0.5, learning_rate=0.03, variance_cap=2.0, progress=False)   # release
+    fixed_plain = dict(alpha=1.0, learning_rate=1e-3, progress=False)   # arrays, plain file
     noise = dict(noise_var=0.25, epsilon_y=2.0)
     steps: dict[str, object] = {}
     tmp = Path(tempfile.mkdtemp(prefix="iwpfast-default-cost-"))
@@ -164,13 +168,13 @@ def main(argv=None) -> int:
             rng = np.random.default_rng(1)
             X = np.empty((rows, p), np.float32, order="F")
             for j in range(p):
-                X[:, j] = rng.standard_normal(rows, dtype=np.float32)
+                X[:, j] = rng.uniform(-1.0, 1.0, rows).astype(np.float32)
             score = X[:, :5] + rng.gumbel(size=(rows, 5)).astype(np.float32)
             y5 = np.argmax(score, axis=1).astype(np.int8)
             y2 = (y5 == 0).astype(np.int8)
-            steps["binary fit(X, y)"] = lambda: IWPClassifier(**fixed).fit(X, y2, **noise)
+            steps["binary fit(X, y)"] = lambda: IWPClassifier(**fixed_plain).fit(X, y2, **noise)
             if "k5" not in skip:
-                steps["k=5 fit(X, y)"] = lambda: IWPClassifier(**fixed).fit(
+                steps["k=5 fit(X, y)"] = lambda: IWPClassifier(**fixed_plain).fit(
                     X, y5, classes=list(range(5)), **noise)
                 steps["binary auto fit(X, y)"] = lambda: IWPClassifier(progress=False).fit(
                     X, y2, **noise)
@@ -193,7 +197,7 @@ def main(argv=None) -> int:
                 for _ in pf.iter_batches(batch_size=1 << 18, columns=[*features, "y"]):
                     pass
             steps["decode-only (pyarrow)"] = decode
-            steps["fixed fit(path), plain file"] = lambda: IWPClassifier(**fixed).fit(
+            steps["fixed fit(path), plain file"] = lambda: IWPClassifier(**fixed_plain).fit(
                 plain, features=features, label="y", **noise)
         print(f"# data written; {load()}", flush=True)
         with warnings.catch_warnings():
@@ -201,29 +205,35 @@ def main(argv=None) -> int:
             for fn in steps.values():          # compile, warm the page cache
                 fn()
             times: dict[str, list[float]] = {name: [] for name in steps}
+            cpu_times: dict[str, list[float]] = {name: [] for name in steps}
             names = list(steps)
             for r in range(repeats):
                 for name in (names if r % 2 == 0 else names[::-1]):
-                    t0 = time.perf_counter()
+                    t0, c0 = time.perf_counter(), time.process_time()
                     steps[name]()
-                    dt = time.perf_counter() - t0
+                    dt, dc = time.perf_counter() - t0, time.process_time() - c0
                     times[name].append(dt)
+                    cpu_times[name].append(dc)
                     print(json.dumps({"step": name, "round": r, "s": round(dt, 4),
-                                      "load": os.getloadavg()[0]}), flush=True)
+                                      "cpu_s": round(dc, 4), "load": os.getloadavg()[0]}),
+                          flush=True)
     finally:
         for f in tmp.iterdir():
             f.unlink()
         tmp.rmdir()
 
     med = {name: statistics.median(ts) for name, ts in times.items()}
-    print("\n# medians (s) and rows/s")
+    cpu = {name: statistics.median(ts) for name, ts in cpu_times.items()}
+    print("\n# medians: wall s, M rows/s; CPU s (all threads of the process)")
     for name, m in med.items():
         n = decode_rows if ("decode" in name or "plain" in name) else rows
-        print(f"{name:30s} {m:8.3f} s  {n / m / 1e6:8.2f} M rows/s")
+        print(f"{name:30s} {m:8.3f} s  {n / m / 1e6:8.2f} M rows/s   CPU {cpu[name]:8.3f} s")
+    cpu_ratio: dict[str, float] = {}
 
     def ratio(key, num, den, note=""):
         if num in med and den in med:
             results[key] = med[num] / med[den]
+            cpu_ratio[key] = cpu[num] / cpu[den]
             details[key] = f"{num} / {den}{note}"
 
     ratio("auto / fixed", "auto fit(path)", "fixed fit(path)")
@@ -233,7 +243,7 @@ def main(argv=None) -> int:
     ratio("fit(path) / decode", "fixed fit(path), plain file", "decode-only (pyarrow)")
     ratio("fit / read limit", "read limit (np.add.reduce)", "binary fit(X, y)")
     print(f"\n# goals ({load()} at the end)")
-    print(f"{'ratio':26s} {'figure':>8s}  {'goal':8s} {'':7s} how")
+    print(f"{'ratio (wall)':26s} {'figure':>8s}  {'goal':8s} {'':7s} {'CPU':>6s}  how")
     for key, value in results.items():
         goal = GOALS.get(key)
         if goal is None:
@@ -242,7 +252,8 @@ def main(argv=None) -> int:
             op, bound = goal
             met = value <= bound if op == "<=" else value >= bound
             verdict, text = ("met" if met else "missed"), f"{op} {bound:g}"
-        print(f"{key:26s} {value:8.2f}  {text:8s} {verdict:7s} {details[key]}")
+        cpu_text = f"{cpu_ratio[key]:6.2f}" if key in cpu_ratio else f"{'':6s}"
+        print(f"{key:26s} {value:8.2f}  {text:8s} {verdict:7s} {cpu_text}  {details[key]}")
     return 0
 
 

@@ -362,6 +362,19 @@ def class_indices(y, classes) -> tuple[np.ndarray, int]:
     labels = np.asarray(y, dtype=object if isinstance(values[0], str) else None)
     if labels.ndim != 1:
         raise InvalidInputError(f"y must be 1-D (one label per row), got shape {labels.shape}")
+    if labels.dtype.kind in "biuf" and not isinstance(values[0], str):
+        # vectorized (the estimators map every chunk of a k-class fit): a binary search in the
+        # sorted class values, then an equality test (a NaN or another value is not found)
+        table = np.asarray(values, dtype=np.result_type(labels.dtype, np.asarray(values).dtype))
+        order = np.argsort(table, kind="stable")
+        ordered = table[order]
+        found_at = np.minimum(np.searchsorted(ordered, labels), len(values) - 1)
+        missing = ordered[found_at] != labels
+        if missing.any():
+            row = int(np.argmax(missing))
+            raise InvalidInputError(f"y[{row}] = {labels[row].item()!r} is not one of the classes "
+                                    f"{list(values)!r}; declare every class")
+        return order[found_at].astype(np.int64), len(values)
     lookup = {v: i for i, v in enumerate(values)}
     codes = np.empty(labels.shape[0], np.int64)
     for row, value in enumerate(labels.tolist()):

@@ -265,3 +265,42 @@ def test_a_fused_pass_resumed_from_a_checkpoint_has_the_bits_of_single_head_pass
         for key in ("theta", "theta_avg", "intercept", "intercept_avg", "counters"):
             np.testing.assert_array_equal(getattr(resumed.states[name], key), getattr(state, key),
                                           err_msg=f"{name}.{key}")
+
+
+def test_grid_heads_that_diverge_in_the_same_batch_cost_one_more_scan_not_one_each(tmp_path):
+    # a fused grid: every head has made the update of the batch that stopped the scan, so the
+    # heads that diverged there are dropped together (one repeated scan, not one per head)
+    from iwpfast.sgd.tuning import GridPoint, tune_stream
+    path = tmp_path / "f.parquet"
+    pq.write_table(_table(n=3000), path)
+    points = [GridPoint(0.01, lr) for lr in (0.01, 0.05, 1e300, 2e300)]
+
+    def make_config(point, n_rows):
+        return HeadConfig(loss="logistic", mode="clean", n_features=3, noise_var=np.zeros(3),
+                          batch_size=16, learning_rate=point.learning_rate, alpha=point.alpha,
+                          radius=np.inf, truncation=2)
+
+    result = tune_stream(path, ["a", "b", "c"], "y", points, make_config, loss="logistic",
+                         progress=False, noise=(np.zeros(3), None, 0.0))
+    assert result.passes == 3.0             # training + validation + one repeated scan
+    assert not result.estimates[2].reliable and not result.estimates[3].reliable
+    assert result.chosen in (0, 1)
+    assert any("2 head(s) diverged" in note for note in result.notes)
+
+
+def test_numeric_labels_map_to_class_indices_like_a_lookup_table():
+    # the k-class estimators map every chunk's labels to indices: vectorized for numbers (a binary
+    # search), the same indices as a lookup by value, and a label outside the classes named
+    from iwpfast.estimates import class_indices
+    rng = np.random.default_rng(4)
+    classes = [7, -2, 0.5, 3]
+    labels = rng.choice(np.array(classes, dtype=np.float64), size=1000)
+    codes, k = class_indices(labels, classes)
+    assert k == 4
+    np.testing.assert_array_equal(codes, [classes.index(v) for v in labels.tolist()])
+    ints = np.array([3, 7, -2, 7], dtype=np.int16)
+    np.testing.assert_array_equal(class_indices(ints, [7, -2, 3])[0], [2, 0, 1, 0])
+    with pytest.raises(InvalidInputError, match=r"y\[2\] = 1\.5 is not one of the classes"):
+        class_indices(np.array([7.0, 3.0, 1.5, 9.0]), classes)
+    with pytest.raises(InvalidInputError, match=r"y\[1\] = nan is not one of the classes"):
+        class_indices(np.array([7.0, np.nan]), classes)

@@ -94,23 +94,24 @@ X = np.random.default_rng(0).standard_normal((1000, 3))
 iwpfast.IWPClassifier(progress=False).fit(X, (X[:, 0] > 0).astype(int))
 print(json.dumps({name: len(getattr(sgd, name).signatures) for name in
                   ("sgd_chunk", "_batch", "_table_row_scalars", "_logistic_scalars",
-                   "sgd_chunk_heads")}))
+                   "sgd_chunk_heads", "_heads_batch")}))
 """
 
 
 @pytest.mark.skipif(not JIT, reason="NUMBA_DISABLE_JIT: nothing is compiled")
 def test_a_binary_first_fit_compiles_one_batch_step_and_no_table_or_logistic_code(tmp_path):
     # a fresh process with an empty kernel cache, as bench/first_fit.py measures: the default
-    # (exponential) binary fit types and lowers the batch step once, without the k-class table
-    # form and the logistic code
+    # (exponential) binary fit ('auto': its grid of heads runs in the several-heads kernel) types
+    # and lowers that kernel's batch step once, without the k-class table form, the logistic code
+    # and the single-head kernel
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_DISABLE_JIT",)}
     env.update(IWPFAST_CACHE_DIR=str(tmp_path), PYTHONPATH=str(ROOT))
     out = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True,
                          timeout=600)
     assert out.returncode == 0, out.stderr
     compiled = json.loads(out.stdout.strip().splitlines()[-1])
-    assert compiled == {"sgd_chunk": 1, "_batch": 1, "_table_row_scalars": 0,
-                        "_logistic_scalars": 0, "sgd_chunk_heads": 0}
+    assert compiled == {"sgd_chunk": 0, "_batch": 0, "_table_row_scalars": 0,
+                        "_logistic_scalars": 0, "sgd_chunk_heads": 1, "_heads_batch": 1}
 
 
 @pytest.mark.skipif(not JIT, reason="NUMBA_DISABLE_JIT: nothing is compiled")

@@ -159,12 +159,16 @@ def _run_unit_chunk(run_unit, unit, configs, states, chunk, group) -> None:
                     f"{chunk.origin.describe(i)}. "
                     f"Remove or fix the rows with NaN/inf before training.") from None
         if len(unit) > 1:
-            # a unit of several heads (one-vs-rest heads, or the class heads of a tuning grid):
-            # name the first head whose theta became non-finite, so that a grid drops only it
-            for h, st in zip(unit, states, strict=True):
-                if not (np.all(np.isfinite(st.theta)) and np.all(np.isfinite(st.intercept))):
-                    _tag_head(exc, h.name)
-                    break
+            # a unit of several heads (a tuning grid, one-vs-rest heads): every head has made the
+            # update of the batch that stopped the scan; name the first whose theta became
+            # non-finite (``exc.head``) and all of them (``exc.heads``), so that a grid drops
+            # just those, all at once
+            bad_heads = [h.name for h, st in zip(unit, states, strict=True)
+                         if not (np.all(np.isfinite(st.theta)) and np.all(np.isfinite(st.intercept)))]
+            if bad_heads:
+                _tag_head(exc, bad_heads[0])
+                if getattr(exc, "heads", None) is None:
+                    exc.heads = bad_heads
         raise
 
 

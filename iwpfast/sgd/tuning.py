@@ -503,11 +503,16 @@ def _scan(train, heads_of: Callable[[list[str]], list], names: list[str], kw: di
                 warnings.simplefilter("ignore", NumericalWarning)
                 return driver.fit_stream(train, heads_of(active), **kw), active, diverged, repeats
         except DivergenceError as exc:
-            # one head's step was too large for the data: drop it and scan again (one more read)
+            # a head's step was too large for the data: drop it and scan again (one more read);
+            # the heads of one fused unit diverged in the same batch are dropped together
             name = getattr(exc, "head", None)
             if name is None:
                 raise
-            drop = [name] if siblings is None else siblings(name)
+            drop: list[str] = []
+            for bad in getattr(exc, "heads", None) or [name]:
+                for n in ([bad] if siblings is None else siblings(bad)):
+                    if n not in drop:
+                        drop.append(n)
             if name not in active or len(drop) >= len(active) \
                     or not train.rereadable:
                 raise
