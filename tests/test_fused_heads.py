@@ -51,8 +51,9 @@ def _grid(loss="exponential", n_heads=6, p=P, **common):
                 dict(mode="naive", learning_rate=0.1, alpha=0.0, schedule="inverse", mu=0.5),
                 dict(mode="clean", learning_rate=0.02, alpha=0.1, noise_var=np.zeros(p),
                      fit_intercept=True),
+                # a public column (s_0 = 0): the variance cap leaves its coordinate alone
                 dict(mode="iwp", learning_rate=0.3, alpha=0.01, variance_cap=0.01,
-                     average_start=0),
+                     average_start=0, noise_var=np.r_[0.0, np.full(p - 1, 0.05)]),
                 dict(mode="iwp", learning_rate=0.01, alpha=0.3, trace_every=3,
                      label_keep_prob=0.9)]
     cfgs = []

@@ -860,7 +860,13 @@ def _heads_batch(table_form, classes, addresses, like, codes, offset, m, fparams
         telemetry[h, T_CAP] += 1.0 if active else 0.0
         any_capped = any_capped or active
     if any_capped:
-        _scale_columns(theta_t, scratch)
+        # only the noised coordinates carry the energy: a public column's (s_j = 0) stays
+        for j in range(n_features):
+            noise_row = noise_t[j]
+            theta_row = theta_t[j]
+            for h in range(n_heads):
+                scaled = theta_row[h] * scratch[h]
+                theta_row[h] = scaled if noise_row[h] > 0.0 else theta_row[h]
         _noise_energy(noise_t, theta_t, tau)
     # 7. step counter and Polyak average
     for h in range(n_heads):
