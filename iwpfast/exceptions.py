@@ -61,6 +61,8 @@ class DivergenceError(IWPError, FloatingPointError):
     where: str | None = None
     #: the name of the head that diverged, when a scan trains several (``sgd.scan``)
     head: str | None = None
+    #: every head of a fused unit whose theta is not finite after the stopping batch (``sgd.scan``)
+    heads: list | None = None
 
 
 class CheckpointError(IWPError, RuntimeError):

@@ -305,3 +305,22 @@ def test_numeric_labels_map_to_class_indices_like_a_lookup_table():
         class_indices(np.array([7.0, 3.0, 1.5, 9.0]), classes)
     with pytest.raises(InvalidInputError, match=r"y\[1\] = nan is not one of the classes"):
         class_indices(np.array([7.0, np.nan]), classes)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_discrete_laplace_heads_beside_gaussian_coded_ones_keep_their_bits(dtype):
+    # IWP heads of the discrete Laplace law (tau and the direction d_j per head) in one scan with
+    # a naive head of the same law (the kernel codes it as Gaussian: its noise row is shorter)
+    from iwpfast.laplace import DiscreteLaplace
+    law = DiscreteLaplace([0.375, 0.5, 0.0, 0.3, 0.45], [2.0**-19, 2.0**-18, 2.0**-18, 2.0**-19,
+                                                        2.0**-18])
+    X, y = _data(dtype=dtype)
+    base = dict(loss="exponential", n_features=P, noise_var=law.variance, noise_law=law,
+                batch_size=16, variance_cap=law.default_variance_cap(), label_keep_prob=0.88)
+    cfgs = [HeadConfig(**base, mode="iwp", learning_rate=lr, alpha=0.01, fit_intercept=lr > 0.1)
+            for lr in (0.02, 0.05, 0.1, 0.2, 0.4)]
+    cfgs.insert(2, HeadConfig(**base, mode="naive", learning_rate=0.05))
+    fused = _run(run_chunk_heads, finish_heads, cfgs, X, y, CHUNKS)
+    single = _run(_one_by_one, _finish_each, cfgs, X, y, CHUNKS)
+    _assert_same(fused, single)
+    assert any(np.any(st.theta != 0) for st in fused)

@@ -733,7 +733,8 @@ def _head_margins(addresses, like, offset, m, theta_t, intercept, fit_intercept,
 
 @jit_forceinline
 def _heads_batch(table_form, classes, addresses, like, codes, offset, m, fparams, iparams,
-                 noise_t, eulerian, theta_t, theta_avg_t, intercept, intercept_avg, step, n_avg,
+                 noise_var, noise_t, direction_t, direction, laplace, eulerian, theta_t,
+                 theta_avg_t, intercept, intercept_avg, step, n_avg,
                  counters, telemetry, traces, trace_steps, margins, signs, weight, curvature,
                  gradient_t, lanes, group_lanes, ones, theta_column, per_head, fit_intercept):
     """One SGD update of every head on rows [offset, offset + m) of the columns (labels
@@ -758,7 +759,8 @@ def _heads_batch(table_form, classes, addresses, like, codes, offset, m, fparams
     gamma = per_head[4]
     scratch = per_head[5]
     averaged = per_head[6]
-    # 1. tau (IWP heads only)
+    # 1. tau (IWP heads only); an IWP head of the discrete Laplace law (laplace[h] = 1.0) takes
+    # its tau and direction d_j (direction_t[:, h]) from _laplace_tau, as _batch does
     for h in range(n_heads):
         tau[h] = 0.0
     for j in range(n_features):
@@ -768,6 +770,12 @@ def _heads_batch(table_form, classes, addresses, like, codes, offset, m, fparams
             tau[h] += noise_row[h] * theta_row[h] * theta_row[h]
     for h in range(n_heads):
         tau[h] = 0.5 * tau[h] if iparams[h, I_MODE] == MODE_IWP else 0.0
+        if laplace[h] != 0.0:
+            for j in range(n_features):
+                theta_column[j] = theta_t[j, h]
+            tau[h] = _laplace_tau(noise_var[h], theta_column, direction)
+            for j in range(n_features):
+                direction_t[j, h] = direction[j]
     # 2. margins of all heads, then per head: row scalars and the sums over rows
     _head_margins(addresses, like, offset, m, theta_t, intercept, fit_intercept, theta_column,
                   margins)
@@ -816,9 +824,11 @@ def _heads_batch(table_form, classes, addresses, like, codes, offset, m, fparams
         noise_row = noise_t[j]
         theta_row = theta_t[j]
         gradient_row = gradient_t[j]
+        direction_row = direction_t[j]
         for h in range(n_heads):
             grad = gradient_row[h]
-            with_curvature = grad - mean_curvature[h] * (noise_row[h] * theta_row[h])
+            correction = direction_row[h] if laplace[h] != 0.0 else noise_row[h] * theta_row[h]
+            with_curvature = grad - mean_curvature[h] * correction
             grad = with_curvature if iparams[h, I_MODE] == MODE_IWP else grad
             grad = grad + fparams[h, F_ALPHA] * theta_row[h]
             gradient_row[h] = grad
@@ -992,7 +1002,18 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, fparams, iparams
     noise_t = np.empty((n_features, n_heads))
     _transpose_into(thetas, theta_t)
     _transpose_into(theta_avgs, theta_avg_t)
-    _transpose_into(noise_var, noise_t)
+    # the variances s_j (a Laplace head's noise row holds them as its first of 3 blocks)
+    for h in range(n_heads):
+        for j in range(n_features):
+            noise_t[j, h] = noise_var[h, j]
+    # the IWP heads of the discrete Laplace law (1.0) and their directions d_j (_heads_batch); a
+    # Laplace head's noise row holds 3 blocks (variances, c_j, L_j), the others' one (padded)
+    laplace = np.zeros(n_heads)
+    for h in range(n_heads):
+        if iparams[h, I_MODE] == MODE_IWP and iparams[h, I_NOISE_LAW] == LAW_LAPLACE:
+            laplace[h] = 1.0
+    direction_t = np.zeros((n_features, n_heads))
+    direction = np.empty(n_features)
     intercept = np.empty(n_heads)
     intercept_avg = np.empty(n_heads)
     step = np.empty(n_heads, np.int64)
@@ -1074,7 +1095,8 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, fparams, iparams
         for b in range(n_batches):
             rows_before = telemetry[0, T_ROWS]
             if not _heads_batch(table_form, classes, sources, like, block_labels[b * m:(b + 1) * m],
-                                first_row + b * m, m, fparams, iparams, noise_t, eulerian, theta_t,
+                                first_row + b * m, m, fparams, iparams, noise_var, noise_t,
+                                direction_t, direction, laplace, eulerian, theta_t,
                                 theta_avg_t, intercept, intercept_avg, step, n_avg, counters,
                                 telemetry, traces, trace_steps, margins, signs, weight, curvature,
                                 gradient_t, lanes, group_lanes, ones, theta_column, per_head,

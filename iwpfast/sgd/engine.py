@@ -436,7 +436,7 @@ def _pack_heads(cfgs, states):
                 f"label_class={first.label_class!r}; the heads of one scan read one label column: "
                 "all one-vs-rest heads of class indices (label_class set) or all heads of the "
                 "labels as they are (label_class=None)")
-        for name in ("n_features", "batch_size", "loss", "truncation", "weighted", "noise_law"):
+        for name in ("n_features", "batch_size", "loss", "truncation", "weighted"):
             if getattr(cfg, name) != getattr(first, name):
                 raise InvalidInputError(f"head {c}: {name}={getattr(cfg, name)!r} differs from head 0's "
                                         f"{getattr(first, name)!r}; heads of one scan share it")
@@ -447,7 +447,11 @@ def _pack_heads(cfgs, states):
                                     f"{states[0].carry_n}: the states were not trained together")
     fparams = np.stack([p[0] for p in packed])
     iparams = np.stack([p[1] for p in packed])
-    noise_var = np.stack([p[2] for p in packed])
+    # each head's noise row: the variances (Gaussian), or 3 blocks of p (an IWP head of the
+    # discrete Laplace law, _kernels/abi.py): padded to the longest
+    noise_var = np.zeros((len(packed), max(p[2].shape[0] for p in packed)))
+    for c, p in enumerate(packed):
+        noise_var[c, :p[2].shape[0]] = p[2]
     classes = (None if first.label_class is None
                else np.array([float(cfg.label_class) for cfg in cfgs]))
     # None: every head's label-weight table has two equal rows (the table form is not compiled)
