@@ -319,3 +319,23 @@ def test_a_release_of_many_parts_on_s3_opens_with_concurrent_metadata(s3, tmp_pa
     s3.filesystem().delete_file("bkt/many/part-000041.parquet")
     with pytest.raises(ReleaseSpecError, match="part 41 .*missing"):
         open_source(s3.uri("bkt/many"))
+
+
+def test_a_published_release_opens_with_one_footer_and_checks_each_part_when_read(tmp_path,
+                                                                                  raw_files):
+    """open_source of a published release reads the manifest and part 0's footer only (the
+    manifest holds every part's rows and the release's metadata); a part changed after
+    publishing is refused, named, when it is read."""
+    import shutil
+
+    release(raw_files, str(tmp_path / "r1") + "/", spec(), FEATURES, "y", seed=1)
+    release(raw_files, str(tmp_path / "r2") + "/", spec(), FEATURES, "y", seed=2)
+    src = open_source(tmp_path / "r1")
+    assert src.num_rows == 9600 and src.release_metadata["row_count"] == 9600
+    assert [f is not None for f in src.files._files] == [True, False, False]
+    assert sum(b.num_rows for b in src.batches()) == 9600
+    assert [f is not None for f in src.files._files] == [True, True, True]
+    shutil.copy(tmp_path / "r2" / "part-000002.parquet", tmp_path / "r1" / "part-000002.parquet")
+    src = open_source(tmp_path / "r1")            # opens: the changed part is not read yet
+    with pytest.raises(ReleaseSpecError, match="part-000002.parquet.*another release"):
+        list(src.batches())

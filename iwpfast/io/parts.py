@@ -168,6 +168,18 @@ def read_manifest(folder: Location) -> dict | None:
     return doc
 
 
+class ManifestParts(list):
+    """The part locations a manifest lists, with what it says about them: each part's rows, the
+    release's metadata and id.  ``FileSource`` then reads one footer when it opens the release
+    and each other part's footer (and its checks) when the part is read."""
+
+    def __init__(self, locations, rows: list[int], release: dict, release_id):
+        super().__init__(locations)
+        self.rows = list(rows)
+        self.release = dict(release)
+        self.release_id = release_id
+
+
 def read_manifest_parts(folder: Location) -> list[Location] | None:
     """The part files a folder's manifest lists, in index order (None: no manifest, and no part
     files either; an error when part files lie there without a manifest)."""
@@ -205,6 +217,9 @@ def read_manifest_parts(folder: Location) -> list[Location] | None:
             raise ReleaseSpecError(
                 f"part {part['index']} ({loc.display!r}) of the release in {folder.display!r} is "
                 f"missing; copy it back or release the data again.")
+    rows = [p.get("rows") for p in parts]
+    if all(isinstance(n, int) and n >= 0 for n in rows) and isinstance(doc.get("release"), dict):
+        return ManifestParts(locations, rows, doc["release"], doc.get("release_id"))
     return locations
 
 

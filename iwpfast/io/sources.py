@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..deprecation import renamed_keyword
-from ..exceptions import InvalidInputError
+from ..exceptions import InvalidInputError, ReleaseSpecError
 from .filesystem import Location, map_bounded, resolve
 from .format_readers import FILE_READERS, _file_format, _is_known
 from .formats import CSV_SUFFIXES, IPC_SUFFIXES, PARQUET_SUFFIXES, has_data_suffix
@@ -158,11 +158,17 @@ class FileSource(Source):
         self.description = description or (self.paths[0] if len(paths) == 1 else
                                            f"{len(paths)} {self.format} files from {self.paths[0]!r}")
         batch_rows = int(batch_rows)
+        from .parts import ManifestParts, combine_part_metadata
+        if isinstance(paths, ManifestParts) and len(paths) > 1:
+            # a published release: its manifest holds every part's rows and the release's
+            # metadata, so one footer is read now and each other part's when it is read
+            self._open_lazily(paths, columns, batch_rows)
+            return
         # the footers (one request each on an object store) read concurrently
-        self.files = map_bounded(lambda loc: self._open(loc, batch_rows), locations)
+        self.files: list | _LazyFiles = map_bounded(lambda loc: self._open(loc, batch_rows),
+                                                    locations)
         first = self.files[0]
         schema = first.schema
-        from .parts import combine_part_metadata
         metas = [parse_release_metadata(f.schema, f.path) for f in self.files]
         combined = combine_part_metadata(metas, self.paths, [f.num_rows for f in self.files])
         if combined is not None and metas[0] is not None:
@@ -181,6 +187,42 @@ class FileSource(Source):
         num_rows = None if any(c is None for c in counts) else int(sum(counts))
         self.file_rows = counts
         super().__init__(schema, cols, batch_rows, num_rows)
+
+    def _open_lazily(self, parts, columns, batch_rows: int) -> None:
+        from .parts import PART_KEY, combine_part_metadata
+        first = self._open(self.locations[0], batch_rows)
+        meta0 = parse_release_metadata(first.schema, first.path)
+        if (meta0 is None or (meta0.get(PART_KEY) or {}).get("release_id") != parts.release_id
+                or first.num_rows != parts.rows[0]):
+            raise ReleaseSpecError(
+                f"{self.paths[0]!r} is not part 0 of the release its manifest describes (another "
+                f"release, or other rows); release the data again")
+        release = dict(parts.release, row_count=int(sum(parts.rows)))
+        schema = first.schema.with_metadata({**(first.schema.metadata or {}), RELEASE_METADATA_KEY:
+                                             json.dumps(release, sort_keys=True).encode()})
+        cols = _check_columns(schema, columns, self.paths[0])
+
+        def check(i, f):
+            """Part i, opened when it is read: of the same release, its rows as listed."""
+            meta = parse_release_metadata(f.schema, f.path)
+            combine_part_metadata([meta0, meta], [self.paths[0], f.path],
+                                  [first.num_rows, f.num_rows])
+            if f.num_rows != parts.rows[i]:
+                raise ReleaseSpecError(f"{f.path!r} holds {f.num_rows} rows but the manifest "
+                                       f"lists {parts.rows[i]}; the part was changed: release the "
+                                       f"data again")
+            _check_columns(f.schema, cols, f.path)
+            for c in cols:
+                if not f.schema.field(c).type.equals(schema.field(c).type):
+                    raise InvalidInputError(
+                        f"{f.path!r}: column {c!r} has type {f.schema.field(c).type}, but "
+                        f"{schema.field(c).type} in {self.paths[0]!r}; write all files with one "
+                        f"schema")
+
+        self.files = _LazyFiles(self.locations, lambda loc: self._open(loc, batch_rows), first,
+                                check)
+        self.file_rows = list(parts.rows)
+        super().__init__(schema, cols, batch_rows, int(sum(parts.rows)))
 
     def group_ends(self) -> list[int] | None:
         if any(f.group_rows is None for f in self.files):
@@ -204,11 +246,12 @@ class FileSource(Source):
 
     def _gen(self, columns, start_row, batch_rows):
         row = 0
-        for i, f in enumerate(self.files):
+        for i in range(len(self.files)):
             n = self.file_rows[i]
             if n is not None and row + n <= start_row:
                 row += n
                 continue
+            f = self.files[i]            # (a part of a published release is opened here)
             start_in_file = max(0, start_row - row)
             last = row
             for origin, batch in f.located(i, columns, batch_rows, row, start_in_file):
@@ -258,6 +301,37 @@ class RowRangeSource(Source):
                               origin.global_row - self.start), batch
             if origin.global_row + n >= self.stop:
                 break
+
+
+class _LazyFiles:
+    """The files of a ``FileSource``, each opened (and checked) the first time it is used."""
+
+    def __init__(self, locations, opener, first, check):
+        import threading
+        self._locations = locations
+        self._opener = opener
+        self._check = check
+        self._files = [first] + [None] * (len(locations) - 1)
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        f = self._files[i]
+        if f is None:
+            with self._lock:            # the reader's prefetch thread may ask at the same time
+                f = self._files[i]
+                if f is None:
+                    f = self._opener(self._locations[i])
+                    self._check(i, f)
+                    self._files[i] = f
+        return f
 
 
 # --------------------------------------------------------------------------- entry point
