@@ -152,15 +152,62 @@ def run_demo(*, rows: int = 1_000_000, features: int = 10, epsilon: float | None
     paper's); real (ACS) epsilon = 10, lambda = 0.5, a noise-free intercept (see the module notes).
     With ``real=True``, ``rows`` caps the ACS training rows (all 224,909 at the default).
     """
-    from .losses import CLASSIFICATION_LOSSES
-    from .privacy import ReleaseSpec, release
-    from .sgd.driver import Head, fit_stream
+    from .privacy import ReleaseSpec
+    from .sgd.driver import noise_from_release
     from .sgd.schedules import default_radius
-    from .sgd.state import HeadConfig
-    from .solvers import solve
 
     stream = sys.stdout if stream is None else stream
     t_start = time.perf_counter()
+    epsilon, alpha, fit_intercept = _settings(rows, features, epsilon, loss, real, alpha,
+                                              fit_intercept)
+    if real:
+        Xtr, ytr, Xte, yte, names, ranges = _real(seed, rows)
+    else:
+        Xtr, ytr, Xte, yte, names, ranges = _synthetic(rows, features, seed)
+    n, p = Xtr.shape
+    bound = math.sqrt(p)
+    spec = ReleaseSpec(epsilon_x=epsilon / 2, delta=delta, bound=bound, epsilon_y=epsilon / 2,
+                       features=tuple(names), ranges=ranges, label="y")
+    n_updates = -(-n // batch_size)
+    if learning_rate is None:
+        learning_rate = max(PAPER_LEARNING_RATE, 4.0 / (alpha * n_updates))
+    trace_every = max(1, n_updates // 200)
+    common = dict(loss=loss, n_features=p, batch_size=batch_size, alpha=float(alpha),
+                  schedule="constant", learning_rate=float(learning_rate),
+                  radius=default_radius(loss, bound, alpha), fit_intercept=fit_intercept,
+                  average_start=n_updates // 2, trace_every=trace_every)
+
+    with tempfile.TemporaryDirectory(prefix="iwpfast-demo-") as tmp:
+        spec, rows_written, Xtr_scaled, sim_path = _release_with_clean_columns(
+            tmp, Xtr, ytr, names, ranges, spec, seed, real)
+        # the learner's noise parameters come from the release's metadata (the law applied)
+        found = noise_from_release(spec.to_metadata(rows_written), list(names))
+        keep = float(found.label_keep_prob)
+        heads = _heads(names, found.noise_var, keep, common)
+        result, traces, compile_s = _scan(sim_path, heads, loss, progress, trace_every)
+
+    sol, opt_risk, opt_acc, summaries, curves = _summaries(
+        result, traces, Xtr_scaled, ytr, Xte, yte, loss, float(alpha), fit_intercept)
+    res = DemoResult(rows=n, test_rows=len(yte), features=list(names), sigma=float(spec.sigma),
+                     label_keep_prob=keep, epsilon=float(epsilon), learning_rate=float(learning_rate),
+                     theta_star=sol.theta, optimum_risk=opt_risk, optimum_accuracy=opt_acc,
+                     heads=summaries, rows_per_s=float(result.rows_per_s), scan_s=float(result.elapsed_s),
+                     total_s=0.0, plot_path=None, curves=curves, compile_s=compile_s,
+                     alpha=float(alpha), fit_intercept=bool(fit_intercept),
+                     intercept_star=float(sol.intercept))
+    res.plot_path = _plot(res, out_dir, loss, real) if plot else None
+    res.total_s = time.perf_counter() - t_start
+    res.table = format_table(res, loss, real)
+    print(res.table, file=stream)
+    return res
+
+
+def _settings(rows: int, features: int, epsilon: float | None, loss: str, real: bool,
+              alpha: float | None, fit_intercept: bool | None) -> tuple[float, float, bool]:
+    """Check the demo's arguments and resolve the setting's defaults: (epsilon, alpha,
+    fit_intercept)."""
+    from .losses import CLASSIFICATION_LOSSES
+
     if loss not in CLASSIFICATION_LOSSES:
         raise InvalidInputError(f"unknown loss {loss!r} for the demo; choose one of {CLASSIFICATION_LOSSES}")
     if epsilon is None:
@@ -176,96 +223,97 @@ def run_demo(*, rows: int = 1_000_000, features: int = 10, epsilon: float | None
         alpha = REAL_ALPHA if real else 5.0     # synthetic: the paper's lambda
     if fit_intercept is None:
         fit_intercept = real      # ACS features are not centred: without b, theta* is near 0
+    return epsilon, alpha, fit_intercept
 
-    if real:
-        Xtr, ytr, Xte, yte, names, ranges = _real(seed, rows)
-    else:
-        Xtr, ytr, Xte, yte, names, ranges = _synthetic(rows, features, seed)
-    n, p = Xtr.shape
-    bound = math.sqrt(p)
-    spec = ReleaseSpec(epsilon_x=epsilon / 2, delta=delta, bound=bound, epsilon_y=epsilon / 2,
-                       features=tuple(names), ranges=ranges, label="y")
-    n_updates = -(-n // batch_size)
-    if learning_rate is None:
-        learning_rate = max(PAPER_LEARNING_RATE, 4.0 / (alpha * n_updates))
-    radius = default_radius(loss, bound, alpha)
-    tail_start = n_updates // 2
-    trace_every = max(1, n_updates // 200)
 
+def _release_with_clean_columns(tmp: str, Xtr, ytr, names, ranges, spec, seed: int, real: bool):
+    """Release the training rows into ``tmp`` and add their clean columns (``clean_<name>``,
+    ``clean_y``) to the released file, so that one scan feeds the clean head too (a simulation:
+    never ship this).  Returns (the release's spec, its rows, the clean features in the released
+    space, the path of the file with both)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    with tempfile.TemporaryDirectory(prefix="iwpfast-demo-") as tmp:
-        clean_path = os.path.join(tmp, "clean.parquet")
-        released_path = os.path.join(tmp, "released.parquet")
-        sim_path = os.path.join(tmp, "released_with_clean.parquet")
-        # raw training data (for ACS: raw units; the release scales them by the declared ranges)
-        pq.write_table(pa.table({**{f: Xtr[:, j] for j, f in enumerate(names)}, "y": ytr}), clean_path)
-        with warnings.catch_warnings():
-            # the demo is a simulation by design: its seeded release (marked "seeded" in the
-            # file) is expected, no need to warn about it
-            warnings.filterwarnings("ignore", message="seeded release", category=PrivacyLeakWarning)
-            rel = release(clean_path, released_path, spec, seed=seed + 1, progress=False)
-        spec = rel.spec
-        # the clean head reads the clean columns of the same file (a simulation: never ship this).
-        # Clean features in the released space: scaled by the declared ranges (identity for [-1, 1]).
-        released = pq.read_table(released_path)
-        from .datasets import scale_to_unit
-        from .experiments.common import clip_rows
-        Xtr_scaled = scale_to_unit(Xtr, np.array([ranges[f] for f in names])) if real else Xtr
-        Xtr_scaled = clip_rows(Xtr_scaled.T, bound).T     # the release's L2 clip (a no-op at B = sqrt(p))
-        clean_cols = {f"clean_{f}": Xtr_scaled[:, j] for j, f in enumerate(names)}
-        sim = released
-        for name, col in clean_cols.items():
-            sim = sim.append_column(name, pa.array(col))
-        sim = sim.append_column("clean_y", pa.array(ytr))
-        pq.write_table(sim, sim_path)
-        del sim, released
+    from .datasets import scale_to_unit
+    from .experiments.common import clip_rows
+    from .privacy import release
 
-        sigma = float(spec.sigma)
-        # the learner's noise parameters come from the release's metadata (the law applied)
-        from .sgd.driver import noise_from_release
-        found = noise_from_release(spec.to_metadata(rel.rows_written), list(names))
-        keep = float(found.label_keep_prob)
-        noise_var = found.noise_var
-        common = dict(loss=loss, n_features=p, batch_size=batch_size, alpha=float(alpha),
-                      schedule="constant", learning_rate=float(learning_rate), radius=radius,
-                      fit_intercept=fit_intercept, average_start=tail_start, trace_every=trace_every)
-        heads = [
-            Head("clean", HeadConfig(mode="clean", noise_var=np.zeros(p), **common),
-                 [f"clean_{f}" for f in names], "clean_y"),
-            Head("naive", HeadConfig(mode="naive", noise_var=noise_var, **common), list(names), "y"),
-            Head("iwp", HeadConfig(mode="iwp", noise_var=noise_var, label_keep_prob=keep,
-                                   variance_cap=DEMO_VARIANCE_CAP, **common), list(names), "y"),
-        ]
-        traces: dict[str, list] = {h: [] for h in HEADS}
+    clean_path = os.path.join(tmp, "clean.parquet")
+    released_path = os.path.join(tmp, "released.parquet")
+    sim_path = os.path.join(tmp, "released_with_clean.parquet")
+    # raw training data (for ACS: raw units; the release scales them by the declared ranges)
+    pq.write_table(pa.table({**{f: Xtr[:, j] for j, f in enumerate(names)}, "y": ytr}), clean_path)
+    with warnings.catch_warnings():
+        # the demo is a simulation by design: its seeded release (marked "seeded" in the
+        # file) is expected, no need to warn about it
+        warnings.filterwarnings("ignore", message="seeded release", category=PrivacyLeakWarning)
+        rel = release(clean_path, released_path, spec, seed=seed + 1, progress=False)
+    # Clean features in the released space: scaled by the declared ranges (identity for [-1, 1]).
+    sim = pq.read_table(released_path)
+    Xtr_scaled = scale_to_unit(Xtr, np.array([ranges[f] for f in names])) if real else Xtr
+    Xtr_scaled = clip_rows(Xtr_scaled.T, rel.spec.bound).T   # the release's L2 clip (a no-op at B = sqrt(p))
+    for j, f in enumerate(names):
+        sim = sim.append_column(f"clean_{f}", pa.array(Xtr_scaled[:, j]))
+    sim = sim.append_column("clean_y", pa.array(ytr))
+    pq.write_table(sim, sim_path)
+    return rel.spec, rel.rows_written, Xtr_scaled, sim_path
 
-        def on_trace(steps, params):
-            for name in HEADS:
-                if name in steps and len(steps[name]):
-                    traces[name].append((np.asarray(steps[name]).copy(), np.asarray(params[name]).copy()))
 
-        # compile (or load from Numba's cache) before the clock starts: rows/s is the scan's rate
-        t_compile = time.perf_counter()
-        from .sgd.engine import warmup
-        warmup(dtypes=("float32",), label_dtypes=("int8", "float32", "float64"), losses=(loss,))
-        warmup(dtypes=("float64",), losses=(loss,))
-        compile_s = time.perf_counter() - t_compile
-        result = fit_stream(sim_path, heads, progress=progress, trace_every=trace_every,
-                            trace_callback=on_trace)
+def _heads(names, noise_var, keep: float, common: dict) -> list:
+    """The three heads of the one scan: clean (on the clean columns), naive and IWP."""
+    from .sgd.driver import Head
+    from .sgd.state import HeadConfig
 
+    p = len(names)
+    return [
+        Head("clean", HeadConfig(mode="clean", noise_var=np.zeros(p), **common),
+             [f"clean_{f}" for f in names], "clean_y"),
+        Head("naive", HeadConfig(mode="naive", noise_var=noise_var, **common), list(names), "y"),
+        Head("iwp", HeadConfig(mode="iwp", noise_var=noise_var, label_keep_prob=keep,
+                               variance_cap=DEMO_VARIANCE_CAP, **common), list(names), "y"),
+    ]
+
+
+def _scan(sim_path: str, heads: list, loss: str, progress: bool, trace_every: int):
+    """The one scan of the three heads, tracing (theta, b) along it: (the driver's result, the
+    traces per head, the seconds spent compiling or loading the kernels before it)."""
+    from .sgd.driver import fit_stream
+    from .sgd.engine import warmup
+
+    traces: dict[str, list] = {h: [] for h in HEADS}
+
+    def on_trace(steps, params):
+        for name in HEADS:
+            if name in steps and len(steps[name]):
+                traces[name].append((np.asarray(steps[name]).copy(), np.asarray(params[name]).copy()))
+
+    # compile (or load from Numba's cache) before the clock starts: rows/s is the scan's rate
+    t_compile = time.perf_counter()
+    warmup(dtypes=("float32",), label_dtypes=("int8", "float32", "float64"), losses=(loss,))
+    warmup(dtypes=("float64",), losses=(loss,))
+    compile_s = time.perf_counter() - t_compile
+    result = fit_stream(sim_path, heads, progress=progress, trace_every=trace_every,
+                        trace_callback=on_trace)
+    return result, traces, compile_s
+
+
+def _summaries(result, traces, Xtr_scaled, ytr, Xte, yte, loss: str, alpha: float,
+               fit_intercept: bool):
+    """The clean optimum theta* (full-batch Newton on the clean training rows) and each head's
+    output and test-risk curve against it: (solution, its test risk, its accuracy, summaries,
+    curves)."""
     from .experiments.common import evaluate
+    from .solvers import solve
 
-    sol = solve(Xtr_scaled, ytr, loss=loss, alpha=float(alpha), fit_intercept=fit_intercept)
-    theta_star = sol.theta
-    opt_risk, opt_acc = _risk_and_accuracy(loss, theta_star, sol.intercept, Xte, yte)
+    sol = solve(Xtr_scaled, ytr, loss=loss, alpha=alpha, fit_intercept=fit_intercept)
+    opt_risk, opt_acc = _risk_and_accuracy(loss, sol.theta, sol.intercept, Xte, yte)
     summaries = {}
     curves = {}
     for name in HEADS:
         state = result.states[name]
         theta, b = state.coef(averaged=True)
         r, a = _risk_and_accuracy(loss, theta, b, Xte, yte)
-        summaries[name] = HeadSummary(name, theta, b, r, a, float(np.linalg.norm(theta - theta_star)),
+        summaries[name] = HeadSummary(name, theta, b, r, a, float(np.linalg.norm(theta - sol.theta)),
                                       dict(result.telemetry.get(name, {})))
         if traces[name]:
             steps = np.concatenate([s for s, _ in traces[name]])
@@ -273,19 +321,7 @@ def run_demo(*, rows: int = 1_000_000, features: int = 10, epsilon: float | None
             # in blocks of iterates: a (test rows x iterates) matrix would be 300 MB at the default size
             risks, _ = evaluate(params, Xte, yte, loss)
             curves[name] = (steps, risks)
-
-    res = DemoResult(rows=n, test_rows=len(yte), features=list(names), sigma=sigma,
-                     label_keep_prob=keep, epsilon=float(epsilon), learning_rate=float(learning_rate),
-                     theta_star=theta_star, optimum_risk=opt_risk, optimum_accuracy=opt_acc,
-                     heads=summaries, rows_per_s=float(result.rows_per_s), scan_s=float(result.elapsed_s),
-                     total_s=0.0, plot_path=None, curves=curves, compile_s=compile_s,
-                     alpha=float(alpha), fit_intercept=bool(fit_intercept),
-                     intercept_star=float(sol.intercept))
-    res.plot_path = _plot(res, out_dir, loss, real) if plot else None
-    res.total_s = time.perf_counter() - t_start
-    res.table = format_table(res, loss, real)
-    print(res.table, file=stream)
-    return res
+    return sol, opt_risk, opt_acc, summaries, curves
 
 
 def format_table(res: DemoResult, loss: str, real: bool) -> str:
