@@ -28,6 +28,7 @@ import os
 import platform
 import statistics
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -104,9 +105,7 @@ def run_bench(rows: int = 2_000_000, features: int = 10, *, loss: str = "logisti
               numpy_rows: int = 200_000, peer_rows: int | None = None, epsilon: float = 2.0,
               seed: int = 0) -> dict:
     """Measure every row of the table on one generated dataset; returns a JSON-ready dict."""
-    from .datasets import make_classification
-    from .privacy.calibration import gaussian_noise_scale, label_keep_probability
-    from .sgd.state import HeadConfig, HeadState
+    from .sgd.state import HeadConfig
 
     if loss not in CLASSIFICATION_LOSSES:
         raise InvalidInputError(f"--loss {loss!r}: the bench compares classifiers; use one of "
@@ -120,23 +119,15 @@ def run_bench(rows: int = 2_000_000, features: int = 10, *, loss: str = "logisti
     peer_rows = min(int(peer_rows or rows), rows)
 
     t0 = time.perf_counter()
-    X, y = make_classification(rows, n_features=features, random_state=seed)
-    bound = math.sqrt(features)
-    sigma = gaussian_noise_scale(epsilon / 2, 1e-5, bound, "analytic")
-    keep = label_keep_probability(epsilon / 2)
-    rng = np.random.default_rng(seed + 1)
-    clean_fm = np.ascontiguousarray(X.T, dtype=dtype)
-    noisy_fm = (clean_fm + sigma * rng.standard_normal(clean_fm.shape).astype(dtype)).astype(dtype)
-    y_clean = y.astype(dtype)
-    y_noisy = np.where(rng.uniform(size=rows) < keep, y, -y).astype(dtype)
+    data = _bench_data(rows, features, dtype, epsilon, seed)
     data_seconds = time.perf_counter() - t0
 
     alpha = 1e-3
-    radius = default_radius(loss, bound, alpha)
+    radius = default_radius(loss, data.bound, alpha)
     common = dict(loss=loss, n_features=features, batch_size=batch_size, alpha=alpha,
                   learning_rate=1e-3, radius=radius, truncation=2)
-    cfg_iwp = HeadConfig(mode="iwp", noise_var=np.full(features, sigma ** 2), label_keep_prob=keep,
-                         **common)
+    cfg_iwp = HeadConfig(mode="iwp", noise_var=np.full(features, data.sigma ** 2),
+                         label_keep_prob=data.keep, **common)
     cfg_clean = HeadConfig(mode="clean", noise_var=np.zeros(features), **common)
 
     from .sgd import engine
@@ -144,30 +135,94 @@ def run_bench(rows: int = 2_000_000, features: int = 10, *, loss: str = "logisti
     engine.warmup(dtypes=(dtype,))
     compile_seconds = time.perf_counter() - t0
 
-    def kernel_pass(cfg, Xfm, yy):
-        def go():
-            state = HeadState.new(cfg)
-            engine.run_chunk(cfg, state, Xfm, yy)
-            engine.finish(cfg, state)
-        return go
-
-    results = []
-
-    def add(name, n, seconds, times, note):
-        results.append({"name": name, "rows": n, "seconds": seconds, "times": times,
-                        "rows_per_s": n / seconds if seconds > 0 else float("inf"), "note": note})
-
-    s, ts = _median_time(kernel_pass(cfg_iwp, noisy_fm, y_noisy), repeats)
+    results: list[dict] = []
+    add = _adder(results)
+    s, ts = _median_time(_kernel_pass(cfg_iwp, data.noisy_fm, data.y_noisy), repeats)
     add("iwpfast IWP", rows, s, ts, f"fused Numba kernel, {dtype}, batch {batch_size}")
-    s, ts = _median_time(kernel_pass(cfg_clean, clean_fm, y_clean), repeats)
+    s, ts = _median_time(_kernel_pass(cfg_clean, data.clean_fm, data.y_clean), repeats)
     add("iwpfast clean", rows, s, ts, f"same kernel, mode clean, {dtype}")
-    Xn, yn = noisy_fm[:, :numpy_rows], y_noisy[:numpy_rows]
+    Xn, yn = data.noisy_fm[:, :numpy_rows], data.y_noisy[:numpy_rows]
     s, ts = _median_time(lambda: numpy_pass(cfg_iwp, Xn, yn), repeats)
     add("NumPy (vectorized per batch)", numpy_rows, s, ts,
         f"same algorithm (IWP), one NumPy expression per batch of {batch_size}")
+    X_rows = np.ascontiguousarray(data.X[:peer_rows])     # float64 row-major, as the peers need
+    _time_peers(add, X_rows, data.y[:peer_rows], loss, alpha, repeats)
 
-    X_rows = np.ascontiguousarray(X[:peer_rows])          # float64 row-major, as the peers need
-    y_rows = y[:peer_rows]
+    ref = results[0]["rows_per_s"]
+    for r in results:
+        r["ratio_to_iwp"] = r["rows_per_s"] / ref
+    versions = _versions()
+    missing = [name for name, mod in (("scikit-learn", "sklearn"), ("River", "river"),
+                                      ("Vowpal Wabbit", "vowpalwabbit")) if versions[mod] is None]
+    return {
+        "setup": {"rows": rows, "features": features, "loss": loss, "batch_size": batch_size,
+                  "dtype": dtype, "repeats": repeats, "epsilon": epsilon, "sigma": data.sigma,
+                  "label_keep_prob": data.keep, "numpy_rows": numpy_rows, "peer_rows": peer_rows,
+                  "data": "make_classification (2 informative), features scaled to [-1, 1]"},
+        "compile_seconds": compile_seconds,
+        "data_seconds": data_seconds,
+        "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "platform": platform.platform()},
+        "versions": versions,
+        "not_installed": missing,
+        "results": results,
+    }
+
+
+@dataclass
+class _BenchData:
+    X: np.ndarray              # clean rows, float64 row-major (the peers' input)
+    y: np.ndarray
+    clean_fm: np.ndarray       # clean, feature-major in the bench's dtype (the kernel's input)
+    noisy_fm: np.ndarray       # released: Gaussian feature noise, randomized-response labels
+    y_clean: np.ndarray
+    y_noisy: np.ndarray
+    bound: float
+    sigma: float
+    keep: float
+
+
+def _bench_data(rows: int, features: int, dtype: str, epsilon: float, seed: int) -> _BenchData:
+    """The generated rows, clean and released ((epsilon / 2, 1e-5) on the features, epsilon / 2
+    on the labels), in memory."""
+    from .datasets import make_classification
+    from .privacy.calibration import gaussian_noise_scale, label_keep_probability
+
+    X, y = make_classification(rows, n_features=features, random_state=seed)
+    bound = math.sqrt(features)
+    sigma = gaussian_noise_scale(epsilon / 2, 1e-5, bound, "analytic")
+    keep = label_keep_probability(epsilon / 2)
+    rng = np.random.default_rng(seed + 1)
+    clean_fm = np.ascontiguousarray(X.T, dtype=dtype)
+    noisy_fm = (clean_fm + sigma * rng.standard_normal(clean_fm.shape).astype(dtype)).astype(dtype)
+    y_noisy = np.where(rng.uniform(size=rows) < keep, y, -y).astype(dtype)
+    return _BenchData(X, y, clean_fm, noisy_fm, y.astype(dtype), y_noisy, bound, sigma, keep)
+
+
+def _kernel_pass(cfg, Xfm, yy):
+    """One pass of the kernel over the whole array, from a fresh state (a thing to time)."""
+    from .sgd import engine
+    from .sgd.state import HeadState
+
+    def go():
+        state = HeadState.new(cfg)
+        engine.run_chunk(cfg, state, Xfm, yy)
+        engine.finish(cfg, state)
+    return go
+
+
+def _adder(results: list):
+    """``add(name, rows, seconds, times, note)``: one row of the table into ``results``."""
+    def add(name, n, seconds, times, note):
+        results.append({"name": name, "rows": n, "seconds": seconds, "times": times,
+                        "rows_per_s": n / seconds if seconds > 0 else float("inf"), "note": note})
+    return add
+
+
+def _time_peers(add, X_rows: np.ndarray, y_rows: np.ndarray, loss: str, alpha: float,
+                repeats: int) -> None:
+    """The rows of the peers that are installed and learn this loss (clean data, per row)."""
+    features = X_rows.shape[1]
+    peer_rows = X_rows.shape[0]
     try:
         from sklearn.linear_model import SGDClassifier
     except ImportError:
@@ -212,25 +267,6 @@ def run_bench(rows: int = 2_000_000, features: int = 10, *, loss: str = "logisti
             model.finish()
         s, ts = _median_time(vw, 1)
         add("Vowpal Wabbit (Python bindings)", n_vw, s, ts, "clean, per row, text parsing included")
-
-    ref = results[0]["rows_per_s"]
-    for r in results:
-        r["ratio_to_iwp"] = r["rows_per_s"] / ref
-    versions = _versions()
-    missing = [name for name, mod in (("scikit-learn", "sklearn"), ("River", "river"),
-                                      ("Vowpal Wabbit", "vowpalwabbit")) if versions[mod] is None]
-    return {
-        "setup": {"rows": rows, "features": features, "loss": loss, "batch_size": batch_size,
-                  "dtype": dtype, "repeats": repeats, "epsilon": epsilon, "sigma": sigma,
-                  "label_keep_prob": keep, "numpy_rows": numpy_rows, "peer_rows": peer_rows,
-                  "data": "make_classification (2 informative), features scaled to [-1, 1]"},
-        "compile_seconds": compile_seconds,
-        "data_seconds": data_seconds,
-        "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "platform": platform.platform()},
-        "versions": versions,
-        "not_installed": missing,
-        "results": results,
-    }
 
 
 def format_bench(result: dict) -> str:
