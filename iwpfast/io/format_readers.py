@@ -260,27 +260,14 @@ class _IpcFile:
 
     def located(self, file_index, columns, batch_rows, global_row, start_in_file):
         idx = [self.schema.get_field_index(c) for c in columns]
-        row = global_row
-        file_row = 0
-        groups = self._groups()
-        rg = -1
+        walk = _Walk()
         try:
-            for rg, batch in groups:
-                n = batch.num_rows
-                if file_row + n <= start_in_file:
-                    file_row += n
-                    row += n
-                    continue
-                batch = batch.select(idx)
-                first = max(0, start_in_file - file_row)
-                row += first
-                for off in range(first, n, batch_rows):
-                    part = batch.slice(off, batch_rows)
-                    yield BatchOrigin(file_index, self.path, rg, off, row), part
-                    row += part.num_rows
-                file_row += n
+            # select is zero-copy: cheap on the record batches skipped too
+            yield from _cut_groups(((i, b.select(idx)) for i, b in self._groups()), walk,
+                                   file_index, self.path, batch_rows, global_row, start_in_file,
+                                   offsets_in_group=True)
         except (pa.ArrowException, OSError) as exc:
-            raise _corrupt(self.path, "Arrow IPC", exc, f", record batch {rg + 1}") from exc
+            raise _corrupt(self.path, "Arrow IPC", exc, f", record batch {walk.group + 1}") from exc
 
 
 #: the end-of-stream marker of the Arrow IPC stream format (continuation token, then length 0;
@@ -345,30 +332,52 @@ class _CsvFile:
         from pyarrow import csv
         convert = csv.ConvertOptions(include_columns=list(columns))
         # column types are fixed from the first block; later blocks must agree
-        file_row = 0
-        row = global_row
+        walk = _Walk()
         try:
             reader = csv.open_csv(self._input(), convert_options=convert,
                                   read_options=csv.ReadOptions(block_size=1 << 22))
             with reader:
-                for batch in reader:
-                    n = batch.num_rows
-                    if file_row + n <= start_in_file:
-                        file_row += n
-                        row += n
-                        continue
-                    first = max(0, start_in_file - file_row)
-                    row += first
-                    for off in range(first, n, batch_rows):
-                        part = batch.slice(off, batch_rows)
-                        yield BatchOrigin(file_index, self.path, -1, file_row + off, row), part
-                        row += part.num_rows
-                    file_row += n
+                yield from _cut_groups(enumerate(reader), walk, file_index, self.path, batch_rows,
+                                       global_row, start_in_file, offsets_in_group=False)
         except (pa.ArrowException, OSError) as exc:
             raise InvalidInputError(
-                f"{self.path!r}, near row {file_row} of that file: CSV parse error ({exc}). Fix the "
+                f"{self.path!r}, near row {walk.file_row} of that file: CSV parse error ({exc}). Fix the "
                 f"file (e.g. a non-numeric value in a numeric column, or a truncated last line) or "
                 f"convert it to Parquet.") from exc
+
+
+class _Walk:
+    """Where a walk over a file's record batches or blocks is, for the error that stops it."""
+
+    def __init__(self) -> None:
+        self.group = -1          # the last record batch / block read
+        self.file_row = 0        # the file's rows before the one being read
+
+
+def _cut_groups(groups, walk: _Walk, file_index: int, path: str, batch_rows: int,
+                global_row: int, start_in_file: int, *, offsets_in_group: bool):
+    """``(BatchOrigin, batch)`` for the rows of ``groups`` (``(index, record batch)`` in file
+    order) from row ``start_in_file`` of the file on, each group cut in batches of ``batch_rows``
+    rows from its start.  ``offsets_in_group``: the origin names the group and the offset in it
+    (IPC record batches, which a reader can seek to); otherwise no group (-1) and the offset in
+    the file (CSV blocks, whose size is pyarrow's choice)."""
+    row = global_row
+    for group, batch in groups:
+        walk.group = group
+        n = batch.num_rows
+        if walk.file_row + n <= start_in_file:
+            walk.file_row += n
+            row += n
+            continue
+        first = max(0, start_in_file - walk.file_row)
+        row += first
+        for off in range(first, n, batch_rows):
+            part = batch.slice(off, batch_rows)
+            origin = (BatchOrigin(file_index, path, group, off, row) if offsets_in_group
+                      else BatchOrigin(file_index, path, -1, walk.file_row + off, row))
+            yield origin, part
+            row += part.num_rows
+        walk.file_row += n
 
 
 #: format name -> reader class (``reader(location, batch_rows)``)
