@@ -1,9 +1,14 @@
-"""The layering of docs/design.md section 4, read from the imports of every module.
+"""The layering of docs/design.md section 4, read from the imports of every module; and the size
+limits of its modules and functions.
 
 Each module of the package belongs to one layer; a layer may import only the layers listed for
 it (imports inside functions count too: a lazy import is still a dependency).  A failure here
 means a dependency that points the wrong way: move the code, or, if the design really changes,
 change docs/design.md section 4 and this table together.
+
+Outside ``iwpfast/_kernels/`` no module is longer than ``MAX_MODULE_LINES`` lines and no function
+or method longer than ``MAX_FUNCTION_LINES`` (docs/design.md section 4, "Size limits").  Run this
+file as a script (``python tests/test_architecture.py``) to list the largest of both.
 """
 import ast
 import pathlib
@@ -207,3 +212,96 @@ def test_the_loop_checker_sees_a_loop(tmp_path, monkeypatch):
     (fake / "model_io.py").write_text("from .estimators import a\n")
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
     assert _import_loops() == [["iwpfast.estimators.a", "iwpfast.estimators.b", "iwpfast.model_io"]]
+
+
+# ---------------------------------------------------------------- size limits outside _kernels/
+MAX_MODULE_LINES = 800
+MAX_FUNCTION_LINES = 120
+# the kernels are exempt: a Numba kernel is one function on purpose (no calls in its hot loop)
+SIZE_EXEMPT = ("_kernels",)
+
+
+def _sized_modules():
+    for path, parts in _modules():
+        if not set(SIZE_EXEMPT) & set(parts[1:]):
+            yield path
+
+
+def _function_spans(tree: ast.AST):
+    """(qualified name, first line, lines) of every function and method, nested ones included; a
+    function's lines run from its first decorator to its last line (docstring and comments
+    count)."""
+    def walk(node, prefix):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = prefix + child.name
+                if not isinstance(child, ast.ClassDef):
+                    first = min([child.lineno] + [d.lineno for d in child.decorator_list])
+                    yield name, first, child.end_lineno - first + 1
+                yield from walk(child, name + ".")
+            else:
+                yield from walk(child, prefix)
+    yield from walk(tree, "")
+
+
+def _sizes():
+    """(module lines per module, [(lines, "path:line name")] per function) outside _kernels/."""
+    modules, functions = {}, []
+    for path in _sized_modules():
+        text = path.read_text()
+        where = str(path.relative_to(PACKAGE.parent))
+        modules[where] = len(text.splitlines())
+        for name, first, lines in _function_spans(ast.parse(text, where)):
+            functions.append((lines, f"{where}:{first} {name}"))
+    return modules, functions
+
+
+def _oversized():
+    modules, functions = _sizes()
+    return ([f"{where}: {n} lines" for where, n in sorted(modules.items()) if n > MAX_MODULE_LINES]
+            + [f"{where}: {n} lines" for n, where in sorted(functions) if n > MAX_FUNCTION_LINES])
+
+
+def test_no_module_or_function_over_the_size_limits():
+    oversized = _oversized()
+    assert not oversized, (
+        f"modules over {MAX_MODULE_LINES} lines or functions over {MAX_FUNCTION_LINES} lines "
+        "outside iwpfast/_kernels/: split them by responsibility (and name a new module in "
+        "docs/design.md section 4):\n" + "\n".join(oversized))
+
+
+def test_the_size_checker_sees_a_long_module_and_function(tmp_path, monkeypatch):
+    # a long method (decorator to last line), a long nested function and a long module are
+    # caught; the same in _kernels/ is not
+    fake = tmp_path / "iwpfast"
+    (fake / "_kernels").mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
+    (fake / "big.py").write_text(
+        "class A:\n    @staticmethod\n    def f():\n" + body.replace("    ", "        ")
+        + "def g():\n    def inner():\n" + body.replace("    ", "        ") + "    return inner\n"
+        + "def short():\n" + "".join(f"    y{i} = {i}\n" for i in range(MAX_FUNCTION_LINES - 2))
+        + "\n" * (MAX_MODULE_LINES - 2 * MAX_FUNCTION_LINES))
+    (fake / "_kernels" / "kernel.py").write_text("def k():\n" + body + "\n" * MAX_MODULE_LINES)
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
+    oversized = _oversized()
+    n_big = len((fake / "big.py").read_text().splitlines())
+    assert n_big > MAX_MODULE_LINES
+    f, g = MAX_FUNCTION_LINES + 2, MAX_FUNCTION_LINES + 3       # A.f: decorator and def line
+    assert sorted(oversized) == sorted([
+        f"iwpfast/big.py: {n_big} lines",
+        f"iwpfast/big.py:2 A.f: {f} lines",
+        f"iwpfast/big.py:{2 + f} g: {g} lines",
+        f"iwpfast/big.py:{2 + f + 1} g.inner: {MAX_FUNCTION_LINES + 1} lines"])
+    # one line shorter is within the limits: "short" (MAX_FUNCTION_LINES - 1 lines) is not listed
+    assert not any("short" in o for o in oversized)
+
+
+if __name__ == "__main__":          # the largest modules and functions, to see what is near
+    _modules_lines, _functions_lines = _sizes()
+    print(f"modules (limit {MAX_MODULE_LINES} lines):")
+    for _where, _n in sorted(_modules_lines.items(), key=lambda kv: -kv[1])[:10]:
+        print(f"  {_n:5d}  {_where}")
+    print(f"functions (limit {MAX_FUNCTION_LINES} lines):")
+    for _n, _where in sorted(_functions_lines, reverse=True)[:10]:
+        print(f"  {_n:5d}  {_where}")
