@@ -373,10 +373,47 @@ def _laplace_tau(noise, theta, direction):
     return -(log_sum + math.log(product))
 
 
+@jit_inline
+def _weigh_rows(addresses, n_features, like, offset, m, weight, curvature):
+    """Sample weights s_i (the column after the p features): row i's gradient, curvature term
+    included, is s_i times its unweighted one; s_i = 1.0 multiplies exactly."""
+    sample_weight = column_view(addresses[n_features] + offset * like.itemsize, m, like)
+    for i in range(m):
+        s_i = np.float64(sample_weight[i])
+        weight[i] = weight[i] * s_i
+        curvature[i] = curvature[i] * s_i
+
+
+@jit_inline
+def _column_means(weight, addresses, like, offset, m, n_features, lanes, group_lanes, means):
+    """means[j] = sum_i weight[i] * x_ij / m for the p feature columns, each sum in the lane order
+    of ``_dot_lanes`` (GRADIENT_GROUP columns per pass over the row weights: the same bits)."""
+    n_blocks = m // LANES
+    first = n_blocks * LANES
+    j = 0
+    while j < n_features:
+        if j + GRADIENT_GROUP <= n_features:
+            lane_blocks_group(weight, addresses, j, offset, like, n_blocks, group_lanes)
+            group = GRADIENT_GROUP
+        else:
+            group = 1
+        for g in range(group):
+            column = column_view(addresses[j] + offset * like.itemsize, m, like)
+            if group == 1:
+                total = _dot_lanes(weight, column, m, lanes)
+            else:
+                base = LANES * g
+                for k in range(m - first):
+                    group_lanes[base + k] += weight[first + k] * np.float64(column[first + k])
+                total = _lane_total(group_lanes, base)
+            means[j] = total / m
+            j += 1
+
+
 @jit_forceinline
 def _batch(table_form, addresses, like, y, offset, m, fparams, iparams, noise_var, eulerian,
            theta, theta_avg, intercept, intercept_avg, counters, telemetry, trace, trace_steps,
-           margin, weight, curvature, gradient, lanes, group_lanes, ones, margin_given):
+           margin, weight, curvature, gradient, lanes, group_lanes, ones, margin_given, means):
     """One SGD update on rows [offset, offset + m) of the columns, whose labels are y[0:m].
     ``margin_given``: None (a compile-time type: the margins are computed here) or True (``margin``
     already holds them, from ``_head_margins``).  Returns False on divergence."""
@@ -408,44 +445,20 @@ def _batch(table_form, addresses, like, y, offset, m, fparams, iparams, noise_va
         _margins(addresses, like, offset, m, theta, intercept, fit_intercept, margin)
     _row_scalars(loss, table_form, iwp, y, m, margin, tau, fparams, truncation, eulerian, weight, curvature)
     if iparams[I_WEIGHTED] != 0:
-        # sample weights s_i (the column after the p features): row i's gradient, curvature
-        # term included, is s_i times its unweighted one; s_i = 1.0 multiplies exactly
-        sample_weight = column_view(addresses[n_features] + offset * like.itemsize, m, like)
-        for i in range(m):
-            s_i = np.float64(sample_weight[i])
-            weight[i] = weight[i] * s_i
-            curvature[i] = curvature[i] * s_i
+        _weigh_rows(addresses, n_features, like, offset, m, weight, curvature)
     # 3. mean gradient
     mean_curvature = _sum_lanes(curvature, m, lanes, ones) / m if iwp else 0.0
     norm_sq = 0.0
-    n_blocks = m // LANES
-    first = n_blocks * LANES
-    j = 0
-    while j < n_features:
-        if j + GRADIENT_GROUP <= n_features:
-            # GRADIENT_GROUP columns per pass over the row weights (same bits as one by one)
-            lane_blocks_group(weight, addresses, j, offset, like, n_blocks, group_lanes)
-            group = GRADIENT_GROUP
-        else:
-            group = 1
-        for g in range(group):
-            column = column_view(addresses[j] + offset * like.itemsize, m, like)
-            if group == 1:
-                total = _dot_lanes(weight, column, m, lanes)
-            else:
-                base = LANES * g
-                for k in range(m - first):
-                    group_lanes[base + k] += weight[first + k] * np.float64(column[first + k])
-                total = _lane_total(group_lanes, base)
-            grad = total / m
-            if laplace:
-                grad = grad - mean_curvature * gradient[j]
-            elif iwp:
-                grad = grad - mean_curvature * (noise_var[j] * theta[j])
-            grad = grad + alpha * theta[j]
-            gradient[j] = grad
-            norm_sq += grad * grad
-            j += 1
+    _column_means(weight, addresses, like, offset, m, n_features, lanes, group_lanes, means)
+    for j in range(n_features):
+        grad = means[j]
+        if laplace:
+            grad = grad - mean_curvature * gradient[j]
+        elif iwp:
+            grad = grad - mean_curvature * (noise_var[j] * theta[j])
+        grad = grad + alpha * theta[j]
+        gradient[j] = grad
+        norm_sq += grad * grad
     gradient_b = _sum_lanes(weight, m, lanes, ones) / m if fit_intercept else 0.0
     norm_sq += gradient_b * gradient_b
     # 4-5. step
@@ -572,6 +585,7 @@ def sgd_chunk(addresses, like, y_address, y_like, n_rows, fparams, iparams, nois
     weight = np.empty(batch_size)
     curvature = np.empty(batch_size)
     gradient = np.empty(n_features)
+    means = np.empty(n_features)
     lanes = np.empty(LANES)
     group_lanes = np.empty(GRADIENT_GROUP * LANES)
     ones = np.ones(batch_size)
@@ -640,7 +654,7 @@ def sgd_chunk(addresses, like, y_address, y_like, n_rows, fparams, iparams, nois
                           first_row + b * m, m, fparams, iparams, noise_var, eulerian, theta,
                           theta_avg, intercept, intercept_avg, counters, telemetry, trace,
                           trace_steps, margin, weight, curvature, gradient, lanes, group_lanes,
-                          ones, None):
+                          ones, None, means):
                 return np.int64(rows_before) + m - 1
         if from_carry:
             counters[C_CARRY] = 0
@@ -782,8 +796,6 @@ def _heads_batch(table_form, classes, addresses, like, codes, offset, m, fparams
     if classes is None:
         for i in range(m):
             signs[i] = np.float64(codes[i])
-    n_blocks = m // LANES
-    first = n_blocks * LANES
     for h in range(n_heads):
         if classes is not None:
             _class_signs(codes, classes[h], m, signs)
@@ -791,30 +803,12 @@ def _heads_batch(table_form, classes, addresses, like, codes, offset, m, fparams
         _row_scalars(loss, table_form, iwp, signs, m, margins[h], tau[h], fparams[h], truncation,
                      eulerian, weight, curvature)
         if iparams[h, I_WEIGHTED] != 0:
-            sample_weight = column_view(addresses[n_features] + offset * like.itemsize, m, like)
-            for i in range(m):
-                s_i = np.float64(sample_weight[i])
-                weight[i] = weight[i] * s_i
-                curvature[i] = curvature[i] * s_i
+            _weigh_rows(addresses, n_features, like, offset, m, weight, curvature)
         mean_curvature[h] = _sum_lanes(curvature, m, lanes, ones) / m if iwp else 0.0
-        j = 0
-        while j < n_features:
-            if j + GRADIENT_GROUP <= n_features:
-                lane_blocks_group(weight, addresses, j, offset, like, n_blocks, group_lanes)
-                group = GRADIENT_GROUP
-            else:
-                group = 1
-            for g in range(group):
-                column = column_view(addresses[j] + offset * like.itemsize, m, like)
-                if group == 1:
-                    total = _dot_lanes(weight, column, m, lanes)
-                else:
-                    base = LANES * g
-                    for k in range(m - first):
-                        group_lanes[base + k] += weight[first + k] * np.float64(column[first + k])
-                    total = _lane_total(group_lanes, base)
-                gradient_t[j, h] = total / m
-                j += 1
+        _column_means(weight, addresses, like, offset, m, n_features, lanes, group_lanes,
+                      theta_column)
+        for j in range(n_features):
+            gradient_t[j, h] = theta_column[j]
         gradient_b[h] = (_sum_lanes(weight, m, lanes, ones) / m
                          if iparams[h, I_FIT_INTERCEPT] != 0 else 0.0)
     # 3. the gradients (all heads: features outer, heads inner, the order of _batch per head)
