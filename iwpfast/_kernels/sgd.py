@@ -541,6 +541,32 @@ def _to_carry(addresses, like, y, n_rows, first, count, carry_X, carry_y, at):
 
 
 @jit_inline
+def _narrow_carried(carry_X, carry_y, carried, carry_stage, carry_labels):
+    """The carried rows (float64) into the stage of the column dtype and the labels' dtype (the
+    wrapper has checked that they are exact there): the carried batch then runs through the same
+    compiled batch step as the batches in place."""
+    for j in range(carry_stage.shape[0]):
+        source = carry_X[j]
+        target = carry_stage[j]
+        for i in range(carried):
+            target[i] = source[i]
+    for i in range(carried):
+        carry_labels[i] = carry_y[i]
+
+
+@jit_inline
+def _stage_buffer(n_columns, n_features, batch_size, like):
+    """(staging?, batches per stage, the stage, its row addresses): with many columns (p >=
+    STAGE_MIN_FEATURES) complete batches run from a copy of the next STAGE_COLUMN_BYTES of each
+    column (see the module docstring); else an empty stage."""
+    staging = n_features >= STAGE_MIN_FEATURES
+    stage_batches = max(1, STAGE_COLUMN_BYTES // (batch_size * like.itemsize))
+    stage_rows = stage_batches * batch_size if staging else 0
+    stage = np.empty((n_columns, stage_rows), like.dtype)
+    return staging, stage_batches, stage, _row_addresses(stage)
+
+
+@jit_inline
 def _row_addresses(block):
     """The address of each row of a C-contiguous 2-D array (a stage the batches read from)."""
     addresses = np.empty(block.shape[0], np.int64)
@@ -602,24 +628,15 @@ def sgd_chunk(addresses, like, y_address, y_like, n_rows, fparams, iparams, nois
     carry_stage = np.empty((n_columns, batch_size), like.dtype)
     carry_labels = np.empty(batch_size, y_like.dtype)
     carry_addresses = _row_addresses(carry_stage)
-    staging = n_features >= STAGE_MIN_FEATURES
-    stage_batches = max(1, STAGE_COLUMN_BYTES // (batch_size * like.itemsize))
-    stage_rows = stage_batches * batch_size if staging else 0
-    stage = np.empty((n_columns, stage_rows), like.dtype)
-    stage_addresses = _row_addresses(stage)
+    staging, stage_batches, stage, stage_addresses = _stage_buffer(n_columns, n_features,
+                                                                   batch_size, like)
     while True:
         # the next block of batches: the carried batch once complete (or, with final, once the
         # chunk has ended), else the complete batches in place; the rest goes to the carry buffer
         carried = counters[C_CARRY]
         from_carry = carried == batch_size or (final and carried > 0 and position == n_rows)
         if from_carry:
-            for j in range(n_columns):
-                source = carry_X[j]
-                target = carry_stage[j]
-                for i in range(carried):
-                    target[i] = source[i]
-            for i in range(carried):
-                carry_labels[i] = carry_y[i]
+            _narrow_carried(carry_X, carry_y, carried, carry_stage, carry_labels)
             sources = carry_addresses
             first_row = 0
             block_labels = carry_labels
@@ -1042,23 +1059,14 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, fparams, iparams
     carry_stage = np.empty((n_columns, batch_size), like.dtype)
     carry_labels = np.empty(batch_size, y_like.dtype)
     carry_addresses = _row_addresses(carry_stage)
-    staging = n_features >= STAGE_MIN_FEATURES
-    stage_batches = max(1, STAGE_COLUMN_BYTES // (batch_size * like.itemsize))
-    stage_rows = stage_batches * batch_size if staging else 0
-    stage = np.empty((n_columns, stage_rows), like.dtype)
-    stage_addresses = _row_addresses(stage)
+    staging, stage_batches, stage, stage_addresses = _stage_buffer(n_columns, n_features,
+                                                                   batch_size, like)
     while True:
         # the next block of batches, chosen as in sgd_chunk
         carried = counters[0, C_CARRY]
         from_carry = carried == batch_size or (final and carried > 0 and position == n_rows)
         if from_carry:
-            for j in range(n_columns):
-                source = carry_X[j]
-                target = carry_stage[j]
-                for i in range(carried):
-                    target[i] = source[i]
-            for i in range(carried):
-                carry_labels[i] = carry_y[i]
+            _narrow_carried(carry_X, carry_y, carried, carry_stage, carry_labels)
             sources = carry_addresses
             first_row = 0
             block_labels = carry_labels
