@@ -166,8 +166,10 @@ def run_demo(*, rows: int = 1_000_000, features: int = 10, epsilon: float | None
         Xtr, ytr, Xte, yte, names, ranges = _synthetic(rows, features, seed)
     n, p = Xtr.shape
     bound = math.sqrt(p)
+    # both settings label the rows -1/+1: declared, since a release never reads its classes from
+    # the labels (the fixed rule would record [0, 1] and warn)
     spec = ReleaseSpec(epsilon_x=epsilon / 2, delta=delta, bound=bound, epsilon_y=epsilon / 2,
-                       features=tuple(names), ranges=ranges, label="y")
+                       features=tuple(names), ranges=ranges, label="y", classes=(-1, 1))
     n_updates = -(-n // batch_size)
     if learning_rate is None:
         learning_rate = max(PAPER_LEARNING_RATE, 4.0 / (alpha * n_updates))
