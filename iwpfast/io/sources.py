@@ -176,13 +176,7 @@ class FileSource(Source):
                                            json.dumps(combined, sort_keys=True).encode()})
         cols = _check_columns(schema, columns, self.paths[0])
         for f in self.files[1:]:
-            _check_columns(f.schema, cols, f.path)
-            for c in cols:
-                if not f.schema.field(c).type.equals(schema.field(c).type):
-                    raise InvalidInputError(
-                        f"{f.path!r}: column {c!r} has type {f.schema.field(c).type}, but "
-                        f"{schema.field(c).type} in {self.paths[0]!r}; write all files with one "
-                        f"schema")
+            _check_like_first(f, cols, schema, self.paths[0])
         counts = [f.num_rows for f in self.files]
         num_rows = None if any(c is None for c in counts) else int(sum(counts))
         self.file_rows = counts
@@ -211,13 +205,7 @@ class FileSource(Source):
                 raise ReleaseSpecError(f"{f.path!r} holds {f.num_rows} rows but the manifest "
                                        f"lists {parts.rows[i]}; the part was changed: release the "
                                        f"data again")
-            _check_columns(f.schema, cols, f.path)
-            for c in cols:
-                if not f.schema.field(c).type.equals(schema.field(c).type):
-                    raise InvalidInputError(
-                        f"{f.path!r}: column {c!r} has type {f.schema.field(c).type}, but "
-                        f"{schema.field(c).type} in {self.paths[0]!r}; write all files with one "
-                        f"schema")
+            _check_like_first(f, cols, schema, self.paths[0])
 
         self.files = _LazyFiles(self.locations, lambda loc: self._open(loc, batch_rows), first,
                                 check)
@@ -258,6 +246,16 @@ class FileSource(Source):
                 yield origin, batch
                 last = origin.global_row + batch.num_rows
             row = last if n is None else row + n
+
+
+def _check_like_first(f, cols, schema: pa.Schema, first_path: str) -> None:
+    """Another file of a multi-file source: it has the columns, each of the first file's type."""
+    _check_columns(f.schema, cols, f.path)
+    for c in cols:
+        if not f.schema.field(c).type.equals(schema.field(c).type):
+            raise InvalidInputError(
+                f"{f.path!r}: column {c!r} has type {f.schema.field(c).type}, but "
+                f"{schema.field(c).type} in {first_path!r}; write all files with one schema")
 
 
 class RowRangeSource(Source):
