@@ -41,7 +41,11 @@ def test_spec_states_pure_epsilon_and_refuses_what_is_not():
     assert "(10, 0)-locally differentially private (pure epsilon)" in g.statement
     assert "discrete Laplace mechanism" in g.statement and "L1 bound 1.5" in g.statement
     assert isinstance(spec.feature_mechanism, LaplaceFeatureMechanism)
-    assert "(L1)" in spec.describe() and "discrete_laplace" in spec.describe()
+    described = spec.describe()
+    assert "(L1)" in described and "discrete_laplace" in described
+    # no Gaussian calibration line for a Laplace release; the law's standard deviation instead
+    assert "calibration:" not in described and "sigma:" not in described
+    assert "noise sd:" in described and "pure epsilon_x=8" in described
     assert ReleaseSpec(epsilon_x=1.0, delta=1e-5, bound=1.0).mechanism == "gaussian"   # the default
     with pytest.raises(InvalidInputError, match="pure epsilon: pass delta=0.0"):
         laplace_spec(delta=1e-5)

@@ -699,11 +699,17 @@ class ReleaseSpec:
         mech = self._features_mech
         if mech is not None:
             per = "per private feature" if self.public_features else "per feature"
-            lines += [f"feature bound: {self.bound:g} ({'L1' if self.mechanism == 'laplace' else 'L2'}"
-                      + (", over the private features)" if self.public_features else ")"),
-                      f"calibration:   {self.calibration}",
-                      f"sigma:         {self.sigma:.6g} {per} (epsilon_x={self.epsilon_x:g}, "
-                      f"delta={self.delta:g})"]
+            laplace = self.mechanism == "laplace"
+            lines.append(f"feature bound: {self.bound:g} ({'L1' if laplace else 'L2'}"
+                         + (", over the private features)" if self.public_features else ")"))
+            if laplace:
+                # no Gaussian calibration and no sigma parameter: the law's own standard deviation
+                lines.append(f"noise sd:      {self.sigma:.6g} {per} (pure epsilon_x="
+                             f"{self.epsilon_x:g}, delta=0; discrete Laplace)")
+            else:
+                lines += [f"calibration:   {self.calibration}",
+                          f"sigma:         {self.sigma:.6g} {per} (epsilon_x={self.epsilon_x:g}, "
+                          f"delta={self.delta:g})"]
         if self.public_features and self.features:
             lines.append("noise var:     " + ", ".join(
                 f"{f}={v:.6g}" for f, v in zip(self.features, self.feature_noise_variances(),
