@@ -183,7 +183,7 @@ def plan_parts_with(source, destination, spec: ReleaseSpec, options: ReleaseOpti
     created = folder.local and kind == "missing"
     if created:                         # last: a refused release leaves nothing behind
         os.makedirs(folder.path, exist_ok=True)
-    return PartPlan(inputs, folder, spec, uuid.uuid4().hex, extension, row_ranges, created)
+    return PartPlan(inputs, folder, spec, new_release_id(), extension, row_ranges, created)
 
 
 def _leftovers_of_other_runs(folder, published: bool, overwrite: bool) -> None:
