@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 from .exceptions import InvalidInputError
 from .label_noise import label_tilde_from_keep
+from .laplace import DEFAULT_REGION_FRACTION
 from .losses import CLASSIFICATION_LOSSES, REGRESSION_LOSSES, loss_record
 
 #: the |theta| at which the plan tabulates the variance growth
@@ -183,8 +184,10 @@ class ReleasePlan:
         for r, v, f in self.variance_rows:
             lines.append(f"    {r:7.3g}   {v:16.4g}   {f:15.4g}")
         if heavy_tailed and self.sigma > 0 and self.mechanism == "laplace":
+            # the default cap's continuous limit: DEFAULT_REGION_FRACTION^2 * Var / (4 b^2), Var ~ 2 b^2
+            cap = DEFAULT_REGION_FRACTION ** 2 / 2
             lines.append("  finite only while every |theta_j| < 1/(2b): the learner's default cap keeps "
-                         f"sigma^2|theta|^2 <= 0.405 (|theta| <= {math.sqrt(0.405) / self.sigma:.3g})")
+                         f"sigma^2|theta|^2 <= {cap:.3g} (|theta| <= {math.sqrt(cap) / self.sigma:.3g})")
         elif heavy_tailed and self.sigma > 0:
             lines.append("  keep sigma^2|theta|^2 small: a variance cap of 2 (fit --variance-cap 2) "
                          f"bounds |theta| by {math.sqrt(2.0) / self.sigma:.3g}"
