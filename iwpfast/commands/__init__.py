@@ -20,6 +20,13 @@ def add_subparser(subparsers, name: str, *, help: str, description: str, example
     )
 
 
+def feature_delta(args) -> float:
+    """``--delta``, or its default: 1e-5, and 0 with ``--mechanism laplace`` (pure epsilon)."""
+    if args.delta is not None:
+        return args.delta
+    return 0.0 if args.mechanism == "laplace" else 1e-5
+
+
 def split_names(values) -> list[str]:
     """Names given as ``A B`` or ``A,B`` (or both) -> ``[A, B]``."""
     out = []

@@ -1,7 +1,7 @@
 """``iwpfast plan``: the noise a budget implies and what one pass can learn, before releasing."""
 from __future__ import annotations
 
-from . import add_subparser
+from . import add_subparser, feature_delta
 
 EXAMPLES = """\
   # 5 features, (4 + 2, 1e-5)-LDP, bound 2, 32,561 rows: sigma, keep probability, what is learnable
@@ -58,7 +58,7 @@ def run(args) -> int:
 
     from ..planning import plan_release
 
-    delta = args.delta if args.delta is not None else (0.0 if args.mechanism == "laplace" else 1e-5)
+    delta = feature_delta(args)
     plan = plan_release(epsilon_x=args.epsilon_x, epsilon_y=args.epsilon_y, delta=delta,
                         bound=args.bound, n_features=args.features, n_rows=args.rows,
                         loss=args.loss, task=args.task, calibration=args.calibration,

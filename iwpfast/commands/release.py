@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import add_cluster_arguments, add_subparser, split_names
+from . import add_cluster_arguments, add_subparser, feature_delta, split_names
 
 EXAMPLES = """\
   # ACSIncome: 4 features with their public ranges, (1, 1e-5) on features + 1 on labels
@@ -201,7 +201,7 @@ def run(args) -> int:
     if public == ["all"]:
         public = list(features)
     label_only = bool(public) and set(features) <= set(public)
-    delta = args.delta if args.delta is not None else (0.0 if args.mechanism == "laplace" else 1e-5)
+    delta = feature_delta(args)
     spec = ReleaseSpec(
         epsilon_x=args.epsilon_x,
         delta=None if label_only and args.epsilon_x is None else delta,
