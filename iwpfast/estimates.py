@@ -109,9 +109,11 @@ def glm_scalars_table(loss: str, z: np.ndarray, signs: np.ndarray, tau: float, t
     return w_z * a - w_minus_z * a_neg, w_z * c + w_minus_z * c_neg
 
 
-def glm_loss_values_table(loss: str, z: np.ndarray, signs: np.ndarray, tau: float, table,
-                          truncation: int) -> np.ndarray:
-    """Per-row IWP loss W_+ F_0(z) + W_- F_0(-z) with the table's weights for each row."""
+def glm_loss_values_table(loss: str, z: np.ndarray, signs: np.ndarray, tau: float | np.ndarray,
+                          table, truncation: int) -> np.ndarray:
+    """Per-row IWP loss W_+ F_0(z) + W_- F_0(-z) with the table's weights for each row (``signs``
+    broadcasts against ``z``: an (m, 1) column weighs the (m, G) margins of G heads of one class,
+    ``tau`` then their (G,) taus)."""
     if _symmetric(table):
         return glm_loss_values(loss, z, tau, table[0], truncation)
     w_z, w_minus_z = _table_weights(signs, table)

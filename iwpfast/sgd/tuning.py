@@ -418,7 +418,7 @@ class HeadScorer:
 
     def add_source(self, source) -> None:
         """Score every row of ``source`` (one read)."""
-        from ..estimates import glm_loss_values
+        from ..estimates import glm_loss_values, glm_loss_values_table
         from ..io.sources import Source, open_source
         record = loss_record(self.loss)
         features, label, sample_weight = self.features, self.label, self.sample_weight
@@ -440,10 +440,9 @@ class HeadScorer:
                 # one-vs-rest, class by class: a row's sign and label weights are the same for all
                 # of the class's heads, so they are (m, 1) columns broadcast over its G heads
                 for g, acc in zip(self.groups, self.accs, strict=True):
-                    match = y == self.head_class[g[0]]
-                    sign = np.where(match, 1.0, -1.0)[:, None]
-                    vals = _table_loss_values(self.loss, sign * U[:, g], match, tau[g],
-                                              self.table, self.truncation)
+                    sign = np.where(y == self.head_class[g[0]], 1.0, -1.0)[:, None]
+                    vals = glm_loss_values_table(self.loss, sign * U[:, g], sign, tau[g],
+                                                 self.table, self.truncation)
                     acc.add(vals if sample_weight is None else vals * row_weights[:, None])
                 continue
             else:
@@ -552,21 +551,6 @@ def _choose(points, names: list[str], scored: dict, cov_of: Callable[[str, str],
                 cov[i, j] = cov_of(ni, nj)
     chosen, rule, notes = select(points, estimates, cov)
     return estimates, chosen, rule, notes
-
-
-def _table_loss_values(loss: str, z: np.ndarray, match: np.ndarray, tau: np.ndarray, table,
-                       truncation: int) -> np.ndarray:
-    """Per-row IWP loss W_+ F_0(z) + W_- F_0(-z) of one class's heads (``z``: (m, G) margins),
-    the row's weights from the k-ary table by whether its class is the heads' (``match``): the
-    values of ``estimates.glm_loss_values_table`` with (m, 1) weight columns."""
-    from ..estimates import glm_loss_values
-    from ..losses import series_F_unchecked
-    if table[0] == table[2] and table[1] == table[3]:
-        return glm_loss_values(loss, z, tau, table[0], truncation)
-    w_z = np.where(match, table[0], table[2])[:, None]
-    w_minus_z = np.where(match, table[1], table[3])[:, None]
-    return w_z * series_F_unchecked(loss, 0, z, tau, truncation) \
-        + w_minus_z * series_F_unchecked(loss, 0, -z, tau, truncation)
 
 
 def tune_stream(source, features: Sequence[str], label: str, points: Sequence[GridPoint],
