@@ -120,7 +120,6 @@ class Loss:
     name:        the public name (``loss=`` of the estimators and the CLI).
     task:        "classification" (``f`` of the margin ``v = y theta^T x``, labels +-1) or
                  "regression" (``f`` of the residual ``v = theta^T x - y``).
-    formula:     ``f(v)`` in words, for messages and docs.
     derivative:  ``(n, v) -> f^(n)(v)``, elementwise over a float64 array ``v``.
     series:      ``(j, v, tau, truncation) -> F_j(v)``, the inverse-Weierstrass series of
                  ``f^(j)`` for j = 0, 1, 2 (module docstring); unchecked, for per-batch loops.
@@ -150,7 +149,6 @@ class Loss:
 
     name: str
     task: str
-    formula: str
     derivative: Callable[[int, np.ndarray], np.ndarray]
     series: Callable[[int, np.ndarray, float, int], np.ndarray]
     f2_at_0: float
@@ -279,17 +277,17 @@ def _logistic_newton(v: np.ndarray):
 
 
 LOSS_RECORDS: dict[str, Loss] = {loss.name: loss for loss in (
-    Loss("exponential", "classification", "exp(-v)", _exponential_derivative, _exponential_series,
+    Loss("exponential", "classification", _exponential_derivative, _exponential_series,
          f2_at_0=1.0, slope_at_0=1.0, derivative_bounds=_exponential_bounds, heavy_tailed=True,
          series_12=_exponential_series_12, smoothed=lambda v, tau: np.exp(tau - v),
          newton=_exponential_newton, log_odds_scale=2.0, laplace="product"),
-    Loss("quadratic", "classification", "(v - 1)^2 / 2", _quadratic_derivative, _quadratic_series,
+    Loss("quadratic", "classification", _quadratic_derivative, _quadratic_series,
          f2_at_0=1.0, slope_at_0=1.0, derivative_bounds=lambda zmax, target_bound: (zmax + 1.0, 1.0),
          smoothed=_quadratic_smoothed, newton=_quadratic_newton, laplace="variance"),
-    Loss("logistic", "classification", "log(1 + exp(-v))", _logistic_derivative, _logistic_series,
+    Loss("logistic", "classification", _logistic_derivative, _logistic_series,
          f2_at_0=0.25, slope_at_0=0.5, derivative_bounds=lambda zmax, target_bound: (1.0, 0.25),
          truncated=True, newton=_logistic_newton, log_odds_scale=1.0),
-    Loss("squared_error", "regression", "r^2 / 2", _squared_derivative, _squared_series,
+    Loss("squared_error", "regression", _squared_derivative, _squared_series,
          f2_at_0=1.0, slope_at_0=None,
          derivative_bounds=lambda zmax, target_bound: (zmax + target_bound, 1.0),
          smoothed=_squared_smoothed, newton=_squared_newton, laplace="variance"),
