@@ -37,11 +37,6 @@ from ._units import scale_and_clip, scaling_mapper
 STREAM_ROWS = 100_000
 
 
-def _lazy_driver():
-    from ..sgd import driver
-    return driver
-
-
 class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
     """What IWPClassifier and IWPRegressor share: the pass, prediction, evaluation, persistence."""
 
