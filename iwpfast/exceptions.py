@@ -26,7 +26,8 @@ def redact_credentials(text: str) -> str:
     global _CREDENTIALS_IN_URI
     if _CREDENTIALS_IN_URI is None:
         _CREDENTIALS_IN_URI = (
-            re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)[^/\s@'\"]*@"),
+            # through the authority's last "@" (a secret may hold an unescaped "@")
+            re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)[^/\s'\"]*@"),
             re.compile(r"(\b(?:access_key|secret_key|session_token|password|token|sig|signature|"
                        r"x-amz-signature|x-amz-credential|x-amz-security-token)=)[^&\s'\"]+",
                        re.IGNORECASE))

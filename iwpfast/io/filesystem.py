@@ -267,11 +267,8 @@ def resolve(target, filesystem=None) -> Location:
 def _redacted(uri: str) -> str:
     """``uri`` without credentials written into it (``s3://KEY:SECRET@bucket/...``): the text
     shown in messages and results."""
-    scheme, sep, rest = uri.partition("://")
-    authority, slash, path = rest.partition("/")
-    if "@" in authority:
-        authority = authority.rsplit("@", 1)[1]
-    return scheme + sep + authority + slash + path
+    from ..exceptions import redact_credentials
+    return redact_credentials(uri)
 
 
 def _fsspec_filesystem(text: str, scheme: str, arrow_error: Exception):
