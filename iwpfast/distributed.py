@@ -307,11 +307,8 @@ class ShardRecipe:
 
     def rows(self, a: int, b: int) -> int:
         """The rows the view holds of the files' rows ``[a, b)``."""
-        if self.period is None:
-            return b - a
-        from .io.views import split_counts
-        end, before = (split_counts(x, self.period, self.block) for x in (b, a))
-        return end[1] - before[1] if self.validation else end[0] - before[0]
+        from .io.views import part_rows
+        return part_rows(a, b, self.period, self.block, self.validation)
 
     def open(self, a: int, b: int):
         """The source of rows ``[a, b)``, opening only the files they lie in."""

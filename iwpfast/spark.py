@@ -248,12 +248,9 @@ def _make_streams():
             self.shards = sum(1 for n in self.rows if n > 0)
 
         def _view_rows(self, view, a: int, b: int) -> int:
-            from .io.views import split_counts
-            period, block, validation, _, is_view = view
-            if not is_view or period is None:
-                return b - a
-            end, before = (split_counts(x, period, block) for x in (b, a))
-            return end[1] - before[1] if validation else end[0] - before[0]
+            from .io.views import part_rows
+            period, block, validation, _, _ = view
+            return part_rows(a, b, period, block, validation)
 
         def _layout(self, source):
             view = _view_of(source)

@@ -28,6 +28,15 @@ def split_counts(n: int, period: int, block: int) -> tuple[int, int]:
     return n - val, val
 
 
+def part_rows(a: int, b: int, period: int | None, block: int, validation: bool) -> int:
+    """The rows of the training (or validation) part among rows ``[a, b)`` of the whole source
+    (``period`` None: no split, all of them)."""
+    if period is None:
+        return b - a
+    end, before = split_counts(b, period, block), split_counts(a, period, block)
+    return end[1] - before[1] if validation else end[0] - before[0]
+
+
 def column_mapper(functions: dict[str, Callable[[np.ndarray], np.ndarray]]):
     """A mapper that replaces each named column by ``fn(values)`` as float64."""
 
@@ -87,10 +96,9 @@ class PartSource(Source):
         self.rereadable = inner.rereadable
         self.cheap_decode = inner.cheap_decode and mapper is None
         n = inner.num_rows
-        if n is not None and self.period is not None:
-            end = split_counts(self.row_offset + int(n), self.period, self.block)
-            before = split_counts(self.row_offset, self.period, self.block)
-            n = end[1] - before[1] if validation else end[0] - before[0]
+        if n is not None:
+            n = part_rows(self.row_offset, self.row_offset + int(n), self.period, self.block,
+                          self.validation)
         schema = inner.full_schema if mapper is None else mapper[0](inner.full_schema)
         super().__init__(schema, inner.columns, inner.batch_rows, n)
 
