@@ -54,7 +54,7 @@ def main(argv=None) -> int:
 
 
 def _main(argv) -> int:
-    from .exceptions import IWPError, redact_credentials
+    from .exceptions import IWPError
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -71,7 +71,8 @@ def _main(argv) -> int:
     except OSError as exc:
         # the network or the storage (an unreachable S3 endpoint after its bounded retries, a
         # full disk...): one line, no traceback
-        text = redact_credentials(" ".join(str(exc).split()))
+        # (redacted by main's _Redacting stderr, as every line printed)
+        text = " ".join(str(exc).split())
         print(f"iwpfast: error: {text}; check the path or URI, the network and the credentials",
               file=sys.stderr)
         return 2
