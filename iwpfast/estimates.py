@@ -208,21 +208,29 @@ def _prepare(theta, X, y, loss, noise_var, epsilon_y, truncation, intercept, cor
                                     "loss='squared_error' pass target_noise_var (sigma_y^2) instead")
     iwp = correction == "iwp"
     s = noise if iwp else np.zeros(p)
-    if iwp and law is not None and LOSS_RECORDS[loss].laplace == "product":
-        # e^{-tau} is prod_j kappa_j and d/dtheta_j of -tau is -direction_j (docs/math.md)
-        log_kappa, direction = law.exponential_factor(theta)
-        tau = -math.fsum(log_kappa.tolist())
-    else:
-        # Gaussian noise; and the Laplace law for the quadratic losses, whose inverse only involves
-        # the variance: D_j f = f - (Var_j theta_j^2 / 2) f'' exactly
-        tau = 0.5 * float(np.dot(s, theta * theta))
-        direction = s * theta
+    tau, direction = noise_tau(loss, s, theta, law if iwp else None)
     weight = label_tilde(epsilon_y) if (iwp and loss in CLASSIFICATION_LOSSES) else 1.0
     u = X @ theta
     if intercept is not None:
         u = u + intercept
     return theta, X, y, direction, tau, weight, u, truncation, intercept, \
         (target_noise_var if iwp else 0.0)
+
+
+def noise_tau(loss: str, noise_var, theta, noise_law=None) -> tuple[float, np.ndarray]:
+    """(tau, direction) of the inverse transform at ``theta``: the argument of the loss's series
+    and d tau / d theta.  The one place that says which law uses which form: Gaussian noise (and
+    the Laplace law for the quadratic losses, whose inverse involves the variance only:
+    D_j f = f - (Var_j theta_j^2 / 2) f'') give tau = 1/2 sum_j s_j theta_j^2, direction s * theta;
+    the Laplace law with the exponential loss gives e^{-tau} = prod_j kappa_j (docs/math.md "Pure
+    epsilon").  ``noise_law``: None or a DiscreteLaplace of len(theta) features; ``noise_var`` is
+    then its variance."""
+    theta = np.asarray(theta, dtype=np.float64)
+    if noise_law is not None and LOSS_RECORDS[loss].laplace == "product":
+        log_kappa, direction = noise_law.exponential_factor(theta)
+        return -math.fsum(log_kappa.tolist()), direction
+    s = np.asarray(noise_var, dtype=np.float64)
+    return 0.5 * float(np.dot(s, theta * theta)), s * theta
 
 
 def _check_law(noise_law, noise_var, loss, p):

@@ -219,3 +219,29 @@ def test_public_columns_carry_no_laplace_noise_and_the_learner_skips_them(tmp_pa
     law = clf._pass.config.noise_law
     assert law is not None and law.variance[2] == 0.0 and law.scale[2] == 0.0
     assert law.exponential_factor(np.array([0.1, -0.2, 5.0]))[0][2] == 0.0    # kappa = 1, any theta
+
+
+def test_private_risk_of_a_laplace_release_is_the_mean_of_the_exact_laplace_estimates(tmp_path):
+    """private_risk (and the 'auto' hold-out and the k-class risk, through the same
+    estimates.noise_tau) use the Laplace inverse e^{-tau} = prod_j kappa_j for the exponential
+    loss, not the Gaussian 1/2 sum s_j theta_j^2: the estimate equals the mean of iwp_loss with the
+    release's law, to rounding."""
+    data = raw_data(3000)
+    with pytest.warns(UserWarning, match="seeded"):
+        release(data, tmp_path / "r.parquet", laplace_spec(), seed=2)
+    clf = iwpfast.IWPClassifier(alpha=0.1, learning_rate=0.05).fit(tmp_path / "r.parquet",
+                                                                    label="y")
+    src = open_source(tmp_path / "r.parquet")
+    from iwpfast.estimators._noise import noise_from_metadata
+    law = noise_from_metadata(src.release_metadata, list(FEATURES)).noise_law
+    table = pq.read_table(tmp_path / "r.parquet")
+    X = np.column_stack([table[f].to_numpy().astype(np.float64) for f in FEATURES])
+    y = table["y"].to_numpy().astype(np.float64)
+    theta, b = clf.coef_.ravel(), float(np.ravel(clf.intercept_)[0])
+    expected = iwpfast.iwp_loss(theta, X, y, loss="exponential", noise_law=law,
+                                epsilon_y=laplace_spec().epsilon_y, intercept=b).mean()
+    gaussian = iwpfast.iwp_loss(theta, X, y, loss="exponential", noise_var=law.variance,
+                                epsilon_y=laplace_spec().epsilon_y, intercept=b).mean()
+    got = clf.private_risk(tmp_path / "r.parquet").risk
+    assert got == pytest.approx(expected, rel=1e-9)
+    assert abs(expected - gaussian) > 1e-6 * abs(expected)   # the two forms differ at this theta

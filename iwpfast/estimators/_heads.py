@@ -267,11 +267,12 @@ class SingleHead(Heads):
     @staticmethod
     def risk_estimate(est, plan, epsilon_y):
         """The mean of the rows' IWP losses at the fitted (theta, b) (``private_risk``)."""
-        from ..estimates import RiskAccumulator, glm_loss_values
+        from ..estimates import RiskAccumulator, glm_loss_values, noise_tau
         from ..label_noise import label_tilde_from_keep
         theta, b = est._theta_b()
         noise = plan.noise
-        tau = 0.5 * float(np.dot(noise.noise_var, theta * theta))
+        law = None if noise.noise_law is None else noise.noise_law.broadcast(theta.shape[0])
+        tau = noise_tau(est.loss, noise.noise_var, theta, law)[0]
         weight = label_tilde_from_keep(noise.label_keep_prob)
         truncation = int(getattr(est, "truncation_", 0))
         acc = RiskAccumulator(1)

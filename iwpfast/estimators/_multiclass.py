@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..estimates import class_indices
+from ..estimates import class_indices, noise_tau
 from ..exceptions import InvalidInputError
 from ..label_noise import label_weight_table
 
@@ -201,7 +201,8 @@ def one_vs_rest_risk(est, plan, epsilon_y):
         table = release_table(meta)
     else:
         table = PUBLIC_TABLE if epsilon_y is None else label_weight_table(epsilon_y, k)
-    taus = 0.5 * np.sum(noise.noise_var * theta * theta, axis=1)
+    law = None if noise.noise_law is None else noise.noise_law.broadcast(theta.shape[1])
+    taus = np.array([noise_tau(est.loss, noise.noise_var, row, law)[0] for row in theta])
     truncation = int(getattr(est, "truncation_", 0))
     acc = RiskAccumulator(1)
     extra = [] if weight_column is None else [weight_column]

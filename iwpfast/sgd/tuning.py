@@ -378,7 +378,7 @@ class HeadScorer:
     def __init__(self, features: Sequence[str], label: str, heads: Sequence, states: dict,
                  configs: dict, *, loss: str, noise=None, label_table=None,
                  sample_weight: str | None = None):
-        from ..estimates import RiskAccumulator
+        from ..estimates import RiskAccumulator, noise_tau
         self.features = list(features)
         self.label = label
         self.loss = loss
@@ -393,8 +393,11 @@ class HeadScorer:
         if noise is None:
             noise = (cfg0.noise_var, cfg0.label_keep_prob if cfg0.mode == "iwp" else None,
                      cfg0.target_noise_var)
-        s = np.asarray(noise[0], dtype=np.float64)[:, None]
-        self.tau = 0.5 * np.sum(s * self.theta * self.theta, axis=0)        # (k,)
+        law = cfg0.noise_law if cfg0.mode == "iwp" else None
+        if law is not None:
+            law = law.broadcast(self.theta.shape[0])
+        self.tau = np.array([noise_tau(loss, noise[0], self.theta[:, g], law)[0]
+                             for g in range(k)])                             # (k,)
         self.weight = label_tilde_from_keep(noise[1])
         self.target_var = float(noise[2])
         self.one_vs_rest = cfg0.label_class is not None
