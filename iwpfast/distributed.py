@@ -177,16 +177,18 @@ class DaskPartsRunner:
         bar = progress_bar(options.progress, len(plan.inputs), initial=len(plan.kept),
                            desc="iwpfast release", unit="parts")
         rows = sum(plan.kept.values())
+        results = {}
         try:
             for fut in as_completed(futures):
                 result = fut.result()        # raises the part's error
+                results[fut.key] = result    # kept: fetched once, not again by a gather
                 rows += result.rows_written
                 bar.update(1)
                 if hasattr(bar, "set_postfix_str"):
                     bar.set_postfix_str(f"{rows:,} rows released")
         finally:
             bar.close()
-        return self.client.gather(futures)
+        return [results[fut.key] for fut in futures]
 
 
 def _release_part_task(plan, index, options, key):
