@@ -302,8 +302,8 @@ def test_head_pool_raises_the_first_error_after_every_thread_finished():
 
     names = ["bad1", "slow", "bad2"]
     hs = [SimpleNamespace(name=c, config=c, label="y") for c in names]
-    pool = _HeadPool([[h] for h in hs], {c: None for c in names}, {c: (0, None) for c in names},
-                     run_chunk, 3)
+    states = {c: SimpleNamespace(carry_n=0) for c in names}        # nothing carried
+    pool = _HeadPool([[h] for h in hs], states, {c: (0, None) for c in names}, run_chunk, 3)
     try:
         for k in range(2):
             pool.submit(SimpleNamespace(features=[k], labels={"y": None}))

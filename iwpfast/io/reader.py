@@ -21,7 +21,10 @@ queue, so at most three chunks are alive.  Exceptions in the thread are re-raise
 closing the iterator (end of loop, exception, KeyboardInterrupt) stops and joins the thread.
 
 Validation, in the thread: a null or a non-finite value (NaN, +-inf) in a feature or label column
-raises ``InvalidInputError`` naming the file, row group, column and row.
+raises ``InvalidInputError`` naming the file, row group, column and row.  ``unchecked_columns``
+are not checked for NaN/inf (nulls still are): the training driver passes its feature columns,
+where a non-finite value makes the kernel's update non-finite and the scan then names the column
+and row with the same error (``iwpfast.sgd.scan``), so a pass does not sum every column for it.
 """
 from __future__ import annotations
 
@@ -29,14 +32,14 @@ import math
 import queue
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 
 from ..exceptions import InvalidInputError
-from .chunks import Chunk, ReaderStats
+from .chunks import Chunk, ReaderStats, non_finite_value_error
 from .source_base import BatchOrigin, Source
 from .sources import open_source
 
@@ -138,9 +141,7 @@ def _validate(origin: BatchOrigin, name: str, arr: pa.Array, values: np.ndarray 
     if np.isfinite(total) or np.isfinite(values).all():
         return
     i = _locate_bad(arr, values)
-    raise InvalidInputError(
-        f"non-finite value {values[i]!r} in column {name!r} at {origin.describe(i)}. Remove or "
-        f"fix the rows with NaN/inf before training.")
+    raise non_finite_value_error(values[i], name, origin.describe(i))
 
 
 def _column_view(arr: pa.Array, dtype: np.dtype) -> tuple[np.ndarray, bool]:
@@ -160,11 +161,14 @@ class ChunkReader:
     source: anything ``open_source`` accepts, or a Source.  feature_groups: list of lists of column
     names.  label_columns: label/target column names.  start_row: first global row (resume).
     prefetch: decode in a background thread (False: in the caller, for debugging).
+    unchecked_columns: columns not checked for NaN/inf while read (nulls are): their consumer
+    finds a non-finite value itself (see the module doc).
     """
 
     def __init__(self, source, feature_groups: Sequence[Sequence[str]],
                  label_columns: Sequence[str] = (), chunk_rows: int | None = None, *,
-                 start_row: int = 0, prefetch: bool = True):
+                 start_row: int = 0, prefetch: bool = True,
+                 unchecked_columns: Collection[str] = ()):
         self.source: Source = source if isinstance(source, Source) else open_source(source)
         self.plan = _plan(self.source.full_schema, feature_groups, list(label_columns),
                           self.source.description)
@@ -180,6 +184,8 @@ class ChunkReader:
         self.chunk_rows = int(chunk_rows)
         self.start_row = int(start_row)
         self.prefetch = prefetch
+        unchecked = set(unchecked_columns)
+        self._checked = [c not in unchecked for c in self.plan.columns]
         self.stats = ReaderStats()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -217,7 +223,7 @@ class ChunkReader:
         return out, zc
 
     def _convert_columns(self, origin, batch, dtypes, out, zc):
-        for i, name in enumerate(self.plan.columns):
+        for i, (name, checked) in enumerate(zip(self.plan.columns, self._checked, strict=True)):
             arr = batch.column(i)
             if arr.null_count:
                 _validate(origin, name, arr, None)
@@ -225,7 +231,7 @@ class ChunkReader:
             # fast path inlined (this runs for every column of every batch: ~10 us of Python per
             # call mattered at p = 100): one sum, NaN/inf propagate into it (see _validate, which
             # finds the row, or clears an overflowing sum of finite values)
-            if values.dtype.kind == "f" and not math.isfinite(np.add.reduce(values)):
+            if checked and values.dtype.kind == "f" and not math.isfinite(np.add.reduce(values)):
                 _validate(origin, name, arr, values)
             out[name] = values
             zc[name] = is_view
@@ -234,6 +240,7 @@ class ChunkReader:
         """Build one chunk of n rows from pieces [(origin, {name: array}, {name: zero_copy})]."""
         origin = pieces[0][0]
         cols: dict[str, np.ndarray] = {}
+        later_origins: list[tuple[int, BatchOrigin]] = []
         copied = False
         if pieces[0][1][self.plan.columns[0]].shape[0] >= n:
             for name in self.plan.columns:
@@ -258,6 +265,13 @@ class ChunkReader:
                 cols[name] = buf
                 self.stats.copied_columns += 1
                 self.stats.copied_bytes += buf.nbytes
+            pos = 0
+            for piece_origin, arrays, _ in pieces:
+                if pos:
+                    later_origins.append((pos, piece_origin))
+                pos += next(iter(arrays.values())).shape[0]
+                if pos >= n:
+                    break
             copied = True
         if copied:
             self.stats.copied_chunks += 1
@@ -273,7 +287,7 @@ class ChunkReader:
                 arrays.append(a)
             features.append(tuple(arrays))
         labels = {name: cols[name] for name in self.plan.labels}
-        return Chunk(features, labels, origin, n)
+        return Chunk(features, labels, origin, n, tuple(later_origins))
 
     def _chunks(self) -> Iterator[Chunk]:
         from .arrays import ArraySource

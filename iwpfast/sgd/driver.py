@@ -604,6 +604,10 @@ def fit_stream_here(source, heads: Sequence[Head], *, chunk_rows: int | None = N
     head_threads = min(int(head_threads), len(units))
 
     groups, group_of, labels, used_columns = _column_plan(heads, src)
+    # NaN/inf in a feature column is found by the scan (scan._run_unit_chunk), not summed for
+    # while read; labels and sample weights are still checked by the reader
+    unchecked = ({c for h in heads for c in h.features} - set(labels)
+                 - {h.sample_weight for h in heads})
     chash = config_hash(heads, epochs)
     # the dataset's identity reads footers (or hashes in-memory columns): only for checkpoints
     dhash = None if checkpoint is None else dataset_hash(src, used_columns)
@@ -638,7 +642,7 @@ def fit_stream_here(source, heads: Sequence[Head], *, chunk_rows: int | None = N
                 for epoch in range(start_epoch, epochs):
                     first_row = start_row if epoch == start_epoch else 0
                     reader = ChunkReader(src, groups, labels, chunk_rows, start_row=first_row,
-                                         prefetch=prefetch)
+                                         prefetch=prefetch, unchecked_columns=unchecked)
                     row, rows_read = scan.epoch(reader, epoch, first_row, guard)
                     rows_done += rows_read
                     reader_stats = reader.stats.as_dict()

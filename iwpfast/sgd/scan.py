@@ -10,6 +10,7 @@ divergence names its head.
 """
 from __future__ import annotations
 
+import math
 import signal
 import threading
 from collections.abc import Callable
@@ -19,6 +20,7 @@ import numpy as np
 
 from .._kernels.abi import C_TRACE
 from ..exceptions import DivergenceError, InvalidInputError, SampleWeightError
+from ..io.chunks import non_finite_value_error
 from ..io.reader import ChunkReader
 from .checkpoint import write_checkpoint
 from .state import HeadConfig, HeadState
@@ -132,10 +134,17 @@ class Scan:
 
 def _run_unit_chunk(run_unit, unit, configs, states, chunk, group) -> None:
     """One kernel call of a unit of heads (one head, or one-vs-rest heads sharing their columns)
-    on one chunk; ``group``: (feature group, sample-weight group or None) of the chunk.  A
-    divergence caused by a non-finite feature value (NaN/inf make the gradient NaN, whatever the
-    step) becomes the input error naming the column and row: the values are checked only then,
-    so a source not validated while read (in-memory arrays) pays no pass of its own for it."""
+    on one chunk; ``group``: (feature group, sample-weight group or None) of the chunk.
+
+    The feature columns are not checked for NaN/inf while read (in-memory arrays, and files:
+    the driver's ``ChunkReader(unchecked_columns=...)``): a non-finite feature value makes the
+    update of its batch non-finite whatever the loss, mode and step (it enters the gradient sum
+    sum_i a_i x_ij, a NaN or inf however a_i came out; the projection and the variance cap scale
+    by factors, which keep it non-finite), and the kernel stops there.  That divergence becomes
+    the input error naming the column and row: the values are looked at only then, so a pass
+    pays nothing for the check.  The rows of an incomplete batch that the call leaves in the
+    carry are updated with only by the next call (or ``finish``), so they are checked now, while
+    their chunk names them (a few hundred values)."""
     head = unit[0]
     group, weight_group = group
     weights = None if weight_group is None else chunk.features[weight_group][0]
@@ -150,14 +159,7 @@ def _run_unit_chunk(run_unit, unit, configs, states, chunk, group) -> None:
             f"sample weight {float(weights[exc.row])!r} in column {head.sample_weight!r} at "
             f"{chunk.origin.describe(exc.row)}: {exc.reason}; fix or drop that row") from None
     except DivergenceError as exc:
-        for name, values in zip(head.features, chunk.features[group], strict=True):
-            bad = np.flatnonzero(~np.isfinite(values))
-            if bad.size:
-                i = int(bad[0])
-                raise InvalidInputError(
-                    f"non-finite value {float(values[i])!r} in column {name!r} at "
-                    f"{chunk.origin.describe(i)}. "
-                    f"Remove or fix the rows with NaN/inf before training.") from None
+        _raise_non_finite(head.features, chunk.features[group], chunk, 0)
         if len(unit) > 1:
             # a unit of several heads (a tuning grid, one-vs-rest heads): every head has made the
             # update of the batch that stopped the scan; name the first whose theta became
@@ -170,6 +172,33 @@ def _run_unit_chunk(run_unit, unit, configs, states, chunk, group) -> None:
                 if getattr(exc, "heads", None) is None:
                     exc.heads = bad_heads
         raise
+    _check_carried(head, states[0], chunk, chunk.features[group])
+
+
+def _raise_non_finite(names, columns, chunk, first: int) -> None:
+    """The input error naming the first NaN/inf among rows [first, end) of the chunk's feature
+    ``columns`` (column by column, as the reader checks them), if there is one."""
+    for name, values in zip(names, columns, strict=True):
+        bad = np.flatnonzero(~np.isfinite(values[first:]))
+        if bad.size:
+            i = first + int(bad[0])
+            raise non_finite_value_error(values[i], name, chunk.describe(i)) from None
+
+
+def _check_carried(head, state, chunk, columns) -> None:
+    """A NaN/inf among the rows the kernel call carried to the next call: named with its chunk
+    (see ``_run_unit_chunk``)."""
+    n = state.carry_n
+    if n == 0:
+        return
+    p = len(head.features)              # a weighted head carries its weights as row p
+    carried = state.carry_X[:p, :n]
+    with np.errstate(invalid="ignore", over="ignore"):
+        if math.isfinite(np.add.reduce(carried, axis=None)):
+            return
+    # the carried rows are the chunk's last ones (and, after a chunk shorter than a batch, rows of
+    # earlier chunks, checked when they were carried)
+    _raise_non_finite(head.features, columns, chunk, max(0, chunk.n_rows - n))
 
 
 def _locate_non_finite_carry(unit, state, end_row) -> None:
