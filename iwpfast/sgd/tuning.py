@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._kernels.abi import LOSS_CODES
 from ..exceptions import InvalidInputError, NumericalWarning
 from ..label_noise import label_tilde_from_keep
 from ..losses import loss_record
@@ -341,7 +342,7 @@ def _blas_single_threaded():
 
 def score_heads(source, features: Sequence[str], label: str, heads: Sequence, states: dict,
                 configs: dict, *, loss: str, noise=None, label_table=None,
-                sample_weight: str | None = None):
+                sample_weight: str | None = None, engine: str = "numba"):
     """(RiskEstimate per head, covariance of the estimates: inf between heads of different
     classes, which are never compared) on a (validation) source: one read,
     one (rows x p) @ (p x k) product per batch.  ``noise``: (noise_var, label_keep_prob,
@@ -358,10 +359,14 @@ def score_heads(source, features: Sequence[str], label: str, heads: Sequence, st
 
     Inside ``driver.streams_on(runner)`` (a cluster's pass) the source is scored by the runner:
     each worker scores its shard of the rows with a copy of the ``HeadScorer`` and the copies
-    are merged (``HeadScorer.merge``), the same sums as one read."""
+    are merged (``HeadScorer.merge``), the same sums as one read.
+
+    ``engine``: 'numba' scores each batch with one compiled call per group of compared heads
+    (``_kernels/score.py``; logistic heads use the NumPy step), 'numpy' (alias 'reference')
+    with the NumPy step, its twin."""
     from .driver import stream_runner
     scorer = HeadScorer(features, label, heads, states, configs, loss=loss, noise=noise,
-                        label_table=label_table, sample_weight=sample_weight)
+                        label_table=label_table, sample_weight=sample_weight, engine=engine)
     runner = stream_runner()
     if runner is not None:
         scorer = runner.score(source, scorer)
@@ -377,8 +382,9 @@ class HeadScorer:
 
     def __init__(self, features: Sequence[str], label: str, heads: Sequence, states: dict,
                  configs: dict, *, loss: str, noise=None, label_table=None,
-                 sample_weight: str | None = None):
+                 sample_weight: str | None = None, engine: str = "numba"):
         from ..estimates import RiskAccumulator, noise_tau
+        from .driver import resolve_engine
         self.features = list(features)
         self.label = label
         self.loss = loss
@@ -418,6 +424,8 @@ class HeadScorer:
             self.groups = [list(np.flatnonzero(self.head_class == c))
                            for c in np.unique(self.head_class)]
         self.accs = [RiskAccumulator(len(g)) for g in self.groups]
+        # the compiled step: every loss but the logistic, whose F_0 is a truncated series
+        self.compiled = resolve_engine(engine) in ("numba", "auto") and loss != "logistic"
 
     def add_source(self, source) -> None:
         """Score every row of ``source`` (one read)."""
@@ -429,6 +437,9 @@ class HeadScorer:
         src = source if isinstance(source, Source) else open_source(source)
         columns = [*features, label] + ([sample_weight] if sample_weight is not None else [])
         for batch in src.batches(columns):
+            if self.compiled:
+                self._add_compiled(batch)
+                continue
             X = np.column_stack([np.asarray(batch.column(f).to_numpy(zero_copy_only=False),
                                             dtype=np.float64) for f in features])
             y = np.asarray(batch.column(label).to_numpy(zero_copy_only=False), dtype=np.float64)
@@ -454,6 +465,40 @@ class HeadScorer:
             if sample_weight is not None:
                 vals = vals * row_weights[:, None]
             self.accs[0].add(vals)
+
+    def _add_compiled(self, batch) -> None:
+        """One batch through ``score_block_heads``: one call per group of compared heads, on
+        the batch's columns in place (one float dtype: float32 columns stay float32)."""
+        from .._kernels.score import score_block_heads
+        from .engine import _LIKE, _addresses
+
+        def column(name):
+            return np.asarray(batch.column(name).to_numpy(zero_copy_only=False))
+        columns = [column(f) for f in self.features]
+        dtype = columns[0].dtype if columns else np.dtype(np.float64)
+        if dtype not in (np.float32, np.float64) or any(c.dtype != dtype for c in columns):
+            dtype = np.dtype(np.float64)
+        columns = [np.ascontiguousarray(c, dtype=dtype) for c in columns]
+        y = np.ascontiguousarray(column(self.label), dtype=np.float64)
+        weights = (np.ascontiguousarray(column(self.sample_weight), dtype=np.float64)
+                   if self.sample_weight is not None else np.empty(0))
+        record = loss_record(self.loss)
+        code = LOSS_CODES[self.loss]
+        if self.table is not None:
+            table = np.array(self.table, dtype=np.float64)
+        else:
+            s = 1.0 if self.weight is None else float(self.weight)
+            table = np.array([s, 1.0 - s, s, 1.0 - s])
+        addresses = _addresses(columns)
+        for g, acc in zip(self.groups, self.accs, strict=True):
+            cls = (-1.0 if self.head_class is None or record.task == "regression"
+                   else float(self.head_class[g[0]]))
+            acc.n = int(score_block_heads(
+                addresses, _LIKE[dtype], np.int64(y.shape[0]), y, weights,
+                np.ascontiguousarray(self.theta[:, g]), np.ascontiguousarray(self.b[g]),
+                np.ascontiguousarray(self.tau[g]), np.int64(code), table, cls,
+                self.target_var, acc.mean, acc.m2, acc.comoment, acc.sum_abs, acc.sum_sq,
+                acc.max_abs, np.int64(acc.n)))
 
     def merge(self, other: HeadScorer) -> None:
         """Add the rows ``other`` scored (the same heads)."""
@@ -592,7 +637,7 @@ def tune_stream(source, features: Sequence[str], label: str, points: Sequence[Gr
     with _blas_single_threaded():
         scored, cov_active = score_heads(val, features, label, active, result.states,
                                          result.configs, loss=loss, noise=noise,
-                                         sample_weight=sample_weight)
+                                         sample_weight=sample_weight, engine=engine)
     index = {n: i for i, n in enumerate(active)}
     estimates, chosen, rule, notes = _choose(
         points, [pt.name for pt in points], dict(zip(active, scored, strict=True)),
@@ -666,7 +711,8 @@ def tune_stream_classes(source, features: Sequence[str], label: str, points: Seq
     with _blas_single_threaded():
         scored, cov_active = score_heads(val, features, label, active, result.states,
                                          result.configs, loss=loss, noise=noise,
-                                         label_table=label_table, sample_weight=sample_weight)
+                                         label_table=label_table, sample_weight=sample_weight,
+                                         engine=engine)
     by_name = dict(zip(active, scored, strict=True))
     index = {n: i for i, n in enumerate(active)}
     results = []

@@ -1,0 +1,170 @@
+"""The private hold-out risk of several heads in one read (docs/tuning.md "Scoring the grid").
+
+``score_block_heads`` scores G heads (the ``'auto'`` grid, or one class's heads of a k-class
+grid) on rows [0, n_rows) of a chunk and merges the per-row IWP loss values into the streaming
+sums of ``iwpfast.estimates.RiskAccumulator`` (mean, squared deviations, the G x G comoment of the
+paired estimates, sum |v|, sum v^2, max |v|), SCORE_BLOCK rows at a time, with the merge of that
+class (Chan et al.).  It is the compiled form of ``HeadScorer``'s NumPy batch step (its twin,
+``iwpfast.sgd.tuning``), which made every (rows x G) intermediate a temporary array: scoring a
+tenth of the rows cost as much as training 25 heads on the other nine tenths.
+
+Per block: the margins of all heads, the loss values, then the block's sums and the merge.
+Every loop has the heads innermost over row-major (rows, G) buffers: the per-head sums are then
+element-wise vector updates, not reductions, so they vectorize without reassociating any sum
+(``fastmath`` stays off, _options.py), and the comoment is a rank-4 update per 4 rows.  The
+exponential uses ``fast_exp`` (within 1 ulp of libm; Numba's ``math.exp`` is a scalar call).  A
+row's value is w_z F_0(z) + w_-z F_0(-z) with z = s u, s = +1 where the row's label is the
+head's class (``cls`` >= 0: class indices) or the label itself (``cls`` < 0: +-1 labels), and
+(w_z, w_-z) = table[0:2] where s > 0, table[2:4] elsewhere; a zero weight skips its term (an
+exponential F_0(-z) may overflow where its weight is 0).  F_0 of the exponential loss is
+exp(-tau - v), of the quadratic (v - 1)^2 / 2 - tau; squared error (regression) gives
+(u - y)^2 / 2 - tau - target_var / 2.  Logistic heads are scored by the twin (their F_0 is a
+truncated series; a grid of them is rare and small).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._lowlevel import column_view
+from ._options import jit, jit_inline
+from .abi import LOSS_EXPONENTIAL, LOSS_SQUARED_ERROR
+from .fastexp import fast_exp
+
+#: rows per block: the (SCORE_BLOCK, G) buffers of 25 heads stay in the L2 cache
+SCORE_BLOCK = 512
+
+
+@jit
+def score_block_heads(addresses, like, n_rows, y, row_weight, theta_t, intercept, tau, loss,
+                      table, cls, target_var, mean, m2, comoment, sum_abs, sum_sq, max_abs,
+                      n_before):
+    """Score rows [0, n_rows) of the columns at ``addresses`` (dtype of ``like``; labels ``y``
+    float64; ``row_weight`` float64 per row, or empty for none) with the G heads of ``theta_t``
+    (p, G), ``intercept`` (G,), ``tau`` (G,), and merge them into the sums (arrays of G, and
+    ``comoment`` (G, G)) of ``n_before`` rows.  Returns the rows now summed."""
+    n_features, n_heads = theta_t.shape
+    values = np.empty((SCORE_BLOCK, n_heads))
+    signs = np.empty(SCORE_BLOCK)
+    block_sum = np.empty(n_heads)
+    deviation = np.empty(n_heads)
+    delta = np.empty(n_heads)
+    weighted = row_weight.shape[0] > 0
+    n = n_before
+    for start in range(0, n_rows, SCORE_BLOCK):
+        m = min(SCORE_BLOCK, n_rows - start)
+        labels = y[start:start + m]
+        for i in range(m):
+            label = labels[i]
+            if cls >= 0.0:
+                signs[i] = 1.0 if label == cls else -1.0
+            else:
+                signs[i] = label
+        # margins u = theta^T x + b (each sum from +0.0 over the features in order)
+        for i in range(m):
+            row = values[i]
+            for h in range(n_heads):
+                row[h] = 0.0
+        for j in range(n_features):
+            column = column_view(addresses[j] + start * like.itemsize, m, like)
+            weights_j = theta_t[j]
+            for i in range(m):
+                x = np.float64(column[i])
+                row = values[i]
+                for h in range(n_heads):
+                    row[h] += weights_j[h] * x
+        # the per-row loss values, in place of the margins
+        for i in range(m):
+            row = values[i]
+            s = signs[i]
+            if loss == LOSS_SQUARED_ERROR:
+                for h in range(n_heads):
+                    r = (row[h] + intercept[h]) - labels[i]
+                    row[h] = 0.5 * r * r - tau[h] - 0.5 * target_var
+            else:
+                w_z = table[0] if s > 0.0 else table[2]
+                w_minus_z = table[1] if s > 0.0 else table[3]
+                if loss == LOSS_EXPONENTIAL:
+                    for h in range(n_heads):
+                        z = s * (row[h] + intercept[h])
+                        first = w_z * fast_exp(-tau[h] - z)
+                        # a zero weight drops its term by a select (exp(-tau + z) may overflow)
+                        second = w_minus_z * fast_exp(-tau[h] + z)
+                        row[h] = first + second if w_minus_z != 0.0 else first
+                else:                           # LOSS_QUADRATIC
+                    for h in range(n_heads):
+                        z = s * (row[h] + intercept[h])
+                        first = w_z * (0.5 * (z - 1.0) * (z - 1.0) - tau[h])
+                        second = w_minus_z * (0.5 * (z + 1.0) * (z + 1.0) - tau[h])
+                        row[h] = first + second if w_minus_z != 0.0 else first
+            if weighted:
+                weight_i = row_weight[start + i]
+                for h in range(n_heads):
+                    row[h] = row[h] * weight_i
+        _merge_block(values, m, mean, m2, comoment, sum_abs, sum_sq, max_abs, n, block_sum,
+                     deviation, delta)
+        n += m
+    return n
+
+
+@jit_inline
+def _merge_block(values, m, mean, m2, comoment, sum_abs, sum_sq, max_abs, n, block_sum,
+                 deviation, delta):
+    """Merge the values of a block of m rows (rows of ``values``) into the sums of n rows (the
+    update of ``RiskAccumulator.add``); ``values`` is left holding the centred values."""
+    n_heads = values.shape[1]
+    for h in range(n_heads):
+        block_sum[h] = 0.0
+        deviation[h] = 0.0
+    for i in range(m):
+        row = values[i]
+        for h in range(n_heads):
+            v = row[h]
+            a = abs(v)
+            block_sum[h] += v
+            sum_abs[h] += a
+            sum_sq[h] += a * a
+            max_abs[h] = max(max_abs[h], a)
+    total = n + m
+    cross = n * m / total
+    for h in range(n_heads):
+        block_sum[h] = block_sum[h] / m           # now the block's mean
+        delta[h] = block_sum[h] - mean[h]
+    for i in range(m):
+        row = values[i]
+        for h in range(n_heads):
+            d = row[h] - block_sum[h]
+            row[h] = d
+            deviation[h] += d * d
+    if n_heads > 1:
+        # the comoment of centred values: a rank-4 update per 4 rows, heads innermost (each
+        # comoment row is loaded and stored once per 4 rows, not once per row)
+        i = 0
+        while i + 4 <= m:
+            r0 = values[i]
+            r1 = values[i + 1]
+            r2 = values[i + 2]
+            r3 = values[i + 3]
+            for g in range(n_heads):
+                a0 = r0[g]
+                a1 = r1[g]
+                a2 = r2[g]
+                a3 = r3[g]
+                target = comoment[g]
+                for h in range(n_heads):
+                    target[h] += (a0 * r0[h] + a1 * r1[h]) + (a2 * r2[h] + a3 * r3[h])
+            i += 4
+        while i < m:
+            row = values[i]
+            for g in range(n_heads):
+                row_g = row[g]
+                target = comoment[g]
+                for h in range(n_heads):
+                    target[h] += row_g * row[h]
+            i += 1
+        for g in range(n_heads):
+            target = comoment[g]
+            for h in range(n_heads):
+                target[h] += delta[g] * delta[h] * cross
+    for h in range(n_heads):
+        mean[h] = mean[h] + delta[h] * (m / total)
+        m2[h] = m2[h] + deviation[h] + delta[h] * delta[h] * cross

@@ -1,0 +1,115 @@
+"""The compiled hold-out scoring (``_kernels/score.py``) against its NumPy twin (``HeadScorer``'s
+NumPy batch step): the same sums up to the order of floating-point additions."""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from iwpfast.sgd import tuning
+from iwpfast.sgd.state import HeadConfig, HeadState
+
+P = 4
+
+
+def _heads(loss, n_heads, *, seed, mode="iwp", keep=0.8, classes=None, target_noise_var=0.0):
+    rng = np.random.default_rng(seed)
+    configs, states = {}, {}
+    for h in range(n_heads):
+        cls = None if classes is None else h % classes
+        cfg = HeadConfig(loss=loss, mode=mode, n_features=P,
+                         noise_var=rng.uniform(0.01, 0.2, P),
+                         label_keep_prob=None if loss == "squared_error" else keep,
+                         target_noise_var=target_noise_var, label_class=cls)
+        state = HeadState.new(cfg, theta0=rng.normal(0.0, 0.6, P))
+        state.intercept[0] = rng.normal(0.0, 0.3)
+        name = f"h{h}"
+        configs[name], states[name] = cfg, state
+    return list(configs), states, configs
+
+
+def _table(n, *, seed, dtype, labels, weights=False):
+    rng = np.random.default_rng(seed)
+    cols = {f"x{j}": rng.uniform(-1.5, 1.5, n).astype(dtype) for j in range(P)}
+    if labels == "pm1":
+        cols["y"] = np.where(rng.random(n) < 0.4, 1.0, -1.0)
+    elif labels == "classes":
+        cols["y"] = rng.integers(0, 3, n).astype(np.int8)
+    else:
+        cols["y"] = rng.normal(0.0, 1.0, n)
+    if weights:
+        cols["w"] = rng.uniform(0.0, 3.0, n)
+    table = pa.table(cols)
+    # uneven batches: blocks of the kernel straddle no batch, sums merge across batches
+    return pa.Table.from_batches(table.to_batches(max_chunksize=777))
+
+
+def _score(table, names, states, configs, loss, engine, **kw):
+    return tuning.score_heads(table, [f"x{j}" for j in range(P)], "y", names, states, configs,
+                              loss=loss, engine=engine, **kw)
+
+
+def _assert_same(compiled, twin):
+    (est_c, cov_c), (est_t, cov_t) = compiled, twin
+    for a, b in zip(est_c, est_t, strict=True):
+        assert a.n_rows == b.n_rows
+        assert a.reliable == b.reliable
+        for field in ("risk", "stderr", "effective_rows", "largest_share", "noise_energy"):
+            assert getattr(a, field) == pytest.approx(getattr(b, field), rel=1e-10, abs=1e-14)
+    finite = np.isfinite(cov_t)
+    assert np.array_equal(finite, np.isfinite(cov_c))
+    scale = np.max(np.abs(cov_t[finite]))
+    np.testing.assert_allclose(cov_c[finite], cov_t[finite], rtol=1e-9, atol=1e-12 * scale)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("loss", ["exponential", "quadratic"])
+@pytest.mark.parametrize("keep", [0.8, None])
+@pytest.mark.parametrize("n_heads", [1, 6])
+def test_binary_heads_match_the_twin(dtype, loss, keep, n_heads):
+    names, states, configs = _heads(loss, n_heads, seed=1, keep=keep)
+    table = _table(3001, seed=2, dtype=dtype, labels="pm1")
+    _assert_same(_score(table, names, states, configs, loss, "numba"),
+                 _score(table, names, states, configs, loss, "numpy"))
+
+
+@pytest.mark.parametrize("loss", ["exponential", "quadratic"])
+def test_one_vs_rest_heads_match_the_twin(loss):
+    names, states, configs = _heads(loss, 6, seed=3, classes=3)
+    table = _table(2500, seed=4, dtype=np.float32, labels="classes")
+    label_table = (0.9, -0.1, -0.2, 1.2)
+    compiled = _score(table, names, states, configs, loss, "numba", label_table=label_table)
+    _assert_same(compiled, _score(table, names, states, configs, loss, "numpy",
+                                  label_table=label_table))
+    # heads of different classes are never compared
+    assert not np.isfinite(compiled[1][0, 1]) and np.isfinite(compiled[1][0, 3])
+
+
+def test_regression_and_weights_match_the_twin():
+    names, states, configs = _heads("squared_error", 4, seed=5, target_noise_var=0.3)
+    table = _table(2100, seed=6, dtype=np.float64, labels="targets", weights=True)
+    _assert_same(_score(table, names, states, configs, "squared_error", "numba",
+                        sample_weight="w"),
+                 _score(table, names, states, configs, "squared_error", "numpy",
+                        sample_weight="w"))
+
+
+def test_mixed_column_dtypes_are_scored_in_float64():
+    names, states, configs = _heads("exponential", 3, seed=7)
+    table = _table(1500, seed=8, dtype=np.float32, labels="pm1")
+    table = table.set_column(1, "x1", table.column("x1").cast(pa.float64()))
+    _assert_same(_score(table, names, states, configs, "exponential", "numba"),
+                 _score(table, names, states, configs, "exponential", "numpy"))
+
+
+def test_public_labels_skip_the_mirrored_term_where_it_overflows():
+    # S~ = 1 (public labels): w_-z = 0, and exp(-tau + z) overflows at z = 800; the value is
+    # exp(-tau - z) alone (0 here), not 0 * inf = NaN
+    names, states, configs = _heads("exponential", 2, seed=9, keep=None)
+    for name in names:
+        states[name].theta[:] = [400.0, 0.0, 0.0, 0.0]
+        states[name].intercept[0] = 0.0
+    table = pa.table({**{f"x{j}": np.full(64, 2.0 if j == 0 else 0.0) for j in range(P)},
+                      "y": np.ones(64)})
+    estimates, _ = _score(table, names, states, configs, "exponential", "numba")
+    assert all(e.risk == 0.0 for e in estimates)
