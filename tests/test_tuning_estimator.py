@@ -212,11 +212,14 @@ def test_divergence_advice_fits_the_settings():
     assert issubclass(DivergenceError, FloatingPointError)
 
 
-def test_the_grid_reads_the_file_at_most_twice(tmp_path, monkeypatch):
-    """docs/tuning.md: 'auto' costs one training scan (every head updated per row) plus one read
-    for the validation part: rows read <= 2 x rows, whatever the number of heads."""
+def test_the_grid_reads_the_file_once_or_twice(tmp_path, monkeypatch):
+    """docs/tuning.md: 'auto' costs one training scan (every head updated per row); the validation
+    rows it passes over are held in memory (up to HELD_VALIDATION_BYTES) and scored from there:
+    rows read = n.  Over that budget the validation part is read again: rows read <= 2 n.  Both
+    score the same rows: the same choice, the same risks up to summation order."""
     from iwpfast.io import sources
     from iwpfast.privacy import ReleaseSpec, release
+    from iwpfast.sgd import tuning
     X, y = _task(5000, 12)
     spec = ReleaseSpec(epsilon_x=4.0, delta=1e-5, bound=1.5, epsilon_y=2.0, features=["a", "b", "c"],
                        ranges={"a": (-1, 1), "b": (-1, 1), "c": (-1, 1)}, label="y")
@@ -231,11 +234,21 @@ def test_the_grid_reads_the_file_at_most_twice(tmp_path, monkeypatch):
             yield origin, batch
 
     monkeypatch.setattr(sources.Source, "located_batches", counting)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        m = IWPClassifier(progress=False).fit(tmp_path / "r.parquet")
-    assert m.tuning_["heads"] >= 10 and m.tuning_["passes"] == 2.0
-    assert read[0] <= 2 * 5000
+    models = {}
+    for budget, passes, most in ((tuning.HELD_VALIDATION_BYTES, 1.0, 5000), (0, 2.0, 2 * 5000)):
+        monkeypatch.setattr(tuning, "HELD_VALIDATION_BYTES", budget)
+        read[0] = 0
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            m = IWPClassifier(progress=False).fit(tmp_path / "r.parquet")
+        assert m.tuning_["heads"] >= 10 and m.tuning_["passes"] == passes
+        assert read[0] <= most
+        models[budget] = m
+    held, reread = models.values()
+    assert held.tuning_["chosen"] == reread.tuning_["chosen"]
+    assert held.tuning_["n_validation"] == reread.tuning_["n_validation"] > 0
+    np.testing.assert_allclose(held.tuning_["risk"], reread.tuning_["risk"], rtol=1e-10)
+    np.testing.assert_array_equal(held.coef_, reread.coef_)
 
 
 @pytest.mark.parametrize("n", [3, 40, 300])

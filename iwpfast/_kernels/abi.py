@@ -21,6 +21,8 @@ import numpy as np
 LOSS_EXPONENTIAL, LOSS_QUADRATIC, LOSS_LOGISTIC, LOSS_SQUARED_ERROR = 0, 1, 2, 3
 LOSS_CODES = {"exponential": LOSS_EXPONENTIAL, "quadratic": LOSS_QUADRATIC,
               "logistic": LOSS_LOGISTIC, "squared_error": LOSS_SQUARED_ERROR}
+#: the losses whose hold-out risk ``_kernels/score.py`` computes (the others: the NumPy step)
+SCORE_KERNEL_LOSSES = ("exponential", "quadratic", "squared_error")
 
 MODE_CLEAN, MODE_NAIVE, MODE_IWP = 0, 1, 2
 MODE_CODES = {"clean": MODE_CLEAN, "naive": MODE_NAIVE, "iwp": MODE_IWP}

@@ -1,4 +1,4 @@
-"""The private hold-out risk of several heads in one read (docs/tuning.md "Scoring the grid").
+"""The private hold-out risk of several heads in one read (docs/tuning.md "What it costs").
 
 ``score_block_heads`` scores G heads (the ``'auto'`` grid, or one class's heads of a k-class
 grid) on rows [0, n_rows) of a chunk and merges the per-row IWP loss values into the streaming
@@ -18,8 +18,8 @@ head's class (``cls`` >= 0: class indices) or the label itself (``cls`` < 0: +-1
 (w_z, w_-z) = table[0:2] where s > 0, table[2:4] elsewhere; a zero weight skips its term (an
 exponential F_0(-z) may overflow where its weight is 0).  F_0 of the exponential loss is
 exp(-tau - v), of the quadratic (v - 1)^2 / 2 - tau; squared error (regression) gives
-(u - y)^2 / 2 - tau - target_var / 2.  Logistic heads are scored by the twin (their F_0 is a
-truncated series; a grid of them is rare and small).
+(u - y)^2 / 2 - tau - target_var / 2.  Other losses (``abi.SCORE_KERNEL_LOSSES`` lists these
+three) are scored by the twin: the logistic's F_0 is a truncated series.
 """
 from __future__ import annotations
 

@@ -77,12 +77,78 @@ def chain_mappers(*mappers):
     return schema_fn, batch_fn
 
 
+class HeldRows:
+    """The validation rows a training view passes over, copied into compact arrays while they
+    fit ``budget_bytes``: a tuning scan then scores its hold-out from memory instead of decoding
+    the whole source a second time (a Parquet row group holds training and validation blocks
+    alike, so the validation read decodes every row).  ``source()`` is the held rows as an
+    in-memory Source once every one of the ``n_rows`` validation rows was held, else None (over
+    the budget, a column that is not a plain number, nulls: the caller reads the validation part
+    as before, which reports bad values itself)."""
+
+    def __init__(self, n_rows: int, budget_bytes: int):
+        self.n_rows, self.budget_bytes = int(n_rows), int(budget_bytes)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the rows held (a scan starts again from the first row)."""
+        self.names: list[str] | None = None
+        self.arrays: list[np.ndarray] = []
+        self.filled = 0
+        self.failed = False
+
+    def _allocate(self, schema: pa.Schema) -> None:
+        dtypes = []
+        for field in schema:
+            if not (pa.types.is_integer(field.type) or pa.types.is_floating(field.type)
+                    or pa.types.is_boolean(field.type)):
+                self.failed = True
+                return
+            dtypes.append(np.dtype(field.type.to_pandas_dtype()))
+        if self.n_rows * sum(d.itemsize for d in dtypes) > self.budget_bytes:
+            self.failed = True
+            return
+        self.names = list(schema.names)
+        self.arrays = [np.empty(self.n_rows, d) for d in dtypes]
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        """Copy the rows of one validation piece (in the order of the validation part)."""
+        if self.failed:
+            return
+        if self.names is None:
+            self._allocate(batch.schema)
+            if self.failed:
+                return
+        m, at = batch.num_rows, self.filled
+        if list(batch.schema.names) != self.names or at + m > self.n_rows:
+            self.failed = True
+            return
+        for target, column in zip(self.arrays, batch.columns, strict=True):
+            if column.null_count:
+                self.failed = True
+                return
+            target[at:at + m] = column.to_numpy(zero_copy_only=False)
+        self.filled = at + m
+
+    def source(self, columns) -> Source | None:
+        """The held rows as a Source with ``columns``, or None when they are not all held."""
+        if self.failed or self.names is None or self.filled != self.n_rows \
+                or not set(columns) <= set(self.names):
+            return None
+        from .sources import open_source
+        return open_source(pa.table({c: self.arrays[self.names.index(c)] for c in columns}))
+
+
 class PartSource(Source):
-    """Training or validation rows of ``inner`` (or all rows, ``period=None``), batches mapped."""
+    """Training or validation rows of ``inner`` (or all rows, ``period=None``), batches mapped.
+
+    ``hold``: a ``HeldRows`` that a training view hands the validation pieces it skips."""
 
     def __init__(self, inner: Source, *, period: int | None = None, block: int = 1,
-                 validation: bool = False, mapper=None, row_offset: int = 0):
+                 validation: bool = False, mapper=None, row_offset: int = 0,
+                 hold: HeldRows | None = None):
         self.inner = inner
+        self.hold = hold
         # the row number of inner's first row in the data the blocks are cut from: a shard of a
         # split (rows a:b of a file on one worker) keeps the blocks of the whole split
         self.row_offset = int(row_offset)
@@ -119,6 +185,9 @@ class PartSource(Source):
                 yield origin, self._map(batch)
             return
         row = 0  # the part's own row counter
+        hold = None if self.validation else self.hold
+        if hold is not None:
+            hold.reset()
         for origin, batch in self.inner.located_batches(columns, 0, batch_rows):
             g0 = origin.global_row + self.row_offset
             g_end = g0 + batch.num_rows
@@ -135,4 +204,6 @@ class PartSource(Source):
                                            origin.group_row + (pos - g0) + cut, row + cut),
                                self._map(piece))
                     row += piece_n
+                elif hold is not None:
+                    hold.add(self._map(batch.slice(pos - g0, stop - pos)))
                 pos = stop

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._kernels.abi import LOSS_CODES
+from .._kernels.abi import LOSS_CODES, SCORE_KERNEL_LOSSES
 from ..exceptions import InvalidInputError, NumericalWarning
 from ..label_noise import label_tilde_from_keep
 from ..losses import loss_record
@@ -424,8 +424,8 @@ class HeadScorer:
             self.groups = [list(np.flatnonzero(self.head_class == c))
                            for c in np.unique(self.head_class)]
         self.accs = [RiskAccumulator(len(g)) for g in self.groups]
-        # the compiled step: every loss but the logistic, whose F_0 is a truncated series
-        self.compiled = resolve_engine(engine) in ("numba", "auto") and loss != "logistic"
+        # the compiled step for the losses it knows (the logistic's F_0 is a truncated series)
+        self.compiled = resolve_engine(engine) in ("numba", "auto") and loss in SCORE_KERNEL_LOSSES
 
     def add_source(self, source) -> None:
         """Score every row of ``source`` (one read)."""
@@ -435,8 +435,7 @@ class HeadScorer:
         features, label, sample_weight = self.features, self.label, self.sample_weight
         theta, b, tau = self.theta, self.b, self.tau
         src = source if isinstance(source, Source) else open_source(source)
-        columns = [*features, label] + ([sample_weight] if sample_weight is not None else [])
-        for batch in src.batches(columns):
+        for batch in src.batches(_scored_columns(features, label, sample_weight)):
             if self.compiled:
                 self._add_compiled(batch)
                 continue
@@ -516,6 +515,10 @@ class HeadScorer:
         return estimates, cov
 
 
+def _scored_columns(features, label, sample_weight) -> list[str]:
+    return [*features, label] + ([sample_weight] if sample_weight is not None else [])
+
+
 def _open_parts(source, validation_fraction, validation, mapper, validation_mapper):
     """(training source, validation source, reads of the data) of a tuning scan."""
     from ..io.sources import Source, open_source
@@ -531,6 +534,29 @@ def _open_parts(source, validation_fraction, validation, mapper, validation_mapp
     passes = 1.0 + (1.0 if val.num_rows is None or src.num_rows is None
                     else val.num_rows / max(src.num_rows, 1))
     return train, val, passes
+
+
+#: the most memory a tuning scan uses to hold its validation rows (``iwpfast.io.views.HeldRows``)
+HELD_VALIDATION_BYTES = 256 << 20
+
+
+def _hold_validation(train, val, validation):
+    """A ``HeldRows`` for the validation rows the training scan passes over (a split of one
+    source, scanned here, not by a cluster's workers), or None."""
+    from ..io.views import HeldRows, PartSource
+    from .driver import stream_runner
+    if (validation is not None or stream_runner() is not None or not isinstance(train, PartSource)
+            or train.period is None or val.num_rows is None):
+        return None
+    train.hold = HeldRows(val.num_rows, HELD_VALIDATION_BYTES)
+    return train.hold
+
+
+def _scoring_source(val, held, columns):
+    """(the source the hold-out is scored from, reads of the data saved): the held rows when the
+    training scan held every one of them, else the validation part (read again)."""
+    source = None if held is None else held.source(columns)
+    return (val, 0.0) if source is None else (source, 1.0)
 
 
 def _scan(train, heads_of: Callable[[list[str]], list], names: list[str], kw: dict,
@@ -632,10 +658,12 @@ def tune_stream(source, features: Sequence[str], label: str, points: Sequence[Gr
         return [driver.Head(n, make_config(by_name[n], train.num_rows), list(features), label,
                             sample_weight=sample_weight) for n in names]
 
+    held = _hold_validation(train, val, validation)
     result, active, diverged, repeats = _scan(train, heads_of, [pt.name for pt in points], kw)
-    passes += repeats
+    scoring, saved = _scoring_source(val, held, _scored_columns(features, label, sample_weight))
+    passes += repeats - saved
     with _blas_single_threaded():
-        scored, cov_active = score_heads(val, features, label, active, result.states,
+        scored, cov_active = score_heads(scoring, features, label, active, result.states,
                                          result.configs, loss=loss, noise=noise,
                                          sample_weight=sample_weight, engine=engine)
     index = {n: i for i, n in enumerate(active)}
@@ -704,12 +732,14 @@ def tune_stream_classes(source, features: Sequence[str], label: str, points: Seq
 
     # a step that makes one class's head diverge is too large for these data: the point is
     # dropped for every class (one repeated scan per point, not per head)
+    held = _hold_validation(train, val, validation)
     result, active, diverged, repeats = _scan(
         train, heads_of, list(owner), kw,
         siblings=lambda name: [class_head_name(owner[name][0], c) for c in range(k)])
-    passes += repeats
+    scoring, saved = _scoring_source(val, held, _scored_columns(features, label, sample_weight))
+    passes += repeats - saved
     with _blas_single_threaded():
-        scored, cov_active = score_heads(val, features, label, active, result.states,
+        scored, cov_active = score_heads(scoring, features, label, active, result.states,
                                          result.configs, loss=loss, noise=noise,
                                          label_table=label_table, sample_weight=sample_weight,
                                          engine=engine)
