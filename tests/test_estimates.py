@@ -279,3 +279,29 @@ def test_regression_rejects_epsilon_y_and_negative_target_noise():
         iwp_loss(theta, X, np.zeros(3), loss="squared_error", noise_var=0.1, epsilon_y=1.0)
     with pytest.raises(InvalidInputError, match="target_noise_var"):
         iwp_loss(theta, X, np.zeros(3), loss="squared_error", noise_var=0.1, target_noise_var=-1.0)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.int64])
+def test_class_indices_lookup_table_agrees_with_the_search(dtype):
+    # integer labels of a small span go through a lookup table; its codes are the binary
+    # search's (classes in any order, negative ones, the dtype's extremes) and a value between
+    # the classes that is none of them still names its row
+    from iwpfast.estimates import _small_integer_codes, class_indices
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(7)
+    for classes in ([3, 0, 1], [int(info.max), int(info.min), int(info.min) + 1], [5, 2, 9, 7]):
+        labels = rng.choice(np.array(classes, dtype=dtype), 5000)
+        lookup = {c: i for i, c in enumerate(classes)}
+        expected = [lookup[v] for v in labels.tolist()]
+        np.testing.assert_array_equal(class_indices(labels, classes)[0], expected)
+        table = _small_integer_codes(labels, classes)
+        if max(classes) - min(classes) >= 1 << 16:     # int64's extremes: the search's path
+            assert table is None
+        else:
+            np.testing.assert_array_equal(table, expected)
+    labels = np.array([5, 2, 8, 9], dtype=dtype)
+    assert _small_integer_codes(labels, [5, 2, 9, 7]) is None
+    with pytest.raises(InvalidInputError, match=r"y\[2\] = 8 is not one of the classes"):
+        class_indices(labels, [5, 2, 9, 7])
+    assert _small_integer_codes(np.array([0, 1]), [0, 1 << 20]) is None      # span too large
+    assert _small_integer_codes(np.array([0.0, 1.0]), [0, 1]) is None        # not integers

@@ -25,11 +25,13 @@ PUBLIC_TABLE = (1.0, 0.0, 1.0, 0.0)
 
 
 def class_codes(values, classes: list, first_row: int = 0) -> np.ndarray:
-    """The index of each label in ``classes`` (float64); a label outside them names its row
+    """The index of each label in ``classes`` (int8 for up to 127 classes, which the kernels
+    read in place, 1 byte a row; float64 beyond); a label outside them names its row
     (``first_row`` + its position in this chunk)."""
     values = np.asarray(values)
     try:
-        return class_indices(values, classes)[0].astype(np.float64)
+        codes = class_indices(values, classes)[0]
+        return codes.astype(np.int8 if len(classes) <= 127 else np.float64)
     except InvalidInputError:
         if first_row == 0:
             raise
