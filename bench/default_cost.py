@@ -26,6 +26,8 @@ them (on a shared machine the steadier figure).
 4. ``first fit``: a fresh process with an empty ``IWPFAST_CACHE_DIR`` imports iwpfast and runs
    ``IWPClassifier(progress=False).fit`` on a 1000 x 3 float64 array; seconds of the fit (its
    CPU seconds and the import printed apart), median of ``--first-fit-repeats``.  Goal <= 3 s.
+   With ``--breakdown``, one more such fit prints the seconds of each compiled function and
+   signature (``bench/compile_cost.py``).
 5. ``fit / read limit``: the binary fixed fit of 2. against ``np.add.reduce`` reading the same
    arrays (each feature column and the labels once): read-limit time / fit time.  Goal >= 0.65.
 
@@ -128,6 +130,9 @@ def main(argv=None) -> int:
     ap.add_argument("--decode-rows", type=int, default=None, help="rows of goal 3 (5e7)")
     ap.add_argument("--repeats", type=int, default=None, help="interleaved repeats (5)")
     ap.add_argument("--first-fit-repeats", type=int, default=None, help="fresh processes (3)")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="after the first fits, one more with the compile time of each function "
+                         "and signature (bench/compile_cost.py)")
     ap.add_argument("--skip", default="", help="comma-separated goals to skip: auto,k5,decode,"
                                                "first,read")
     a = ap.parse_args(argv)
@@ -149,6 +154,9 @@ def main(argv=None) -> int:
         details["first fit (s)"] = (f"fit {statistics.median(fits):.2f} s (CPU "
                                     f"{statistics.median(cpus):.2f} s) + import "
                                     f"{statistics.median(imports):.2f} s (medians of {len(fits)})")
+        if a.breakdown:
+            from compile_cost import measure, table
+            print(table(measure()), flush=True)
 
     import pyarrow.parquet as pq
 
