@@ -10,6 +10,10 @@ order flips every round), so a change of load hits both.  Every pass is ``sgd_ch
 same feature-major array with the configs of ``bench/kernels.py`` (mode iwp, public labels),
 unweighted; the two versions must give the same theta bit for bit (checked).  Prints M rows/s
 (medians) and the ratio this / other.  Used for the sample-weight change (bench/README.md).
+
+``--heads N`` times ``sgd_chunk_heads`` instead: N heads of those configs in one scan, each with
+its own alpha and learning rate (a grid like ``'auto'``'s), packed by this tree's engine; the
+arguments a version does not take are left out (found by name, as for ``sgd_chunk``).
 """
 from __future__ import annotations
 
@@ -29,7 +33,13 @@ sys.path[:0] = [_HERE, os.path.dirname(_HERE)]     # bench/ and the repository r
 
 from kernels import config, kernel_bench_parser, kernel_cases, make_data  # noqa: E402
 
-from iwpfast.sgd.engine import _LIKE, _carry_addresses, _kernel_config, _table_form  # noqa: E402
+from iwpfast.sgd.engine import (  # noqa: E402
+    _LIKE,
+    _carry_addresses,
+    _kernel_config,
+    _pack_heads,
+    _table_form,
+)
 from iwpfast.sgd.state import HeadState  # noqa: E402
 
 
@@ -72,6 +82,36 @@ def one_pass(sgd, n_iparams, cfg, X, y, clock):
     return clock() - start, st.theta.copy()
 
 
+def heads_pass(sgd, n_iparams, cfgs, X, y, clock):
+    """One ``sgd_chunk_heads`` pass of the heads ``cfgs``; (seconds, the heads' thetas)."""
+    states = [HeadState.new(cfg) for cfg in cfgs]
+    fparams, iparams, noise_var, eulerian, classes, forms, stacked, traces, trace_steps = \
+        _pack_heads(cfgs, states)
+    values = dict(
+        addresses=X.ctypes.data + np.arange(X.shape[0], dtype=np.int64) * X.strides[0],
+        like=_LIKE[X.dtype], y_address=np.int64(y.ctypes.data), y_like=_LIKE[y.dtype],
+        n_rows=np.int64(y.shape[0]), fparams=fparams,
+        iparams=np.ascontiguousarray(iparams[:, :n_iparams]), noise_var=noise_var,
+        eulerian=eulerian, classes=classes, thetas=stacked["theta"],
+        theta_avgs=stacked["theta_avg"], intercepts=stacked["intercept"],
+        intercept_avgs=stacked["intercept_avg"], carry_X=states[0].carry_X,
+        carry_y=states[0].carry_y, counters=stacked["counters"], telemetry=stacked["telemetry"],
+        traces=traces, trace_steps=trace_steps, table_form=forms[0], final=False,
+        laplace_law=forms[1], weighted=forms[2])
+    kernel = getattr(sgd.sgd_chunk_heads, "py_func", sgd.sgd_chunk_heads)
+    args = [values[name] for name in inspect.signature(kernel).parameters]
+    start = clock()
+    sgd.sgd_chunk_heads(*args)
+    return clock() - start, stacked["theta"].copy()
+
+
+def head_grid(cfg, n_heads):
+    """n_heads copies of cfg with alpha and learning rate on a grid (as 'auto' varies them)."""
+    from dataclasses import replace
+    return [replace(cfg, alpha=cfg.alpha * 2.0 ** (h % 5), learning_rate=cfg.learning_rate
+                    * 2.0 ** -(h // 5)) for h in range(n_heads)]
+
+
 def _takes_none_eulerian(sgd) -> bool:
     """Whether this kernel version accepts eulerian=None (for the losses other than logistic)."""
     return "eulerian is not None" in inspect.getsource(sgd)
@@ -79,6 +119,8 @@ def _takes_none_eulerian(sgd) -> bool:
 
 def main(argv=None) -> None:
     parser = kernel_bench_parser(__doc__.splitlines()[0], repeats=21)
+    parser.add_argument("--heads", type=int, default=0,
+                        help="time sgd_chunk_heads with this many heads (0: sgd_chunk)")
     parser.add_argument("other", help="another checkout of iwpfast (its iwpfast/_kernels is timed)")
     args = parser.parse_args(argv)
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
@@ -90,7 +132,11 @@ def main(argv=None) -> None:
     for loss, p, dtype, rows in kernel_cases(args):
         cfg = config(loss, p, args.batch)
         X, y = make_data(p, rows, dtype, loss)
-        first = {name: one_pass(*v, cfg, X[:, :5000], y[:5000], clock)[1]
+        run = one_pass
+        if args.heads:
+            cfg = head_grid(cfg, args.heads)
+            run = heads_pass
+        first = {name: run(*v, cfg, X[:, :5000], y[:5000], clock)[1]
                  for name, v in versions.items()}      # compile/load; same model
         if not np.array_equal(first["this"], first["other"]):
             raise SystemExit(f"{loss} p={p} {np.dtype(dtype).name}: the two kernels give "
@@ -98,7 +144,7 @@ def main(argv=None) -> None:
         times = {name: [] for name in versions}
         for r in range(args.repeats):
             for name in (list(versions) if r % 2 == 0 else list(versions)[::-1]):
-                times[name].append(one_pass(*versions[name], cfg, X, y, clock)[0])
+                times[name].append(run(*versions[name], cfg, X, y, clock)[0])
         speed = {n: rows / statistics.median(t) / 1e6 for n, t in times.items()}
         print(f"{loss:<14} {p:>4} {np.dtype(dtype).name:<8} {speed['other']:>8.1f} "
               f"{speed['this']:>8.1f} {speed['this'] / speed['other']:>11.3f}", flush=True)

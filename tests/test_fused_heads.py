@@ -326,3 +326,25 @@ def test_discrete_laplace_heads_beside_gaussian_coded_ones_keep_their_bits(dtype
     single = _run(_one_by_one, _finish_each, cfgs, X, y, CHUNKS)
     _assert_same(fused, single)
     assert any(np.any(st.theta != 0) for st in fused)
+
+
+def test_only_heads_that_need_them_compile_the_laplace_tau_and_the_sample_weights():
+    # the kernel's laplace_law / weighted arguments are None (their code is not compiled) unless a
+    # head is an IWP head of the discrete Laplace law / the heads are weighted; a naive head of
+    # the law runs as Gaussian (the kernel reads its variances only)
+    from iwpfast.laplace import DiscreteLaplace
+    from iwpfast.sgd.engine import _pack_heads
+    law = DiscreteLaplace([0.375, 0.5, 0.0, 0.3, 0.45], [2.0**-19] * P)
+    gaussian = dict(loss="exponential", n_features=P, noise_var=np.full(P, 0.1), batch_size=16,
+                    mode="iwp")
+    laplace = dict(gaussian, noise_var=law.variance, noise_law=law,
+                   variance_cap=law.default_variance_cap())
+    naive_laplace = dict(laplace, mode="naive")
+
+    def forms(*cfgs):
+        return _pack_heads(cfgs, [HeadState.new(c) for c in cfgs])[5]
+
+    assert forms(HeadConfig(**gaussian), HeadConfig(**gaussian, alpha=0.5)) == (None, None, None)
+    assert forms(HeadConfig(**naive_laplace)) == (None, None, None)
+    assert forms(HeadConfig(**gaussian), HeadConfig(**laplace)) == (None, True, None)
+    assert forms(HeadConfig(**gaussian, weighted=True)) == (None, None, True)

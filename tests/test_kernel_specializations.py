@@ -88,13 +88,17 @@ def test_finish_runs_in_a_compiled_specialization():
 
 
 PROBE = """
-import json, numpy as np, iwpfast
+import inspect, json, numpy as np, iwpfast
 from iwpfast._kernels import sgd
 X = np.random.default_rng(0).standard_normal((1000, 3))
 iwpfast.IWPClassifier(progress=False).fit(X, (X[:, 0] > 0).astype(int))
-print(json.dumps({name: len(getattr(sgd, name).signatures) for name in
-                  ("sgd_chunk", "_batch", "_table_row_scalars", "_logistic_scalars",
-                   "sgd_chunk_heads", "_heads_batch")}))
+counts = {name: len(getattr(sgd, name).signatures) for name in
+          ("sgd_chunk", "_batch", "_table_row_scalars", "_logistic_scalars",
+           "sgd_chunk_heads", "_heads_batch")}
+parameters = list(inspect.signature(sgd.sgd_chunk_heads.py_func).parameters)
+pruned = {name: [str(s[parameters.index(name)]) for s in sgd.sgd_chunk_heads.signatures]
+          for name in ("table_form", "classes", "eulerian", "laplace_law", "weighted")}
+print(json.dumps({"counts": counts, "pruned": pruned}))
 """
 
 
@@ -102,14 +106,18 @@ print(json.dumps({name: len(getattr(sgd, name).signatures) for name in
 def test_a_binary_first_fit_compiles_one_batch_step_and_no_table_or_logistic_code(tmp_path):
     # a fresh process with an empty kernel cache, as bench/first_fit.py measures: the default
     # (exponential) binary fit ('auto': its grid of heads runs in the several-heads kernel) types
-    # and lowers that kernel's batch step once, without the k-class table form, the logistic code
-    # and the single-head kernel
+    # and lowers that kernel's batch step once, without the k-class table form, the logistic code,
+    # the one-vs-rest signs, the discrete Laplace tau, the sample weights (None-typed arguments:
+    # Numba prunes their branches before typing) and the single-head kernel
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_DISABLE_JIT",)}
     env.update(IWPFAST_CACHE_DIR=str(tmp_path), PYTHONPATH=str(ROOT))
     out = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True,
                          timeout=600)
     assert out.returncode == 0, out.stderr
-    compiled = json.loads(out.stdout.strip().splitlines()[-1])
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["pruned"] == {name: ["none"] for name in
+                                ("table_form", "classes", "eulerian", "laplace_law", "weighted")}
+    compiled = result["counts"]
     assert compiled == {"sgd_chunk": 0, "_batch": 0, "_table_row_scalars": 0,
                         "_logistic_scalars": 0, "sgd_chunk_heads": 1, "_heads_batch": 1}
 

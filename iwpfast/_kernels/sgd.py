@@ -763,8 +763,9 @@ def _head_margins(addresses, like, offset, m, theta_t, intercept, fit_intercept,
 
 
 @jit_forceinline
-def _heads_batch(table_form, classes, addresses, like, codes, offset, m, fparams, iparams,
-                 noise_var, noise_t, direction_t, direction, laplace, eulerian, theta_t,
+def _heads_batch(table_form, classes, laplace_law, weighted, addresses, like, codes, offset, m,
+                 fparams, iparams, noise_var, noise_t, direction_t, direction, laplace, eulerian,
+                 theta_t,
                  theta_avg_t, intercept, intercept_avg, step, n_avg,
                  counters, telemetry, traces, trace_steps, margins, signs, weight, curvature,
                  gradient_t, lanes, group_lanes, ones, theta_column, per_head, fit_intercept):
@@ -801,7 +802,7 @@ def _heads_batch(table_form, classes, addresses, like, codes, offset, m, fparams
             tau[h] += noise_row[h] * theta_row[h] * theta_row[h]
     for h in range(n_heads):
         tau[h] = 0.5 * tau[h] if iparams[h, I_MODE] == MODE_IWP else 0.0
-        if laplace[h] != 0.0:
+        if laplace_law is not None and laplace[h] != 0.0:
             for j in range(n_features):
                 theta_column[j] = theta_t[j, h]
             tau[h] = _laplace_tau(noise_var[h], theta_column, direction)
@@ -819,7 +820,7 @@ def _heads_batch(table_form, classes, addresses, like, codes, offset, m, fparams
         iwp = iparams[h, I_MODE] == MODE_IWP
         _row_scalars(loss, table_form, iwp, signs, m, margins[h], tau[h], fparams[h], truncation,
                      eulerian, weight, curvature)
-        if iparams[h, I_WEIGHTED] != 0:
+        if weighted is not None and iparams[h, I_WEIGHTED] != 0:
             _weigh_rows(addresses, n_features, like, offset, m, weight, curvature)
         mean_curvature[h] = _sum_lanes(curvature, m, lanes, ones) / m if iwp else 0.0
         _column_means(weight, addresses, like, offset, m, n_features, lanes, group_lanes,
@@ -981,7 +982,8 @@ def _store_heads(theta_t, theta_avg_t, intercept, intercept_avg, step, n_avg, th
 @jit
 def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, fparams, iparams, noise_var,
                     eulerian, classes, thetas, theta_avgs, intercepts, intercept_avgs, carry_X,
-                    carry_y, counters, telemetry, traces, trace_steps, table_form, final):
+                    carry_y, counters, telemetry, traces, trace_steps, table_form, final,
+                    laplace_law, weighted):
     """Several heads over the same rows in one scan: each batch is read once and used by every
     head while it is in cache (docs/internals.md "Several heads in one scan").
 
@@ -998,7 +1000,12 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, fparams, iparams
     exact), goes through one call site.  With ``final``, the carried partial batch (if any) then
     runs as every head's last update (the end of a stream is a call on no rows with final).
     ``table_form``: None when every head's label-weight table has two equal rows (see
-    ``_row_scalars``).  Returns -1, or the global index of the last row of the batch after which
+    ``_row_scalars``); ``laplace_law``: None when no head is an IWP head of the discrete Laplace
+    law, ``weighted``: None when the heads are unweighted (else True; then the per-head codes
+    decide).  Like ``table_form``, a None is a compile-time type whose ``is not None`` branches
+    Numba prunes before typing: a first fit does not compile code it cannot run (the Laplace
+    tau and sample weights cost ~0.4 s of a first fit's compile, ``bench/compile_cost.py``).
+    Returns -1, or the global index of the last row of the batch after which
     a head's theta or intercept became non-finite (every head has made that batch's update; the
     scan stops there).
     """
@@ -1096,9 +1103,10 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, fparams, iparams
             break
         for b in range(n_batches):
             rows_before = telemetry[0, T_ROWS]
-            if not _heads_batch(table_form, classes, sources, like, block_labels[b * m:(b + 1) * m],
-                                first_row + b * m, m, fparams, iparams, noise_var, noise_t,
-                                direction_t, direction, laplace, eulerian, theta_t,
+            if not _heads_batch(table_form, classes, laplace_law, weighted, sources, like,
+                                block_labels[b * m:(b + 1) * m], first_row + b * m, m, fparams,
+                                iparams, noise_var, noise_t, direction_t, direction, laplace,
+                                eulerian, theta_t,
                                 theta_avg_t, intercept, intercept_avg, step, n_avg, counters,
                                 telemetry, traces, trace_steps, margins, signs, weight, curvature,
                                 gradient_t, lanes, group_lanes, ones, theta_column, per_head,

@@ -44,8 +44,12 @@ from .._kernels.abi import (
     F_MATCH_Z,
     F_OTHER_MINUS_Z,
     F_OTHER_Z,
+    I_MODE,
+    I_NOISE_LAW,
+    LAW_LAPLACE,
     LOSS_CODES,
     MODE_CODES,
+    MODE_IWP,
     SCHEDULE_CODES,
     TELEMETRY_FIELDS,
     pack_fparams,
@@ -456,6 +460,10 @@ def _pack_heads(cfgs, states):
                else np.array([float(cfg.label_class) for cfg in cfgs]))
     # None: every head's label-weight table has two equal rows (the table form is not compiled)
     table_form = None if all(_table_form(p[0]) is None for p in packed) else True
+    # None: no IWP head of the discrete Laplace law / unweighted heads (that code is not compiled)
+    laplace_law = (True if np.any((iparams[:, I_MODE] == MODE_IWP)
+                                  & (iparams[:, I_NOISE_LAW] == LAW_LAPLACE)) else None)
+    weighted = True if first.weighted else None
     stacked = {name: np.stack([getattr(st, name) for st in states]) for name in _STACKED}
     capacity = max(st.trace.shape[0] for st in states)
     traces = np.zeros((len(states), capacity, first.n_features + 1))
@@ -463,8 +471,8 @@ def _pack_heads(cfgs, states):
     for c, st in enumerate(states):
         traces[c, :st.trace.shape[0]] = st.trace
         trace_steps[c, :st.trace.shape[0]] = st.trace_steps
-    return fparams, iparams, noise_var, packed[0][3], classes, table_form, stacked, traces, \
-        trace_steps
+    return fparams, iparams, noise_var, packed[0][3], classes, (table_form, laplace_law, weighted), \
+        stacked, traces, trace_steps
 
 
 def _unpack_heads(states, stacked, traces, trace_steps):
@@ -498,7 +506,7 @@ def run_chunk_heads(cfgs, states, X, y, sample_weight=None) -> None:
     row, shared by the heads) or all not.  States are updated in place.
     """
     cfgs, states = list(cfgs), list(states)
-    fparams, iparams, noise_var, eulerian, classes, table_form, stacked, traces, trace_steps = \
+    fparams, iparams, noise_var, eulerian, classes, forms, stacked, traces, trace_steps = \
         _pack_heads(cfgs, states)
     columns, addresses, dtype, n = _columns(X, cfgs[0].n_features)
     codes = _labels(cfgs[0], y, n) if classes is None else _class_labels(y, n)
@@ -515,7 +523,7 @@ def run_chunk_heads(cfgs, states, X, y, sample_weight=None) -> None:
         addresses, _LIKE[dtype], np.int64(codes.ctypes.data), _LIKE[codes.dtype], np.int64(n),
         fparams, iparams, noise_var, eulerian, classes, stacked["theta"], stacked["theta_avg"],
         stacked["intercept"], stacked["intercept_avg"], states[0].carry_X, states[0].carry_y,
-        stacked["counters"], stacked["telemetry"], traces, trace_steps, table_form, False)
+        stacked["counters"], stacked["telemetry"], traces, trace_steps, forms[0], False, *forms[1:])
     del columns, codes, weights
     _unpack_heads(states, stacked, traces, trace_steps)
     if row >= 0:
@@ -525,7 +533,7 @@ def run_chunk_heads(cfgs, states, X, y, sample_weight=None) -> None:
 def finish_heads(cfgs, states) -> None:
     """Run the shared carried partial batch as the last update of every head, if any."""
     cfgs, states = list(cfgs), list(states)
-    fparams, iparams, noise_var, eulerian, classes, table_form, stacked, traces, trace_steps = \
+    fparams, iparams, noise_var, eulerian, classes, forms, stacked, traces, trace_steps = \
         _pack_heads(cfgs, states)
     if states[0].carry_n == 0:
         return
@@ -534,7 +542,8 @@ def finish_heads(cfgs, states) -> None:
     kernels = _kernels()
     # sgd_chunk_heads on no rows with final=True, in column and label dtypes it already runs with
     # (so nothing more compiles; with no rows only the carried ones are read)
-    like, y_like = _compiled_dtypes(kernels.sgd_chunk_heads, {9: classes, 20: table_form})
+    like, y_like = _compiled_dtypes(kernels.sgd_chunk_heads,
+                                    {9: classes, 20: forms[0], 22: forms[1], 23: forms[2]})
     if not _carry_is_exact(states[0], like, y_like):
         like = y_like = np.dtype(np.float64)
     row = kernels.sgd_chunk_heads(
@@ -542,7 +551,7 @@ def finish_heads(cfgs, states) -> None:
         _LIKE[y_like], np.int64(0), fparams, iparams, noise_var, eulerian, classes,
         stacked["theta"], stacked["theta_avg"], stacked["intercept"], stacked["intercept_avg"],
         states[0].carry_X, states[0].carry_y, stacked["counters"], stacked["telemetry"], traces,
-        trace_steps, table_form, True)
+        trace_steps, forms[0], True, *forms[1:])
     _unpack_heads(states, stacked, traces, trace_steps)
     if row >= 0:
         _raise_heads_divergence(cfgs, states, int(row))
