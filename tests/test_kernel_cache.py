@@ -127,3 +127,51 @@ def test_readme_install_flow_then_import_from_another_folder(tmp_path):
     assert Path(check.stdout.split()[0]).is_relative_to(src)
     leftovers = [p for p in Path(purelib).rglob("iwpfast*/**/*") if p.suffix in (".nbi", ".nbc")]
     assert leftovers == []
+
+
+# compiles first_invalid_label; says "compiled" once the compile is over, before Numba saves it
+SAVER = """
+import sys, numpy as np
+import numba.core.event as ev
+from iwpfast._kernels import sgd
+
+class Said(ev.Listener):
+    def on_start(self, event):
+        pass
+
+    def on_end(self, event):
+        if event.data["dispatcher"] is sgd.first_invalid_label:
+            print("compiled", flush=True)
+
+ev.register("numba:compile", Said())
+sgd.first_invalid_label(np.ones(3))
+"""
+
+
+@pytest.mark.skipif(os.environ.get("NUMBA_DISABLE_JIT") == "1", reason="nothing is compiled")
+@pytest.mark.skipif(sys.platform == "win32", reason="no fcntl: saves are not locked")
+def test_a_save_into_the_cache_waits_for_the_folder_lock(tmp_path):
+    # Numba's save (index read, data-file number picked, both written) is not atomic across
+    # processes; each save holds the folder's lock, so one compiled elsewhere at the same moment
+    # cannot interleave with it
+    import fcntl
+    import time
+
+    from iwpfast._kernels._options import kernel_source_hash
+    folder = tmp_path / f"kernels-{kernel_source_hash()}"
+    folder.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_DISABLE_JIT"}
+    env.update(IWPFAST_CACHE_DIR=str(tmp_path), PYTHONPATH=str(ROOT))
+    with open(folder / ".lock", "a") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        child = subprocess.Popen([sys.executable, "-c", SAVER], env=env, cwd=tmp_path,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert child.stdout.readline().strip() == "compiled", child.stderr.read()
+            time.sleep(0.5)         # a save that ignored the lock would have been written by now
+            assert child.poll() is None
+            assert not list(folder.glob("*.nbi"))
+        finally:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+    assert child.wait(timeout=120) == 0, child.stderr.read()
+    assert any(p.name.startswith("sgd.first_invalid_label") for p in folder.glob("*.nbi"))

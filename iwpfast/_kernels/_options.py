@@ -22,9 +22,19 @@ Numba and Python versions).  Numba's own check looks at the kernel's file only, 
 helper module (``_lowlevel.py``) would otherwise load stale machine code; with the hash every edit
 compiles afresh.  An unwritable folder falls back to one in the temporary directory, and if that
 is unwritable too the kernels run uncached: quietly, since caching only saves time.
+
+Several processes may compile into one cache folder at once (fits running side by side,
+``iwpfast warmup --jobs``).  Numba's save of a compiled function is a read-modify-write of the
+function's index (load it, pick the first unused data-file number, write both), not atomic across
+processes: two processes saving different signatures of one kernel at the same moment can both pick
+the same data file, and the index may then send one signature to the other's machine code.  Every
+save here holds an exclusive lock on ``CACHE_FOLDER/.lock`` (``fcntl.flock``; none where
+``fcntl`` is missing, i.e. on Windows), which makes it atomic; loads need none (Numba writes each
+file to a temporary name and renames it).
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sys
@@ -150,7 +160,30 @@ def _make_cache_class():
     class KernelCache(FunctionCache):
         _impl_class = KernelCacheImpl
 
+        def save_overload(self, sig, data):
+            with save_lock():
+                super().save_overload(sig, data)
+
     return KernelCache
+
+
+@contextlib.contextmanager
+def save_lock():
+    """Hold the cache folder's exclusive lock (see "Where the compiled kernels are cached"); no
+    lock without ``fcntl`` or when the lock file cannot be opened (caching only saves time)."""
+    try:
+        import fcntl
+    except ImportError:             # Windows
+        yield
+        return
+    try:
+        handle = open(CACHE_FOLDER / ".lock", "a")
+    except (OSError, TypeError):    # TypeError: no cache folder
+        yield
+        return
+    with handle:                    # closing releases the lock
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        yield
 
 
 _CACHE_CLASS = None if CACHE_FOLDER is None else _make_cache_class()
