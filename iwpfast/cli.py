@@ -25,6 +25,7 @@ COMMANDS = [
     "iwpfast.commands.demo",
     "iwpfast.commands.experiment",
     "iwpfast.commands.bench",
+    "iwpfast.commands.warmup",
 ]
 
 
