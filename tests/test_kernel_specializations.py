@@ -89,12 +89,13 @@ def test_finish_runs_in_a_compiled_specialization():
 
 PROBE = """
 import inspect, json, numpy as np, iwpfast
-from iwpfast._kernels import sgd
+from iwpfast._kernels import score, sgd
 X = np.random.default_rng(0).standard_normal((1000, 3))
 iwpfast.IWPClassifier(progress=False).fit(X, (X[:, 0] > 0).astype(int))
 counts = {name: len(getattr(sgd, name).signatures) for name in
           ("sgd_chunk", "_batch", "_table_row_scalars", "_logistic_scalars",
            "sgd_chunk_heads", "_heads_batch")}
+counts["score_block_heads"] = len(score.score_block_heads.signatures)
 parameters = list(inspect.signature(sgd.sgd_chunk_heads.py_func).parameters)
 pruned = {name: [str(s[parameters.index(name)]) for s in sgd.sgd_chunk_heads.signatures]
           for name in ("table_form", "classes", "eulerian", "laplace_law", "weighted")}
@@ -108,7 +109,8 @@ def test_a_binary_first_fit_compiles_one_batch_step_and_no_table_or_logistic_cod
     # (exponential) binary fit ('auto': its grid of heads runs in the several-heads kernel) types
     # and lowers that kernel's batch step once, without the k-class table form, the logistic code,
     # the one-vs-rest signs, the discrete Laplace tau, the sample weights (None-typed arguments:
-    # Numba prunes their branches before typing) and the single-head kernel
+    # Numba prunes their branches before typing), the single-head kernel and the hold-out
+    # scoring kernel (a small hold-out is scored by its NumPy step)
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_DISABLE_JIT",)}
     env.update(IWPFAST_CACHE_DIR=str(tmp_path), PYTHONPATH=str(ROOT))
     out = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True,
@@ -119,7 +121,8 @@ def test_a_binary_first_fit_compiles_one_batch_step_and_no_table_or_logistic_cod
                                 ("table_form", "classes", "eulerian", "laplace_law", "weighted")}
     compiled = result["counts"]
     assert compiled == {"sgd_chunk": 0, "_batch": 0, "_table_row_scalars": 0,
-                        "_logistic_scalars": 0, "sgd_chunk_heads": 1, "_heads_batch": 1}
+                        "_logistic_scalars": 0, "sgd_chunk_heads": 1, "_heads_batch": 1,
+                        "score_block_heads": 0}
 
 
 @pytest.mark.skipif(not JIT, reason="NUMBA_DISABLE_JIT: nothing is compiled")

@@ -2,6 +2,8 @@
 NumPy batch step): the same sums up to the order of floating-point additions."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -10,6 +12,12 @@ from iwpfast.sgd import tuning
 from iwpfast.sgd.state import HeadConfig, HeadState
 
 P = 4
+
+
+@pytest.fixture(autouse=True)
+def _compiled_from_the_first_row(monkeypatch):
+    # these tests compare the kernel with its twin on small tables: compile it whatever the size
+    monkeypatch.setattr(tuning, "SCORE_KERNEL_MIN_VALUES", 0)
 
 
 def _heads(loss, n_heads, *, seed, mode="iwp", keep=0.8, classes=None, target_noise_var=0.0):
@@ -102,6 +110,22 @@ def test_mixed_column_dtypes_are_scored_in_float64():
                  _score(table, names, states, configs, "exponential", "numpy"))
 
 
+def test_small_hold_outs_are_scored_by_the_numpy_step(monkeypatch):
+    # below SCORE_KERNEL_MIN_VALUES (row, head) values the kernel is not called (a first fit on
+    # small data does not compile it); above, it is
+    from iwpfast._kernels import score
+    calls = []
+    real = score.score_block_heads
+    monkeypatch.setattr(score, "score_block_heads", lambda *a: calls.append(1) or real(*a))
+    names, states, configs = _heads("exponential", 3, seed=10)
+    table = _table(1000, seed=11, dtype=np.float32, labels="pm1")
+    for limit, expected in ((3001, 0), (3000, 1)):
+        monkeypatch.setattr(tuning, "SCORE_KERNEL_MIN_VALUES", limit)
+        calls.clear()
+        _score(table, names, states, configs, "exponential", "numba")
+        assert (len(calls) > 0) == bool(expected)
+
+
 def test_public_labels_skip_the_mirrored_term_where_it_overflows():
     # S~ = 1 (public labels): w_-z = 0, and exp(-tau + z) overflows at z = 800; the value is
     # exp(-tau - z) alone (0 here), not 0 * inf = NaN
@@ -113,3 +137,20 @@ def test_public_labels_skip_the_mirrored_term_where_it_overflows():
                       "y": np.ones(64)})
     estimates, _ = _score(table, names, states, configs, "exponential", "numba")
     assert all(e.risk == 0.0 for e in estimates)
+
+
+@pytest.mark.skipif(os.environ.get("NUMBA_DISABLE_JIT") == "1", reason="nothing is compiled")
+def test_one_signature_per_column_dtype_whatever_arrow_hands_over():
+    # warm_scoring (iwpfast warmup) compiles the signature that real scoring uses: read-only
+    # float64 label and weight buffers from Arrow, int8 labels, float32 features
+    from iwpfast._kernels import score
+    tuning.warm_scoring(np.float32)
+    compiled = len(score.score_block_heads.signatures)
+    names, states, configs = _heads("exponential", 3, seed=12)
+    for labels in ("pm1", "classes"):
+        table = _table(700, seed=13, dtype=np.float32, labels=labels, weights=True)
+        if labels == "classes":
+            table = table.set_column(P, "y", pa.array(
+                np.where(table.column("y").to_numpy() == 1, 1, -1).astype(np.int8)))
+        _score(table, names, states, configs, "exponential", "numba", sample_weight="w")
+    assert len(score.score_block_heads.signatures) == compiled

@@ -435,8 +435,12 @@ class HeadScorer:
         features, label, sample_weight = self.features, self.label, self.sample_weight
         theta, b, tau = self.theta, self.b, self.tau
         src = source if isinstance(source, Source) else open_source(source)
+        # a small hold-out is scored by the NumPy step: compiling the kernel (~1 s, once per
+        # machine) would cost a first fit on small data more than it saves
+        compiled = self.compiled and (src.num_rows is None
+                                      or src.num_rows * self.k >= SCORE_KERNEL_MIN_VALUES)
         for batch in src.batches(_scored_columns(features, label, sample_weight)):
-            if self.compiled:
+            if compiled:
                 self._add_compiled(batch)
                 continue
             X = np.column_stack([np.asarray(batch.column(f).to_numpy(zero_copy_only=False),
@@ -468,36 +472,22 @@ class HeadScorer:
     def _add_compiled(self, batch) -> None:
         """One batch through ``score_block_heads``: one call per group of compared heads, on
         the batch's columns in place (one float dtype: float32 columns stay float32)."""
-        from .._kernels.score import score_block_heads
-        from .engine import _LIKE, _addresses
-
         def column(name):
             return np.asarray(batch.column(name).to_numpy(zero_copy_only=False))
         columns = [column(f) for f in self.features]
-        dtype = columns[0].dtype if columns else np.dtype(np.float64)
-        if dtype not in (np.float32, np.float64) or any(c.dtype != dtype for c in columns):
-            dtype = np.dtype(np.float64)
-        columns = [np.ascontiguousarray(c, dtype=dtype) for c in columns]
-        y = np.ascontiguousarray(column(self.label), dtype=np.float64)
-        weights = (np.ascontiguousarray(column(self.sample_weight), dtype=np.float64)
-                   if self.sample_weight is not None else np.empty(0))
+        y = column(self.label)
+        weights = column(self.sample_weight) if self.sample_weight is not None else None
         record = loss_record(self.loss)
-        code = LOSS_CODES[self.loss]
         if self.table is not None:
             table = np.array(self.table, dtype=np.float64)
         else:
             s = 1.0 if self.weight is None else float(self.weight)
             table = np.array([s, 1.0 - s, s, 1.0 - s])
-        addresses = _addresses(columns)
         for g, acc in zip(self.groups, self.accs, strict=True):
             cls = (-1.0 if self.head_class is None or record.task == "regression"
                    else float(self.head_class[g[0]]))
-            acc.n = int(score_block_heads(
-                addresses, _LIKE[dtype], np.int64(y.shape[0]), y, weights,
-                np.ascontiguousarray(self.theta[:, g]), np.ascontiguousarray(self.b[g]),
-                np.ascontiguousarray(self.tau[g]), np.int64(code), table, cls,
-                self.target_var, acc.mean, acc.m2, acc.comoment, acc.sum_abs, acc.sum_sq,
-                acc.max_abs, np.int64(acc.n)))
+            score_group(columns, y, weights, self.theta[:, g], self.b[g], self.tau[g], self.loss,
+                        table, cls, self.target_var, acc)
 
     def merge(self, other: HeadScorer) -> None:
         """Add the rows ``other`` scored (the same heads)."""
@@ -513,6 +503,39 @@ class HeadScorer:
                 estimates[i] = est
             cov[np.ix_(g, g)] = acc.covariance_of_means()
         return estimates, cov
+
+
+def score_group(columns, y, weights, theta, b, tau, loss: str, table, cls: float,
+                target_var: float, acc) -> None:
+    """Rows of ``columns`` (p 1-D arrays), labels ``y`` and row ``weights`` (or None) scored by
+    the heads (``theta`` (p, G), ``b``, ``tau``) of one group, merged into the RiskAccumulator
+    ``acc`` by ``_kernels/score.py``; ``table``: the 2 x 2 label weights, ``cls``: the group's
+    class (-1.0: +-1 labels).  Every argument is converted to the kernel's one signature per
+    column dtype (C-contiguous, writable float64 labels and weights: an Arrow buffer's read-only
+    array would be a second signature, a second compile)."""
+    from .._kernels.score import score_block_heads
+    from .engine import _LIKE, _addresses
+    dtype = columns[0].dtype if columns else np.dtype(np.float64)
+    if dtype not in (np.float32, np.float64) or any(c.dtype != dtype for c in columns):
+        dtype = np.dtype(np.float64)
+    columns = [np.ascontiguousarray(c, dtype=dtype) for c in columns]
+
+    def owned(values):
+        return np.require(values, dtype=np.float64, requirements=["C", "W"])
+    acc.n = int(score_block_heads(
+        _addresses(columns), _LIKE[dtype], np.int64(len(y)), owned(y),
+        owned(np.empty(0) if weights is None else weights), owned(theta), owned(b), owned(tau),
+        np.int64(LOSS_CODES[loss]), owned(table), float(cls), float(target_var), acc.mean,
+        acc.m2, acc.comoment, acc.sum_abs, acc.sum_sq, acc.max_abs, np.int64(acc.n)))
+
+
+def warm_scoring(dtype) -> None:
+    """Compile (or load) the hold-out scoring kernel for feature columns of ``dtype``
+    (``iwpfast warmup``: a small fit's hold-out is scored by the NumPy step)."""
+    from ..estimates import RiskAccumulator
+    column = np.zeros(1, dtype=dtype)
+    score_group([column], np.ones(1), None, np.zeros((1, 1)), np.zeros(1), np.zeros(1),
+                "exponential", np.array([1.0, 0.0, 1.0, 0.0]), -1.0, 0.0, RiskAccumulator(1))
 
 
 def _scored_columns(features, label, sample_weight) -> list[str]:
@@ -535,6 +558,10 @@ def _open_parts(source, validation_fraction, validation, mapper, validation_mapp
                     else val.num_rows / max(src.num_rows, 1))
     return train, val, passes
 
+
+#: the compiled hold-out scoring runs from this many (row, head) values of a source on (below:
+#: the NumPy step, whose cost is then a few milliseconds, less than the kernel's compile time)
+SCORE_KERNEL_MIN_VALUES = 1 << 20
 
 #: the most memory a tuning scan uses to hold its validation rows (``iwpfast.io.views.HeldRows``)
 HELD_VALIDATION_BYTES = 256 << 20
