@@ -436,9 +436,12 @@ class HeadScorer:
         theta, b, tau = self.theta, self.b, self.tau
         src = source if isinstance(source, Source) else open_source(source)
         # a small hold-out is scored by the NumPy step: compiling the kernel (~1 s, once per
-        # machine) would cost a first fit on small data more than it saves
+        # machine) would cost a first fit on small data more than it saves.  Counted per group
+        # of compared heads, so that a class of a k-class grid is scored as the two-class grid
+        # of that class against the rest (the same bits)
+        widest = max(len(g) for g in self.groups)
         compiled = self.compiled and (src.num_rows is None
-                                      or src.num_rows * self.k >= SCORE_KERNEL_MIN_VALUES)
+                                      or src.num_rows * widest >= SCORE_KERNEL_MIN_VALUES)
         for batch in src.batches(_scored_columns(features, label, sample_weight)):
             if compiled:
                 self._add_compiled(batch)
@@ -449,19 +452,22 @@ class HeadScorer:
             if sample_weight is not None:
                 row_weights = np.asarray(
                     batch.column(sample_weight).to_numpy(zero_copy_only=False), dtype=np.float64)
+            if self.head_class is not None and record.task != "regression":
+                # one-vs-rest, class by class: a row's sign and label weights are the same for all
+                # of the class's heads, so they are (m, 1) columns broadcast over its G heads;
+                # each class's own (m, G) product, as a two-class grid's (BLAS picks its
+                # summation order by the shape: the same shape gives the same bits)
+                for g, acc in zip(self.groups, self.accs, strict=True):
+                    sign = np.where(y == self.head_class[g[0]], 1.0, -1.0)[:, None]
+                    U = X @ theta[:, g] + b[g]
+                    vals = glm_loss_values_table(self.loss, sign * U, sign, tau[g],
+                                                 self.table, self.truncation)
+                    acc.add(vals if sample_weight is None else vals * row_weights[:, None])
+                continue
             U = X @ theta + b                                                 # (m, k)
             if record.task == "regression":
                 r = U - y[:, None]
                 vals = 0.5 * r * r - tau - 0.5 * self.target_var
-            elif self.head_class is not None:
-                # one-vs-rest, class by class: a row's sign and label weights are the same for all
-                # of the class's heads, so they are (m, 1) columns broadcast over its G heads
-                for g, acc in zip(self.groups, self.accs, strict=True):
-                    sign = np.where(y == self.head_class[g[0]], 1.0, -1.0)[:, None]
-                    vals = glm_loss_values_table(self.loss, sign * U[:, g], sign, tau[g],
-                                                 self.table, self.truncation)
-                    acc.add(vals if sample_weight is None else vals * row_weights[:, None])
-                continue
             else:
                 vals = glm_loss_values(self.loss, y[:, None] * U, tau, self.weight,
                                        self.truncation)
@@ -559,7 +565,7 @@ def _open_parts(source, validation_fraction, validation, mapper, validation_mapp
     return train, val, passes
 
 
-#: the compiled hold-out scoring runs from this many (row, head) values of a source on (below:
+#: the compiled hold-out scoring runs from this many (row, head of a group) values on (below:
 #: the NumPy step, whose cost is then a few milliseconds, less than the kernel's compile time)
 SCORE_KERNEL_MIN_VALUES = 1 << 20
 
