@@ -247,3 +247,69 @@ def test_validation_check_is_exact_for_overflowing_and_each_non_finite_value(dty
             r = ChunkReader(pa.table({"a": x, "y": np.ones(3000, np.int8)}), [["a"]], ["y"], 1000)
             with pytest.raises(InvalidInputError, match=f"row {pos} of the stream"):
                 list(r)
+
+
+def _parquet_threads():
+    return [t for t in threading.enumerate() if t.name.startswith("iwpfast-parquet")]
+
+
+@pytest.mark.parametrize("start_row", [0, 7, 6000, 14_999])
+def test_row_groups_decoded_in_threads_give_the_chunks_read_in_turn(table, tmp_path, monkeypatch,
+                                                                    start_row):
+    from iwpfast.io import format_readers
+    pq.write_table(table, tmp_path / "f.parquet", row_group_size=3000)   # 7 row groups
+
+    def read(threads):
+        monkeypatch.setattr(format_readers, "PARQUET_DECODE_THREADS", threads)
+        r = ChunkReader(str(tmp_path / "f.parquet"), [["a", "c"]], ["y"], 1024,
+                        start_row=start_row)
+        return [(c.origin, c.later_origins, c.n_rows, [x.copy() for x in c.features[0]],
+                 c.labels["y"].copy()) for c in r]
+
+    in_turn = read(1)
+    for threads in (2, 3, 8):
+        assert not _parquet_threads()
+        threaded = read(threads)
+        assert len(threaded) == len(in_turn)
+        for a, b in zip(threaded, in_turn, strict=True):
+            assert a[:3] == b[:3]
+            for x, y in zip(a[3], b[3], strict=True):
+                np.testing.assert_array_equal(x, y)
+            np.testing.assert_array_equal(a[4], b[4])
+    assert in_turn[0][0].global_row == start_row and sum(c[2] for c in in_turn) == N - start_row
+
+
+def test_parquet_threads_stop_on_early_exit_and_errors(table, tmp_path, monkeypatch):
+    from iwpfast.io import format_readers
+    monkeypatch.setattr(format_readers, "PARQUET_DECODE_THREADS", 3)
+    monkeypatch.setattr(format_readers, "PARQUET_THREAD_BATCHES", 1)
+    pq.write_table(table, tmp_path / "f.parquet", row_group_size=1000)  # 20 row groups
+    r = ChunkReader(str(tmp_path / "f.parquet"), [["a"]], ["y"], 100)
+    for i, _ in enumerate(r):
+        if i == 3:
+            break
+    r.close()
+    assert not _parquet_threads() and not _reader_threads()
+    # a page garbled in row group 12: the error names the file and that row group, and every
+    # thread is stopped
+    pq.write_table(table, tmp_path / "g.parquet", row_group_size=1000, compression="snappy")
+    raw = bytearray((tmp_path / "g.parquet").read_bytes())
+    column = pq.ParquetFile(tmp_path / "g.parquet").metadata.row_group(12).column(0)
+    at = column.data_page_offset
+    raw[at:at + 24] = np.random.default_rng(5).integers(0, 256, 24, dtype=np.uint8).tobytes()
+    (tmp_path / "g.parquet").write_bytes(bytes(raw))
+    seen = 0
+    with pytest.raises(InvalidInputError, match=r"g.parquet', row group 12: cannot be read") as e:
+        for ch in ChunkReader(str(tmp_path / "g.parquet"), [["a", "b"]], ["y"], 1000):
+            seen = ch.end_row
+    assert seen == 12_000, e.value
+    assert not _parquet_threads() and not _reader_threads()
+    # an error of the reader itself (a NaN in a checked column): the threads are stopped at
+    # once, not when the exception (whose traceback holds the reader's frames) is collected
+    b = table["b"].to_numpy().copy()
+    b[5432] = np.nan
+    pq.write_table(table.set_column(1, "b", pa.array(b)), tmp_path / "h.parquet",
+                   row_group_size=1000)
+    with pytest.raises(InvalidInputError, match="non-finite value nan in column 'b'") as e:
+        list(ChunkReader(str(tmp_path / "h.parquet"), [["a", "b"]], ["y"], 1000))
+    assert not _parquet_threads() and not _reader_threads()

@@ -10,11 +10,16 @@ way in.  A new format is a reader class here, a row of the table and its suffixe
 """
 from __future__ import annotations
 
+import os
+import queue
+import threading
+
 import pyarrow as pa
 
 from ..exceptions import InvalidInputError
 from .filesystem import Location
 from .formats import input_format
+from .handoff import join_draining, put_unless_stopped
 from .source_base import BatchOrigin
 
 
@@ -31,6 +36,19 @@ def _corrupt(path: str, fmt: str, exc: Exception, where: str = "") -> InvalidInp
 
 #: read Parquet files through a memory map (see _ParquetFile); False: pyarrow's buffered reads
 PARQUET_MEMORY_MAP = True
+#: local Parquet files: row groups decoded at the same time, each by a thread of its own (None:
+#: one per usable core, at most 4; 1: one after the other, each with pyarrow's threads)
+PARQUET_DECODE_THREADS: int | None = None
+#: decoded batches each row-group thread may hold ahead of the reader
+PARQUET_THREAD_BATCHES = 2
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (respects taskset / container CPU sets)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 #: remote Parquet files are read in windows of consecutive row groups of about this many bytes
 REMOTE_WINDOW_BYTES = 64 << 20
 #: windows fetched ahead (concurrently) of the one being read: memory is about
@@ -180,40 +198,163 @@ class _ParquetFile:
                                global_row + first_row + off + cut), batch)
 
     def _located_groups(self, file_index, columns, batch_rows, global_row, start_in_file):
-        row = global_row
+        """Local files: the row groups from the one holding ``start_in_file``, each cut in
+        batches of ``batch_rows`` rows from its start.  With several columns and several cores
+        the columns are shared out to PARQUET_DECODE_THREADS threads that decode ahead
+        (``_ColumnThreads``); otherwise pyarrow decodes each batch when asked, with its own
+        threads."""
+        first = 0
         offset_rows = 0
-        for rg, nrg in enumerate(self.group_rows):
-            if offset_rows + nrg <= start_in_file:
-                offset_rows += nrg
-                row += nrg
-                continue
-            skip = max(0, start_in_file - offset_rows)
+        for nrg in self.group_rows:
+            if offset_rows + nrg > start_in_file:
+                break
             offset_rows += nrg
-            group_row = 0
-            try:
-                it = self.pf.iter_batches(batch_size=batch_rows, row_groups=[rg],
-                                          columns=list(columns), use_threads=True)
-                for batch in it:
-                    n = batch.num_rows
-                    if group_row + n <= skip:
+            first += 1
+        groups = list(range(first, len(self.group_rows)))
+        threads = PARQUET_DECODE_THREADS
+        threads = min(4, usable_cores()) if threads is None else int(threads)
+        threads = max(1, min(threads, len(columns)))
+        cols = list(columns)
+        decoded: _ColumnThreads | _RowGroupsInTurn
+        if threads > 1:
+            decoded = _ColumnThreads(self, groups, cols, batch_rows, threads)
+        else:
+            decoded = _RowGroupsInTurn(self.pf, groups, cols, batch_rows)
+        row = global_row + offset_rows
+        try:
+            for rg in groups:
+                nrg = self.group_rows[rg]
+                skip = max(0, start_in_file - offset_rows)
+                offset_rows += nrg
+                group_row = 0
+                try:
+                    for batch in decoded.batches(rg):
+                        n = batch.num_rows
+                        if group_row + n <= skip:
+                            group_row += n
+                            row += n
+                            continue
+                        if group_row < skip:
+                            cut = skip - group_row
+                            batch = batch.slice(cut)
+                            group_row += cut
+                            row += cut
+                            n = batch.num_rows
+                        yield BatchOrigin(file_index, self.path, rg, group_row, row), batch
                         group_row += n
                         row += n
-                        continue
-                    if group_row < skip:
-                        cut = skip - group_row
-                        batch = batch.slice(cut)
-                        group_row += cut
-                        row += cut
-                        n = batch.num_rows
-                    yield BatchOrigin(file_index, self.path, rg, group_row, row), batch
-                    group_row += n
-                    row += n
-            except (pa.ArrowException, OSError) as exc:
-                raise _corrupt(self.path, "Parquet", exc, f", row group {rg}") from exc
-            if group_row != nrg:
-                raise InvalidInputError(
-                    f"{self.path!r}, row group {rg}: read {group_row} rows but the footer says "
-                    f"{nrg}; the file is corrupt. Re-create or re-copy it.")
+                except (pa.ArrowException, OSError) as exc:
+                    raise _corrupt(self.path, "Parquet", exc, f", row group {rg}") from exc
+                if group_row != nrg:
+                    raise InvalidInputError(
+                        f"{self.path!r}, row group {rg}: read {group_row} rows but the footer "
+                        f"says {nrg}; the file is corrupt. Re-create or re-copy it.")
+        finally:
+            decoded.close()
+
+
+class _RowGroupsInTurn:
+    """The batches of each row group, decoded when asked for, with pyarrow's threads."""
+
+    def __init__(self, pf, groups, columns, batch_rows):
+        self.pf, self.columns, self.batch_rows = pf, columns, batch_rows
+
+    def batches(self, rg):
+        return self.pf.iter_batches(batch_size=self.batch_rows, row_groups=[rg],
+                                    columns=self.columns, use_threads=True)
+
+    def close(self) -> None:
+        pass
+
+
+class _ColumnThreads:
+    """Row groups ``groups`` of a local Parquet file decoded by ``threads`` threads at once, each
+    owning a share of the columns (about equal bytes per row): a thread streams its columns
+    through every group in order (single-threaded, through its own memory-mapped handle on the
+    file's footer), batch by batch, into a queue of PARQUET_THREAD_BATCHES batches.
+    ``batches(rg)`` joins the threads' pieces of each batch of group ``rg`` (zero-copy); an error
+    in a thread is raised there, for the group being read.
+
+    Why columns and not row groups per thread: a thread's batches of one row group come out in
+    order only, so threads decoding whole row groups must run a whole group ahead of the reader
+    to work at once (memory: a row group per thread, 400 MiB at p = 100); sharing the columns,
+    every thread works on the batch the reader needs next.  And why not pyarrow's own threads
+    (``use_threads=True``), which also decode the columns of a batch in parallel: they wait for
+    the slowest column at the end of every batch and for the reader to ask for the next one, so
+    a core is idle whenever the kernel is not running; these threads decode ahead until their
+    queues are full.  Memory: about PARQUET_THREAD_BATCHES + 1 batches ahead of the reader.
+    ``close`` stops and joins the threads."""
+
+    _END = object()
+
+    def __init__(self, parquet: _ParquetFile, groups, columns, batch_rows, threads):
+        self.columns = list(columns)
+        self.stop = threading.Event()
+        shares = _column_shares(parquet.schema, self.columns, threads)
+        self.queues: list[queue.Queue] = [queue.Queue(PARQUET_THREAD_BATCHES) for _ in shares]
+        self.threads = [threading.Thread(
+            target=self._decode, args=(parquet, list(groups), share, batch_rows, q),
+            name=f"iwpfast-parquet-{k}", daemon=True)
+            for k, (share, q) in enumerate(zip(shares, self.queues, strict=True))]
+        for t in self.threads:
+            t.start()
+
+    def _decode(self, parquet, groups, columns, batch_rows, q):
+        import pyarrow.parquet as pq
+        try:
+            pf = pq.ParquetFile(parquet.loc.path, pre_buffer=False,
+                                memory_map=PARQUET_MEMORY_MAP, metadata=parquet.pf.metadata,
+                                page_checksum_verification=True)
+            for rg in groups:
+                for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[rg],
+                                             columns=columns, use_threads=False):
+                    if not put_unless_stopped(q, batch, self.stop):
+                        return
+                if not put_unless_stopped(q, self._END, self.stop):
+                    return
+        except BaseException as exc:   # raised by batches() for the group being read
+            put_unless_stopped(q, exc, self.stop)
+
+    def batches(self, rg):
+        """The batches of the next row group, ``rg``."""
+        while True:
+            pieces = [q.get() for q in self.queues]
+            for piece in pieces:
+                if isinstance(piece, BaseException):
+                    raise piece
+            ended = [piece is self._END for piece in pieces]
+            if all(ended):
+                return
+            if any(ended) or len({piece.num_rows for piece in pieces}) > 1:
+                # (named with the file and row group by the caller, as a decoding error)
+                raise pa.ArrowInvalid("its columns hold different numbers of rows")
+            arrays: dict[str, pa.Array] = {}
+            for piece in pieces:
+                arrays.update(zip(piece.schema.names, piece.columns, strict=True))
+            yield pa.RecordBatch.from_arrays([arrays[c] for c in self.columns],
+                                             names=self.columns)
+
+    def close(self) -> None:
+        self.stop.set()
+        for q, t in zip(self.queues, self.threads, strict=True):
+            join_draining(t, q)
+
+
+def _column_shares(schema: pa.Schema, columns: list[str], threads: int) -> list[list[str]]:
+    """``columns`` cut into at most ``threads`` non-empty shares of about equal bytes per row
+    (each column to the lightest share so far, widest first)."""
+    def width(name):
+        try:
+            return max(1, schema.field(name).type.bit_width // 8)
+        except ValueError:                    # not fixed-width
+            return 8
+    shares: list[list[str]] = [[] for _ in range(max(1, min(threads, len(columns))))]
+    loads = [0] * len(shares)
+    for name in sorted(columns, key=width, reverse=True):
+        k = loads.index(min(loads))
+        shares[k].append(name)
+        loads[k] += width(name)
+    return shares
 
 
 class _IpcFile:

@@ -40,6 +40,7 @@ import pyarrow as pa
 
 from ..exceptions import InvalidInputError
 from .chunks import Chunk, ReaderStats, non_finite_value_error
+from .handoff import join_draining, put_unless_stopped
 from .source_base import BatchOrigin, Source
 from .sources import open_source
 
@@ -301,21 +302,28 @@ class ChunkReader:
         have = 0
         batches = self.source.located_batches(self.plan.columns, start_row=self.start_row,
                                               batch_rows=self.source_batch_rows())
-        for origin, batch in batches:
-            if batch.num_rows == 0:
-                continue
-            arrays, zc = self._convert(origin, batch)
-            pending.append((origin, arrays, zc))
-            have += batch.num_rows
-            while have >= self.chunk_rows:
-                chunk = self._assemble(pending, self.chunk_rows)
-                yield chunk
-                pending = self._consume(pending, self.chunk_rows)
-                have -= self.chunk_rows
-            if self._stop.is_set():
-                return
-        if have:
-            yield self._assemble(pending, have)
+        try:
+            for origin, batch in batches:
+                if batch.num_rows == 0:
+                    continue
+                arrays, zc = self._convert(origin, batch)
+                pending.append((origin, arrays, zc))
+                have += batch.num_rows
+                while have >= self.chunk_rows:
+                    chunk = self._assemble(pending, self.chunk_rows)
+                    yield chunk
+                    pending = self._consume(pending, self.chunk_rows)
+                    have -= self.chunk_rows
+                if self._stop.is_set():
+                    return
+            if have:
+                yield self._assemble(pending, have)
+        finally:
+            # now, not when the generator is collected: an error raised here keeps this frame
+            # (and the source's generator, with its decoding threads) alive in its traceback
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()
 
     @staticmethod
     def _consume(pending, n):
@@ -340,23 +348,12 @@ class ChunkReader:
         item: tuple[str, BaseException | None]
         try:
             for chunk in self._chunks():
-                while not self._stop.is_set():
-                    try:
-                        q.put(("chunk", chunk), timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if self._stop.is_set():
+                if not put_unless_stopped(q, ("chunk", chunk), self._stop):
                     return
             item = ("done", None)
         except BaseException as exc:  # re-raised in the caller's thread
             item = ("error", exc)
-        while not self._stop.is_set():
-            try:
-                q.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
+        put_unless_stopped(q, item, self._stop)
 
     # ---------------------------------------------------------------- consuming (caller side)
     def __iter__(self) -> Iterator[Chunk]:
@@ -389,14 +386,7 @@ class ChunkReader:
     def close(self) -> None:
         """Stop the decoding thread and wait for it (idempotent)."""
         self._stop.set()
-        t, q = self._thread, self._queue
-        if t is not None and q is not None and t.is_alive():
-            while t.is_alive():
-                try:  # unblock a producer waiting on a full queue
-                    q.get_nowait()
-                except queue.Empty:
-                    pass
-                t.join(timeout=0.05)
+        join_draining(self._thread, self._queue)
 
     def __enter__(self):
         return self
