@@ -313,3 +313,23 @@ def test_parquet_threads_stop_on_early_exit_and_errors(table, tmp_path, monkeypa
     with pytest.raises(InvalidInputError, match="non-finite value nan in column 'b'") as e:
         list(ChunkReader(str(tmp_path / "h.parquet"), [["a", "b"]], ["y"], 1000))
     assert not _parquet_threads() and not _reader_threads()
+
+
+def test_threaded_batches_keep_the_schema_pyarrow_reads(table, tmp_path, monkeypatch):
+    from iwpfast.io import format_readers
+    from iwpfast.io.sources import open_source
+    schema = pa.schema([pa.field("a", pa.float32(), nullable=False, metadata={b"unit": b"m"}),
+                        pa.field("b", pa.float32()), pa.field("c", pa.float64()),
+                        pa.field("y", pa.int8(), nullable=False)], metadata={b"release": b"{}"})
+    pq.write_table(table.cast(schema), tmp_path / "f.parquet", row_group_size=3000)
+
+    def batches(threads):
+        monkeypatch.setattr(format_readers, "PARQUET_DECODE_THREADS", threads)
+        src = open_source(str(tmp_path / "f.parquet"))
+        return list(src.located_batches(["y", "a", "c"], start_row=100, batch_rows=1000))
+
+    in_turn, threaded = batches(1), batches(3)
+    assert len(in_turn) == len(threaded) > 7
+    for (o1, b1), (o2, b2) in zip(in_turn, threaded, strict=True):
+        assert o1 == o2 and b1.equals(b2)
+        assert b1.schema.equals(b2.schema, check_metadata=True)

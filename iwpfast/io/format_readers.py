@@ -289,6 +289,7 @@ class _ColumnThreads:
 
     def __init__(self, parquet: _ParquetFile, groups, columns, batch_rows, threads):
         self.columns = list(columns)
+        self.schema: pa.Schema | None = None
         self.stop = threading.Event()
         shares = _column_shares(parquet.schema, self.columns, threads)
         self.queues: list[queue.Queue] = [queue.Queue(PARQUET_THREAD_BATCHES) for _ in shares]
@@ -329,10 +330,17 @@ class _ColumnThreads:
                 # (named with the file and row group by the caller, as a decoding error)
                 raise pa.ArrowInvalid("its columns hold different numbers of rows")
             arrays: dict[str, pa.Array] = {}
+            fields: dict[str, pa.Field] = {}
             for piece in pieces:
                 arrays.update(zip(piece.schema.names, piece.columns, strict=True))
+                fields.update((f.name, f) for f in piece.schema)
+            if self.schema is None:
+                # the fields (nullability, metadata) and the schema metadata of the batches
+                # pyarrow reads with all the columns at once
+                self.schema = pa.schema([fields[c] for c in self.columns],
+                                        metadata=pieces[0].schema.metadata)
             yield pa.RecordBatch.from_arrays([arrays[c] for c in self.columns],
-                                             names=self.columns)
+                                             schema=self.schema)
 
     def close(self) -> None:
         self.stop.set()
