@@ -22,7 +22,8 @@ them (on a shared machine the steadier figure).
 3. ``fit(path) / decode``: a fixed fit of a Parquet file of ``--decode-rows`` x 10 float32 + an
    int8 label (``bench/make_data.py``'s data, uncompressed, row groups of 2^20, no release
    metadata: noise given) against pyarrow decoding the same columns (``iter_batches`` through a
-   memory map, nothing else).  Goal <= 1.3.
+   memory map, nothing else).  Goal <= 1.3.  ``--decode-in-turn`` adds the same fit with the
+   Parquet column threads off (information).
 4. ``first fit``: a fresh process with an empty ``IWPFAST_CACHE_DIR`` imports iwpfast and runs
    ``IWPClassifier(progress=False).fit`` on a 1000 x 3 float64 array; seconds of the fit (its
    CPU seconds and the import printed apart), median of ``--first-fit-repeats``.  Goal <= 3 s.
@@ -133,6 +134,8 @@ def main(argv=None) -> int:
     ap.add_argument("--breakdown", action="store_true",
                     help="after the first fits, one more with the compile time of each function "
                          "and signature (bench/compile_cost.py)")
+    ap.add_argument("--decode-in-turn", action="store_true",
+                    help="also time goal 3's fit with PARQUET_DECODE_THREADS = 1 (information)")
     ap.add_argument("--skip", default="", help="comma-separated goals to skip: auto,k5,decode,"
                                                "first,read")
     a = ap.parse_args(argv)
@@ -210,6 +213,20 @@ def main(argv=None) -> int:
             steps["decode-only (pyarrow)"] = decode
             steps["fixed fit(path), plain file"] = lambda: IWPClassifier(**fixed_plain).fit(
                 plain, features=features, label="y", **noise)
+            if a.decode_in_turn:
+                from iwpfast.io import format_readers
+
+                def fit_in_turn():
+                    # each batch decoded when the reader asks, with pyarrow's threads (the
+                    # reader before the column threads)
+                    saved = format_readers.PARQUET_DECODE_THREADS
+                    format_readers.PARQUET_DECODE_THREADS = 1
+                    try:
+                        IWPClassifier(**fixed_plain).fit(plain, features=features, label="y",
+                                                         **noise)
+                    finally:
+                        format_readers.PARQUET_DECODE_THREADS = saved
+                steps["fixed fit(path), decoded in turn"] = fit_in_turn
         print(f"# data written; {load()}", flush=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -252,6 +269,8 @@ def main(argv=None) -> int:
     ratio("k=5 auto / binary auto", "k=5 auto fit(X, y)", "binary auto fit(X, y)",
           " (information)")
     ratio("fit(path) / decode", "fixed fit(path), plain file", "decode-only (pyarrow)")
+    ratio("in turn / decode", "fixed fit(path), decoded in turn", "decode-only (pyarrow)",
+          " (information)")
     ratio("fit / read limit", "read limit (np.add.reduce)", "binary fit(X, y)")
     print(f"\n# goals ({load()} at the end)")
     print(f"{'ratio (wall)':26s} {'figure':>8s}  {'goal':8s} {'':7s} {'CPU':>6s}  how")

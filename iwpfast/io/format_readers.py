@@ -36,8 +36,9 @@ def _corrupt(path: str, fmt: str, exc: Exception, where: str = "") -> InvalidInp
 
 #: read Parquet files through a memory map (see _ParquetFile); False: pyarrow's buffered reads
 PARQUET_MEMORY_MAP = True
-#: local Parquet files: row groups decoded at the same time, each by a thread of its own (None:
-#: one per usable core, at most 4; 1: one after the other, each with pyarrow's threads)
+#: local Parquet files: threads decoding the columns ahead of the reader, each a share of them
+#: (``_ColumnThreads``; None: one per usable core, at most 4 and at most pyarrow's thread count;
+#: 1: each batch decoded when the reader asks for it, with pyarrow's threads)
 PARQUET_DECODE_THREADS: int | None = None
 #: decoded batches each row-group thread may hold ahead of the reader
 PARQUET_THREAD_BATCHES = 2
@@ -212,7 +213,8 @@ class _ParquetFile:
             first += 1
         groups = list(range(first, len(self.group_rows)))
         threads = PARQUET_DECODE_THREADS
-        threads = min(4, usable_cores()) if threads is None else int(threads)
+        # pyarrow's thread count too: a cluster worker that lowered it (iwpfast.distributed)
+        threads = min(4, usable_cores(), pa.cpu_count()) if threads is None else int(threads)
         threads = max(1, min(threads, len(columns)))
         cols = list(columns)
         decoded: _ColumnThreads | _RowGroupsInTurn
