@@ -3,8 +3,9 @@ against one fit with fixed values, on the same Parquet release (issue 14: "state
 
     python bench/tuning_cost.py [--rows 2000000] [--p 5] [--repeats 3]
 
-Counts the rows read from the file (``passes`` = rows read / rows: the documented bound is 2, the
-training scan plus the validation read) and times, interleaved in one process: a read-only pass
+Counts the rows read from the file (``passes`` = rows read / rows: 1, the training scan, which
+holds the validation rows it passes over; 2 when the hold-out exceeds the memory the scan may hold
+it in, ``iwpfast.sgd.tuning.HELD_VALIDATION_BYTES``, and is read again) and times, interleaved in one process: a read-only pass
 (pyarrow decode of the columns), one fixed fit (one head), and the 'auto' fit (25 heads by
 default).  Prints medians, rows/s and the ratios.
 """
@@ -86,7 +87,8 @@ def main():
     print(f"# {cpu.strip() or platform.processor()}; {n:,} rows x {p} features, Parquet release")
     t = m.tuning_
     print(f"auto: {t['heads']} heads, {t['n_train']:,} training / {t['n_validation']:,} validation rows; "
-          f"rows read / rows = {passes:.3f} (documented bound: 2 = training scan + validation read)")
+          f"rows read / rows = {passes:.3f} (1: one training scan holding the validation rows; "
+          "2: the hold-out read again)")
     base = statistics.median(times["fixed (1 head)"])
     for name, ts in times.items():
         med = statistics.median(ts)
