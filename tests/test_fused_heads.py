@@ -268,9 +268,9 @@ def test_a_fused_pass_resumed_from_a_checkpoint_has_the_bits_of_single_head_pass
                                           err_msg=f"{name}.{key}")
 
 
-def test_grid_heads_that_diverge_in_the_same_batch_cost_one_more_scan_not_one_each(tmp_path):
-    # a fused grid: every head has made the update of the batch that stopped the scan, so the
-    # heads that diverged there are dropped together (one repeated scan, not one per head)
+def test_grid_heads_that_diverge_are_dropped_and_the_scan_goes_on(tmp_path):
+    # a fused grid: the heads that diverge are left out from there on and the others finish the
+    # same scan (one read, not one more per divergence), with the bits of a grid without them
     from iwpfast.sgd.tuning import GridPoint, tune_stream
     path = tmp_path / "f.parquet"
     pq.write_table(_table(n=3000), path)
@@ -281,14 +281,59 @@ def test_grid_heads_that_diverge_in_the_same_batch_cost_one_more_scan_not_one_ea
                           batch_size=16, learning_rate=point.learning_rate, alpha=point.alpha,
                           radius=np.inf, truncation=2)
 
-    result = tune_stream(path, ["a", "b", "c"], "y", points, make_config, loss="logistic",
-                         progress=False, noise=(np.zeros(3), None, 0.0))
-    # the training scan, one repeated scan (the validation rows are held by the scan that ends:
-    # no read of their own)
-    assert result.passes == 2.0
+    kw = dict(loss="logistic", progress=False, noise=(np.zeros(3), None, 0.0))
+    result = tune_stream(path, ["a", "b", "c"], "y", points, make_config, **kw)
+    assert result.passes == 1.0
     assert not result.estimates[2].reliable and not result.estimates[3].reliable
     assert result.chosen in (0, 1)
-    assert any("2 head(s) diverged" in note for note in result.notes)
+    assert any("2 head(s) diverged" in note and "repeated" not in note for note in result.notes)
+    alone = tune_stream(path, ["a", "b", "c"], "y", points[:2], make_config, **kw)
+    for point in points[:2]:
+        for key in ("theta", "theta_avg", "intercept", "intercept_avg", "counters"):
+            np.testing.assert_array_equal(getattr(result.states[point.name], key),
+                                          getattr(alone.states[point.name], key))
+    assert [e.risk for e in result.estimates[:2]] == [e.risk for e in alone.estimates]
+
+
+@pytest.mark.parametrize("engine", ["numba", "numpy"])
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("chunk_rows", [1000, 37])
+def test_drop_diverged_keeps_the_other_heads_bits(engine, threads, chunk_rows):
+    # heads of one unit diverge (steps of 10 and 3, at different batches) and the scan goes on: every survivor equals its run without the dropped heads, bit for bit;
+    # chunks of 37 rows put divergences in the batch completed from the carry
+    table = _table(n=1500)
+    steps = (0.01, 10.0, 0.05, 3.0, 0.02)
+
+    def heads(keep):
+        return [Head(f"h{i}", HeadConfig(loss="exponential", mode="clean", n_features=3,
+                                         noise_var=np.zeros(3), batch_size=16, learning_rate=lr,
+                                         alpha=0.0, radius=np.inf), ["a", "b", "c"], "y")
+                for i, lr in enumerate(steps) if i in keep]
+    kw = dict(progress=False, engine=engine, head_threads=threads, chunk_rows=chunk_rows)
+    dropped = fit_stream(table, heads(range(5)), drop_diverged=True, **kw)
+    assert set(dropped.diverged) == {"h1", "h3"}
+    assert all(0 < row <= 1500 for row in dropped.diverged.values())
+    alone = fit_stream(table, heads({0, 2, 4}), **kw)
+    for name in ("h0", "h2", "h4"):
+        for key in ("theta", "theta_avg", "intercept", "intercept_avg", "counters", "telemetry"):
+            np.testing.assert_array_equal(getattr(dropped.states[name], key),
+                                          getattr(alone.states[name], key), err_msg=name)
+    with pytest.raises(DivergenceError):
+        fit_stream(table, heads(range(5)), **kw)          # the default: a divergence stops it
+
+
+@pytest.mark.parametrize("engine", ["numba", "numpy"])
+def test_drop_diverged_still_refuses_non_finite_data(engine):
+    table = _table(n=800)
+    a = table.column("a").to_numpy().copy()
+    a[500] = np.nan
+    table = table.set_column(0, "a", pa.array(a))
+    heads = [Head(f"h{i}", HeadConfig(loss="exponential", mode="clean", n_features=3,
+                                      noise_var=np.zeros(3), batch_size=16, learning_rate=lr,
+                                      radius=np.inf), ["a", "b", "c"], "y")
+             for i, lr in enumerate((0.01, 3.0, 0.05))]
+    with pytest.raises(InvalidInputError, match=r"non-finite value nan in column 'a'.*row 500"):
+        fit_stream(table, heads, progress=False, engine=engine, drop_diverged=True)
 
 
 def test_numeric_labels_map_to_class_indices_like_a_lookup_table():

@@ -1111,6 +1111,11 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, fparams, iparams
                                 telemetry, traces, trace_steps, margins, signs, weight, curvature,
                                 gradient_t, lanes, group_lanes, ones, theta_column, per_head,
                                 fit_intercept):
+                # the carried batch is spent, as after any batch: a caller that drops the
+                # diverged heads continues the others on the rows after this batch
+                if from_carry:
+                    for c in range(n_heads):
+                        counters[c, C_CARRY] = 0
                 _store_heads(theta_t, theta_avg_t, intercept, intercept_avg, step, n_avg, thetas,
                              theta_avgs, intercepts, intercept_avgs, counters)
                 return np.int64(rows_before) + m - 1

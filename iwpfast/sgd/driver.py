@@ -107,6 +107,9 @@ class StreamResult:
     configs: dict[str, HeadConfig] = field(default_factory=dict)
     reader_stats: dict = field(default_factory=dict)
     resumed_from_row: int = 0
+    #: with ``drop_diverged``: the heads that diverged, each with the end row of the chunk in
+    #: which it did (their states hold the non-finite update)
+    diverged: dict[str, int] = field(default_factory=dict)
 
 
 # ------------------------------------------------------------------------------ noise parameters
@@ -302,17 +305,19 @@ def _engine(name: str):
                                               ref.reference_run_chunk_heads,
                                               ref.reference_finish_heads)
 
-    def run(cfgs, states, X, y, sample_weight=None):
+    def run(cfgs, states, X, y, sample_weight=None, drop=False):
+        """The unit's kernel call; ``drop``: the indices of heads that diverged are returned
+        (the others went on) instead of a DivergenceError (one head: always raised)."""
         if len(cfgs) == 1:
             one(cfgs[0], states[0], X, y, sample_weight)
-        else:
-            many(cfgs, states, X, y, sample_weight)
+            return []
+        return many(cfgs, states, X, y, sample_weight, drop_diverged=drop)
 
-    def finish(cfgs, states):
+    def finish(cfgs, states, drop=False):
         if len(cfgs) == 1:
             one_finish(cfgs[0], states[0])
-        else:
-            many_finish(cfgs, states)
+            return []
+        return many_finish(cfgs, states, drop_diverged=drop)
     return run, finish
 
 
@@ -508,10 +513,17 @@ def _starting_point(heads, names, states, resume, checkpoint, chash, dhash):
     return cur, start_epoch, start_row, finished
 
 
-def _pass_result(heads, cur, src, n_rows_pass, rows_done, elapsed, reader_stats, resumed_from_row):
-    """The StreamResult of a pass, with each head's telemetry (and its warnings)."""
+def _pass_result(heads, cur, src, n_rows_pass, rows_done, elapsed, reader_stats, resumed_from_row,
+                 diverged=None):
+    """The StreamResult of a pass, with each head's telemetry (and its warnings; none for the
+    heads that ``diverged`` and were dropped)."""
+    diverged = diverged or {}
     telemetry = {}
     for h in heads:
+        if h.name in diverged:
+            with np.errstate(invalid="ignore", over="ignore"):      # a non-finite state
+                telemetry[h.name] = head_telemetry(h.config, cur[h.name])
+            continue
         tel = head_telemetry(h.config, cur[h.name])
         telemetry[h.name] = tel
         _warn_telemetry(h.name, h.config, tel)
@@ -520,7 +532,7 @@ def _pass_result(heads, cur, src, n_rows_pass, rows_done, elapsed, reader_stats,
         telemetry=telemetry, elapsed_s=elapsed,
         rows_per_s=rows_done / elapsed if elapsed > 0 else float("nan"),
         configs={h.name: h.config for h in heads}, reader_stats=reader_stats,
-        resumed_from_row=resumed_from_row)
+        resumed_from_row=resumed_from_row, diverged=dict(diverged))
 
 
 def _rows_of_pass(src, declared: int | None, read: int) -> int:
@@ -564,7 +576,7 @@ def fit_stream_here(source, heads: Sequence[Head], *, chunk_rows: int | None = N
                states: dict[str, HeadState] | None = None, engine: str = "numba",
                prefetch: bool = True, feature_bound: float | None = None,
                head_threads: int | None = None, overwrite: bool = False,
-               finish: bool = True) -> StreamResult:
+               finish: bool = True, drop_diverged: bool = False) -> StreamResult:
     """Train ``heads`` in one scan of ``source`` (anything ``open_source`` accepts).
 
     chunk_rows: rows per kernel call (default: ~16 MiB of columns; does not change the model).
@@ -589,6 +601,10 @@ def fit_stream_here(source, heads: Sequence[Head], *, chunk_rows: int | None = N
     finish: run each head's last partial batch at the end (True: the pass is complete).  False
       leaves those rows in the states' carry, for a later call to continue the same pass
       (``partial_fit``); ``finish_states`` then runs them.
+    drop_diverged: a head whose theta becomes non-finite on finite data is left out from there
+      on and the pass goes on with the others (``StreamResult.diverged`` names them; a grid of
+      heads needs no repeated scan); False: the pass stops with a DivergenceError naming it.  A
+      non-finite value in the data is an input error either way.
     """
     t_start = time.perf_counter()
     heads, names, epochs = _check_heads(heads, epochs)
@@ -636,7 +652,7 @@ def fit_stream_here(source, heads: Sequence[Head], *, chunk_rows: int | None = N
         if checkpoint is None:
             chunk_rows = bar_chunk_rows(chunk_rows, progress, src.num_rows)
         scan = Scan(heads, units, cur, group_of, (run_unit, finish_unit), head_threads,
-                    trace_callback, checkpoints, bar)
+                    trace_callback, checkpoints, bar, drop_diverged=drop_diverged)
         try:
             with _SignalGuard(checkpoint is not None) as guard:
                 for epoch in range(start_epoch, epochs):
@@ -658,8 +674,9 @@ def fit_stream_here(source, heads: Sequence[Head], *, chunk_rows: int | None = N
             scan.close()
             if bar is not None:
                 bar.close()
+    dropped = {} if finished or scan.dropped is None else dict(scan.dropped)
     return _pass_result(heads, cur, src, n_rows_pass, rows_done, time.perf_counter() - t_start,
-                        reader_stats, start_row + start_epoch * int(n_rows_pass or 0))
+                        reader_stats, start_row + start_epoch * int(n_rows_pass or 0), dropped)
 
 
 @functools.wraps(fit_stream_here)

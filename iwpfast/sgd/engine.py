@@ -34,6 +34,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -51,6 +52,7 @@ from .._kernels.abi import (
     MODE_CODES,
     MODE_IWP,
     SCHEDULE_CODES,
+    T_ROWS,
     TELEMETRY_FIELDS,
     pack_fparams,
     pack_iparams,
@@ -492,7 +494,11 @@ def _raise_heads_divergence(cfgs, states, row: int) -> None:
     _raise_divergence(cfgs[bad[0] if bad else 0], row)
 
 
-def run_chunk_heads(cfgs, states, X, y, sample_weight=None) -> None:
+def _finite(state: HeadState) -> bool:
+    return bool(np.all(np.isfinite(state.theta)) and np.isfinite(state.intercept[0]))
+
+
+def run_chunk_heads(cfgs, states, X, y, sample_weight=None, drop_diverged: bool = False) -> list:
     """Several heads over one chunk in one scan: every batch of rows is read once and used by every
     head while it is in cache (their margins as one small matrix product).
 
@@ -504,6 +510,12 @@ def run_chunk_heads(cfgs, states, X, y, sample_weight=None) -> None:
     The heads must share n_features, batch_size, loss and truncation, and have been trained
     together (same carried rows), and be all weighted (then ``sample_weight``: one weight >= 0 per
     row, shared by the heads) or all not.  States are updated in place.
+
+    A head whose theta or intercept becomes non-finite stops the kernel after that batch (every
+    head has made it) and raises ``DivergenceError``; with ``drop_diverged`` the others go on over
+    the rest of the chunk instead (their bits are those of a run without the diverged heads:
+    the heads are independent), and the indices of the heads that diverged are returned (their
+    states hold the non-finite update: the caller drops them).
     """
     cfgs, states = list(cfgs), list(states)
     fparams, iparams, noise_var, eulerian, classes, forms, stacked, traces, trace_steps = \
@@ -516,27 +528,47 @@ def run_chunk_heads(cfgs, states, X, y, sample_weight=None) -> None:
     if weights is not None:
         addresses = np.append(addresses, np.int64(weights.ctypes.data))
     if n == 0:
-        return
+        return []
     for cfg, state in zip(cfgs, states, strict=True):
         _check_trace_room(cfg, state, (state.carry_n + n) // cfg.batch_size)
+    rows_before = int(states[0].telemetry[T_ROWS])
+    carried = states[0].carry_n
     row = _kernels().sgd_chunk_heads(
         addresses, _LIKE[dtype], np.int64(codes.ctypes.data), _LIKE[codes.dtype], np.int64(n),
         fparams, iparams, noise_var, eulerian, classes, stacked["theta"], stacked["theta_avg"],
         stacked["intercept"], stacked["intercept_avg"], states[0].carry_X, states[0].carry_y,
         stacked["counters"], stacked["telemetry"], traces, trace_steps, forms[0], False, *forms[1:])
-    del columns, codes, weights
+    del codes, weights
     _unpack_heads(states, stacked, traces, trace_steps)
-    if row >= 0:
+    if row < 0:
+        return []
+    if not drop_diverged:
         _raise_heads_divergence(cfgs, states, int(row))
+    bad = [c for c, st in enumerate(states) if not _finite(st)]
+    keep = [c for c in range(len(states)) if c not in bad]
+    if not bad or not keep:
+        return bad or list(range(len(states)))
+    # the rows of this chunk the kernel used: up to the end of the batch that diverged
+    used = int(row) + 1 - rows_before - carried
+    if used >= n:
+        return bad
+    whole: Any = columns            # the (p, n) array or the p columns the kernel read
+    rest = [np.asarray(whole[j])[used:] for j in range(cfgs[0].n_features)]
+    later = run_chunk_heads([cfgs[c] for c in keep], [states[c] for c in keep], rest,
+                            np.asarray(y)[used:],
+                            None if sample_weight is None else np.asarray(sample_weight)[used:],
+                            drop_diverged=True)
+    return sorted(bad + [keep[c] for c in later])
 
 
-def finish_heads(cfgs, states) -> None:
-    """Run the shared carried partial batch as the last update of every head, if any."""
+def finish_heads(cfgs, states, drop_diverged: bool = False) -> list:
+    """Run the shared carried partial batch as the last update of every head, if any; a head
+    that diverges there raises, or with ``drop_diverged`` is returned (its index)."""
     cfgs, states = list(cfgs), list(states)
     fparams, iparams, noise_var, eulerian, classes, forms, stacked, traces, trace_steps = \
         _pack_heads(cfgs, states)
     if states[0].carry_n == 0:
-        return
+        return []
     for cfg, state in zip(cfgs, states, strict=True):
         _check_trace_room(cfg, state, 1)
     kernels = _kernels()
@@ -553,8 +585,11 @@ def finish_heads(cfgs, states) -> None:
         states[0].carry_X, states[0].carry_y, stacked["counters"], stacked["telemetry"], traces,
         trace_steps, forms[0], True, *forms[1:])
     _unpack_heads(states, stacked, traces, trace_steps)
-    if row >= 0:
+    if row < 0:
+        return []
+    if not drop_diverged:
         _raise_heads_divergence(cfgs, states, int(row))
+    return [c for c, st in enumerate(states) if not _finite(st)]
 
 
 def warmup(dtypes=("float32", "float64"), label_dtypes=None,

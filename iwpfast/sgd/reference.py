@@ -331,13 +331,27 @@ def reference_finish(cfg: HeadConfig, state: HeadState) -> None:
         _update_rows(h, state, state.carry_X[:, :m], state.carry_y[:m])
 
 
-def reference_run_chunk_heads(cfgs, states, X, y, sample_weight=None) -> None:
-    """Twin of ``engine.run_chunk_heads``: the heads are independent, so one after the other."""
-    for cfg, state in zip(cfgs, states, strict=True):
-        reference_run_chunk(cfg, state, X, y, sample_weight)
+def reference_run_chunk_heads(cfgs, states, X, y, sample_weight=None,
+                              drop_diverged: bool = False) -> list:
+    """Twin of ``engine.run_chunk_heads``: the heads are independent, so one after the other
+    (with ``drop_diverged`` a head that diverges stops there, the others go on)."""
+    return _heads_one_by_one(cfgs, states, drop_diverged,
+                             lambda cfg, state: reference_run_chunk(cfg, state, X, y, sample_weight))
 
 
-def reference_finish_heads(cfgs, states) -> None:
+def reference_finish_heads(cfgs, states, drop_diverged: bool = False) -> list:
     """Twin of ``engine.finish_heads``."""
-    for cfg, state in zip(cfgs, states, strict=True):
-        reference_finish(cfg, state)
+    return _heads_one_by_one(cfgs, states, drop_diverged, reference_finish)
+
+
+def _heads_one_by_one(cfgs, states, drop_diverged, run) -> list:
+    from ..exceptions import DivergenceError
+    bad = []
+    for c, (cfg, state) in enumerate(zip(cfgs, states, strict=True)):
+        try:
+            run(cfg, state)
+        except DivergenceError:
+            if not drop_diverged:
+                raise
+            bad.append(c)
+    return bad

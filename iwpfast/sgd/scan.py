@@ -52,13 +52,18 @@ class Scan:
     the heads' last partial batches, ``close`` stops the head threads."""
 
     def __init__(self, heads, units, states, group_of, engine, threads: int,
-                 trace_callback: Callable | None, checkpoints: Checkpoints, bar):
+                 trace_callback: Callable | None, checkpoints: Checkpoints, bar,
+                 drop_diverged: bool = False):
         self.heads, self.units, self.states, self.group_of = heads, units, states, group_of
         self.run_unit, self.finish_unit = engine
         self.tracing = any(h.config.trace_every > 0 for h in heads)
         self.trace_callback = trace_callback
         self.checkpoints, self.bar = checkpoints, bar
-        self.pool = _HeadPool(units, states, group_of, self.run_unit, threads) if threads > 1 else None
+        # drop_diverged: {head name: end row of the chunk in which it diverged}; those heads are
+        # left out of the later kernel calls and the others go on (None: a divergence raises)
+        self.dropped: dict[str, int] | None = {} if drop_diverged else None
+        self.pool = (_HeadPool(units, states, group_of, self.run_unit, threads, self.dropped)
+                     if threads > 1 else None)
 
     def _wait(self) -> None:
         if self.pool is not None:
@@ -73,7 +78,7 @@ class Scan:
                 try:
                     _run_unit_chunk(self.run_unit, unit, [h.config for h in unit],
                                     [self.states[h.name] for h in unit], chunk,
-                                    self.group_of[unit[0].name])
+                                    self.group_of[unit[0].name], self.dropped)
                 except DivergenceError as exc:
                     if len(unit) == 1:
                         _tag_head(exc, unit[0].name)
@@ -116,13 +121,25 @@ class Scan:
         for h in self.heads:
             _ensure_trace(h.config, self.states[h.name], 0)
         for unit in self.units:
+            dropped = self.dropped
+            if dropped is not None:
+                unit = [h for h in unit if h.name not in dropped]
+                if not unit:
+                    continue
             try:
-                self.finish_unit([h.config for h in unit], [self.states[h.name] for h in unit])
+                bad = self.finish_unit([h.config for h in unit],
+                                       [self.states[h.name] for h in unit], drop=dropped is not None)
             except DivergenceError as exc:
                 _locate_non_finite_carry(unit, self.states[unit[0].name], end_row)
                 if len(unit) == 1:
                     _tag_head(exc, unit[0].name)
-                raise
+                if dropped is None:
+                    raise
+                bad = [0]
+            if bad:
+                _locate_non_finite_carry(unit, self.states[unit[0].name], end_row)
+                assert dropped is not None
+                dropped.update({unit[i].name: int(end_row) for i in bad})
 
     def drain(self) -> None:
         _drain_traces(self.heads, self.states, self.trace_callback)
@@ -132,7 +149,7 @@ class Scan:
             self.pool.close()
 
 
-def _run_unit_chunk(run_unit, unit, configs, states, chunk, group) -> None:
+def _run_unit_chunk(run_unit, unit, configs, states, chunk, group, dropped=None) -> None:
     """One kernel call of a unit of heads (one head, or one-vs-rest heads sharing their columns)
     on one chunk; ``group``: (feature group, sample-weight group or None) of the chunk.
 
@@ -144,12 +161,25 @@ def _run_unit_chunk(run_unit, unit, configs, states, chunk, group) -> None:
     the input error naming the column and row: the values are looked at only then, so a pass
     pays nothing for the check.  The rows of an incomplete batch that the call leaves in the
     carry are updated with only by the next call (or ``finish``), so they are checked now, while
-    their chunk names them (a few hundred values)."""
+    their chunk names them (a few hundred values).
+
+    ``dropped`` (the scan's, when it drops diverged heads): the unit's heads named there are
+    left out; a head that diverges on finite values is added (with the chunk's end row) instead
+    of raising, and the others go on."""
+    if dropped is not None:
+        live = [i for i, h in enumerate(unit) if h.name not in dropped]
+        if not live:
+            return
+        if len(live) < len(unit):
+            unit = [unit[i] for i in live]
+            configs = [configs[i] for i in live]
+            states = [states[i] for i in live]
     head = unit[0]
     group, weight_group = group
     weights = None if weight_group is None else chunk.features[weight_group][0]
     try:
-        run_unit(configs, states, chunk.features[group], chunk.labels[head.label], weights)
+        bad = run_unit(configs, states, chunk.features[group], chunk.labels[head.label], weights,
+                       drop=dropped is not None)
     except SampleWeightError as exc:
         # the engine checks the weights (finite, >= 0, within the features' dtype) before any
         # update; here the error gets the column and the row of the source
@@ -171,7 +201,18 @@ def _run_unit_chunk(run_unit, unit, configs, states, chunk, group) -> None:
                 _tag_head(exc, bad_heads[0])
                 if getattr(exc, "heads", None) is None:
                     exc.heads = bad_heads
-        raise
+        if dropped is None:
+            raise
+        bad = [0]                       # one head (its kernel raises): dropped
+    if bad:
+        # a divergence in drop mode: data first (the same input error), else the heads' steps
+        _raise_non_finite(head.features, chunk.features[group], chunk, 0)
+        assert dropped is not None
+        dropped.update({unit[i].name: int(chunk.end_row) for i in bad})
+        if len(bad) == len(unit):
+            return
+        head = unit[next(i for i in range(len(unit)) if i not in bad)]
+        states = [st for i, st in enumerate(states) if i not in bad]
     _check_carried(head, states[0], chunk, chunk.features[group])
 
 
@@ -327,7 +368,7 @@ class _HeadPool:
     #: chunks a worker may be behind the reader: bounds the decoded chunks kept alive
     LAG = 2
 
-    def __init__(self, units, states, group_of, run_chunk, threads):
+    def __init__(self, units, states, group_of, run_chunk, threads, dropped=None):
         import queue
         jobs = [(i, unit, [h.config for h in unit], [states[h.name] for h in unit],
                  group_of[unit[0].name]) for i, unit in enumerate(units)]
@@ -336,6 +377,7 @@ class _HeadPool:
         bounds = [round(i * len(jobs) / threads) for i in range(threads + 1)]
         self.groups = [jobs[bounds[i]:bounds[i + 1]] for i in range(threads)]
         self.run_chunk = run_chunk
+        self.dropped = dropped
         self.queues: list[queue.Queue] = [queue.Queue(maxsize=self.LAG) for _ in self.groups]
         self.errors: list[tuple[int, BaseException]] = []
         self.lock = threading.Lock()
@@ -355,7 +397,8 @@ class _HeadPool:
                 if not failed:
                     for index, unit, cfgs, sts, g in group:
                         try:
-                            _run_unit_chunk(self.run_chunk, unit, cfgs, sts, chunk, g)
+                            _run_unit_chunk(self.run_chunk, unit, cfgs, sts, chunk, g,
+                                            self.dropped)
                         except BaseException as exc:
                             if self.names[index] is not None:
                                 _tag_head(exc, self.names[index])

@@ -595,30 +595,39 @@ def _scoring_source(val, held, columns):
 def _scan(train, heads_of: Callable[[list[str]], list], names: list[str], kw: dict,
           siblings: Callable[[str], list[str]] | None = None):
     """Train the named heads in one scan of ``train``; a head that diverges is dropped (with its
-    ``siblings``) and the scan repeated without it (one more read each).  Returns (result, names
-    kept, names dropped, scans repeated)."""
+    ``siblings``).  Here the scan drops it and goes on with the others (``fit_stream``'s
+    ``drop_diverged``: the heads are independent, so the others keep the bits of a scan without
+    it); a cluster's pass stops instead and is repeated without it (one more read each).
+    Returns (result, names kept, names dropped, scans repeated)."""
     from ..exceptions import DivergenceError
     from . import driver
     active = list(names)
     diverged: list[str] = []
     repeats = 0
+
+    def dropping(bad_names):
+        drop: list[str] = []
+        for bad in bad_names:
+            for n in ([bad] if siblings is None else siblings(bad)):
+                if n not in drop:
+                    drop.append(n)
+        return drop
+
+    here = driver.stream_runner() is None
     while True:
         try:
             with warnings.catch_warnings():
                 # per-head telemetry warnings (sphere, cap) are in the table, not k times over
                 warnings.simplefilter("ignore", NumericalWarning)
-                return driver.fit_stream(train, heads_of(active), **kw), active, diverged, repeats
+                result = driver.fit_stream(train, heads_of(active), **kw,
+                                           **(dict(drop_diverged=True) if here else {}))
         except DivergenceError as exc:
             # a head's step was too large for the data: drop it and scan again (one more read);
             # the heads of one fused unit diverged in the same batch are dropped together
             name = getattr(exc, "head", None)
             if name is None:
                 raise
-            drop: list[str] = []
-            for bad in getattr(exc, "heads", None) or [name]:
-                for n in ([bad] if siblings is None else siblings(bad)):
-                    if n not in drop:
-                        drop.append(n)
+            drop = dropping(getattr(exc, "heads", None) or [name])
             if name not in active or len(drop) >= len(active) \
                     or not train.rereadable:
                 raise
@@ -627,6 +636,25 @@ def _scan(train, heads_of: Callable[[list[str]], list], names: list[str], kw: di
             repeats += 1
             if "checkpoint" in kw:   # the grid changed: the checkpoint starts over
                 kw.update(resume=False, overwrite=True)
+            continue
+        drop = dropping(sorted(result.diverged, key=active.index))
+        if drop:
+            if len(drop) >= len(active):
+                # every head diverged: the error a scan that stops would have raised (the first
+                # head to diverge, its chunk's end row, the advice for its config)
+                from .engine import _raise_divergence
+                first = min(result.diverged, key=lambda n: (result.diverged[n], active.index(n)))
+                try:
+                    _raise_divergence(result.configs[first], result.diverged[first])
+                except DivergenceError as exc:
+                    exc.head = first
+                    raise
+            for n in drop:
+                for table in (result.states, result.configs, result.telemetry):
+                    table.pop(n, None)
+            active = [n for n in active if n not in drop]
+            diverged += [n for n in drop if n not in diverged]
+        return result, active, diverged, repeats
 
 
 def _driver_kw(engine, progress, chunk_rows, feature_bound, checkpoint, checkpoint_every, resume,
@@ -704,8 +732,9 @@ def tune_stream(source, features: Sequence[str], label: str, points: Sequence[Gr
         points, [pt.name for pt in points], dict(zip(active, scored, strict=True)),
         lambda a, b: cov_active[index[a], index[b]])
     if diverged:
-        notes.append(f"{len(diverged)} head(s) diverged and were dropped ({', '.join(diverged)}); "
-                     f"each cost one more read of the training part")
+        notes.append(f"{len(diverged)} head(s) diverged and were dropped ({', '.join(diverged)})"
+                     + (f"; the scan was repeated {repeats} time(s) without them" if repeats
+                        else ""))
     n_val = max((e.n_rows for e in estimates), default=0)
     return TuningResult(points=list(points), estimates=estimates, states=result.states,
                         configs=result.configs, telemetry=result.telemetry, chosen=chosen,
@@ -786,8 +815,9 @@ def tune_stream_classes(source, features: Sequence[str], label: str, points: Seq
         lost = [owner[n][0].name for n in diverged if owner[n][1] == c]
         if lost:
             notes.append(f"{len(lost)} grid point(s) diverged on some class's head and were dropped "
-                         f"for every class ({', '.join(lost)}); each cost one more read of the "
-                         "training part")
+                         f"for every class ({', '.join(lost)})"
+                         + (f"; the scan was repeated {repeats} time(s) without them" if repeats
+                            else ""))
         kept = {pt.name: n for pt, n in zip(points, names, strict=True) if n in result.states}
         results.append(TuningResult(
             points=list(points), estimates=estimates,
