@@ -299,7 +299,8 @@ def test_grid_heads_that_diverge_are_dropped_and_the_scan_goes_on(tmp_path):
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("chunk_rows", [1000, 37])
 def test_drop_diverged_keeps_the_other_heads_bits(engine, threads, chunk_rows):
-    # heads of one unit diverge (steps of 10 and 3, at different batches) and the scan goes on: every survivor equals its run without the dropped heads, bit for bit;
+    # heads of one unit diverge (steps of 10 and 3, at different batches) and the scan goes
+    # on: every survivor equals its run without the dropped heads, bit for bit;
     # chunks of 37 rows put divergences in the batch completed from the carry
     table = _table(n=1500)
     steps = (0.01, 10.0, 0.05, 3.0, 0.02)

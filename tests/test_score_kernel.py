@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from iwpfast.sgd import tuning
+from iwpfast.sgd import scoring as tuning
 from iwpfast.sgd.state import HeadConfig, HeadState
 
 P = 4

@@ -311,13 +311,19 @@ def _engine(name: str):
         if len(cfgs) == 1:
             one(cfgs[0], states[0], X, y, sample_weight)
             return []
-        return many(cfgs, states, X, y, sample_weight, drop_diverged=drop)
+        if drop:
+            return many(cfgs, states, X, y, sample_weight, drop_diverged=True)
+        many(cfgs, states, X, y, sample_weight)
+        return []
 
     def finish(cfgs, states, drop=False):
         if len(cfgs) == 1:
             one_finish(cfgs[0], states[0])
             return []
-        return many_finish(cfgs, states, drop_diverged=drop)
+        if drop:
+            return many_finish(cfgs, states, drop_diverged=True)
+        many_finish(cfgs, states)
+        return []
     return run, finish
 
 

@@ -126,9 +126,10 @@ class Scan:
                 unit = [h for h in unit if h.name not in dropped]
                 if not unit:
                     continue
+            cfgs, states = [h.config for h in unit], [self.states[h.name] for h in unit]
             try:
-                bad = self.finish_unit([h.config for h in unit],
-                                       [self.states[h.name] for h in unit], drop=dropped is not None)
+                bad = (self.finish_unit(cfgs, states) if dropped is None
+                       else self.finish_unit(cfgs, states, drop=True)) or []
             except DivergenceError as exc:
                 _locate_non_finite_carry(unit, self.states[unit[0].name], end_row)
                 if len(unit) == 1:
@@ -178,8 +179,9 @@ def _run_unit_chunk(run_unit, unit, configs, states, chunk, group, dropped=None)
     group, weight_group = group
     weights = None if weight_group is None else chunk.features[weight_group][0]
     try:
-        bad = run_unit(configs, states, chunk.features[group], chunk.labels[head.label], weights,
-                       drop=dropped is not None)
+        columns, labels = chunk.features[group], chunk.labels[head.label]
+        bad = (run_unit(configs, states, columns, labels, weights) if dropped is None
+               else run_unit(configs, states, columns, labels, weights, drop=True)) or []
     except SampleWeightError as exc:
         # the engine checks the weights (finite, >= 0, within the features' dtype) before any
         # update; here the error gets the column and the row of the source

@@ -1,0 +1,243 @@
+"""The private hold-out risk of a grid of heads (the scoring half of ``iwpfast.sgd.tuning``).
+
+``score_heads`` scores trained heads on a (validation) source in one read: ``HeadScorer`` keeps the
+sums of ``iwpfast.estimates.RiskAccumulator`` per group of compared heads (all of a two-class
+grid; one class's heads of a k-class grid), adds rows batch by batch (one compiled call per batch
+and group, ``_kernels/score.py``, through ``score_group``; the NumPy step for small hold-outs, the
+logistic loss and ``engine='numpy'``) and merges the sums of other rows (a cluster's shards).
+``iwpfast.sgd.tuning`` chooses among the estimates.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .._kernels.abi import LOSS_CODES, SCORE_KERNEL_LOSSES
+from ..label_noise import label_tilde_from_keep
+from ..losses import loss_record
+
+#: the compiled hold-out scoring runs from this many (row, head of a group) values on (below:
+#: the NumPy step, whose cost is then a few milliseconds, less than the kernel's compile time)
+SCORE_KERNEL_MIN_VALUES = 1 << 20
+
+
+def _blas_single_threaded():
+    """One BLAS thread while the hold-out is scored, when threadpoolctl is installed (a
+    dependency of scikit-learn; not of iwpfast).  The scoring's products are small ((rows x p) @
+    (p x k) and the k x k comoment per batch), and BLAS threads that spin-wait for a busy core
+    made them 5x slower than one thread on a loaded 2-core machine (bench/README.md)."""
+    import contextlib
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpool_limits(1, user_api="blas")
+
+
+def score_heads(source, features: Sequence[str], label: str, heads: Sequence, states: dict,
+                configs: dict, *, loss: str, noise=None, label_table=None,
+                sample_weight: str | None = None, engine: str = "numba"):
+    """(RiskEstimate per head, covariance of the estimates: inf between heads of different
+    classes, which are never compared) on a (validation) source: one read,
+    one (rows x p) @ (p x k) product per batch.  ``noise``: (noise_var, label_keep_prob,
+    target_noise_var) of the validation data (default: the heads' own; naive heads need it given,
+    since their configs run without the correction).
+
+    One-vs-rest heads (``HeadConfig.label_class`` set; the label column holds class indices) are
+    scored on their own binary problem: the sign of a row is +1 where its class is the head's,
+    and the per-row IWP loss uses the k-ary label weights ``label_table`` (those of the
+    validation data; default: the head's own ``label_weights``, public labels without them).
+
+    ``sample_weight``: a column of public row weights s_i; each row's IWP loss is multiplied by
+    s_i, an unbiased estimate of the weighted clean risk the weighted heads minimize.
+
+    Inside ``driver.streams_on(runner)`` (a cluster's pass) the source is scored by the runner:
+    each worker scores its shard of the rows with a copy of the ``HeadScorer`` and the copies
+    are merged (``HeadScorer.merge``), the same sums as one read.
+
+    ``engine``: 'numba' scores each batch with one compiled call per group of compared heads
+    (``_kernels/score.py``; logistic heads use the NumPy step), 'numpy' (alias 'reference')
+    with the NumPy step, its twin."""
+    from .driver import stream_runner
+    scorer = HeadScorer(features, label, heads, states, configs, loss=loss, noise=noise,
+                        label_table=label_table, sample_weight=sample_weight, engine=engine)
+    runner = stream_runner()
+    if runner is not None:
+        scorer = runner.score(source, scorer)
+    else:
+        scorer.add_source(source)
+    return scorer.result()
+
+
+class HeadScorer:
+    """The sums ``score_heads`` keeps: the heads' parameters and one ``RiskAccumulator`` per
+    group of compared heads.  ``add_source`` scores rows; ``merge`` adds another scorer's rows
+    (the same heads on other rows); ``result`` gives the estimates and their covariance."""
+
+    def __init__(self, features: Sequence[str], label: str, heads: Sequence, states: dict,
+                 configs: dict, *, loss: str, noise=None, label_table=None,
+                 sample_weight: str | None = None, engine: str = "numba"):
+        from ..estimates import RiskAccumulator, noise_tau
+        from .driver import resolve_engine
+        self.features = list(features)
+        self.label = label
+        self.loss = loss
+        self.sample_weight = sample_weight
+        k = len(heads)
+        self.k = k
+        self.theta = np.stack([states[h].coef(configs[h].average_start >= 0)[0] for h in heads],
+                              axis=1)
+        self.b = np.array([states[h].coef(configs[h].average_start >= 0)[1] for h in heads])
+        cfg0 = configs[heads[0]]
+        self.truncation = int(cfg0.truncation)
+        if noise is None:
+            noise = (cfg0.noise_var, cfg0.label_keep_prob if cfg0.mode == "iwp" else None,
+                     cfg0.target_noise_var)
+        law = cfg0.noise_law if cfg0.mode == "iwp" else None
+        if law is not None:
+            law = law.broadcast(self.theta.shape[0])
+        self.tau = np.array([noise_tau(loss, noise[0], self.theta[:, g], law)[0]
+                             for g in range(k)])                             # (k,)
+        self.weight = label_tilde_from_keep(noise[1])
+        self.target_var = float(noise[2])
+        self.one_vs_rest = cfg0.label_class is not None
+        # the heads whose estimates are compared with each other (one class's heads; all of them
+        # for two classes) share an accumulator: only their paired covariance is needed, and a
+        # few small (m x G) comoment products are much cheaper than one (m x kG) (measured: BLAS
+        # threads on 2 busy cores made a 75-column product 140x slower than a 25-column one)
+        self.groups = [list(range(k))]
+        self.head_class = None
+        self.table = None
+        if self.one_vs_rest:
+            self.head_class = np.array([float(configs[h].label_class) for h in heads])
+            table = label_table
+            if table is None:
+                table = cfg0.label_weights if cfg0.label_weights is not None \
+                    else (1.0, 0.0, 1.0, 0.0)
+            self.table = tuple(float(w) for w in table)
+            self.groups = [list(np.flatnonzero(self.head_class == c))
+                           for c in np.unique(self.head_class)]
+        self.accs = [RiskAccumulator(len(g)) for g in self.groups]
+        # the compiled step for the losses it knows (the logistic's F_0 is a truncated series)
+        self.compiled = resolve_engine(engine) in ("numba", "auto") and loss in SCORE_KERNEL_LOSSES
+
+    def add_source(self, source) -> None:
+        """Score every row of ``source`` (one read)."""
+        from ..estimates import glm_loss_values, glm_loss_values_table
+        from ..io.sources import Source, open_source
+        record = loss_record(self.loss)
+        features, label, sample_weight = self.features, self.label, self.sample_weight
+        theta, b, tau = self.theta, self.b, self.tau
+        src = source if isinstance(source, Source) else open_source(source)
+        # a small hold-out is scored by the NumPy step: compiling the kernel (~1 s, once per
+        # machine) would cost a first fit on small data more than it saves.  Counted per group
+        # of compared heads, so that a class of a k-class grid is scored as the two-class grid
+        # of that class against the rest (the same bits)
+        widest = max(len(g) for g in self.groups)
+        compiled = self.compiled and (src.num_rows is None
+                                      or src.num_rows * widest >= SCORE_KERNEL_MIN_VALUES)
+        for batch in src.batches(_scored_columns(features, label, sample_weight)):
+            if compiled:
+                self._add_compiled(batch)
+                continue
+            X = np.column_stack([np.asarray(batch.column(f).to_numpy(zero_copy_only=False),
+                                            dtype=np.float64) for f in features])
+            y = np.asarray(batch.column(label).to_numpy(zero_copy_only=False), dtype=np.float64)
+            if sample_weight is not None:
+                row_weights = np.asarray(
+                    batch.column(sample_weight).to_numpy(zero_copy_only=False), dtype=np.float64)
+            if self.head_class is not None and record.task != "regression":
+                # one-vs-rest, class by class: a row's sign and label weights are the same for all
+                # of the class's heads, so they are (m, 1) columns broadcast over its G heads;
+                # each class's own (m, G) product, as a two-class grid's (BLAS picks its
+                # summation order by the shape: the same shape gives the same bits)
+                for g, acc in zip(self.groups, self.accs, strict=True):
+                    sign = np.where(y == self.head_class[g[0]], 1.0, -1.0)[:, None]
+                    U = X @ theta[:, g] + b[g]
+                    vals = glm_loss_values_table(self.loss, sign * U, sign, tau[g],
+                                                 self.table, self.truncation)
+                    acc.add(vals if sample_weight is None else vals * row_weights[:, None])
+                continue
+            U = X @ theta + b                                                 # (m, k)
+            if record.task == "regression":
+                r = U - y[:, None]
+                vals = 0.5 * r * r - tau - 0.5 * self.target_var
+            else:
+                vals = glm_loss_values(self.loss, y[:, None] * U, tau, self.weight,
+                                       self.truncation)
+            if sample_weight is not None:
+                vals = vals * row_weights[:, None]
+            self.accs[0].add(vals)
+
+    def _add_compiled(self, batch) -> None:
+        """One batch through ``score_block_heads``: one call per group of compared heads, on
+        the batch's columns in place (one float dtype: float32 columns stay float32)."""
+        def column(name):
+            return np.asarray(batch.column(name).to_numpy(zero_copy_only=False))
+        columns = [column(f) for f in self.features]
+        y = column(self.label)
+        weights = column(self.sample_weight) if self.sample_weight is not None else None
+        record = loss_record(self.loss)
+        if self.table is not None:
+            table = np.array(self.table, dtype=np.float64)
+        else:
+            s = 1.0 if self.weight is None else float(self.weight)
+            table = np.array([s, 1.0 - s, s, 1.0 - s])
+        for g, acc in zip(self.groups, self.accs, strict=True):
+            cls = (-1.0 if self.head_class is None or record.task == "regression"
+                   else float(self.head_class[g[0]]))
+            score_group(columns, y, weights, self.theta[:, g], self.b[g], self.tau[g], self.loss,
+                        table, cls, self.target_var, acc)
+
+    def merge(self, other: HeadScorer) -> None:
+        """Add the rows ``other`` scored (the same heads)."""
+        for acc, theirs in zip(self.accs, other.accs, strict=True):
+            acc.merge(theirs)
+
+    def result(self):
+        """(RiskEstimate per head, covariance of the estimates)."""
+        estimates: list = [None] * self.k
+        cov = np.full((self.k, self.k), np.inf)   # heads of different groups are never compared
+        for g, acc in zip(self.groups, self.accs, strict=True):
+            for i, est in zip(g, acc.estimates(self.loss, 2.0 * self.tau[g]), strict=True):
+                estimates[i] = est
+            cov[np.ix_(g, g)] = acc.covariance_of_means()
+        return estimates, cov
+
+
+def score_group(columns, y, weights, theta, b, tau, loss: str, table, cls: float,
+                target_var: float, acc) -> None:
+    """Rows of ``columns`` (p 1-D arrays), labels ``y`` and row ``weights`` (or None) scored by
+    the heads (``theta`` (p, G), ``b``, ``tau``) of one group, merged into the RiskAccumulator
+    ``acc`` by ``_kernels/score.py``; ``table``: the 2 x 2 label weights, ``cls``: the group's
+    class (-1.0: +-1 labels).  Every argument is converted to the kernel's one signature per
+    column dtype (C-contiguous, writable float64 labels and weights: an Arrow buffer's read-only
+    array would be a second signature, a second compile)."""
+    from .._kernels.score import score_block_heads
+    from .engine import _LIKE, _addresses
+    dtype = columns[0].dtype if columns else np.dtype(np.float64)
+    if dtype not in (np.float32, np.float64) or any(c.dtype != dtype for c in columns):
+        dtype = np.dtype(np.float64)
+    columns = [np.ascontiguousarray(c, dtype=dtype) for c in columns]
+
+    def owned(values):
+        return np.require(values, dtype=np.float64, requirements=["C", "W"])
+    acc.n = int(score_block_heads(
+        _addresses(columns), _LIKE[dtype], np.int64(len(y)), owned(y),
+        owned(np.empty(0) if weights is None else weights), owned(theta), owned(b), owned(tau),
+        np.int64(LOSS_CODES[loss]), owned(table), float(cls), float(target_var), acc.mean,
+        acc.m2, acc.comoment, acc.sum_abs, acc.sum_sq, acc.max_abs, np.int64(acc.n)))
+
+
+def warm_scoring(dtype) -> None:
+    """Compile (or load) the hold-out scoring kernel for feature columns of ``dtype``
+    (``iwpfast warmup``: a small fit's hold-out is scored by the NumPy step)."""
+    from ..estimates import RiskAccumulator
+    column = np.zeros(1, dtype=dtype)
+    score_group([column], np.ones(1), None, np.zeros((1, 1)), np.zeros(1), np.zeros(1),
+                "exponential", np.array([1.0, 0.0, 1.0, 0.0]), -1.0, 0.0, RiskAccumulator(1))
+
+
+def _scored_columns(features, label, sample_weight) -> list[str]:
+    return [*features, label] + ([sample_weight] if sample_weight is not None else [])
