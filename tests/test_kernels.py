@@ -426,3 +426,26 @@ def test_label_checks_find_the_first_bad_label_at_block_edges(dtype):
         with_nan[4097] = np.nan
         assert first_invalid_label(with_nan) == 4097
         assert first_invalid_class(np.where(np.arange(n) == 4097, np.nan, codes).astype(dtype), 2) == 4097
+
+
+@pytest.mark.parametrize("private", [False, True])
+@pytest.mark.parametrize("truncation", [1, 2, 4])
+def test_logistic_rows_have_the_bits_of_the_row_by_row_series(private, truncation):
+    # _logistic_rows (rows innermost, vectorized) against _logistic_scalars row by row: the same
+    # operations per row in the same order, so the same bits, margins of both signs and zero
+    from iwpfast._kernels import sgd
+    from iwpfast.sgd.engine import _eulerian_table
+    rng = np.random.default_rng(truncation)
+    m = 77
+    y = np.where(rng.random(m) < 0.5, 1.0, -1.0)
+    margin = np.r_[rng.normal(0.0, 3.0, m - 2), 0.0, -0.0]
+    tau, label_tilde = 0.37, (1.6 if private else 1.0)
+    eulerian = _eulerian_table(truncation)
+    w = np.exp(-np.abs(y * margin))
+    weight, curvature = np.full(sgd.LOGISTIC_ROWS * m, np.nan), w.copy()
+    sgd._logistic_rows(y, m, margin, tau, truncation, label_tilde, private, eulerian, weight,
+                       curvature)
+    for i in range(m):
+        a, c = sgd._logistic_scalars(y[i] * margin[i], w[i], tau, truncation, label_tilde,
+                                     1.0 - label_tilde, private, eulerian)
+        assert weight[i] == a * y[i] and curvature[i] == c, i

@@ -4,7 +4,8 @@ Layout and order of work per batch of m rows (why it is fast):
 1. margins u_i: blocks of 32 rows held in four vector registers while the loop runs over all the
    features (``_lowlevel.margin_blocks``, LLVM IR), each sum from +0.0 in feature order;
 2. per-row scalars (a_i, c_i) in a loop without branches on the data, so the hand-written
-   ``fast_exp`` vectorizes (the logistic derivatives loop over k and stay scalar);
+   ``fast_exp`` vectorizes (the logistic series too: ``_logistic_rows`` runs its loops over k and
+   the Eulerian coefficients outside the rows);
 3. sums over rows with ``_dot_lanes``: row i goes to lane i % 16 (two 8-wide vector
    accumulators written in LLVM IR, ``_lowlevel.lane_blocks``), then a fixed tree over the
    lanes.  That vectorizes without ``fastmath`` and its order depends on m only, not on the
@@ -226,6 +227,71 @@ def _logistic_scalars(z, w, tau, truncation, weight_z, weight_minus_z, private, 
     return a, c
 
 
+#: the row-weight buffer of the chunk loops holds this many rows of batch_size: the row weights,
+#: then the scratch rows of ``_logistic_rows``
+LOGISTIC_ROWS = 6
+
+
+@jit_inline
+def _logistic_rows(y, m, margin, tau, truncation, label_tilde, private, eulerian, weight,
+                   curvature):
+    """``_logistic_scalars`` for rows [0, m) of a binary head, with w_i in curvature[i]: the same
+    operations in the same order per row (so the same bits), but rows innermost, the series'
+    loops over k and the Eulerian coefficients outside, so that LLVM vectorizes every loop (the
+    row-by-row form runs the series in scalar code: 2.2x the exponential loss's kernel time).
+    Scratch: rows 1..5 of ``weight`` seen as LOGISTIC_ROWS rows of len(weight) / LOGISTIC_ROWS."""
+    stride = weight.shape[0] // LOGISTIC_ROWS
+    q = weight[stride:stride + m]
+    q_power = weight[2 * stride:2 * stride + m]
+    odd_part = weight[3 * stride:3 * stride + m]
+    even_part = weight[4 * stride:4 * stride + m]
+    poly = weight[5 * stride:5 * stride + m]
+    for i in range(m):
+        q[i] = 1.0 / (1.0 + curvature[i])
+        q_power[i] = q[i] * q[i]
+        odd_part[i] = 0.0
+        even_part[i] = 0.0
+    coefficient = 1.0
+    for k in range(truncation):
+        d = 2 * k + 1
+        for i in range(m):
+            poly[i] = 0.0
+        for e in range(d - 1, -1, -1):
+            c = eulerian[d, e]
+            for i in range(m):
+                poly[i] = poly[i] * curvature[i] + c
+        for i in range(m):
+            even_part[i] += coefficient * (poly[i] * curvature[i] * q_power[i])
+            q_power[i] *= q[i]
+        coefficient = coefficient * (-tau) / (k + 1)
+        d = 2 * k + 2
+        for i in range(m):
+            poly[i] = 0.0
+        for e in range(d - 1, -1, -1):
+            c = eulerian[d, e]
+            for i in range(m):
+                poly[i] = poly[i] * curvature[i] + c
+        for i in range(m):
+            odd_part[i] += coefficient * (-(poly[i] * curvature[i] * q_power[i]))
+            q_power[i] *= q[i]
+    label_other = 1.0 - label_tilde
+    for i in range(m):
+        yi = np.float64(y[i])
+        z = yi * margin[i]
+        w = curvature[i]
+        positive = z >= 0.0
+        sign = 1.0 if positive else -1.0
+        first_at_z = -w * q[i] if positive else -q[i]
+        first_at_minus_z = -q[i] if positive else -w * q[i]
+        f1_z = first_at_z + sign * odd_part[i]
+        f1_minus_z = first_at_minus_z - sign * odd_part[i]
+        private_a = label_tilde * f1_z - label_other * f1_minus_z
+        private_c = label_tilde * even_part[i] + label_other * even_part[i]
+        a = private_a if private else f1_z
+        weight[i] = a * yi
+        curvature[i] = private_c if private else even_part[i]
+
+
 @jit
 def _row_scalars(loss, table_form, iwp, y, m, margin, tau, fparams, truncation, eulerian,
                  weight, curvature):
@@ -285,6 +351,10 @@ def _row_scalars(loss, table_form, iwp, y, m, margin, tau, fparams, truncation, 
     elif eulerian is not None and loss == LOSS_LOGISTIC:    # (None: not compiled, see top)
         for i in range(m):                          # vectorized exp pass: curvature holds w_i
             curvature[i] = fast_exp(-abs(np.float64(y[i]) * margin[i]))
+        if weight.shape[0] >= LOGISTIC_ROWS * m:
+            _logistic_rows(y, m, margin, tau, truncation, label_tilde, private, eulerian, weight,
+                           curvature)
+            return
         for i in range(m):
             yi = np.float64(y[i])
             a, c = _logistic_scalars(yi * margin[i], curvature[i], tau, truncation, label_tilde,
@@ -608,7 +678,7 @@ def sgd_chunk(addresses, like, y_address, y_like, n_rows, fparams, iparams, nois
     n_columns = addresses.shape[0]      # the columns a batch reads (the features, then any other)
     y = column_view(y_address, n_rows, y_like)
     margin = np.empty(batch_size)
-    weight = np.empty(batch_size)
+    weight = np.empty(LOGISTIC_ROWS * batch_size)    # row weights + _logistic_rows' scratch
     curvature = np.empty(batch_size)
     gradient = np.empty(n_features)
     means = np.empty(n_features)
@@ -1044,7 +1114,7 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, fparams, iparams
     gradient_t = np.empty((n_features, n_heads))
     per_head = np.empty((7, n_heads))
     margins = np.empty((n_heads, batch_size))
-    weight = np.empty(batch_size)
+    weight = np.empty(LOGISTIC_ROWS * batch_size)    # row weights + _logistic_rows' scratch
     curvature = np.empty(batch_size)
     lanes = np.empty(LANES)
     group_lanes = np.empty(GRADIENT_GROUP * LANES)
