@@ -233,6 +233,18 @@ LOGISTIC_ROWS = 6
 
 
 @jit_inline
+def _eulerian_rows(eulerian, d, w, m, poly):
+    """poly[i] = sum_e eulerian[d, e] w[i]^e by Horner from +0.0, e from d - 1 down (the order of
+    ``_logistic_scalars``), rows innermost."""
+    for i in range(m):
+        poly[i] = 0.0
+    for e in range(d - 1, -1, -1):
+        c = eulerian[d, e]
+        for i in range(m):
+            poly[i] = poly[i] * w[i] + c
+
+
+@jit_inline
 def _logistic_rows(y, m, margin, tau, truncation, label_tilde, private, eulerian, weight,
                    curvature):
     """``_logistic_scalars`` for rows [0, m) of a binary head, with w_i in curvature[i]: the same
@@ -253,24 +265,12 @@ def _logistic_rows(y, m, margin, tau, truncation, label_tilde, private, eulerian
         even_part[i] = 0.0
     coefficient = 1.0
     for k in range(truncation):
-        d = 2 * k + 1
-        for i in range(m):
-            poly[i] = 0.0
-        for e in range(d - 1, -1, -1):
-            c = eulerian[d, e]
-            for i in range(m):
-                poly[i] = poly[i] * curvature[i] + c
+        _eulerian_rows(eulerian, 2 * k + 1, curvature, m, poly)
         for i in range(m):
             even_part[i] += coefficient * (poly[i] * curvature[i] * q_power[i])
             q_power[i] *= q[i]
         coefficient = coefficient * (-tau) / (k + 1)
-        d = 2 * k + 2
-        for i in range(m):
-            poly[i] = 0.0
-        for e in range(d - 1, -1, -1):
-            c = eulerian[d, e]
-            for i in range(m):
-                poly[i] = poly[i] * curvature[i] + c
+        _eulerian_rows(eulerian, 2 * k + 2, curvature, m, poly)
         for i in range(m):
             odd_part[i] += coefficient * (-(poly[i] * curvature[i] * q_power[i]))
             q_power[i] *= q[i]
