@@ -136,7 +136,8 @@ class Scan:
                     _tag_head(exc, unit[0].name)
                 if dropped is None:
                     raise
-                bad = [0]
+                dropped[unit[0].name] = int(end_row)    # one head, its carried rows checked
+                continue
             if bad:
                 _locate_non_finite_carry(unit, self.states[unit[0].name], end_row)
                 assert dropped is not None
@@ -205,7 +206,8 @@ def _run_unit_chunk(run_unit, unit, configs, states, chunk, group, dropped=None)
                     exc.heads = bad_heads
         if dropped is None:
             raise
-        bad = [0]                       # one head (its kernel raises): dropped
+        dropped[head.name] = int(chunk.end_row)     # one head (its kernel raises), data checked
+        return
     if bad:
         # a divergence in drop mode: data first (the same input error), else the heads' steps
         _raise_non_finite(head.features, chunk.features[group], chunk, 0)

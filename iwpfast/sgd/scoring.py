@@ -175,9 +175,9 @@ class HeadScorer:
         the batch's columns in place (one float dtype: float32 columns stay float32)."""
         def column(name):
             return np.asarray(batch.column(name).to_numpy(zero_copy_only=False))
-        columns = [column(f) for f in self.features]
-        y = column(self.label)
-        weights = column(self.sample_weight) if self.sample_weight is not None else None
+        inputs = scoring_inputs([column(f) for f in self.features], column(self.label),
+                                column(self.sample_weight) if self.sample_weight is not None
+                                else None)
         record = loss_record(self.loss)
         if self.table is not None:
             table = np.array(self.table, dtype=np.float64)
@@ -187,8 +187,8 @@ class HeadScorer:
         for g, acc in zip(self.groups, self.accs, strict=True):
             cls = (-1.0 if self.head_class is None or record.task == "regression"
                    else float(self.head_class[g[0]]))
-            score_group(columns, y, weights, self.theta[:, g], self.b[g], self.tau[g], self.loss,
-                        table, cls, self.target_var, acc)
+            score_group(inputs, self.theta[:, g], self.b[g], self.tau[g], self.loss, table, cls,
+                        self.target_var, acc)
 
     def merge(self, other: HeadScorer) -> None:
         """Add the rows ``other`` scored (the same heads)."""
@@ -206,27 +206,35 @@ class HeadScorer:
         return estimates, cov
 
 
-def score_group(columns, y, weights, theta, b, tau, loss: str, table, cls: float,
-                target_var: float, acc) -> None:
-    """Rows of ``columns`` (p 1-D arrays), labels ``y`` and row ``weights`` (or None) scored by
-    the heads (``theta`` (p, G), ``b``, ``tau``) of one group, merged into the RiskAccumulator
-    ``acc`` by ``_kernels/score.py``; ``table``: the 2 x 2 label weights, ``cls``: the group's
-    class (-1.0: +-1 labels).  Every argument is converted to the kernel's one signature per
-    column dtype (C-contiguous, writable float64 labels and weights: an Arrow buffer's read-only
-    array would be a second signature, a second compile)."""
-    from .._kernels.score import score_block_heads
+def scoring_inputs(columns, y, weights):
+    """The kernel's view of one batch, made once for all its groups of heads: (the columns kept
+    alive, their addresses, the dtype marker, labels, row weights).  One signature per column
+    dtype: the columns in one float dtype (float64 when they differ), labels and weights as
+    C-contiguous, writable float64 (an Arrow buffer's read-only array would be a second
+    signature, a second compile); no weights: an empty array."""
     from .engine import _LIKE, _addresses
     dtype = columns[0].dtype if columns else np.dtype(np.float64)
     if dtype not in (np.float32, np.float64) or any(c.dtype != dtype for c in columns):
         dtype = np.dtype(np.float64)
     columns = [np.ascontiguousarray(c, dtype=dtype) for c in columns]
+    return (columns, _addresses(columns), _LIKE[dtype], _owned(y),
+            _owned(np.empty(0) if weights is None else weights))
 
-    def owned(values):
-        return np.require(values, dtype=np.float64, requirements=["C", "W"])
+
+def _owned(values):
+    return np.require(values, dtype=np.float64, requirements=["C", "W"])
+
+
+def score_group(inputs, theta, b, tau, loss: str, table, cls: float, target_var: float,
+                acc) -> None:
+    """The rows of ``inputs`` (``scoring_inputs``) scored by the heads (``theta`` (p, G), ``b``,
+    ``tau``) of one group, merged into the RiskAccumulator ``acc`` by ``_kernels/score.py``;
+    ``table``: the 2 x 2 label weights, ``cls``: the group's class (-1.0: +-1 labels)."""
+    from .._kernels.score import score_block_heads
+    _, addresses, like, y, weights = inputs
     acc.n = int(score_block_heads(
-        _addresses(columns), _LIKE[dtype], np.int64(len(y)), owned(y),
-        owned(np.empty(0) if weights is None else weights), owned(theta), owned(b), owned(tau),
-        np.int64(LOSS_CODES[loss]), owned(table), float(cls), float(target_var), acc.mean,
+        addresses, like, np.int64(len(y)), y, weights, _owned(theta), _owned(b), _owned(tau),
+        np.int64(LOSS_CODES[loss]), _owned(table), float(cls), float(target_var), acc.mean,
         acc.m2, acc.comoment, acc.sum_abs, acc.sum_sq, acc.max_abs, np.int64(acc.n)))
 
 
@@ -235,8 +243,9 @@ def warm_scoring(dtype) -> None:
     (``iwpfast warmup``: a small fit's hold-out is scored by the NumPy step)."""
     from ..estimates import RiskAccumulator
     column = np.zeros(1, dtype=dtype)
-    score_group([column], np.ones(1), None, np.zeros((1, 1)), np.zeros(1), np.zeros(1),
-                "exponential", np.array([1.0, 0.0, 1.0, 0.0]), -1.0, 0.0, RiskAccumulator(1))
+    score_group(scoring_inputs([column], np.ones(1), None), np.zeros((1, 1)), np.zeros(1),
+                np.zeros(1), "exponential", np.array([1.0, 0.0, 1.0, 0.0]), -1.0, 0.0,
+                RiskAccumulator(1))
 
 
 def _scored_columns(features, label, sample_weight) -> list[str]:
