@@ -144,3 +144,27 @@ def test_reduction_blocks_are_8_wide(dtype):
     asm = _asm(blocks)
     assert _packed(asm, "vadd", register) >= 2 and _packed(asm, "vmul", register) >= 2, (
         f"the 8-wide reductions are not packed on {register}")
+
+
+def test_batches_in_place_prefetch_the_rows_ahead():
+    # the SGD loops ask the cache for the batch PREFETCH_AHEAD batches on (prefetch_bytes, a
+    # hint with no value of its own): in the compiled code that must be one prefetch instruction
+    # per 64-byte line, on any x86-64 CPU (no vector width needed)
+    import numba
+
+    from iwpfast._kernels import _lowlevel
+    from iwpfast._kernels._options import JIT_OPTIONS
+
+    def ask(column, first, count):
+        _lowlevel.prefetch_bytes(column.ctypes.data + first * column.itemsize,
+                                 count * column.itemsize)
+        return column[first]
+
+    compiled = numba.njit(**dict(JIT_OPTIONS, cache=False))(ask)
+    column = np.arange(1024, dtype=np.float32)
+    assert compiled(column, 128, 128) == 128.0          # a hint: the values are untouched
+    (signature,) = compiled.signatures
+    assert "llvm.prefetch" in compiled.inspect_llvm(signature)
+    if numba.config.CPU_NAME in (None, "host") and os.uname().machine == "x86_64":
+        assert re.search(r"\bprefetcht0\b", compiled.inspect_asm(signature)), (
+            "prefetch_bytes did not become a prefetch instruction")

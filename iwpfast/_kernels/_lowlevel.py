@@ -429,6 +429,48 @@ def _lane_blocks_group_impl(weight, addresses, first_column, row, like, n_blocks
     return impl
 
 
+# ------------------------------------------------------------------------------------------
+# software prefetch (the next batches' rows while a batch computes)
+# ------------------------------------------------------------------------------------------
+
+CACHE_LINE = 64          # bytes per prefetch
+
+
+def prefetch_bytes(address, n_bytes):
+    """Ask the cache for the memory [address, address + n_bytes) (one prefetch per 64-byte line).
+
+    A hint only: no value changes, so plain Python does nothing.  Compiled, it is
+    ``llvm.prefetch`` (read, high locality): the SGD loops ask for the rows of the batch after
+    next while a batch computes.  Each update waits on the one before it, so a batch's memory
+    reads do not overlap the arithmetic by themselves, and p columns read in short runs are more
+    streams than the hardware prefetcher runs far ahead on (docs/performance-kernels.md).
+    """
+
+
+@intrinsic
+def _prefetch_ir(typingctx, address):
+    def codegen(context, builder, signature, args):
+        i32 = ir.IntType(32)
+        byte_pointer = ir.IntType(8).as_pointer()
+        function = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [byte_pointer, i32, i32, i32]),
+            "llvm.prefetch.p0i8")
+        pointer = builder.inttoptr(args[0], byte_pointer)
+        # read (0), high temporal locality (3), data cache (1)
+        builder.call(function, [pointer, ir.Constant(i32, 0), ir.Constant(i32, 3),
+                                ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+    return types.none(types.int64), codegen
+
+
+@overload(prefetch_bytes, jit_options=dict(nogil=True))
+def _prefetch_bytes_impl(address, n_bytes):
+    def impl(address, n_bytes):
+        for offset in range(0, n_bytes, CACHE_LINE):
+            _prefetch_ir(np.int64(address + offset))
+    return impl
+
+
 def fma(a, b, c):
     """a * b + c with one rounding.  Compiled, it is ``llvm.fma.f64``: one instruction on FMA
     hardware, the same bits everywhere, and vectorizable (unlike contraction, which the kernels
