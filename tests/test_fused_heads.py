@@ -218,6 +218,40 @@ def test_margin_product_equals_its_python_definition_bit_for_bit():
         np.testing.assert_array_equal(got[5, :rows], single[:rows])
 
 
+def test_gradient_blocks_of_a_head_group_have_the_bits_of_each_heads_column_means():
+    # gradient_blocks_heads (compiled LLVM IR: one load of each block of a column for the
+    # HEAD_GROUP heads, the lane tree in registers) against its Python definition and against
+    # _column_means of each head alone: the same sums in the same order, so equal bit for bit;
+    # values over 16 orders of magnitude so that a different order would show
+    from iwpfast._kernels import _lowlevel as low
+    from iwpfast._kernels.sgd import head_gradient_blocks
+
+    rng = np.random.default_rng(11)
+    p, n_blocks, heads, row = 6, 5, 3 * low.HEAD_GROUP, 16
+    m = low.LANES * n_blocks
+    for dtype in (np.float32, np.float64):
+        X = np.ascontiguousarray((rng.standard_normal((p, row + m + 7))
+                                  * 10.0 ** rng.integers(-8, 8, (p, row + m + 7))).astype(dtype))
+        addresses = np.array([X[j].ctypes.data for j in range(p)], dtype=np.int64)
+        weights = rng.standard_normal((heads, 3 * m)) * 10.0 ** rng.integers(-5, 5, (heads, 3 * m))
+        got = np.full((p, heads), np.nan)
+        head_gradient_blocks(weights, addresses, row, np.empty(0, dtype), n_blocks, got)
+        expected = np.full((p, heads), np.nan)
+        for first in range(0, heads, low.HEAD_GROUP):
+            low.gradient_blocks_heads(weights[first:first + low.HEAD_GROUP], addresses, row,
+                                      np.empty(0, dtype), n_blocks, expected, first)
+        np.testing.assert_array_equal(got, expected)
+        for h in range(heads):
+            column_sums = [sum(weights[h, i] * np.float64(X[j, row + i]) for i in range(m))
+                           for j in range(p)]
+            np.testing.assert_allclose(got[:, h], np.array(column_sums) / m, rtol=1e-12,
+                                       atol=1e-300)
+            lanes = np.zeros(low.LANES)
+            for j in range(p):
+                low.lane_blocks(weights[h], X[j, row:row + m], n_blocks, lanes)
+                assert got[j, h] == low.lane_tree(lanes) / m
+
+
 # ------------------------------------------------------------------------------ the driver
 def _table(n=1500, seed=1):
     X, y = _data(n=n, p=3, seed=seed)

@@ -54,6 +54,7 @@ from ._lowlevel import (
     LANES,
     MARGIN_BLOCK,
     column_view,
+    gradient_blocks_heads,
     lane_blocks,
     lane_blocks_group,
     margin_blocks,
@@ -853,7 +854,7 @@ def _heads_batch(table_form, classes, laplace_law, weighted, addresses, like, co
                  fparams, iparams, noise_var, noise_t, direction_t, direction, laplace, eulerian,
                  theta_t,
                  theta_avg_t, intercept, intercept_avg, step, n_avg,
-                 counters, telemetry, traces, trace_steps, margins, signs, weight, curvature,
+                 counters, telemetry, traces, trace_steps, margins, signs, group_weights, curvature,
                  gradient_t, lanes, group_lanes, ones, theta_column, per_head, fit_intercept):
     """One SGD update of every head on rows [offset, offset + m) of the columns (labels
     codes[0:m]), with the bits of each head's own ``_batch`` (docs/internals.md "One SGD update").
@@ -900,19 +901,29 @@ def _heads_batch(table_form, classes, laplace_law, weighted, addresses, like, co
     if classes is None:
         for i in range(m):
             signs[i] = np.float64(codes[i])
+    # the gradient sums of each complete group of HEAD_GROUP heads in one pass over the columns
+    # (gradient_blocks_heads, the bits of _column_means) when the batch is whole blocks of LANES
+    # rows; the other heads (and a batch with a tail) one head at a time
+    n_blocks = m // LANES
+    grouped = n_heads - n_heads % HEAD_GROUP if n_blocks * LANES == m else 0
     for h in range(n_heads):
         if classes is not None:
             _class_signs(codes, classes[h], m, signs)
         iwp = iparams[h, I_MODE] == MODE_IWP
+        weight = group_weights[h % HEAD_GROUP]
         _row_scalars(loss, table_form, iwp, signs, m, margins[h], tau[h], fparams[h], truncation,
                      eulerian, weight, curvature)
         if weighted is not None and iparams[h, I_WEIGHTED] != 0:
             _weigh_rows(addresses, n_features, like, offset, m, weight, curvature)
         mean_curvature[h] = _sum_lanes(curvature, m, lanes, ones) / m if iwp else 0.0
-        _column_means(weight, addresses, like, offset, m, n_features, lanes, group_lanes,
-                      theta_column)
-        for j in range(n_features):
-            gradient_t[j, h] = theta_column[j]
+        if h >= grouped:
+            _column_means(weight, addresses, like, offset, m, n_features, lanes, group_lanes,
+                          theta_column)
+            for j in range(n_features):
+                gradient_t[j, h] = theta_column[j]
+        elif h % HEAD_GROUP == HEAD_GROUP - 1:
+            gradient_blocks_heads(group_weights, addresses, offset, like, n_blocks, gradient_t,
+                                  h - (HEAD_GROUP - 1))
         gradient_b[h] = (_sum_lanes(weight, m, lanes, ones) / m
                          if iparams[h, I_FIT_INTERCEPT] != 0 else 0.0)
     # 3. the gradients (all heads: features outer, heads inner, the order of _batch per head)
@@ -1130,7 +1141,8 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, fparams, iparams
     gradient_t = np.empty((n_features, n_heads))
     per_head = np.empty((7, n_heads))
     margins = np.empty((n_heads, batch_size))
-    weight = np.empty(LOGISTIC_ROWS * batch_size)    # row weights + _logistic_rows' scratch
+    # row weights + _logistic_rows' scratch, one row per head of a group (gradient_blocks_heads)
+    group_weights = np.empty((HEAD_GROUP, LOGISTIC_ROWS * batch_size))
     curvature = np.empty(batch_size)
     lanes = np.empty(LANES)
     group_lanes = np.empty(GRADIENT_GROUP * LANES)
@@ -1198,7 +1210,8 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, fparams, iparams
                                 iparams, noise_var, noise_t, direction_t, direction, laplace,
                                 eulerian, theta_t,
                                 theta_avg_t, intercept, intercept_avg, step, n_avg, counters,
-                                telemetry, traces, trace_steps, margins, signs, weight, curvature,
+                                telemetry, traces, trace_steps, margins, signs, group_weights,
+                                curvature,
                                 gradient_t, lanes, group_lanes, ones, theta_column, per_head,
                                 fit_intercept):
                 # the carried batch is spent, as after any batch: a caller that drops the
@@ -1223,3 +1236,13 @@ def head_margin_blocks(addresses, like, theta_t, row, n_blocks, margins):
     (for tests/test_fused_heads.py, which checks it bit for bit against its Python definition)."""
     for first_head in range(0, theta_t.shape[1] - HEAD_GROUP + 1, HEAD_GROUP):
         margin_blocks_heads(addresses, row, like, theta_t, first_head, n_blocks, margins)
+
+
+@jit
+def head_gradient_blocks(weights, addresses, row, like, n_blocks, gradient_t):
+    """The gradient sums of ``_heads_batch`` for every group of HEAD_GROUP heads (row h of
+    ``weights`` is head h's row weights), compiled (for tests/test_fused_heads.py, which checks it
+    bit for bit against its Python definition)."""
+    for first_head in range(0, weights.shape[0] - HEAD_GROUP + 1, HEAD_GROUP):
+        gradient_blocks_heads(weights[first_head:first_head + HEAD_GROUP], addresses, row, like,
+                              n_blocks, gradient_t, first_head)
