@@ -154,3 +154,53 @@ def test_one_signature_per_column_dtype_whatever_arrow_hands_over():
                 np.where(table.column("y").to_numpy() == 1, 1, -1).astype(np.int8)))
         _score(table, names, states, configs, "exponential", "numba", sample_weight="w")
     assert len(score.score_block_heads.signatures) == compiled
+
+
+def _force_threads(monkeypatch, on: bool):
+    from iwpfast.sgd import driver
+    monkeypatch.setattr(tuning, "SCORE_THREADS_MIN_VALUES", 0 if on else 1 << 62)
+    monkeypatch.setattr(driver, "_usable_cores", lambda: 2)
+
+
+@pytest.mark.parametrize("classes", [None, 3])
+def test_two_scoring_threads_give_the_sums_of_one_to_rounding_and_the_same_bits_each_run(
+        monkeypatch, classes):
+    # a large hold-out is scored on two threads (odd batches on the second, merged at the end):
+    # the estimates and the covariance are those of one thread up to the order of additions,
+    # and repeatable bit for bit (which thread scores a batch depends on its position only)
+    import threading
+    names, states, configs = _heads("exponential", 6, seed=21, classes=classes)
+    table = _table(3001, seed=22, dtype=np.float32,
+                   labels="pm1" if classes is None else "classes")    # 4 batches of 777 rows
+    _force_threads(monkeypatch, False)
+    one = _score(table, names, states, configs, "exponential", "numba")
+    _force_threads(monkeypatch, True)
+    seen = []
+    real = tuning.HeadScorer._add_compiled
+    monkeypatch.setattr(tuning.HeadScorer, "_add_compiled",
+                        lambda self, batch: seen.append(threading.current_thread().name)
+                        or real(self, batch))
+    two = _score(table, names, states, configs, "exponential", "numba")
+    assert seen.count("iwpfast-score") == 2 and len(seen) == 4
+    _assert_same(two, one)
+    again = _score(table, names, states, configs, "exponential", "numba")
+    for a, b in zip(two[0], again[0], strict=True):
+        assert (a.risk, a.stderr) == (b.risk, b.stderr)
+    np.testing.assert_array_equal(two[1], again[1])
+
+
+def test_an_error_on_the_second_scoring_thread_reaches_the_caller(monkeypatch):
+    import threading
+    names, states, configs = _heads("exponential", 3, seed=23)
+    table = _table(3001, seed=24, dtype=np.float64, labels="pm1")
+    _force_threads(monkeypatch, True)
+    real = tuning.HeadScorer._add_compiled
+
+    def failing(self, batch):
+        if threading.current_thread().name == "iwpfast-score":
+            raise RuntimeError("scoring failed on the second thread")
+        return real(self, batch)
+    monkeypatch.setattr(tuning.HeadScorer, "_add_compiled", failing)
+    with pytest.raises(RuntimeError, match="second thread"):
+        _score(table, names, states, configs, "exponential", "numba")
+    assert not any(t.name == "iwpfast-score" for t in threading.enumerate())

@@ -20,6 +20,9 @@ from ..losses import loss_record
 #: the compiled hold-out scoring runs from this many (row, head of a group) values on (below:
 #: the NumPy step, whose cost is then a few milliseconds, less than the kernel's compile time)
 SCORE_KERNEL_MIN_VALUES = 1 << 20
+#: from this many (row, head) values on, the compiled scoring runs on two threads (batches in
+#: turn, the two sums merged at the end) when two cores are usable
+SCORE_THREADS_MIN_VALUES = 1 << 22
 
 
 def _blas_single_threaded():
@@ -137,7 +140,11 @@ class HeadScorer:
         widest = max(len(g) for g in self.groups)
         compiled = self.compiled and (src.num_rows is None
                                       or src.num_rows * widest >= SCORE_KERNEL_MIN_VALUES)
-        for batch in src.batches(_scored_columns(features, label, sample_weight)):
+        batches = src.batches(_scored_columns(features, label, sample_weight))
+        if compiled and _two_threads(src.num_rows, self.k):
+            self._add_compiled_two_threads(batches)
+            return
+        for batch in batches:
             if compiled:
                 self._add_compiled(batch)
                 continue
@@ -190,6 +197,45 @@ class HeadScorer:
             score_group(inputs, self.theta[:, g], self.b[g], self.tau[g], self.loss, table, cls,
                         self.target_var, acc)
 
+    def _add_compiled_two_threads(self, batches) -> None:
+        """``_add_compiled`` of every batch, the odd ones on a second thread into a copy of this
+        scorer with empty sums, merged at the end (the kernel releases the GIL).  Which thread
+        scores a batch depends only on its position, and the merge is ``merge``'s, so the sums
+        are the same from run to run (not the bits of one thread's sequence of merges: an
+        estimate moves by rounding only)."""
+        import copy
+        import queue
+        import threading
+
+        from ..estimates import RiskAccumulator
+        other = copy.copy(self)
+        other.accs = [RiskAccumulator(len(g)) for g in self.groups]
+        handed: queue.Queue = queue.Queue(maxsize=2)    # at most two batches in flight
+        failed: list[BaseException] = []
+
+        def score_odd_batches():
+            while (batch := handed.get()) is not None:
+                if not failed:              # after an error: drain, so the reader never blocks
+                    try:
+                        other._add_compiled(batch)
+                    except BaseException as error:      # re-raised by the caller
+                        failed.append(error)
+
+        worker = threading.Thread(target=score_odd_batches, name="iwpfast-score", daemon=True)
+        worker.start()
+        try:
+            for position, batch in enumerate(batches):
+                if position % 2:
+                    handed.put(batch)
+                else:
+                    self._add_compiled(batch)
+        finally:
+            handed.put(None)
+            worker.join()
+        if failed:
+            raise failed[0]
+        self.merge(other)
+
     def merge(self, other: HeadScorer) -> None:
         """Add the rows ``other`` scored (the same heads)."""
         for acc, theirs in zip(self.accs, other.accs, strict=True):
@@ -204,6 +250,13 @@ class HeadScorer:
                 estimates[i] = est
             cov[np.ix_(g, g)] = acc.covariance_of_means()
         return estimates, cov
+
+
+def _two_threads(n_rows: int | None, n_heads: int) -> bool:
+    """Whether a hold-out of ``n_rows`` rows scored for ``n_heads`` heads is worth two threads."""
+    from .driver import _usable_cores
+    return (n_rows is not None and n_rows * n_heads >= SCORE_THREADS_MIN_VALUES
+            and _usable_cores() >= 2)
 
 
 def scoring_inputs(columns, y, weights):
