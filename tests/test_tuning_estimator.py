@@ -209,6 +209,13 @@ def test_divergence_advice_fits_the_settings():
     assert "variance_cap" not in text and "projection radius" in text
     uncapped = HeadConfig(loss="exponential", mode="iwp", n_features=2, noise_var=np.ones(2))
     assert "a variance_cap such as 2 (none now)" in divergence_advice(uncapped)
+    # private labels with an intercept: the advice says that neither bound holds the intercept
+    assert "intercept" not in divergence_advice(uncapped)
+    private = HeadConfig(loss="exponential", mode="iwp", n_features=2, noise_var=np.ones(2),
+                         label_keep_prob=0.88, fit_intercept=True)
+    assert "not the intercept" in divergence_advice(private)
+    assert "intercept" not in divergence_advice(HeadConfig(
+        loss="exponential", mode="iwp", n_features=2, noise_var=np.ones(2), label_keep_prob=0.88))
     assert issubclass(DivergenceError, FloatingPointError)
 
 

@@ -456,6 +456,14 @@ def divergence_advice(cfg: HeadConfig | CheckedConfig, step_given: bool = True) 
     said = tips[0] if len(tips) == 1 else ", ".join(tips[:-1]) + " or " + tips[-1]
     auto = "" if step_given else ("The learning rate was derived automatically (the grid's "
                                   "smaller steps diverged too). ")
+    intercept = ""
+    if cfg.fit_intercept and cfg.mode == "iwp" and cfg.label_keep_prob is not None:
+        # measured (issue 20's array: 20 % positives, eps_y = 2): radius=3 still diverged,
+        # fit_intercept=False did not; the corrected per-row loss S~ e^-z + (1 - S~) e^z is
+        # unbounded below once |z| > eps_y / 2, and nothing projects b
+        intercept = (" The radius and the variance cap bound theta, not the intercept: with "
+                     "private labels a drifting intercept makes the label weights grow like "
+                     "e^|intercept| (fit_intercept=False keeps it at 0).")
     return (auto + "Use " + said
             + "; also check that the features of that batch are finite and scaled (a release's "
-            "lie in [-1, 1] plus noise).")
+            "lie in [-1, 1] plus noise)." + intercept)
