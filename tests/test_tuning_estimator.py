@@ -214,6 +214,12 @@ def test_divergence_advice_fits_the_settings():
     private = HeadConfig(loss="exponential", mode="iwp", n_features=2, noise_var=np.ones(2),
                          label_keep_prob=0.88, fit_intercept=True)
     assert "not the intercept" in divergence_advice(private)
+    # the engine passes the checked form (a label table instead of the keep probability)
+    from iwpfast.sgd.state import check_config
+    assert "not the intercept" in divergence_advice(check_config(private))
+    public = HeadConfig(loss="exponential", mode="iwp", n_features=2, noise_var=np.ones(2),
+                        fit_intercept=True)
+    assert "intercept" not in divergence_advice(check_config(public))
     assert "intercept" not in divergence_advice(HeadConfig(
         loss="exponential", mode="iwp", n_features=2, noise_var=np.ones(2), label_keep_prob=0.88))
     assert issubclass(DivergenceError, FloatingPointError)

@@ -457,7 +457,11 @@ def divergence_advice(cfg: HeadConfig | CheckedConfig, step_given: bool = True) 
     auto = "" if step_given else ("The learning rate was derived automatically (the grid's "
                                   "smaller steps diverged too). ")
     intercept = ""
-    if cfg.fit_intercept and cfg.mode == "iwp" and cfg.label_keep_prob is not None:
+    # private labels: a keep probability (HeadConfig), or a table with a weight on F(-z)
+    table = getattr(cfg, "label_table", None)
+    private = (getattr(cfg, "label_keep_prob", None) is not None
+               or (table is not None and (table[1] != 0.0 or table[3] != 0.0)))
+    if cfg.fit_intercept and cfg.mode == "iwp" and private:
         # measured (issue 20's array: 20 % positives, eps_y = 2): radius=3 still diverged,
         # fit_intercept=False did not; the corrected per-row loss S~ e^-z + (1 - S~) e^z is
         # unbounded below once |z| > eps_y / 2, and nothing projects b
