@@ -21,7 +21,9 @@ stream's last one included, goes through one call site: a first fit types and lo
 once (each copy costs seconds of compile time), and LLVM inlines it once.
 With many columns (p >= STAGE_MIN_FEATURES) complete batches run from a copy of the next 32 KiB
 of each column (``sgd_chunk``): p short runs per batch are more streams than the hardware
-prefetcher follows, long runs are not.
+prefetcher follows, long runs are not.  With fewer, each batch read in place first asks the cache
+for the rows PREFETCH_AHEAD batches on (``_lowlevel.prefetch_bytes``): an update waits on the one
+before it, so its reads would not overlap the arithmetic otherwise.
 
 Columns (and the labels) come in as addresses (see ``_lowlevel.column_view``); ``like`` is an
 empty array of the column dtype (float32 or float64).  So one compiled kernel per (feature dtype,
@@ -110,8 +112,9 @@ from .fastexp import fast_exp
 # (measured at p = 100, 2M rows: float32 +25-50% with 32 KiB runs, float64 about even)
 STAGE_MIN_FEATURES = 24
 STAGE_COLUMN_BYTES = 32768
-# batches in place ask the cache for the rows of the batch PREFETCH_AHEAD batches on (the batch
-# after next: a batch of 128 rows computes in ~0.6 us, more than a memory read takes)
+# batches read in place ask the cache for the rows of the batch PREFETCH_AHEAD batches on: 4
+# batches of 128 rows compute for ~2 us, longer than a read from memory takes (1 to 8 ahead
+# measured alike, p = 10 float32: 1.30-1.33x)
 PREFETCH_AHEAD = 4
 
 
@@ -855,7 +858,8 @@ def _heads_batch(table_form, classes, laplace_law, weighted, addresses, like, co
                  theta_t,
                  theta_avg_t, intercept, intercept_avg, step, n_avg,
                  counters, telemetry, traces, trace_steps, margins, signs, group_weights, curvature,
-                 gradient_t, lanes, group_lanes, ones, theta_column, per_head, fit_intercept):
+                 gradient_t, lanes, group_lanes, ones, theta_column, per_head, fit_intercept,
+                 head_iwp, head_alpha):
     """One SGD update of every head on rows [offset, offset + m) of the columns (labels
     codes[0:m]), with the bits of each head's own ``_batch`` (docs/internals.md "One SGD update").
 
@@ -935,11 +939,17 @@ def _heads_batch(table_form, classes, laplace_law, weighted, addresses, like, co
         gradient_row = gradient_t[j]
         direction_row = direction_t[j]
         for h in range(n_heads):
+            # every operand loaded before the selects, and the heads' settings from contiguous
+            # rows (head_iwp, head_alpha): the loop then vectorizes over the heads (a select
+            # between loads, or on iparams[h, I_MODE], stayed a branch per head and feature)
             grad = gradient_row[h]
-            correction = direction_row[h] if laplace[h] != 0.0 else noise_row[h] * theta_row[h]
+            correction = noise_row[h] * theta_row[h]
+            if laplace_law is not None:
+                laplace_direction = direction_row[h]
+                correction = laplace_direction if laplace[h] != 0.0 else correction
             with_curvature = grad - mean_curvature[h] * correction
-            grad = with_curvature if iparams[h, I_MODE] == MODE_IWP else grad
-            grad = grad + fparams[h, F_ALPHA] * theta_row[h]
+            grad = with_curvature if head_iwp[h] != 0.0 else grad
+            grad = grad + head_alpha[h] * theta_row[h]
             gradient_row[h] = grad
             norm_sq[h] += grad * grad
     # 4-5. step
@@ -1091,8 +1101,9 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, fparams, iparams
     one-vs-rest heads of a class-index label (``classes[c]``; docs/math.md "k classes"), each with
     its own +-1 signs.  The carried rows (carry_X, carry_y) are shared, counters[c, C_CARRY] equal
     for every head.  Per batch ``_heads_batch``: the margins of all heads as one small matrix
-    product, each head's row scalars and sums over rows, then the O(p) steps of all heads
-    together; head c has the bits of a single-head run (``sgd_chunk``).  Every batch, the carried
+    product, each head's row scalars and sums over rows (the gradient's column sums of 4 heads at
+    once, ``gradient_blocks_heads``), then the O(p) steps of all heads together; head c has the
+    bits of a single-head run (``sgd_chunk``).  Every batch, the carried
     one included (narrowed into the column and label dtypes, which the wrapper has checked to be
     exact), goes through one call site.  With ``final``, the carried partial batch (if any) then
     runs as every head's last update (the end of a stream is a call on no rows with final).
@@ -1150,8 +1161,12 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, fparams, iparams
     signs = np.empty(batch_size)        # a head's labels for the batch, in float64
     theta_column = np.empty(n_features)
     fit_intercept = np.empty(n_heads, np.bool_)
+    head_iwp = np.empty(n_heads)            # 1.0 for an IWP head (its gradient's curvature term)
+    head_alpha = np.empty(n_heads)
     for h in range(n_heads):
         fit_intercept[h] = iparams[h, I_FIT_INTERCEPT] != 0
+        head_iwp[h] = 1.0 if iparams[h, I_MODE] == MODE_IWP else 0.0
+        head_alpha[h] = fparams[h, F_ALPHA]
     position = 0
     carried = counters[0, C_CARRY]
     if carried > 0:
@@ -1213,7 +1228,7 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, fparams, iparams
                                 telemetry, traces, trace_steps, margins, signs, group_weights,
                                 curvature,
                                 gradient_t, lanes, group_lanes, ones, theta_column, per_head,
-                                fit_intercept):
+                                fit_intercept, head_iwp, head_alpha):
                 # the carried batch is spent, as after any batch: a caller that drops the
                 # diverged heads continues the others on the rows after this batch
                 if from_carry:
