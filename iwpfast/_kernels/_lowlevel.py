@@ -243,6 +243,13 @@ def gradient_blocks_heads(weights, addresses, row, like, n_blocks, gradient_t, f
             gradient_t[j, first_head + g] = lane_tree(lanes) / m
 
 
+def _ir_types():
+    """(i64, double, <8 x double>, its zero, i8*): the LLVM types the block routines below use."""
+    f64 = ir.DoubleType()
+    vector = ir.VectorType(f64, 8)
+    return ir.IntType(64), f64, vector, ir.Constant(vector, [0.0] * 8), ir.IntType(8).as_pointer()
+
+
 def _ir_loop(builder, count, carried, body):
     """Emit ``for i in range(count)`` carrying the LLVM values ``carried``; ``body(i, values)``
     returns the next values.  Returns the values after the loop."""
@@ -304,11 +311,7 @@ def _margin_blocks_ir(typingctx, addresses, row, like, theta, n_blocks, margin):
         margin_data = context.make_array(margin_type)(context, builder, args[5]).data
         row_value, n_blocks_value = args[1], args[4]
         element = like_type.dtype
-        i64 = ir.IntType(64)
-        f64 = ir.DoubleType()
-        vector = ir.VectorType(f64, 8)
-        zero = ir.Constant(vector, [0.0] * 8)
-        byte_pointer = ir.IntType(8).as_pointer()
+        i64, f64, vector, zero, byte_pointer = _ir_types()
 
         def block_body(block, _):
             first_row = builder.add(row_value, builder.mul(block, ir.Constant(i64, MARGIN_BLOCK)))
@@ -352,10 +355,7 @@ def _margin_blocks_heads_ir(typingctx, addresses, row, like, thetas, first_head,
         margin_stride = builder.extract_value(margins_array.shape, 1)    # C order: row length
         row_value, first_head_value, n_blocks_value = args[1], args[4], args[5]
         element = like_type.dtype
-        i64 = ir.IntType(64)
-        vector = ir.VectorType(ir.DoubleType(), 8)
-        zero = ir.Constant(vector, [0.0] * 8)
-        byte_pointer = ir.IntType(8).as_pointer()
+        i64, _, vector, zero, byte_pointer = _ir_types()
         margin_rows = [builder.mul(builder.add(first_head_value, ir.Constant(i64, h)), margin_stride)
                        for h in range(HEAD_GROUP)]
         parts = MARGIN_BLOCK // 8
@@ -401,11 +401,7 @@ def _lane_blocks_group_ir(typingctx, weight, addresses, first_column, row, like,
         lanes_data = context.make_array(lanes_type)(context, builder, args[6]).data
         first_column_value, row_value, n_blocks_value = args[2], args[3], args[5]
         element = like_type.dtype
-        i64 = ir.IntType(64)
-        f64 = ir.DoubleType()
-        vector = ir.VectorType(f64, 8)
-        zero = ir.Constant(vector, [0.0] * 8)
-        byte_pointer = ir.IntType(8).as_pointer()
+        i64, f64, vector, zero, byte_pointer = _ir_types()
         columns = []
         for g in range(GRADIENT_GROUP):
             index = builder.add(first_column_value, ir.Constant(i64, g))
@@ -468,11 +464,7 @@ def _gradient_blocks_heads_ir(typingctx, weights, addresses, row, like, n_blocks
         n_heads = builder.extract_value(gradient_array.shape, 1)
         row_value, n_blocks_value, first_head_value = args[2], args[4], args[6]
         element = like_type.dtype
-        i64 = ir.IntType(64)
-        f64 = ir.DoubleType()
-        vector = ir.VectorType(f64, 8)
-        zero = ir.Constant(vector, [0.0] * 8)
-        byte_pointer = ir.IntType(8).as_pointer()
+        i64, f64, vector, zero, byte_pointer = _ir_types()
         rows = builder.sitofp(builder.mul(n_blocks_value, ir.Constant(i64, LANES)), f64)
         weight_rows = [builder.mul(ir.Constant(i64, g), weight_stride) for g in range(HEAD_GROUP)]
 
