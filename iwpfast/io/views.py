@@ -138,6 +138,18 @@ class HeldRows:
         from .sources import open_source
         return open_source(pa.table({c: self.arrays[self.names.index(c)] for c in columns}))
 
+    def prefix_source(self, columns, n_rows: int) -> Source | None:
+        """The first ``n_rows`` held rows as a Source with ``columns`` (a tuning scan scores its
+        heads on them mid-scan, ``iwpfast.sgd.tuning``), or None when they are not all held.
+        Zero-copy: the training view only writes rows after ``filled`` until it starts over."""
+        n = int(n_rows)
+        if self.failed or self.names is None or self.filled < n \
+                or not set(columns) <= set(self.names):
+            return None
+        from .sources import open_source
+        return open_source(pa.table({c: self.arrays[self.names.index(c)][:n]
+                                     for c in columns}))
+
 
 class PartSource(Source):
     """Training or validation rows of ``inner`` (or all rows, ``period=None``), batches mapped.

@@ -110,6 +110,9 @@ class StreamResult:
     #: with ``drop_diverged``: the heads that diverged, each with the end row of the chunk in
     #: which it did (their states hold the non-finite update)
     diverged: dict[str, int] = field(default_factory=dict)
+    #: with ``race``: the heads it stopped, each with the row after which it did (their states
+    #: are the models at that row, not finished)
+    pruned: dict[str, int] = field(default_factory=dict)
 
 
 # ------------------------------------------------------------------------------ noise parameters
@@ -582,7 +585,7 @@ def fit_stream_here(source, heads: Sequence[Head], *, chunk_rows: int | None = N
                states: dict[str, HeadState] | None = None, engine: str = "numba",
                prefetch: bool = True, feature_bound: float | None = None,
                head_threads: int | None = None, overwrite: bool = False,
-               finish: bool = True, drop_diverged: bool = False) -> StreamResult:
+               finish: bool = True, drop_diverged: bool = False, race=None) -> StreamResult:
     """Train ``heads`` in one scan of ``source`` (anything ``open_source`` accepts).
 
     chunk_rows: rows per kernel call (default: ~16 MiB of columns; does not change the model).
@@ -611,8 +614,13 @@ def fit_stream_here(source, heads: Sequence[Head], *, chunk_rows: int | None = N
       on and the pass goes on with the others (``StreamResult.diverged`` names them; a grid of
       heads needs no repeated scan); False: the pass stops with a DivergenceError naming it.  A
       non-finite value in the data is an input error either way.
+    race: heads stopped mid-scan (``drop_diverged``, one epoch, no checkpoint; ``scan.Scan``):
+      ``rows`` and ``prune(row, alive names, states)`` -> the names to leave out from there on
+      (``StreamResult.pruned``); a tuning grid's early pruning (``iwpfast.sgd.tuning._Race``).
     """
     t_start = time.perf_counter()
+    if race is not None and (not drop_diverged or checkpoint is not None or int(epochs) != 1):
+        raise InvalidInputError("race= needs drop_diverged=True, epochs=1 and no checkpoint")
     heads, names, epochs = _check_heads(heads, epochs)
     src: Source = source if isinstance(source, Source) else open_source(source)
     heads = _resolve_configs(heads, src, trace_every, feature_bound)
@@ -658,7 +666,8 @@ def fit_stream_here(source, heads: Sequence[Head], *, chunk_rows: int | None = N
         if checkpoint is None:
             chunk_rows = bar_chunk_rows(chunk_rows, progress, src.num_rows)
         scan = Scan(heads, units, cur, group_of, (run_unit, finish_unit), head_threads,
-                    trace_callback, checkpoints, bar, drop_diverged=drop_diverged)
+                    trace_callback, checkpoints, bar, drop_diverged=drop_diverged, race=race,
+                    regroup=functools.partial(_units, parts=head_threads))
         try:
             with _SignalGuard(checkpoint is not None) as guard:
                 for epoch in range(start_epoch, epochs):
@@ -681,8 +690,12 @@ def fit_stream_here(source, heads: Sequence[Head], *, chunk_rows: int | None = N
             if bar is not None:
                 bar.close()
     dropped = {} if finished or scan.dropped is None else dict(scan.dropped)
-    return _pass_result(heads, cur, src, n_rows_pass, rows_done, time.perf_counter() - t_start,
-                        reader_stats, start_row + start_epoch * int(n_rows_pass or 0), dropped)
+    pruned = {} if finished else dict(scan.pruned)
+    result = _pass_result(heads, cur, src, n_rows_pass, rows_done, time.perf_counter() - t_start,
+                          reader_stats, start_row + start_epoch * int(n_rows_pass or 0),
+                          {n: r for n, r in dropped.items() if n not in pruned})
+    result.pruned = pruned
+    return result
 
 
 @functools.wraps(fit_stream_here)

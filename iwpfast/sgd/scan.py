@@ -53,7 +53,8 @@ class Scan:
 
     def __init__(self, heads, units, states, group_of, engine, threads: int,
                  trace_callback: Callable | None, checkpoints: Checkpoints, bar,
-                 drop_diverged: bool = False):
+                 drop_diverged: bool = False, race=None,
+                 regroup: Callable[[list], list] | None = None):
         self.heads, self.units, self.states, self.group_of = heads, units, states, group_of
         self.run_unit, self.finish_unit = engine
         self.tracing = any(h.config.trace_every > 0 for h in heads)
@@ -62,6 +63,11 @@ class Scan:
         # drop_diverged: {head name: end row of the chunk in which it diverged}; those heads are
         # left out of the later kernel calls and the others go on (None: a divergence raises)
         self.dropped: dict[str, int] | None = {} if drop_diverged else None
+        # race (needs drop_diverged): at its ``rows`` it names heads to stop training (pruned:
+        # {head name: row}); they are left out like diverged heads, their states kept as they were
+        self.race, self.race_next, self.regroup = race, 0, regroup
+        self.pruned: dict[str, int] = {}
+        self.threads = threads
         self.pool = (_HeadPool(units, states, group_of, self.run_unit, threads, self.dropped)
                      if threads > 1 else None)
 
@@ -100,6 +106,9 @@ class Scan:
                 self._run_chunk(chunk)
                 row = chunk.end_row
                 rows_read += chunk.n_rows
+                if self.race is not None and self.race_next < len(self.race.rows) \
+                        and row >= self.race.rows[self.race_next]:
+                    self._prune(row)
                 if self.bar is not None:
                     self.bar.update(chunk.n_rows)
                 if self.checkpoints.enabled and (
@@ -115,6 +124,28 @@ class Scan:
         finally:
             reader.close()
         return row, rows_read
+
+    def _prune(self, row: int) -> None:
+        """The race's rung at ``row``: every head has seen the same rows (the head threads are
+        waited for); the heads it names stop here, and the others are regrouped into units (so
+        the threads share what is left of the work)."""
+        self._wait()
+        while self.race_next < len(self.race.rows) and self.race.rows[self.race_next] <= row:
+            self.race_next += 1
+        assert self.dropped is not None
+        alive = [h.name for h in self.heads if h.name not in self.dropped]
+        names = [n for n in self.race.prune(row, alive, self.states) if n in alive]
+        if not names or len(names) >= len(alive):
+            return
+        for n in names:
+            self.pruned[n] = int(row)
+            self.dropped[n] = int(row)
+        if self.regroup is not None:
+            self.units = self.regroup([h for h in self.heads if h.name not in self.dropped])
+            if self.pool is not None:
+                self.pool.close()
+                self.pool = _HeadPool(self.units, self.states, self.group_of, self.run_unit,
+                                      min(self.threads, len(self.units)), self.dropped)
 
     def finish(self, end_row) -> None:
         """Each unit's last partial batch (a divergence there names a non-finite carried value)."""

@@ -40,7 +40,8 @@ def _blas_single_threaded():
 
 def score_heads(source, features: Sequence[str], label: str, heads: Sequence, states: dict,
                 configs: dict, *, loss: str, noise=None, label_table=None,
-                sample_weight: str | None = None, engine: str = "numba"):
+                sample_weight: str | None = None, engine: str = "numba",
+                compiled_from: int | None = None):
     """(RiskEstimate per head, covariance of the estimates: inf between heads of different
     classes, which are never compared) on a (validation) source: one read,
     one (rows x p) @ (p x k) product per batch.  ``noise``: (noise_var, label_keep_prob,
@@ -61,10 +62,12 @@ def score_heads(source, features: Sequence[str], label: str, heads: Sequence, st
 
     ``engine``: 'numba' scores each batch with one compiled call per group of compared heads
     (``_kernels/score.py``; logistic heads use the NumPy step), 'numpy' (alias 'reference')
-    with the NumPy step, its twin."""
+    with the NumPy step, its twin.  ``compiled_from``: the (row, head) values from which the
+    compiled step is used (default ``SCORE_KERNEL_MIN_VALUES``)."""
     from .driver import stream_runner
     scorer = HeadScorer(features, label, heads, states, configs, loss=loss, noise=noise,
-                        label_table=label_table, sample_weight=sample_weight, engine=engine)
+                        label_table=label_table, sample_weight=sample_weight, engine=engine,
+                        compiled_from=compiled_from)
     runner = stream_runner()
     if runner is not None:
         scorer = runner.score(source, scorer)
@@ -80,7 +83,8 @@ class HeadScorer:
 
     def __init__(self, features: Sequence[str], label: str, heads: Sequence, states: dict,
                  configs: dict, *, loss: str, noise=None, label_table=None,
-                 sample_weight: str | None = None, engine: str = "numba"):
+                 sample_weight: str | None = None, engine: str = "numba",
+                 compiled_from: int | None = None):
         from ..estimates import RiskAccumulator, noise_tau
         from .driver import resolve_engine
         self.features = list(features)
@@ -124,6 +128,7 @@ class HeadScorer:
         self.accs = [RiskAccumulator(len(g)) for g in self.groups]
         # the compiled step for the losses it knows (the logistic's F_0 is a truncated series)
         self.compiled = resolve_engine(engine) in ("numba", "auto") and loss in SCORE_KERNEL_LOSSES
+        self.compiled_from = SCORE_KERNEL_MIN_VALUES if compiled_from is None else int(compiled_from)
 
     def add_source(self, source) -> None:
         """Score every row of ``source`` (one read)."""
@@ -139,7 +144,7 @@ class HeadScorer:
         # of that class against the rest (the same bits)
         widest = max(len(g) for g in self.groups)
         compiled = self.compiled and (src.num_rows is None
-                                      or src.num_rows * widest >= SCORE_KERNEL_MIN_VALUES)
+                                      or src.num_rows * widest >= self.compiled_from)
         batches = src.batches(_scored_columns(features, label, sample_weight))
         if compiled and _two_threads(src.num_rows, self.k):
             self._add_compiled_two_threads(batches)
