@@ -284,8 +284,13 @@ def print_tuning(t: dict, table: bool = False, validation: str = "private") -> N
     k = int(t["heads"])
     n_heads = len(t["alpha"])
     reliable = sum(bool(r) for r in t["reliable"])
+    pruned_at = t.get("pruned_at_row") or [None] * n_heads      # models saved before pruning
+    pruned = sum(r is not None for r in pruned_at)
     per = f" x {len(set(t['class']))} classes" if t.get("class") else ""
-    dropped = f", {n_heads - reliable} discarded (unreliable or diverged)" if reliable < n_heads else ""
+    dropped = (f", {n_heads - reliable - pruned} discarded (unreliable or diverged)"
+               if reliable + pruned < n_heads else "")
+    if pruned:
+        dropped += f", {pruned} pruned early"
     print(f"tuning: {n_heads} heads (alpha x learning rate{per}) in one scan of "
           f"{int(t['n_train']):,} rows, scored on {int(t['n_validation']):,} {validation} "
           f"validation rows; {reliable} reliable{dropped}; rule: {t['rule']}; cost: "
@@ -299,7 +304,9 @@ def print_tuning(t: dict, table: bool = False, validation: str = "private") -> N
         for i in range(len(t["alpha"])):
             risk, se = float(t["risk"][i]), float(t["stderr"][i])
             mark = "  <- chosen" if t["chosen"][i] else ""
-            risk_text = f"{risk:9.5f} +- {se:7.5f}" if math.isfinite(risk) else f"{'nan':>20}"
+            risk_text = (f"{risk:9.5f} +- {se:7.5f}" if math.isfinite(risk)
+                         else f"{'pruned at row ' + format(pruned_at[i], ','):>20}"
+                         if pruned_at[i] is not None else f"{'nan':>20}")
             print((f"  {str(classes[i]):>5} " if classes else "") +
                   f"  {float(t['alpha'][i]):7.4g}   {float(t['learning_rate'][i]):13.4g}   "
                   f"{risk_text}   {str(bool(t['reliable'][i])):>8}  "

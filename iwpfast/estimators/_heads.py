@@ -374,7 +374,8 @@ class OneVsRestHeads(Heads):
         k = self.n_classes
         t = est.tuning_
         table = {key: t[key] * k for key in ("alpha", "learning_rate", "risk", "stderr", "reliable",
-                                             "effective_rows", "noise_energy", "chosen")}
+                                             "effective_rows", "noise_energy",
+                                             "pruned_at_row", "chosen")}
         table["capped"] = [bool(tel.get("capped")) for tel in est.telemetry_per_class_]
         table["on_sphere"] = [bool(tel.get("on_sphere")) for tel in est.telemetry_per_class_]
         table["class"] = [c.item() if hasattr(c, "item") else c for c in self.classes]

@@ -173,7 +173,8 @@ class TunedFitMixin(EstimatorFields):
         self.tuning_ = dict(alpha=[pt.alpha], learning_rate=[pt.learning_rate], risk=[math.nan],
                             stderr=[math.nan], reliable=[False], effective_rows=[math.nan],
                             noise_energy=[math.nan], capped=[bool(self.telemetry_.get("capped"))],
-                            on_sphere=[bool(self.telemetry_.get("on_sphere"))], chosen=[True],
+                            on_sphere=[bool(self.telemetry_.get("on_sphere"))],
+                            pruned_at_row=[None], chosen=[True],
                             rule="too few rows: the derived grid's centre", n_train=int(n_rows),
                             n_validation=0, passes=1.0, heads=1, variance_cap=grid.cap,
                             notes=[*grid.notes, note])

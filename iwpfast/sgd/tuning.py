@@ -13,8 +13,9 @@ each group of m) is held out.  Blocks spread the hold-out over the whole file (a
 say, state is not validated on its last state only) while every piece stays a zero-copy slice.
 The split depends only on the row numbers: the same data always splits the same way.
 
-Cost: one read of the data (each training row updates every head: k heads cost k kernel updates
-per row, the reading and decoding is shared).  The training scan copies the validation blocks it
+Cost: one read of the data (each training row updates every live head: k heads cost k kernel
+updates per row, the reading and decoding is shared; ``_Race`` stops hopeless heads after 1/8
+and 1/2 of the rows, docs/tuning.md "Early pruning").  The training scan copies the validation blocks it
 passes over (``iwpfast.io.views.HeldRows``, up to ``HELD_VALIDATION_BYTES``) and the heads are
 scored from them (``iwpfast.sgd.scoring``); a larger hold-out is read again (a Parquet row group
 holds both parts: that read decodes the whole file).  A head that diverges is left out and the
@@ -52,6 +53,14 @@ MIN_VALIDATION_ROWS = 30
 MARGIN_SCALE = 2.0
 #: the variance cap "auto" uses for IWP heads when none is given (sigma^2 |theta|^2 <= 2)
 AUTO_VARIANCE_CAP = 2.0
+#: the shares of the training rows after which a tuning scan prunes hopeless heads (``_Race``;
+#: an empty tuple trains every head to the end)
+PRUNE_AT: tuple = (0.125, 0.5)
+#: a head is pruned when a head no faster than it has an interim private risk lower by more than
+#: this many paired standard errors
+PRUNE_Z = 3.0
+#: a pruning rung is taken only with at least this many validation rows behind it
+PRUNE_MIN_ROWS = 2000
 
 
 
@@ -265,11 +274,13 @@ class TuningResult:
     passes: float              # reads of the data, training + validation
     head_updates_per_row: int
     notes: list = field(default_factory=list)
+    pruned: dict = field(default_factory=dict)     # head name -> training row it stopped at
 
     def table(self) -> dict:
         """Column-wise table (``pandas.DataFrame(model.tuning_)`` shows it)."""
         cols: dict[str, list] = {k: [] for k in ("alpha", "learning_rate", "risk", "stderr", "reliable",
-                                "effective_rows", "noise_energy", "capped", "on_sphere", "chosen")}
+                                "effective_rows", "noise_energy", "capped", "on_sphere",
+                                "pruned_at_row", "chosen")}
         for i, (pt, est) in enumerate(zip(self.points, self.estimates, strict=True)):
             tel = self.telemetry.get(pt.name, {})
             cols["alpha"].append(pt.alpha)
@@ -278,9 +289,10 @@ class TuningResult:
             cols["stderr"].append(est.stderr)
             cols["reliable"].append(bool(est.reliable))
             cols["effective_rows"].append(est.effective_rows)
-            cols["noise_energy"].append(est.noise_energy)
+            cols["noise_energy"].append(math.nan if pt.name in self.pruned else est.noise_energy)
             cols["capped"].append(bool(tel.get("capped", False)))
             cols["on_sphere"].append(bool(tel.get("on_sphere", False)))
+            cols["pruned_at_row"].append(self.pruned.get(pt.name))
             cols["chosen"].append(i == self.chosen)
         return cols
 
@@ -326,7 +338,10 @@ def select(points: Sequence[GridPoint], estimates: Sequence,
 
     cand = [j for j in reliable if estimates[j].risk - estimates[best].risk <= se_diff(j)]
     chosen = max(cand, key=lambda j: (points[j].alpha, -estimates[j].risk))
-    dropped = len(points) - len(reliable)
+    # heads pruned mid-scan (``_Race``) are not candidates, but not for being unreliable
+    pruned = sum(1 for e in estimates
+                 if str((getattr(e, "warnings", ()) or ("",))[0]).startswith("pruned"))
+    dropped = len(points) - len(reliable) - pruned
     if dropped:
         notes.append(f"{dropped} of {len(points)} heads discarded: their private risk is unreliable")
     return chosen, "one standard error (paired)", notes
@@ -372,8 +387,140 @@ def _scoring_source(val, held, columns):
     return (val, 0.0) if source is None else (source, 1.0)
 
 
+def _may_prune(b: GridPoint, j: GridPoint) -> bool:
+    """Whether head b may stop head j (``_Race``): b regularizes at least as much (alpha_b >=
+    alpha_j: where j would be a candidate of the one-standard-error rule, b, better and at least
+    as regularized, is preferred to it) and is no faster (gamma_b alpha_b <= gamma_j alpha_j,
+    which with alpha_b >= alpha_j gives gamma_b <= gamma_j: for every curvature lambda >= 0,
+    gamma_b (alpha_b + lambda) <= gamma_j (alpha_j + lambda))."""
+    return b.alpha >= j.alpha and b.learning_rate * b.alpha <= j.learning_rate * j.alpha
+
+
+#: the iterate noise a pruning rung credits to each head (``_noise_floor``): "variance" (the
+#: default, a lower bound), "second_moment" (an upper bound: prunes less), "none"
+PRUNE_CREDIT = "variance"
+
+
+def _noise_floor(point: GridPoint, state) -> float:
+    """The part of a head's interim risk that the tail average of its final model removes, as
+    the rung credits it: the stationary excess risk of constant-step SGD on a quadratic,
+    (gamma / 4) tr(S) with S the covariance of its batch gradients, estimated by the telemetry's
+    E|g|^2 (``PRUNE_CREDIT`` "second_moment", an upper bound of tr(S)) or Var|g| ("variance", a
+    lower bound); 0 with "none".  Without it a faster head behind only by its iterate noise,
+    which the average removes, was pruned (a k-class test, docs/tuning.md)."""
+    if state is None or PRUNE_CREDIT == "none":
+        return 0.0
+    from .._kernels.abi import TELEMETRY_INDEX
+    t = state.telemetry
+    batches = float(t[TELEMETRY_INDEX["batches"]])
+    mean = float(t[TELEMETRY_INDEX["grad_norm_mean"]])
+    var = float(t[TELEMETRY_INDEX["grad_norm_m2"]]) / (batches - 1) if batches > 1 else 0.0
+    g = var + mean * mean if PRUNE_CREDIT == "second_moment" else var
+    return point.learning_rate * g / 4.0
+
+
+class _Race:
+    """Early pruning of a tuning grid on the interleaved hold-out (``fit_stream``'s ``race``).
+
+    After each share ``PRUNE_AT`` of the training rows (a rung with at least ``PRUNE_MIN_ROWS``
+    validation rows behind it), every live head is scored with its current theta on the
+    validation rows the scan has passed (held in memory, ``HeldRows``) with the same unbiased
+    private risk as the final choice, and head j is pruned when some reliable head b that is
+    *no faster* than j (gamma_b <= gamma_j and gamma_b alpha_b <= gamma_j alpha_j: for every data
+    curvature lambda >= 0 its contraction rate gamma (alpha + lambda) is at most j's) has an
+    interim risk lower by more than ``PRUNE_Z`` paired standard errors.  Why that is honest
+    (docs/tuning.md): a head behind only because it is slower to leave theta_0 is never pruned
+    by a faster one, so what is left of j's transient is at most what is left of b's, and the
+    rest of the gap (j's noise floor or its regularization bias) does not close by more training;
+    the final choice is still ``select`` over the survivors' final models on the whole hold-out.
+    The rows a rung uses depend only on the row numbers (the blocks before the rung's group),
+    so a fit prunes the same heads every time."""
+
+    def __init__(self, points: dict, held, period: int, block: int, n_train: int,
+                 score: Callable):
+        self.points, self.held, self.period, self.block = points, held, period, block
+        self.score = score
+        rows = sorted({max(1, math.ceil(f * n_train)) for f in PRUNE_AT if 0 < f < 1})
+        self.rows = [r for r in rows if self.validation_rows(r) >= PRUNE_MIN_ROWS]
+
+    def validation_rows(self, row: int) -> int:
+        """The validation rows that precede training row ``row`` (those of the groups of blocks
+        before its group): held by the time the scan has trained on ``row`` rows."""
+        if row <= 0:
+            return 0
+        group = (row - 1) // self.block // (self.period - 1)
+        return min(self.held.n_rows, group * self.block)
+
+    def prune(self, row: int, alive: list[str], states: dict) -> list[str]:
+        n_val = self.validation_rows(row)
+        estimates, cov = self.score(n_val, alive, states)
+        if estimates is None:
+            return []
+        reliable = [i for i, e in enumerate(estimates) if e.reliable and math.isfinite(e.risk)]
+        floor = {i: _noise_floor(self.points[alive[i]], states.get(alive[i])) for i in reliable}
+        out = []
+        for j in reliable:
+            pj = self.points[alive[j]]
+            for b in reliable:
+                pb = self.points[alive[b]]
+                if b == j or not _may_prune(pb, pj):
+                    continue
+                se = math.sqrt(max(cov[j, j] + cov[b, b] - 2.0 * cov[j, b], 0.0))
+                gap = estimates[j].risk - estimates[b].risk - max(0.0, floor[j] - floor[b])
+                if se > 0 and gap > PRUNE_Z * se:
+                    out.append(alive[j])
+                    break
+        return out
+
+
+def _race(train, held, points: dict, heads_of, score_kw: dict, kw: dict):
+    """The ``_Race`` of a tuning scan (``points``: head name -> its GridPoint), or None (no held
+    hold-out, unknown length, a checkpoint, a cluster's pass, pruning off, or too few
+    validation rows for any rung)."""
+    from .driver import stream_runner
+    if (held is None or not PRUNE_AT or train.num_rows is None or "checkpoint" in kw
+            or stream_runner() is not None):
+        return None
+    from .scoring import SCORE_KERNEL_MIN_VALUES
+    columns = score_kw.pop("columns")
+    configs: dict = {}
+    # the rungs use the compiled scoring step whenever the final scoring of the whole grid would
+    # (it is then compiled anyway; the NumPy step on a rung's few heads costs 3x more)
+    compiled = held.n_rows * len(points) >= SCORE_KERNEL_MIN_VALUES
+
+    def score(n_val, alive, states):
+        source = held.prefix_source(columns, n_val)
+        if source is None:
+            return None, None
+        missing = [n for n in alive if n not in configs]
+        if missing:
+            configs.update({h.name: h.config for h in heads_of(missing)})
+        if compiled:
+            return score_heads(source, heads=alive, states=states, configs=configs,
+                               compiled_from=0, **score_kw)
+        with _blas_single_threaded():
+            return score_heads(source, heads=alive, states=states, configs=configs, **score_kw)
+
+    race = _Race(points, held, train.period, train.block, int(train.num_rows), score)
+    return race if race.rows else None
+
+
+def _race_notes(race, pruned: dict, n_points: int, n_train: int) -> list[str]:
+    """What the pruning did, for the notes of a TuningResult."""
+    if not pruned:
+        return []
+    trained = sum(pruned.values()) + (n_points - len(pruned)) * n_train
+    rows = sorted(set(pruned.values()))
+    rungs = ", ".join(f"{sum(1 for v in pruned.values() if v == r)} after row {r:,} "
+                      f"({race.validation_rows(r):,} validation rows)" for r in rows)
+    return [f"{len(pruned)} of {n_points} heads pruned early ({rungs}): a head no faster had a "
+            f"lower interim private risk by more than {PRUNE_Z:g} paired standard errors; the "
+            f"scan made {trained / max(n_train, 1):.1f} head updates per row instead of "
+            f"{n_points}"]
+
+
 def _scan(train, heads_of: Callable[[list[str]], list], names: list[str], kw: dict,
-          siblings: Callable[[str], list[str]] | None = None):
+          siblings: Callable[[str], list[str]] | None = None, race=None):
     """Train the named heads in one scan of ``train``; a head that diverges is dropped (with its
     ``siblings``).  Here the scan drops it and goes on with the others (``fit_stream``'s
     ``drop_diverged``: the heads are independent, so the others keep the bits of a scan without
@@ -400,7 +547,8 @@ def _scan(train, heads_of: Callable[[list[str]], list], names: list[str], kw: di
                 # per-head telemetry warnings (sphere, cap) are in the table, not k times over
                 warnings.simplefilter("ignore", NumericalWarning)
                 result = driver.fit_stream(train, heads_of(active), **kw,
-                                           **(dict(drop_diverged=True) if here else {}))
+                                           **(dict(drop_diverged=True, race=race) if here
+                                              else {}))
         except DivergenceError as exc:
             # a head's step was too large for the data: drop it and scan again (one more read);
             # the heads of one fused unit diverged in the same batch are dropped together
@@ -419,7 +567,7 @@ def _scan(train, heads_of: Callable[[list[str]], list], names: list[str], kw: di
             continue
         drop = dropping(sorted(result.diverged, key=active.index))
         if drop:
-            if len(drop) >= len(active):
+            if len(drop) >= len([n for n in active if n not in result.pruned]):
                 # every head diverged: the error a scan that stops would have raised (the first
                 # head to diverge, its chunk's end row, the advice for its config)
                 from .engine import _raise_divergence
@@ -450,11 +598,19 @@ def _driver_kw(engine, progress, chunk_rows, feature_bound, checkpoint, checkpoi
     return kw
 
 
-def _choose(points, names: list[str], scored: dict, cov_of: Callable[[str, str], float]):
+def _choose(points, names: list[str], scored: dict, cov_of: Callable[[str, str], float],
+            pruned: dict | None = None):
     """(estimates per point, covariance, chosen, rule, notes): the points' heads (``names[i]``
-    is point i's head; a head missing from ``scored`` diverged) chosen by ``select``."""
+    is point i's head; a head missing from ``scored`` diverged, or was ``pruned``: {name: row})
+    chosen by ``select``."""
     from ..estimates import RiskEstimate
+    pruned = pruned or {}
     estimates = [scored[n] if n in scored else
+                 RiskEstimate(math.nan, math.inf, 0, noise_energy=math.inf, reliable=False,
+                              warnings=(f"pruned after training row {pruned[n]}: a head no faster "
+                                        "had a lower interim private risk by more than "
+                                        f"{PRUNE_Z:g} paired standard errors.",))
+                 if n in pruned else
                  RiskEstimate(math.nan, math.inf, 0, reliable=False,
                               warnings=("the head diverged (theta became non-finite).",))
                  for n in names]
@@ -474,7 +630,7 @@ def tune_stream(source, features: Sequence[str], label: str, points: Sequence[Gr
                 mapper=None, validation_mapper=None, engine: str = "numba", progress=True,
                 chunk_rows=None, feature_bound=None, noise=None, checkpoint=None,
                 checkpoint_every=None, resume: bool = False, overwrite: bool = False,
-                sample_weight: str | None = None) -> TuningResult:
+                sample_weight: str | None = None, prune: bool = True) -> TuningResult:
     """Train every grid point as a head in one scan, score each privately, choose one.
 
     source: the training data (a Source or anything ``open_source`` takes); ``mapper`` (see
@@ -487,6 +643,8 @@ def tune_stream(source, features: Sequence[str], label: str, points: Sequence[Gr
     together; the split is a function of the row numbers, so a resumed scan sees the same rows).
     sample_weight: a column of public row weights: every head is weighted and the hold-out scores
     the weighted risk.
+    prune: stop hopeless heads early on the validation rows the scan has passed (``_Race``; only
+    when the hold-out is held in memory, the length is known and there is no checkpoint).
     """
     from . import driver
     train, val, passes = _open_parts(source, validation_fraction, validation, mapper,
@@ -500,7 +658,15 @@ def tune_stream(source, features: Sequence[str], label: str, points: Sequence[Gr
                             sample_weight=sample_weight) for n in names]
 
     held = _hold_validation(train, val, validation)
-    result, active, diverged, repeats = _scan(train, heads_of, [pt.name for pt in points], kw)
+    race = (_race(train, held, by_name, heads_of,
+                  dict(columns=_scored_columns(features, label, sample_weight),
+                       features=features, label=label, loss=loss, noise=noise,
+                       sample_weight=sample_weight, engine=engine), kw)
+            if prune else None)
+    result, active, diverged, repeats = _scan(train, heads_of, [pt.name for pt in points], kw,
+                                              race=race)
+    pruned = dict(result.pruned)
+    active = [n for n in active if n not in pruned]
     scoring, saved = _scoring_source(val, held, _scored_columns(features, label, sample_weight))
     passes += repeats - saved
     with _blas_single_threaded():
@@ -510,7 +676,8 @@ def tune_stream(source, features: Sequence[str], label: str, points: Sequence[Gr
     index = {n: i for i, n in enumerate(active)}
     estimates, chosen, rule, notes = _choose(
         points, [pt.name for pt in points], dict(zip(active, scored, strict=True)),
-        lambda a, b: cov_active[index[a], index[b]])
+        lambda a, b: cov_active[index[a], index[b]], pruned)
+    notes += _race_notes(race, pruned, len(points), int(result.n_rows))
     if diverged:
         notes.append(f"{len(diverged)} head(s) diverged and were dropped ({', '.join(diverged)})"
                      + (f"; the scan was repeated {repeats} time(s) without them" if repeats
@@ -519,7 +686,8 @@ def tune_stream(source, features: Sequence[str], label: str, points: Sequence[Gr
     return TuningResult(points=list(points), estimates=estimates, states=result.states,
                         configs=result.configs, telemetry=result.telemetry, chosen=chosen,
                         rule=rule, n_train=int(result.n_rows), n_validation=int(n_val),
-                        passes=passes, head_updates_per_row=len(points), notes=notes)
+                        passes=passes, head_updates_per_row=len(points), notes=notes,
+                        pruned=pruned)
 
 
 def class_head_name(point: GridPoint, c: int) -> str:
@@ -534,7 +702,7 @@ def tune_stream_classes(source, features: Sequence[str], label: str, points: Seq
                         engine: str = "numba", progress=True, chunk_rows=None, feature_bound=None,
                         noise=None, label_table=None, checkpoint=None, checkpoint_every=None,
                         resume: bool = False, overwrite: bool = False,
-                        sample_weight: str | None = None) -> list[TuningResult]:
+                        sample_weight: str | None = None, prune: bool = True) -> list[TuningResult]:
     """``tune_stream`` for k > 2 classes learned one-vs-rest: one TuningResult per class.
 
     Each class's head is a two-class problem (class c against the rest), so every (grid point,
@@ -550,7 +718,9 @@ def tune_stream_classes(source, features: Sequence[str], label: str, points: Seq
     so choosing per class minimizes it too.  Result c holds class c's estimates, states and
     configs keyed by the point names (``TuningResult.table`` works as for two classes);
     ``passes`` and ``n_train`` are the shared scan's, ``head_updates_per_row`` is k x G.
-    ``sample_weight``: as for ``tune_stream``.
+    ``sample_weight``, ``prune``: as for ``tune_stream`` (a class's heads are compared only with
+    each other: the covariance between classes is infinite, so the rule never crosses them, and
+    each class keeps at least its best head).
     """
     from . import driver
     k = int(n_classes)
@@ -575,9 +745,16 @@ def tune_stream_classes(source, features: Sequence[str], label: str, points: Seq
     # a step that makes one class's head diverge is too large for these data: the point is
     # dropped for every class (one repeated scan per point, not per head)
     held = _hold_validation(train, val, validation)
+    race = (_race(train, held, {n: pt for n, (pt, _) in owner.items()}, heads_of,
+                  dict(columns=_scored_columns(features, label, sample_weight),
+                       features=features, label=label, loss=loss, noise=noise,
+                       label_table=label_table, sample_weight=sample_weight, engine=engine), kw)
+            if prune else None)
     result, active, diverged, repeats = _scan(
         train, heads_of, list(owner), kw,
-        siblings=lambda name: [class_head_name(owner[name][0], c) for c in range(k)])
+        siblings=lambda name: [class_head_name(owner[name][0], c) for c in range(k)], race=race)
+    all_pruned = dict(result.pruned)
+    active = [n for n in active if n not in all_pruned]
     scoring, saved = _scoring_source(val, held, _scored_columns(features, label, sample_weight))
     passes += repeats - saved
     with _blas_single_threaded():
@@ -591,7 +768,11 @@ def tune_stream_classes(source, features: Sequence[str], label: str, points: Seq
     for c in range(k):
         names = [class_head_name(pt, c) for pt in points]
         estimates, chosen, rule, notes = _choose(points, names, by_name,
-                                                 lambda a, b: cov_active[index[a], index[b]])
+                                                 lambda a, b: cov_active[index[a], index[b]],
+                                                 all_pruned)
+        pruned = {pt.name: all_pruned[n] for pt, n in zip(points, names, strict=True)
+                  if n in all_pruned}
+        notes += _race_notes(race, pruned, len(points), int(result.n_rows))
         lost = [owner[n][0].name for n in diverged if owner[n][1] == c]
         if lost:
             notes.append(f"{len(lost)} grid point(s) diverged on some class's head and were dropped "
@@ -606,5 +787,5 @@ def tune_stream_classes(source, features: Sequence[str], label: str, points: Seq
             telemetry={p: result.telemetry.get(n, {}) for p, n in kept.items()},
             chosen=chosen, rule=rule, n_train=int(result.n_rows),
             n_validation=int(max((e.n_rows for e in estimates), default=0)), passes=passes,
-            head_updates_per_row=k * len(points), notes=notes))
+            head_updates_per_row=k * len(points), notes=notes, pruned=pruned))
     return results
