@@ -41,7 +41,7 @@ def _blas_single_threaded():
 def score_heads(source, features: Sequence[str], label: str, heads: Sequence, states: dict,
                 configs: dict, *, loss: str, noise=None, label_table=None,
                 sample_weight: str | None = None, engine: str = "numba",
-                compiled_from: int | None = None):
+                compiled_from: int | None = None, threads_from: int | None = None):
     """(RiskEstimate per head, covariance of the estimates: inf between heads of different
     classes, which are never compared) on a (validation) source: one read,
     one (rows x p) @ (p x k) product per batch.  ``noise``: (noise_var, label_keep_prob,
@@ -62,12 +62,13 @@ def score_heads(source, features: Sequence[str], label: str, heads: Sequence, st
 
     ``engine``: 'numba' scores each batch with one compiled call per group of compared heads
     (``_kernels/score.py``; logistic heads use the NumPy step), 'numpy' (alias 'reference')
-    with the NumPy step, its twin.  ``compiled_from``: the (row, head) values from which the
-    compiled step is used (default ``SCORE_KERNEL_MIN_VALUES``)."""
+    with the NumPy step, its twin.  ``compiled_from``, ``threads_from``: the (row, head) values
+    from which the compiled step is used, and two threads (default ``SCORE_KERNEL_MIN_VALUES``,
+    ``SCORE_THREADS_MIN_VALUES``)."""
     from .driver import stream_runner
     scorer = HeadScorer(features, label, heads, states, configs, loss=loss, noise=noise,
                         label_table=label_table, sample_weight=sample_weight, engine=engine,
-                        compiled_from=compiled_from)
+                        compiled_from=compiled_from, threads_from=threads_from)
     runner = stream_runner()
     if runner is not None:
         scorer = runner.score(source, scorer)
@@ -84,7 +85,7 @@ class HeadScorer:
     def __init__(self, features: Sequence[str], label: str, heads: Sequence, states: dict,
                  configs: dict, *, loss: str, noise=None, label_table=None,
                  sample_weight: str | None = None, engine: str = "numba",
-                 compiled_from: int | None = None):
+                 compiled_from: int | None = None, threads_from: int | None = None):
         from ..estimates import RiskAccumulator, noise_tau
         from .driver import resolve_engine
         self.features = list(features)
@@ -129,6 +130,7 @@ class HeadScorer:
         # the compiled step for the losses it knows (the logistic's F_0 is a truncated series)
         self.compiled = resolve_engine(engine) in ("numba", "auto") and loss in SCORE_KERNEL_LOSSES
         self.compiled_from = SCORE_KERNEL_MIN_VALUES if compiled_from is None else int(compiled_from)
+        self.threads_from = SCORE_THREADS_MIN_VALUES if threads_from is None else int(threads_from)
 
     def add_source(self, source) -> None:
         """Score every row of ``source`` (one read)."""
@@ -146,7 +148,7 @@ class HeadScorer:
         compiled = self.compiled and (src.num_rows is None
                                       or src.num_rows * widest >= self.compiled_from)
         batches = src.batches(_scored_columns(features, label, sample_weight))
-        if compiled and _two_threads(src.num_rows, self.k):
+        if compiled and _two_threads(src.num_rows, self.k, self.threads_from):
             self._add_compiled_two_threads(batches)
             return
         for batch in batches:
@@ -257,11 +259,11 @@ class HeadScorer:
         return estimates, cov
 
 
-def _two_threads(n_rows: int | None, n_heads: int) -> bool:
+def _two_threads(n_rows: int | None, n_heads: int,
+                 threshold: int = SCORE_THREADS_MIN_VALUES) -> bool:
     """Whether a hold-out of ``n_rows`` rows scored for ``n_heads`` heads is worth two threads."""
     from .driver import _usable_cores
-    return (n_rows is not None and n_rows * n_heads >= SCORE_THREADS_MIN_VALUES
-            and _usable_cores() >= 2)
+    return (n_rows is not None and n_rows * n_heads >= threshold and _usable_cores() >= 2)
 
 
 def scoring_inputs(columns, y, weights):

@@ -485,7 +485,8 @@ def _race(train, held, points: dict, heads_of, score_kw: dict, kw: dict):
     columns = score_kw.pop("columns")
     configs: dict = {}
     # the rungs use the compiled scoring step whenever the final scoring of the whole grid would
-    # (it is then compiled anyway; the NumPy step on a rung's few heads costs 3x more)
+    # (it is then compiled anyway; the NumPy step on a rung's few heads costs 3x more), on two
+    # threads when two cores are usable (the heads' threads wait for the rung)
     compiled = held.n_rows * len(points) >= SCORE_KERNEL_MIN_VALUES
 
     def score(n_val, alive, states):
@@ -497,7 +498,7 @@ def _race(train, held, points: dict, heads_of, score_kw: dict, kw: dict):
             configs.update({h.name: h.config for h in heads_of(missing)})
         if compiled:
             return score_heads(source, heads=alive, states=states, configs=configs,
-                               compiled_from=0, **score_kw)
+                               compiled_from=0, threads_from=0, **score_kw)
         with _blas_single_threaded():
             return score_heads(source, heads=alive, states=states, configs=configs, **score_kw)
 
