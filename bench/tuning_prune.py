@@ -4,13 +4,14 @@ stays honest").
 
     python bench/tuning_prune.py                       # both parts (~3 min on 2 cores)
     python bench/tuning_prune.py --part speed --rows 4000000 --repeats 5
-    python bench/tuning_prune.py --part choice
+    python bench/tuning_prune.py --part choice --rungs 0.125,0.5
 
 ``speed``: ``IWPClassifier(progress=False).fit(path)`` on the Parquet release of
-``bench/default_cost.py`` (``--rows`` x 10, eps_x = 4, eps_y = 2), with pruning off (the default)
-and on with each noise credit (``PRUNE_CREDIT``: "second_moment", "variance", "none"), rungs
-after 1/8 and 1/2 of the training rows; medians of interleaved repeats in one process, the heads
-pruned, the head updates per row, and whether the chosen head is the one of the full grid.
+``bench/default_cost.py`` (``--rows`` x 10, eps_x = 4, eps_y = 2), with pruning off and on
+with each noise credit (``PRUNE_CREDIT``: "second_moment", "variance" (the default), "none"),
+rungs at ``--rungs`` (default the library's: after 1/8 of the training rows); medians of
+interleaved repeats in one process, the heads pruned, the head updates per row, and whether the
+chosen head is the one of the full grid.
 
 ``choice``: 16 synthetic private data sets (n in {2e5, 1e6}, p in {3, 10}, 2 or 3 classes,
 feature noise sd 0.3 or 0.7, eps_y = 2, clean test rows apart), each fitted with pruning off and
@@ -38,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 CREDITS = ("second_moment", "variance", "none")
-RUNGS = (0.125, 0.5)
+RUNGS: tuple = ()      # --rungs; default: the library's PRUNE_AT
 
 
 def settings(name: str):
@@ -140,7 +141,13 @@ def main(argv=None) -> None:
     ap.add_argument("--part", choices=("speed", "choice", "both"), default="both")
     ap.add_argument("--rows", type=int, default=4_000_000, help="rows of the speed part")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--rungs", default=None,
+                    help="shares of the rows with a pruning rung, e.g. 0.125,0.5 (default: "
+                         "iwpfast.sgd.tuning.PRUNE_AT)")
     a = ap.parse_args(argv)
+    global RUNGS
+    from iwpfast.sgd import tuning
+    RUNGS = (tuple(float(x) for x in a.rungs.split(",")) if a.rungs else tuple(tuning.PRUNE_AT))
     from default_cost import load, machine
     print(f"# {machine()}\n# {load()} at the start", flush=True)
     with warnings.catch_warnings():

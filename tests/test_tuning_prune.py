@@ -235,8 +235,9 @@ def test_auto_prunes_and_chooses_the_full_grid_s_head_with_its_bits(monkeypatch)
     assert all(f["risk"][i] > f["risk"][chosen] for i in stopped)
 
 
-def test_no_pruning_on_small_data():
-    assert tuning.PRUNE_AT == (0.125, 0.5) and tuning.PRUNE_CREDIT == "variance"  # the defaults
+def test_no_pruning_on_small_data(monkeypatch):
+    assert tuning.PRUNE_AT == (0.125,) and tuning.PRUNE_CREDIT == "variance"  # the defaults
+    monkeypatch.setattr(tuning, "PRUNE_AT", (0.125, 0.5))
     Xn, yn, noise = _private_task(20_000)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -246,9 +247,10 @@ def test_no_pruning_on_small_data():
 
 
 def test_k_classes_prune_within_a_class_and_keep_the_full_grid_s_models(monkeypatch):
-    # 3 classes, one-vs-rest heads: each class's heads race among themselves (never across
-    # classes) and each class keeps a head.  With the conservative credit the model is the full
-    # grid's, bit for bit.  With the default credit one class's choice differs on these data:
+    # 3 classes, one-vs-rest heads, rungs after 1/8 and 1/2: each class's heads race among
+    # themselves (never across classes) and each class keeps a head.  With the conservative
+    # credit the model is the full grid's, bit for bit.  With the default credit one class's
+    # choice differs on these data:
     # the full grid's pick (the most regularized head within one standard error of the best) is
     # a faster head stopped at the 1/2 rung, behind by more than the credited iterate noise but
     # caught up by its tail average; the pruned scan then picks that class's best head
@@ -260,6 +262,7 @@ def test_k_classes_prune_within_a_class_and_keep_the_full_grid_s_models(monkeypa
     Xn = X + rng.normal(0, 0.5, X.shape)
     noise = dict(noise_var=0.25, feature_bound=float(np.sqrt(3)))
     monkeypatch.setattr(tuning, "PRUNE_MIN_ROWS", 500)
+    monkeypatch.setattr(tuning, "PRUNE_AT", (0.125, 0.5))       # the change happens at 1/2
 
     def fit():
         with warnings.catch_warnings():

@@ -15,7 +15,7 @@ The split depends only on the row numbers: the same data always splits the same 
 
 Cost: one read of the data (each training row updates every live head: k heads cost k kernel
 updates per row, the reading and decoding is shared; ``_Race`` stops hopeless heads after 1/8
-and 1/2 of the rows, docs/tuning.md "Early pruning").  The training scan copies the validation blocks it
+of the rows, docs/tuning.md "Early pruning").  The training scan copies the validation blocks it
 passes over (``iwpfast.io.views.HeldRows``, up to ``HELD_VALIDATION_BYTES``) and the heads are
 scored from them (``iwpfast.sgd.scoring``); a larger hold-out is read again (a Parquet row group
 holds both parts: that read decodes the whole file).  A head that diverges is left out and the
@@ -55,7 +55,7 @@ MARGIN_SCALE = 2.0
 AUTO_VARIANCE_CAP = 2.0
 #: the shares of the training rows after which a tuning scan prunes hopeless heads (``_Race``;
 #: an empty tuple trains every head to the end)
-PRUNE_AT: tuple = (0.125, 0.5)
+PRUNE_AT: tuple = (0.125,)
 #: a head is pruned when a head no faster than it has an interim private risk lower by more than
 #: this many paired standard errors
 PRUNE_Z = 3.0
