@@ -165,6 +165,17 @@ def test_only_a_slower_more_regularized_head_prunes_and_only_beyond_z_paired_err
     assert _race([gentle, slow], [_estimate(0.5), _estimate(0.5 + worse)], cov) == []
 
 
+def test_a_rung_reached_late_by_a_large_chunk_is_skipped():
+    # the rung is taken at the end of the chunk reaching it; past half the rows after the rung
+    # (chunks that are a large share of a small file) its scoring would cost more than it saves
+    scored = []
+    race = _Race({}, _Held(10**5), period=10, block=100, n_train=10**6,
+                 score=lambda n_val, alive, states: scored.append(n_val) or (None, None))
+    assert race.rows == [125_000]
+    assert race.prune(600_000, ["a"], {}) == [] and scored == []      # > 125k + 437.5k
+    assert race.prune(500_000, ["a"], {}) == [] and scored == [race.validation_rows(500_000)]
+
+
 def test_a_rung_scores_only_rows_held_before_it():
     # _Race.validation_rows(r): the validation rows of the groups of blocks before the one of
     # training row r; the training view has held at least those when it hands out row r

@@ -61,6 +61,8 @@ PRUNE_AT: tuple = (0.125,)
 PRUNE_Z = 3.0
 #: a pruning rung is taken only with at least this many validation rows behind it
 PRUNE_MIN_ROWS = 2000
+#: ... and only when the chunk reaching it ends before this share of the rows after the rung
+PRUNE_LATEST = 0.5
 
 
 
@@ -439,7 +441,7 @@ class _Race:
     def __init__(self, points: dict, held, period: int, block: int, n_train: int,
                  score: Callable):
         self.points, self.held, self.period, self.block = points, held, period, block
-        self.score = score
+        self.score, self.n_train = score, int(n_train)
         rows = sorted({max(1, math.ceil(f * n_train)) for f in PRUNE_AT if 0 < f < 1})
         self.rows = [r for r in rows if self.validation_rows(r) >= PRUNE_MIN_ROWS]
 
@@ -452,6 +454,11 @@ class _Race:
         return min(self.held.n_rows, group * self.block)
 
     def prune(self, row: int, alive: list[str], states: dict) -> list[str]:
+        target = max((r for r in self.rows if r <= row), default=row)
+        if row - target > PRUNE_LATEST * (self.n_train - target):
+            # a rung is taken at the end of the chunk reaching it: with chunks that are a large
+            # share of the rows it can come too late to save what its scoring costs
+            return []
         n_val = self.validation_rows(row)
         estimates, cov = self.score(n_val, alive, states)
         if estimates is None:
