@@ -138,3 +138,29 @@ def test_evaluate_private_prints_no_interval_when_unreliable(release_file, tmp_p
     good.save(tmp_path / "good.json")
     assert main(["evaluate", str(tmp_path / "good.json"), str(release_file), "--private"]) == 0
     assert "95% CI" in capsys.readouterr().out
+
+
+def test_streamed_0_1_labels_are_recoded_to_int8_and_train_as_plus_minus_one(tmp_path):
+    # a label column of 0/1 in a file is recoded batch by batch to +-1 as int8 (the kernels take
+    # labels in their own dtype, as a release's int8 labels): the same model, bit for bit, as
+    # the same file with -1/+1 labels
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-1, 1, (5000, 3))
+    y01 = (X @ np.array([1.0, -1.0, 0.5]) + 0.3 * rng.standard_normal(5000) > 0).astype(np.int64)
+    cols = {f"x{j}": X[:, j] for j in range(3)}
+    pq.write_table(pa.table({**cols, "y": y01}), tmp_path / "a.parquet")
+    pq.write_table(pa.table({**cols, "y": (2 * y01 - 1).astype(np.int8)}), tmp_path / "b.parquet")
+    kw = dict(features=list(cols), label="y", noise_var=0.1, label_keep_prob=0.9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = IWPClassifier(alpha=0.1, learning_rate=0.05, progress=False).fit(tmp_path / "a.parquet", **kw)
+        b = IWPClassifier(alpha=0.1, learning_rate=0.05, progress=False).fit(tmp_path / "b.parquet", **kw)
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    np.testing.assert_array_equal(a.intercept_, b.intercept_)
+    assert list(a.classes_) == [0, 1] and list(b.classes_) == [-1, 1]
+    schema_fn, batch_fn = IWPClassifier(progress=False)._label_mapper("y")
+    batch = batch_fn(pa.record_batch({"y": pa.array(y01[:10])}))
+    assert batch.schema.field("y").type == pa.int8() == schema_fn(batch.schema).field("y").type
+    np.testing.assert_array_equal(batch.column(0).to_numpy(), 2 * y01[:10] - 1)

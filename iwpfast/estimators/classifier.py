@@ -207,11 +207,16 @@ class _Classifier(IWPBase):
         """A batch mapper (``iwpfast.io.views``) recoding the label column to +-1."""
         from ..io.views import column_mapper
         first: dict = {}
-        return column_mapper({lab: lambda yv: self._encode_targets_stream(yv, first, column=lab)})
+        if self._multiclass():
+            return column_mapper({lab: lambda yv: self._encode_targets_stream(yv, first,
+                                                                             column=lab)})
+        # +-1 as int8: the kernels take the labels in their own dtype (a release's are int8)
+        return column_mapper({lab: lambda yv: self._encode_targets_stream(
+            yv, first, column=lab, dtype=np.int8)}, dtype=np.int8)
 
-    def _encode_targets_stream(self, y, first=None, column=None):
+    def _encode_targets_stream(self, y, first=None, column=None, dtype=np.float64):
         """Map streamed labels to the kernel's encoding: class indices for a k-class model; else
-        +-1: {-1, 1} as is, {0, 1} with 0 -> -1 (or the fitted classes)."""
+        +-1 (as ``dtype``): {-1, 1} as is, {0, 1} with 0 -> -1 (or the fitted classes)."""
         if self._multiclass():
             return class_codes(np.asarray(y), list(self.classes_))
         y = np.asarray(y)
@@ -222,7 +227,7 @@ class _Classifier(IWPBase):
         if classes is not None and np.isin(vals, classes).all():
             if first is not None:
                 first["classes"] = classes
-            return _plus_minus_one(y == classes[1])
+            return _plus_minus_one(y == classes[1], dtype)
         if first is not None and "classes" in first:
             classes = first["classes"]
         elif np.isin(vals, [-1, 1]).all():
@@ -246,7 +251,7 @@ class _Classifier(IWPBase):
             first["classes"] = classes
         if self._pass is not None:
             self._pass.classes = classes
-        return _plus_minus_one(y == classes[1])
+        return _plus_minus_one(y == classes[1], dtype)
 
     def _encode_clean_targets(self, y):
         """A fitted model's classes are the only labels it can be scored on: a value it never
@@ -360,11 +365,12 @@ def _distinct_values(y: np.ndarray) -> np.ndarray:
     return np.unique(y)
 
 
-def _plus_minus_one(positive: np.ndarray) -> np.ndarray:
-    """+1.0 where ``positive``, -1.0 elsewhere (np.where over a mask is several times slower)."""
-    out = positive.astype(np.float64)
-    out *= 2.0
-    out -= 1.0
+def _plus_minus_one(positive: np.ndarray, dtype=np.float64) -> np.ndarray:
+    """+1 where ``positive``, -1 elsewhere, as ``dtype`` (np.where over a mask is several times
+    slower)."""
+    out = positive.astype(dtype)
+    out *= 2
+    out -= 1
     return out
 
 

@@ -37,14 +37,18 @@ def part_rows(a: int, b: int, period: int | None, block: int, validation: bool) 
     return end[1] - before[1] if validation else end[0] - before[0]
 
 
-def column_mapper(functions: dict[str, Callable[[np.ndarray], np.ndarray]]):
-    """A mapper that replaces each named column by ``fn(values)`` as float64."""
+def column_mapper(functions: dict[str, Callable[[np.ndarray], np.ndarray]],
+                  dtype=np.float64):
+    """A mapper that replaces each named column by ``fn(values)`` as ``dtype`` (float64; int8
+    for labels recoded to +-1: an eighth of the bytes to write and read again)."""
+    dtype = np.dtype(dtype)
+    arrow_type = pa.from_numpy_dtype(dtype)
 
     def schema_fn(schema: pa.Schema) -> pa.Schema:
         for name in functions:
             i = schema.get_field_index(name)
             if i >= 0:
-                schema = schema.set(i, pa.field(name, pa.float64()))
+                schema = schema.set(i, pa.field(name, arrow_type))
         return schema
 
     def batch_fn(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -52,7 +56,7 @@ def column_mapper(functions: dict[str, Callable[[np.ndarray], np.ndarray]]):
             i = batch.schema.get_field_index(name)
             if i >= 0:
                 values = batch.column(i).to_numpy(zero_copy_only=False)
-                batch = batch.set_column(i, name, pa.array(np.asarray(fn(values), dtype=np.float64)))
+                batch = batch.set_column(i, name, pa.array(np.asarray(fn(values), dtype=dtype)))
         return batch
 
     return schema_fn, batch_fn
