@@ -306,3 +306,22 @@ def test_k_classes_prune_within_a_class_and_keep_the_full_grid_s_models(monkeypa
                if [default.tuning_["chosen"][i] for i, k in enumerate(f["class"]) if k == c]
                != [f["chosen"][i] for i, k in enumerate(f["class"]) if k == c]]
     assert changed == [1]
+
+
+def test_the_cli_summary_counts_pruned_heads_and_the_updates_they_made(capsys):
+    from iwpfast.commands.fit import print_tuning
+    t = dict(alpha=[0.1, 0.1, 1.0, 1.0], learning_rate=[0.01, 0.02, 0.001, 0.002],
+             risk=[0.5, math.nan, 0.52, math.nan], stderr=[0.01, math.inf, 0.01, math.inf],
+             reliable=[True, False, True, False], noise_energy=[0.1, math.nan, 0.1, math.nan],
+             capped=[False] * 4, pruned_at_row=[None, 1000, None, 3000],
+             chosen=[False, False, True, False], heads=4, n_train=8000, n_validation=1000,
+             rule="one standard error (paired)", passes=1.0, notes=[])
+    print_tuning(t, table=True)
+    out = capsys.readouterr().out
+    # 8000 + 1000 + 8000 + 3000 updates over 8000 rows
+    assert "2 reliable, 2 pruned early;" in out and "discarded" not in out
+    assert "2.5 head updates per training row (4 without pruning)" in out
+    assert out.count("pruned at row") == 2 and "pruned at row 3,000" in out
+    del t["pruned_at_row"]                 # a model saved before pruning existed
+    print_tuning(t)
+    assert "4 head updates per training row" in capsys.readouterr().out

@@ -291,11 +291,16 @@ def print_tuning(t: dict, table: bool = False, validation: str = "private") -> N
                if reliable + pruned < n_heads else "")
     if pruned:
         dropped += f", {pruned} pruned early"
+    updates = f"{k} head updates per training row"
+    if pruned:
+        # a head stopped after r of the n training rows made r of its n updates
+        n_train = max(int(t["n_train"]), 1)
+        made = sum(n_train if r is None else int(r) for r in pruned_at) / n_train
+        updates = f"{made:.3g} head updates per training row ({k} without pruning)"
     print(f"tuning: {n_heads} heads (alpha x learning rate{per}) in one scan of "
           f"{int(t['n_train']):,} rows, scored on {int(t['n_validation']):,} {validation} "
           f"validation rows; {reliable} reliable{dropped}; rule: {t['rule']}; cost: "
-          f"{float(t['passes']):.3g} reads of the data (diverged heads included), {k} head "
-          "updates per training row")
+          f"{float(t['passes']):.3g} reads of the data (diverged heads included), {updates}")
     if table:
         # k classes: one row per (class, grid point) head, the class first
         classes = t.get("class")
