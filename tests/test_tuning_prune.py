@@ -325,3 +325,15 @@ def test_the_cli_summary_counts_pruned_heads_and_the_updates_they_made(capsys):
     del t["pruned_at_row"]                 # a model saved before pruning existed
     print_tuning(t)
     assert "4 head updates per training row" in capsys.readouterr().out
+
+
+def test_select_does_not_count_pruned_heads_as_unreliable():
+    from iwpfast.estimates import RiskEstimate
+    from iwpfast.sgd.tuning import select
+    points = [GridPoint(0.1, 0.01), GridPoint(0.1, 0.02), GridPoint(1.0, 0.01)]
+    estimates = [_estimate(0.5), RiskEstimate(math.nan, math.inf, 0, reliable=False),
+                 _estimate(0.6, reliable=False)]
+    _, _, notes = select(points, estimates, n_pruned=1)
+    assert notes == ["1 of 3 heads discarded: their private risk is unreliable"]
+    _, _, notes = select(points, estimates)
+    assert notes == ["2 of 3 heads discarded: their private risk is unreliable"]

@@ -207,12 +207,11 @@ class _Classifier(IWPBase):
         """A batch mapper (``iwpfast.io.views``) recoding the label column to +-1."""
         from ..io.views import column_mapper
         first: dict = {}
-        if self._multiclass():
-            return column_mapper({lab: lambda yv: self._encode_targets_stream(yv, first,
-                                                                             column=lab)})
-        # +-1 as int8: the kernels take the labels in their own dtype (a release's are int8)
+        # +-1 as int8 (class indices of a fitted k-class model: float64): the kernels take the
+        # labels in their own dtype, as a release's int8
+        dtype = np.float64 if self._multiclass() else np.int8
         return column_mapper({lab: lambda yv: self._encode_targets_stream(
-            yv, first, column=lab, dtype=np.int8)}, dtype=np.int8)
+            yv, first, column=lab, dtype=dtype)}, dtype=dtype)
 
     def _encode_targets_stream(self, y, first=None, column=None, dtype=np.float64):
         """Map streamed labels to the kernel's encoding: class indices for a k-class model; else

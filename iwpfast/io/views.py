@@ -136,23 +136,30 @@ class HeldRows:
 
     def source(self, columns) -> Source | None:
         """The held rows as a Source with ``columns``, or None when they are not all held."""
-        if self.failed or self.names is None or self.filled != self.n_rows \
-                or not set(columns) <= set(self.names):
+        if self.filled != self.n_rows:
+            return None
+        table = self._table(columns, self.n_rows)
+        if table is None:
             return None
         from .sources import open_source
-        return open_source(pa.table({c: self.arrays[self.names.index(c)] for c in columns}))
+        return open_source(table)
+
+    def _table(self, columns, n: int) -> pa.Table | None:
+        """The first ``n`` held rows of ``columns`` (zero-copy), or None when not all held."""
+        if self.failed or self.names is None or self.filled < n \
+                or not set(columns) <= set(self.names):
+            return None
+        return pa.table({c: self.arrays[self.names.index(c)][:n] for c in columns})
 
     def prefix_source(self, columns, n_rows: int, batch_rows: int = 1 << 16) -> Source | None:
         """The first ``n_rows`` held rows as a Source with ``columns`` in batches of
         ``batch_rows`` (a tuning scan scores its heads on them mid-scan, two threads taking the
         batches in turn; ``iwpfast.sgd.tuning``), or None when they are not all held.
         Zero-copy: the training view only writes rows after ``filled`` until it starts over."""
-        n = int(n_rows)
-        if self.failed or self.names is None or self.filled < n \
-                or not set(columns) <= set(self.names):
+        table = self._table(columns, int(n_rows))
+        if table is None:
             return None
         from .sources import open_source
-        table = pa.table({c: self.arrays[self.names.index(c)][:n] for c in columns})
         return open_source(pa.Table.from_batches(table.to_batches(max_chunksize=batch_rows),
                                                  schema=table.schema))
 

@@ -63,6 +63,10 @@ PRUNE_Z = 3.0
 PRUNE_MIN_ROWS = 2000
 #: ... and only when the chunk reaching it ends before this share of the rows after the rung
 PRUNE_LATEST = 0.5
+#: why a head was pruned (its estimate's warning and the tuning notes)
+PRUNE_REASON = ("a head at least as regularized and no faster had a lower interim private risk "
+                f"by more than {PRUNE_Z:g} paired standard errors plus the iterate noise "
+                "credited to it")
 
 
 
@@ -300,7 +304,7 @@ class TuningResult:
 
 
 def select(points: Sequence[GridPoint], estimates: Sequence,
-           covariance: np.ndarray | None = None) -> tuple[int, str, list[str]]:
+           covariance: np.ndarray | None = None, n_pruned: int = 0) -> tuple[int, str, list[str]]:
     """The one-standard-error rule over reliable heads, with paired standard errors (docs/tuning.md).
 
     best = the reliable head with the lowest estimated risk.  Every head is scored on the same
@@ -340,10 +344,9 @@ def select(points: Sequence[GridPoint], estimates: Sequence,
 
     cand = [j for j in reliable if estimates[j].risk - estimates[best].risk <= se_diff(j)]
     chosen = max(cand, key=lambda j: (points[j].alpha, -estimates[j].risk))
-    # heads pruned mid-scan (``_Race``) are not candidates, but not for being unreliable
-    pruned = sum(1 for e in estimates
-                 if str((getattr(e, "warnings", ()) or ("",))[0]).startswith("pruned"))
-    dropped = len(points) - len(reliable) - pruned
+    # ``n_pruned`` heads stopped mid-scan (``_Race``) are not candidates, but not for being
+    # unreliable
+    dropped = len(points) - len(reliable) - n_pruned
     if dropped:
         notes.append(f"{dropped} of {len(points)} heads discarded: their private risk is unreliable")
     return chosen, "one standard error (paired)", notes
@@ -427,14 +430,13 @@ class _Race:
     After each share ``PRUNE_AT`` of the training rows (a rung with at least ``PRUNE_MIN_ROWS``
     validation rows behind it), every live head is scored with its current theta on the
     validation rows the scan has passed (held in memory, ``HeldRows``) with the same unbiased
-    private risk as the final choice, and head j is pruned when some reliable head b that is
-    *no faster* than j (gamma_b <= gamma_j and gamma_b alpha_b <= gamma_j alpha_j: for every data
-    curvature lambda >= 0 its contraction rate gamma (alpha + lambda) is at most j's) has an
-    interim risk lower by more than ``PRUNE_Z`` paired standard errors.  Why that is honest
-    (docs/tuning.md): a head behind only because it is slower to leave theta_0 is never pruned
-    by a faster one, so what is left of j's transient is at most what is left of b's, and the
-    rest of the gap (j's noise floor or its regularization bias) does not close by more training;
-    the final choice is still ``select`` over the survivors' final models on the whole hold-out.
+    private risk as the final choice, and head j is pruned when some reliable head b that may
+    stop it (``_may_prune``: at least as regularized, no faster) has an interim risk lower by
+    more than ``PRUNE_Z`` paired standard errors plus the iterate noise credited to j beyond b's
+    (``_noise_floor``: the tail average of the final model removes it).  Why that is honest, and
+    where the choice can still change (docs/tuning.md "Early pruning"): a head behind only
+    because it is slower to leave theta_0 is never pruned by a faster one; the final choice is
+    still ``select`` over the survivors' final models on the whole hold-out.
     The rows a rung uses depend only on the row numbers (the blocks before the rung's group),
     so a fit prunes the same heads every time."""
 
@@ -480,16 +482,17 @@ class _Race:
         return out
 
 
-def _race(train, held, points: dict, heads_of, score_kw: dict, kw: dict):
-    """The ``_Race`` of a tuning scan (``points``: head name -> its GridPoint), or None (no held
-    hold-out, unknown length, a checkpoint, a cluster's pass, pruning off, or too few
-    validation rows for any rung)."""
+def _race(train, held, points: dict, heads_of, kw: dict, **score_kw):
+    """The ``_Race`` of a tuning scan (``points``: head name -> its GridPoint; ``score_kw``:
+    ``score_heads``'s features, label, loss, noise, sample_weight, engine[, label_table]), or
+    None (no held hold-out, unknown length, a checkpoint, a cluster's pass, pruning off, or too
+    few validation rows for any rung)."""
     from .driver import stream_runner
     if (held is None or not PRUNE_AT or train.num_rows is None or "checkpoint" in kw
             or stream_runner() is not None):
         return None
     from .scoring import SCORE_KERNEL_MIN_VALUES
-    columns = score_kw.pop("columns")
+    columns = _scored_columns(score_kw["features"], score_kw["label"], score_kw["sample_weight"])
     configs: dict = {}
     # the rungs use the compiled scoring step whenever the final scoring of the whole grid would
     # (it is then compiled anyway; the NumPy step on a rung's few heads costs 3x more), on two
@@ -521,8 +524,7 @@ def _race_notes(race, pruned: dict, n_points: int, n_train: int) -> list[str]:
     rows = sorted(set(pruned.values()))
     rungs = ", ".join(f"{sum(1 for v in pruned.values() if v == r)} after row {r:,} "
                       f"({race.validation_rows(r):,} validation rows)" for r in rows)
-    return [f"{len(pruned)} of {n_points} heads pruned early ({rungs}): a head no faster had a "
-            f"lower interim private risk by more than {PRUNE_Z:g} paired standard errors; the "
+    return [f"{len(pruned)} of {n_points} heads pruned early ({rungs}): {PRUNE_REASON}; the "
             f"scan made {trained / max(n_train, 1):.1f} head updates per row instead of "
             f"{n_points}"]
 
@@ -533,7 +535,8 @@ def _scan(train, heads_of: Callable[[list[str]], list], names: list[str], kw: di
     ``siblings``).  Here the scan drops it and goes on with the others (``fit_stream``'s
     ``drop_diverged``: the heads are independent, so the others keep the bits of a scan without
     it); a cluster's pass stops instead and is repeated without it (one more read each).
-    Returns (result, names kept, names dropped, scans repeated)."""
+    Returns (result, names kept to the end, names dropped, scans repeated); the heads a
+    ``race`` stopped are in ``result.pruned``, neither kept nor dropped."""
     from ..exceptions import DivergenceError
     from . import driver
     active = list(names)
@@ -573,9 +576,11 @@ def _scan(train, heads_of: Callable[[list[str]], list], names: list[str], kw: di
             if "checkpoint" in kw:   # the grid changed: the checkpoint starts over
                 kw.update(resume=False, overwrite=True)
             continue
+        # the heads a race stopped are in result.pruned, with their states; not active
+        active = [n for n in active if n not in result.pruned]
         drop = dropping(sorted(result.diverged, key=active.index))
         if drop:
-            if len(drop) >= len([n for n in active if n not in result.pruned]):
+            if len(drop) >= len(active):
                 # every head diverged: the error a scan that stops would have raised (the first
                 # head to diverge, its chunk's end row, the advice for its config)
                 from .engine import _raise_divergence
@@ -615,9 +620,7 @@ def _choose(points, names: list[str], scored: dict, cov_of: Callable[[str, str],
     pruned = pruned or {}
     estimates = [scored[n] if n in scored else
                  RiskEstimate(math.nan, math.inf, 0, noise_energy=math.inf, reliable=False,
-                              warnings=(f"pruned after training row {pruned[n]}: a head no faster "
-                                        "had a lower interim private risk by more than "
-                                        f"{PRUNE_Z:g} paired standard errors.",))
+                              warnings=(f"pruned after training row {pruned[n]}: {PRUNE_REASON}.",))
                  if n in pruned else
                  RiskEstimate(math.nan, math.inf, 0, reliable=False,
                               warnings=("the head diverged (theta became non-finite).",))
@@ -628,7 +631,8 @@ def _choose(points, names: list[str], scored: dict, cov_of: Callable[[str, str],
         for j, nj in enumerate(names):
             if ni in scored and nj in scored:
                 cov[i, j] = cov_of(ni, nj)
-    chosen, rule, notes = select(points, estimates, cov)
+    chosen, rule, notes = select(points, estimates, cov,
+                                 n_pruned=sum(1 for n in names if n in pruned))
     return estimates, chosen, rule, notes
 
 
@@ -666,15 +670,11 @@ def tune_stream(source, features: Sequence[str], label: str, points: Sequence[Gr
                             sample_weight=sample_weight) for n in names]
 
     held = _hold_validation(train, val, validation)
-    race = (_race(train, held, by_name, heads_of,
-                  dict(columns=_scored_columns(features, label, sample_weight),
-                       features=features, label=label, loss=loss, noise=noise,
-                       sample_weight=sample_weight, engine=engine), kw)
-            if prune else None)
+    race = (_race(train, held, by_name, heads_of, kw, features=features, label=label, loss=loss,
+                  noise=noise, sample_weight=sample_weight, engine=engine) if prune else None)
     result, active, diverged, repeats = _scan(train, heads_of, [pt.name for pt in points], kw,
                                               race=race)
-    pruned = dict(result.pruned)
-    active = [n for n in active if n not in pruned]
+    pruned = result.pruned
     scoring, saved = _scoring_source(val, held, _scored_columns(features, label, sample_weight))
     passes += repeats - saved
     with _blas_single_threaded():
@@ -753,16 +753,14 @@ def tune_stream_classes(source, features: Sequence[str], label: str, points: Seq
     # a step that makes one class's head diverge is too large for these data: the point is
     # dropped for every class (one repeated scan per point, not per head)
     held = _hold_validation(train, val, validation)
-    race = (_race(train, held, {n: pt for n, (pt, _) in owner.items()}, heads_of,
-                  dict(columns=_scored_columns(features, label, sample_weight),
-                       features=features, label=label, loss=loss, noise=noise,
-                       label_table=label_table, sample_weight=sample_weight, engine=engine), kw)
+    race = (_race(train, held, {n: pt for n, (pt, _) in owner.items()}, heads_of, kw,
+                  features=features, label=label, loss=loss, noise=noise,
+                  label_table=label_table, sample_weight=sample_weight, engine=engine)
             if prune else None)
     result, active, diverged, repeats = _scan(
         train, heads_of, list(owner), kw,
         siblings=lambda name: [class_head_name(owner[name][0], c) for c in range(k)], race=race)
-    all_pruned = dict(result.pruned)
-    active = [n for n in active if n not in all_pruned]
+    all_pruned = result.pruned
     scoring, saved = _scoring_source(val, held, _scored_columns(features, label, sample_weight))
     passes += repeats - saved
     with _blas_single_threaded():
