@@ -138,3 +138,18 @@ def test_finish_of_one_vs_rest_heads_runs_in_a_compiled_specialization():
     finish_heads(cfgs, states)
     assert all(st.carry_n == 0 and st.step == 2 for st in states)
     assert len(sgd.sgd_chunk_heads.signatures) == compiled    # the end of the stream compiled nothing
+
+
+@pytest.mark.skipif(not JIT, reason="nothing is compiled with NUMBA_DISABLE_JIT=1")
+def test_warmup_with_heads_compiles_the_several_heads_kernel_of_its_dtypes():
+    # iwpfast demo warms the scan's kernel before its clock starts (its rows/s were the compile's)
+    from iwpfast._kernels import sgd
+    from iwpfast.sgd.engine import warmup
+
+    def heads_signatures():
+        return {(str(s[1].dtype), str(s[3].dtype)) for s in sgd.sgd_chunk_heads.signatures}
+    warmup(dtypes=("float32",), label_dtypes=("float64",), losses=("exponential",))
+    without = heads_signatures()
+    warmup(dtypes=("float32",), label_dtypes=("float64",), losses=("exponential",), heads=True)
+    assert ("float32", "float64") in heads_signatures()
+    assert heads_signatures() - without <= {("float32", "float64")}

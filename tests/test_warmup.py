@@ -18,12 +18,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_the_jobs_cover_each_kind_dtype_and_loss_heaviest_first():
     jobs = warmup_jobs(["float32", "float64"], ["exponential", "logistic"])
-    assert len(jobs) == 3 * 2 * 2 + 1 and len(set(jobs)) == len(jobs)
+    assert len(jobs) == 3 * 2 * 2 + 2 and len(set(jobs)) == len(jobs)
     assert [kind for kind, _, _ in jobs] == ["classes"] * 4 + ["auto"] * 4 + ["release"] \
-        + ["fixed"] * 4
+        + ["fixed"] * 4 + ["demo"]
     assert ("release", "float32", "exponential") in jobs
-    assert ("release", "float32", "exponential") not in warmup_jobs(["float64"], ["exponential"],
-                                                                    release=False)
+    assert ("demo", "float64", "exponential") in jobs        # iwpfast demo's scan, first loss
+    without = warmup_jobs(["float64"], ["exponential"], release=False)
+    assert ("release", "float32", "exponential") not in without
+    assert [kind for kind, _, _ in without] == ["classes", "auto", "fixed"]
 
 
 @pytest.mark.parametrize("argv, message", [

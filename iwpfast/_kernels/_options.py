@@ -23,6 +23,15 @@ helper module (``_lowlevel.py``) would otherwise load stale machine code; with t
 compiles afresh.  An unwritable folder falls back to one in the temporary directory, and if that
 is unwritable too the kernels run uncached: quietly, since caching only saves time.
 
+A regular install ships kernels compiled by its build (setup.py runs ``iwpfast warmup`` with the
+cache folder set to ``iwpfast/_kernels/prebuilt/`` inside the build, so they are files of the
+wheel, listed in its RECORD, removed by an uninstall).  The package folder is still never a cache:
+when this module is first imported (the first kernel call of a process, never ``import iwpfast``),
+``seed_from_prebuilt`` copies each prebuilt function that the user's folder lacks into it, and
+Numba loads it from there.  They are keyed like the user's folder (the sources, Numba and Python),
+and Numba's index keys each compiled entry by the CPU's name and features, so kernels built on
+another machine are ignored and compile as before.
+
 Several processes may compile into one cache folder at once (fits running side by side,
 ``iwpfast warmup --jobs``).  Numba's save of a compiled function is a read-modify-write of the
 function's index (load it, pick the first unused data-file number, write both), not atomic across
@@ -100,6 +109,10 @@ def _choose_cache_folder() -> Path | None:
 
 CACHE_FOLDER = _choose_cache_folder()
 
+#: kernels compiled when the package was built (``setup.py``'s ``build_py``, a regular install):
+#: one sub-folder per kernel version, as in the per-user cache; read here, never written
+PREBUILT_ROOT = _KERNEL_SOURCES / "prebuilt"
+
 
 def cache_is_empty() -> bool:
     """True when no compiled kernel is cached yet for this kernel version (the next kernel call
@@ -168,7 +181,7 @@ def _make_cache_class():
 
 
 @contextlib.contextmanager
-def save_lock():
+def save_lock(folder: Path | None = None):
     """Hold the cache folder's exclusive lock (see "Where the compiled kernels are cached"); no
     lock without ``fcntl`` or when the lock file cannot be opened (caching only saves time)."""
     try:
@@ -177,7 +190,7 @@ def save_lock():
         yield
         return
     try:
-        handle = open(CACHE_FOLDER / ".lock", "a")
+        handle = open((CACHE_FOLDER if folder is None else folder) / ".lock", "a")
     except (OSError, TypeError):    # TypeError: no cache folder
         yield
         return
@@ -186,7 +199,50 @@ def save_lock():
         yield
 
 
+def seed_from_prebuilt(folder: Path | None = None, prebuilt: Path | None = None) -> list[str]:
+    """Copy the install's prebuilt kernels of this kernel version into the per-user cache
+    ``folder`` (default ``CACHE_FOLDER``): every function whose index the folder lacks gets the
+    prebuilt index and its data files, under the folder's lock (a function already there keeps
+    its own).  Returns the names of the index files copied.
+
+    The package itself is never a cache (the module notes): a regular install builds the kernels
+    into ``iwpfast/_kernels/prebuilt/`` (listed in the wheel's RECORD, so an uninstall removes
+    them), and a process copies them into its user cache once, before any kernel is loaded.
+    Nothing happens when they were built for another Numba or Python (another folder name) and
+    Numba's own check compiles afresh where they were built for another CPU (its index keys
+    each entry by the CPU name and features).  Quiet, like the cache itself: a failed copy only
+    costs a compile."""
+    import shutil
+
+    folder = CACHE_FOLDER if folder is None else folder
+    source = (PREBUILT_ROOT if prebuilt is None else prebuilt) / f"kernels-{kernel_source_hash()}"
+    copied: list[str] = []
+    try:
+        if folder is None or not source.is_dir() or source.resolve() == folder.resolve():
+            return copied
+        indexes = sorted(source.glob("*.nbi"))
+        if not indexes or all((folder / index.name).exists() for index in indexes):
+            return copied
+        with save_lock(folder):
+            for index in indexes:
+                if (folder / index.name).exists():
+                    continue
+                base = index.name[:-len(".nbi")]
+                # data files first, the index last (each via a temporary name and a rename): a
+                # process that reads the index finds its data files in place
+                for part in [*sorted(source.glob(f"{base}.*.nbc")), index]:
+                    temporary = folder / f".{part.name}.{os.getpid()}.tmp"
+                    shutil.copyfile(part, temporary)
+                    os.replace(temporary, folder / part.name)
+                copied.append(index.name)
+    except OSError:
+        pass
+    return copied
+
+
 _CACHE_CLASS = None if CACHE_FOLDER is None else _make_cache_class()
+if _CACHE_CLASS is not None and os.environ.get("NUMBA_DISABLE_JIT") != "1":
+    seed_from_prebuilt()
 
 
 def _cached(dispatcher):

@@ -23,8 +23,8 @@ EXAMPLES = """\
 #: the fits whose kernels a warmup compiles, heaviest first (so that parallel processes end
 #: together): one-vs-rest heads of private class labels (the k-class table form) and of public
 #: ones, the 'auto' grid of binary heads, one head with fixed alpha / learning_rate; each on an
-#: array of a feature dtype; and a release file written and fitted with 'auto' (the release
-#: kernels, the file's dtypes)
+#: array of a feature dtype; a release file written and fitted with 'auto' (the release
+#: kernels, the file's dtypes); and ``iwpfast demo``'s scan (its three heads of a file)
 KINDS = ("classes", "auto", "fixed")
 DTYPES = ("float32", "float64")
 
@@ -47,7 +47,7 @@ def register(subparsers) -> None:
     p.add_argument("--jobs", type=int, default=None,
                    help="processes at once (default: the CPU cores, at most one per fit)")
     p.add_argument("--no-release", action="store_true",
-                   help="skip the release file (its release kernels and fit)")
+                   help="skip the release file (its release kernels and fit) and the demo's scan")
     p.set_defaults(handler=run)
 
 
@@ -56,6 +56,7 @@ def warmup_jobs(dtypes, losses, release: bool = True) -> list[tuple[str, str, st
     jobs = [(kind, dtype, loss) for kind in KINDS for loss in losses for dtype in dtypes]
     if release:
         jobs.insert(len(jobs) - len(losses) * len(dtypes), ("release", "float32", losses[0]))
+        jobs.append(("demo", "float64", losses[0]))
     return jobs
 
 
@@ -75,6 +76,14 @@ def _fit(kind: str, dtype: str, loss: str) -> None:
     import numpy as np
 
     from ..estimators import IWPClassifier
+    if kind == "demo":      # `iwpfast demo`'s one scan of clean / naive / IWP heads, small
+        import io
+
+        from ..demo import run_demo
+        with tempfile.TemporaryDirectory(prefix="iwpfast-warmup-") as folder:
+            run_demo(rows=2000, features=3, loss=loss, out_dir=folder, progress=False, plot=False,
+                     stream=io.StringIO())
+        return
     rng = np.random.default_rng(0)
     X = rng.uniform(-1.0, 1.0, (1000, 3)).astype(dtype)
     if kind == "release":

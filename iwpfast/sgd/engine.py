@@ -593,21 +593,30 @@ def finish_heads(cfgs, states, drop_diverged: bool = False) -> list:
 
 
 def warmup(dtypes=("float32", "float64"), label_dtypes=None,
-           losses=("exponential", "logistic")) -> None:
+           losses=("exponential", "logistic"), heads: bool = False) -> None:
     """Compile the kernels (or load them from Numba's on-disk cache) for these feature dtypes.
 
     Benchmarks call this first so that compile time is excluded; it is never needed for
     correctness.  ``label_dtypes`` defaults to the feature dtype (float32 labels with float32
     features).  Mode, p and the step schedule are runtime values; the losses other than logistic
     share one compilation, the logistic loss (its derivative code) has its own, and so has a head
-    whose label-weight table has two different rows (``HeadConfig.label_weights``).
+    whose label-weight table has two different rows (``HeadConfig.label_weights``).  With
+    ``heads``, also the kernel of several heads in one scan (``run_chunk_heads``: a tuning grid,
+    clean / naive / IWP heads), unweighted, of labels as given (not one-vs-rest).
     """
     for dtype in dtypes:
         for label_dtype in (label_dtypes or (dtype,)):
             for loss in losses:
                 cfg = HeadConfig(loss=loss, mode="iwp", n_features=1, noise_var=np.zeros(1),
                                  batch_size=2)
-                state = HeadState.new(cfg)
                 X = np.zeros((1, 3), dtype=dtype)
-                run_chunk(cfg, state, X, np.ones(3, dtype=label_dtype))
+                y = np.ones(3, dtype=label_dtype)
+                state = HeadState.new(cfg)
+                run_chunk(cfg, state, X, y)
                 finish(cfg, state)
+                if heads:
+                    cfgs = [cfg, HeadConfig(loss=loss, mode="naive", n_features=1,
+                                            noise_var=np.zeros(1), batch_size=2)]
+                    states = [HeadState.new(c) for c in cfgs]
+                    run_chunk_heads(cfgs, states, X, y)
+                    finish_heads(cfgs, states)
