@@ -26,7 +26,18 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 PREBUILD_ENV = "IWPFAST_PREBUILD_KERNELS"
-WARMUP = "import sys\nfrom iwpfast.cli import main\nsys.exit(main(['warmup']))\n"
+# the warmup, then the versions it compiled for (iwpfast/_kernels/_options.py names them when a
+# later process cannot use the kernels)
+WARMUP = """
+import json, os, sys
+import numba
+from iwpfast.cli import main
+if main(["warmup"]) != 0:
+    sys.exit(1)
+with open(os.path.join(os.environ["IWPFAST_CACHE_DIR"], "built-with.json"), "w") as f:
+    json.dump({"numba": numba.__version__,
+               "python": ".".join(map(str, sys.version_info[:3]))}, f)
+"""
 
 
 class BuildWithKernels(build_py):

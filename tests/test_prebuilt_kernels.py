@@ -54,6 +54,21 @@ def test_seed_takes_only_this_kernel_version_and_never_copies_a_folder_onto_itse
     assert _options.seed_from_prebuilt(same, prebuilt) == []
 
 
+def test_the_first_compile_says_why_the_install_s_prebuilt_kernels_were_not_used(tmp_path,
+                                                                              monkeypatch):
+    import numba
+    monkeypatch.setattr(_options, "PREBUILT_ROOT", tmp_path)
+    assert _options._prebuilt_mismatch() == ""                   # no prebuilt kernels (-e)
+    python = ".".join(map(str, sys.version_info[:3]))
+    (tmp_path / "built-with.json").write_text(json.dumps({"numba": "0.1.0", "python": python}))
+    said = _options._prebuilt_mismatch()
+    assert f"built with numba 0.1.0 (this is {numba.__version__})" in said
+    assert "python" not in said and "Reinstall iwpfast (not -e)" in said
+    (tmp_path / "built-with.json").write_text(json.dumps({"numba": numba.__version__,
+                                                         "python": python}))
+    assert "built from other kernel sources" in _options._prebuilt_mismatch()
+
+
 def test_the_build_environment_has_the_runtime_dependencies():
     tomllib = pytest.importorskip("tomllib")         # Python >= 3.11
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -113,11 +128,13 @@ print(json.dumps({"module": iwpfast.__file__, "compiled": compiled,
 def test_a_regular_install_ships_kernels_that_a_first_fit_loads_without_compiling(tmp_path):
     target = _install(tmp_path, {})
     prebuilt = target / "iwpfast" / "_kernels" / "prebuilt"
-    folders = list(prebuilt.iterdir())
+    folders = [f for f in prebuilt.iterdir() if f.is_dir()]
     assert [f.name for f in folders] == [f"kernels-{_options.kernel_source_hash()}"]
     indexes = sorted(p.name for p in folders[0].glob("*.nbi"))
     assert any(name.startswith("sgd.sgd_chunk_heads-") for name in indexes)
     assert not list(prebuilt.rglob(".lock"))
+    import numba
+    assert json.loads((prebuilt / "built-with.json").read_text())["numba"] == numba.__version__
     # every shipped file is in the install's RECORD, so an uninstall removes it
     record = next(target.glob("iwpfast-*.dist-info")) / "RECORD"
     listed = {line.split(",")[0] for line in record.read_text().splitlines()}

@@ -138,8 +138,25 @@ def announce_first_compile() -> None:
     _ANNOUNCED = True
     if cache_is_empty():
         where = "uncached" if CACHE_FOLDER is None else f"cached in {CACHE_FOLDER}"
-        sys.stderr.write(f"iwpfast: compiling kernels, first run only ({where})\n")
+        sys.stderr.write(f"iwpfast: compiling kernels, first run only ({where}){_prebuilt_mismatch()}\n")
         sys.stderr.flush()
+
+
+def _prebuilt_mismatch() -> str:
+    """Why an install's prebuilt kernels were not used, when it has some (else ""): the build
+    records its Numba and Python versions in ``PREBUILT_ROOT/built-with.json`` (setup.py)."""
+    import json
+
+    try:
+        built = json.loads((PREBUILT_ROOT / "built-with.json").read_text())
+    except (OSError, ValueError):
+        return ""
+    here = {"numba": numba.__version__, "python": ".".join(map(str, sys.version_info[:3]))}
+    differ = [f"{k} {built.get(k)} (this is {v})" for k, v in here.items() if built.get(k) != v]
+    reason = ("they were built with " + " and ".join(differ) if differ
+              else "they were built from other kernel sources")
+    return (f"; the install's prebuilt kernels are not used: {reason}. Reinstall iwpfast "
+            f"(not -e) in this environment to rebuild them")
 
 
 def _make_cache_class():
