@@ -30,13 +30,12 @@ PREBUILD_ENV = "IWPFAST_PREBUILD_KERNELS"
 # later process cannot use the kernels)
 WARMUP = """
 import json, os, sys
-import numba
 from iwpfast.cli import main
 if main(["warmup"]) != 0:
     sys.exit(1)
+from iwpfast._kernels._options import build_record
 with open(os.path.join(os.environ["IWPFAST_CACHE_DIR"], "built-with.json"), "w") as f:
-    json.dump({"numba": numba.__version__,
-               "python": ".".join(map(str, sys.version_info[:3]))}, f)
+    json.dump(build_record(), f)
 """
 
 

@@ -27,7 +27,7 @@ def _function(folder: Path, base: str, n_data: int, content: bytes) -> None:
 
 def test_seed_copies_each_function_the_user_cache_lacks_and_keeps_the_others(tmp_path):
     prebuilt = tmp_path / "prebuilt"
-    source = prebuilt / f"kernels-{_options.kernel_source_hash()}"
+    source = prebuilt / _options.CACHE_NAME
     _function(source, "sgd.first-10.py311", 2, b"built")
     _function(source, "sgd.second-20.py311", 1, b"built")
     user = tmp_path / "user"
@@ -49,7 +49,7 @@ def test_seed_takes_only_this_kernel_version_and_never_copies_a_folder_onto_itse
     user.mkdir()
     assert _options.seed_from_prebuilt(user, prebuilt) == []
     assert list(user.iterdir()) == []
-    same = prebuilt / f"kernels-{_options.kernel_source_hash()}"
+    same = prebuilt / _options.CACHE_NAME
     _function(same, "sgd.first-10.py311", 1, b"built")
     assert _options.seed_from_prebuilt(same, prebuilt) == []
 
@@ -129,7 +129,7 @@ def test_a_regular_install_ships_kernels_that_a_first_fit_loads_without_compilin
     target = _install(tmp_path, {})
     prebuilt = target / "iwpfast" / "_kernels" / "prebuilt"
     folders = [f for f in prebuilt.iterdir() if f.is_dir()]
-    assert [f.name for f in folders] == [f"kernels-{_options.kernel_source_hash()}"]
+    assert [f.name for f in folders] == [_options.CACHE_NAME]
     indexes = sorted(p.name for p in folders[0].glob("*.nbi"))
     assert any(name.startswith("sgd.sgd_chunk_heads-") for name in indexes)
     assert not list(prebuilt.rglob(".lock"))

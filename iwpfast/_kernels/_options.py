@@ -69,6 +69,18 @@ def kernel_source_hash() -> str:
     return digest.hexdigest()[:20]
 
 
+#: this kernel version's folder name, in the per-user cache and in an install's prebuilt kernels
+#: (hashed once per process: the folder choice, the cache's source stamp and the seeding use it)
+SOURCE_HASH = kernel_source_hash()
+CACHE_NAME = f"kernels-{SOURCE_HASH}"
+
+
+def build_record() -> dict:
+    """The versions compiled kernels are for (besides the sources): what a build records next to
+    its prebuilt kernels (setup.py), and what ``_prebuilt_mismatch`` compares."""
+    return {"numba": numba.__version__, "python": ".".join(map(str, sys.version_info[:3]))}
+
+
 def user_cache_root() -> Path:
     """The per-user cache folder: ``$IWPFAST_CACHE_DIR``, else the platform's user cache folder."""
     given = os.environ.get(CACHE_ENV)
@@ -93,7 +105,7 @@ def _writable_folder(path: Path) -> bool:
 
 def _choose_cache_folder() -> Path | None:
     """The folder of this kernel version's cache, or None when no location is writable."""
-    name = f"kernels-{kernel_source_hash()}"
+    name = CACHE_NAME
     try:
         preferred = user_cache_root() / name
     except (RuntimeError, OSError):          # no home folder to expand
@@ -151,7 +163,7 @@ def _prebuilt_mismatch() -> str:
         built = json.loads((PREBUILT_ROOT / "built-with.json").read_text())
     except (OSError, ValueError):
         return ""
-    here = {"numba": numba.__version__, "python": ".".join(map(str, sys.version_info[:3]))}
+    here = build_record()
     differ = [f"{k} {built.get(k)} (this is {v})" for k, v in here.items() if built.get(k) != v]
     reason = ("they were built with " + " and ".join(differ) if differ
               else "they were built from other kernel sources")
@@ -169,7 +181,7 @@ def _make_cache_class():
         _SourceFileBackedLocatorMixin,
     )
 
-    source_stamp = kernel_source_hash()
+    source_stamp = SOURCE_HASH
 
     class KernelCacheLocator(_SourceFileBackedLocatorMixin, _CacheLocator):
         def __init__(self, py_func, py_file):
@@ -232,7 +244,7 @@ def seed_from_prebuilt(folder: Path | None = None, prebuilt: Path | None = None)
     import shutil
 
     folder = CACHE_FOLDER if folder is None else folder
-    source = (PREBUILT_ROOT if prebuilt is None else prebuilt) / f"kernels-{kernel_source_hash()}"
+    source = (PREBUILT_ROOT if prebuilt is None else prebuilt) / CACHE_NAME
     copied: list[str] = []
     try:
         if folder is None or not source.is_dir() or source.resolve() == folder.resolve():
