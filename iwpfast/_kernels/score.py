@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._lowlevel import column_view
+from ._lowlevel import borrowed, column_view, keep_alive
 from ._options import jit, jit_inline
 from .abi import LOSS_EXPONENTIAL, LOSS_SQUARED_ERROR
 from .fastexp import fast_exp
@@ -48,6 +48,15 @@ def score_block_heads(addresses, like, n_rows, y, row_weight, theta_t, intercept
     block_sum = np.empty(n_heads)
     deviation = np.empty(n_heads)
     delta = np.empty(n_heads)
+    # borrowed (_lowlevel.borrowed): the row views below update no reference counts
+    owned = (values, signs, block_sum, deviation, delta)
+    values, signs, block_sum = borrowed(values), borrowed(signs), borrowed(block_sum)
+    deviation, delta, addresses = borrowed(deviation), borrowed(delta), borrowed(addresses)
+    like = borrowed(like)
+    y, row_weight, theta_t = borrowed(y), borrowed(row_weight), borrowed(theta_t)
+    intercept, tau, table = borrowed(intercept), borrowed(tau), borrowed(table)
+    mean, m2, comoment = borrowed(mean), borrowed(m2), borrowed(comoment)
+    sum_abs, sum_sq, max_abs = borrowed(sum_abs), borrowed(sum_sq), borrowed(max_abs)
     weighted = row_weight.shape[0] > 0
     n = n_before
     for start in range(0, n_rows, SCORE_BLOCK):
@@ -103,6 +112,7 @@ def score_block_heads(addresses, like, n_rows, y, row_weight, theta_t, intercept
         _merge_block(values, m, mean, m2, comoment, sum_abs, sum_sq, max_abs, n, block_sum,
                      deviation, delta)
         n += m
+    keep_alive(owned)
     return n
 
 
