@@ -63,3 +63,26 @@ def test_held_rows_give_up_and_the_part_is_read_again():
     for _ in zip(range(3), train.batches(["a", "y"]), strict=False):
         pass
     assert hold.source(["a", "y"]) is None
+
+
+def test_the_training_part_is_one_piece_per_run_of_training_blocks():
+    # period 4, block 7: rows [28g, 28g + 21) of each group g are training rows, one piece per
+    # group within a batch of the source (batches of 93 rows cut a run in two), resumable at
+    # any row
+    n = 1000
+    table = _table(n)
+    src = open_source(table)
+    train = PartSource(src, period=4, block=7, validation=False)
+    rows = np.arange(n)
+    expected = rows[(rows // 7) % 4 != 3]
+    a = table.column("a").to_numpy()
+    pieces = list(train.located_batches(["a"], 0))
+    assert np.array_equal(np.concatenate([p.column("a").to_numpy() for _, p in pieces]),
+                          a[expected])
+    runs = {(g0 // 28, g0 // 93) for g0 in expected}   # (group, source batch) pairs
+    assert len(pieces) == len(runs)
+    for start in (0, 5, 20, 21, 400):
+        resumed = list(train.located_batches(["a"], start))
+        assert resumed[0][0].global_row == start
+        got = np.concatenate([p.column("a").to_numpy() for _, p in resumed])
+        assert np.array_equal(got, a[expected[start:]])

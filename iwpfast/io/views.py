@@ -2,7 +2,8 @@
 
 ``PartSource(inner, period=m, block=b, validation=...)``: the rows are cut into blocks of ``b``
 consecutive rows; every m-th block (the last of each group of m) is the validation part, the rest
-the training part.  Every piece is a zero-copy slice of a batch of ``inner``; row numbers
+the training part.  Every piece is a zero-copy slice of a batch of ``inner``, one per run of
+consecutive blocks of the part (the period - 1 training blocks of a group are one piece); row numbers
 (origins, ``start_row``) count the part's own rows, so the driver's resume works on a part.
 ``period=None``: every row (a pure mapping view).
 
@@ -219,8 +220,15 @@ class PartSource(Source):
             pos = g0
             while pos < g_end:
                 b = pos // self.block
-                stop = min(g_end, (b + 1) * self.block)
-                if self._keep(b):
+                keep = self._keep(b)
+                # the consecutive blocks of one part are one piece (the period - 1 training
+                # blocks of a group: a piece, and its conversion and checks, per block cost
+                # ~30 pieces per chunk in Python)
+                end_block = b + 1
+                while end_block * self.block < g_end and self._keep(end_block) == keep:
+                    end_block += 1
+                stop = min(g_end, end_block * self.block)
+                if keep:
                     piece_n = stop - pos
                     if row + piece_n > start_row:
                         cut = max(0, start_row - row)
