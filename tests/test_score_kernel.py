@@ -204,3 +204,42 @@ def test_an_error_on_the_second_scoring_thread_reaches_the_caller(monkeypatch):
     with pytest.raises(RuntimeError, match="second thread"):
         _score(table, names, states, configs, "exponential", "numba")
     assert not any(t.name == "iwpfast-score" for t in threading.enumerate())
+
+
+@pytest.mark.parametrize("n_heads", [5, 15])
+def test_padded_heads_have_the_bits_of_heads_scored_apart(n_heads):
+    # G = 5 or 15 heads are scored padded to a whole vector (8, 16: padded_heads); every sum of
+    # a head, and every comoment of a pair, is computed elementwise per head, so it has the bits
+    # of the same head scored alone (G = 1) or in a pair (G = 2: not padded)
+    from iwpfast._kernels import score
+
+    assert score.padded_heads(n_heads) % score.HEAD_VECTOR == 0
+    assert score.padded_heads(2) == 2 and score.padded_heads(25) == 25
+    rng = np.random.default_rng(5)
+    n = 1500                                    # 2 full blocks of 512 rows and a partial one
+    X = np.ascontiguousarray(rng.uniform(-1.5, 1.5, (P, n)).astype(np.float32))
+    addresses = np.array([X[j].ctypes.data for j in range(P)], dtype=np.int64)
+    y = np.where(rng.random(n) < 0.4, 1.0, -1.0)
+    theta = rng.normal(0.0, 0.6, (P, n_heads))
+    intercept = rng.normal(0.0, 0.3, n_heads)
+    tau = rng.uniform(0.0, 0.2, n_heads)
+
+    def scored(heads):
+        g = len(heads)
+        sums = [np.zeros(g) for _ in range(5)]
+        comoment = np.zeros((g, g))
+        score.score_block_heads(addresses, np.empty(0, np.float32), n, y, np.empty(0),
+                                np.ascontiguousarray(theta[:, heads]), intercept[heads].copy(),
+                                tau[heads].copy(), 0, np.array([0.8, 0.2, 0.8, 0.2]), -1.0, 0.0,
+                                sums[0], sums[1], comoment, sums[2], sums[3], sums[4], 0)
+        return sums, comoment
+
+    together, comoment = scored(list(range(n_heads)))
+    for h in range(n_heads):
+        alone, _ = scored([h])
+        for a, b in zip(together, alone, strict=True):
+            assert a[h] == b[0]
+    for a, b in [(0, 1), (1, n_heads - 1), (n_heads - 2, 2)]:
+        _, pair = scored([a, b])
+        assert comoment[a, b] == pair[0, 1] and comoment[b, a] == pair[1, 0]
+        assert comoment[a, a] == pair[0, 0]
