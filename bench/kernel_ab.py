@@ -8,7 +8,8 @@ in one process (the other checkout's ``iwpfast/_kernels`` is copied into a tempo
 the kernels import only each other) and each pass of one is followed by a pass of the other (the
 order flips every round), so a change of load hits both.  Every pass is ``sgd_chunk`` over the
 same feature-major array with the configs of ``bench/kernels.py`` (mode iwp, public labels),
-unweighted; the two versions must give the same theta bit for bit (checked).  Prints M rows/s
+unweighted (``--label-keep-prob``: private labels instead); the two versions must give the same
+theta bit for bit (checked).  Prints M rows/s
 (medians) and the ratio this / other.  Used for the sample-weight change (bench/README.md).
 
 ``--heads N`` times ``sgd_chunk_heads`` instead: N heads of those configs in one scan, each with
@@ -121,6 +122,9 @@ def main(argv=None) -> None:
     parser = kernel_bench_parser(__doc__.splitlines()[0], repeats=21)
     parser.add_argument("--heads", type=int, default=0,
                         help="time sgd_chunk_heads with this many heads (0: sgd_chunk)")
+    parser.add_argument("--label-keep-prob", type=float, default=None,
+                        help="private labels kept with this probability (randomized response; "
+                             "the default fit's case), instead of public labels")
     parser.add_argument("other", help="another checkout of iwpfast (its iwpfast/_kernels is timed)")
     args = parser.parse_args(argv)
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
@@ -130,7 +134,7 @@ def main(argv=None) -> None:
           f"other={args.other}; M rows/s, medians, alternated in one process")
     print(f"{'loss':<14} {'p':>4} {'dtype':<8} {'other':>8} {'this':>8} {'this/other':>11}")
     for loss, p, dtype, rows in kernel_cases(args):
-        cfg = config(loss, p, args.batch)
+        cfg = config(loss, p, args.batch, label_keep_prob=args.label_keep_prob)
         X, y = make_data(p, rows, dtype, loss)
         run = one_pass
         if args.heads:
