@@ -498,7 +498,8 @@ def _column_means(weight, addresses, like, offset, m, n_features, lanes, group_l
 @jit_forceinline
 def _batch(table_form, addresses, like, y, offset, m, fparams, iparams, noise_var, eulerian,
            theta, theta_avg, intercept, intercept_avg, counters, telemetry, trace, trace_steps,
-           margin, weight, curvature, gradient, lanes, group_lanes, ones, margin_given, means):
+           margin, weight, curvature, gradient, lanes, group_lanes, ones, margin_given, means,
+           labels):
     """One SGD update on rows [offset, offset + m) of the columns, whose labels are y[0:m].
     ``margin_given``: None (a compile-time type: the margins are computed here) or True (``margin``
     already holds them, from ``_head_margins``).  Returns False on divergence."""
@@ -528,7 +529,13 @@ def _batch(table_form, addresses, like, y, offset, m, fparams, iparams, noise_va
     # 2. margins and per-row scalars
     if margin_given is None:
         _margins(addresses, like, offset, m, theta, intercept, fit_intercept, margin)
-    _row_scalars(loss, table_form, iwp, y, m, margin, tau, fparams, truncation, eulerian, weight, curvature)
+    # the labels widened to float64 once, in a loop of their own: the row loop then reads one
+    # dtype whatever the labels' (an int8 label column made the kernel's speed depend on the
+    # process, 205-294 M rows/s, float64 280-302; bench/README.md "Sixth round")
+    for i in range(m):
+        labels[i] = np.float64(y[i])
+    _row_scalars(loss, table_form, iwp, labels, m, margin, tau, fparams, truncation, eulerian, weight,
+                 curvature)
     if iparams[I_WEIGHTED] != 0:
         _weigh_rows(addresses, n_features, like, offset, m, weight, curvature)
     # 3. mean gradient
@@ -705,6 +712,7 @@ def sgd_chunk(addresses, like, y_address, y_like, n_rows, fparams, iparams, nois
     curvature = np.empty(batch_size)
     gradient = np.empty(n_features)
     means = np.empty(n_features)
+    labels = np.empty(batch_size)
     lanes = np.empty(LANES)
     group_lanes = np.empty(GRADIENT_GROUP * LANES)
     ones = np.ones(batch_size)
@@ -726,7 +734,8 @@ def sgd_chunk(addresses, like, y_address, y_like, n_rows, fparams, iparams, nois
     # every array the batches use, borrowed (_lowlevel.borrowed: no atomic reference counting in
     # the loop); the arrays allocated here stay alive until keep_alive(owned) at the returns
     owned = (margin, weight, curvature, gradient, means, lanes, group_lanes, ones, carry_stage,
-             carry_labels, carry_addresses, stage, stage_addresses)
+             carry_labels, carry_addresses, stage, stage_addresses, labels)
+    labels = borrowed(labels)
     margin, weight, curvature = borrowed(margin), borrowed(weight), borrowed(curvature)
     gradient, means, lanes = borrowed(gradient), borrowed(means), borrowed(lanes)
     group_lanes, ones = borrowed(group_lanes), borrowed(ones)
@@ -785,7 +794,7 @@ def sgd_chunk(addresses, like, y_address, y_like, n_rows, fparams, iparams, nois
                           first_row + b * m, m, fparams, iparams, noise_var, eulerian, theta,
                           theta_avg, intercept, intercept_avg, counters, telemetry, trace,
                           trace_steps, margin, weight, curvature, gradient, lanes, group_lanes,
-                          ones, None, means):
+                          ones, None, means, labels):
                 keep_alive(owned)
                 return np.int64(rows_before) + m - 1
         if from_carry:
