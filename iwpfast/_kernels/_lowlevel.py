@@ -133,7 +133,7 @@ def _borrowed_impl(array):
         def impl(array):
             return _borrowed_array(array)
         return impl
-    if isinstance(array, (types.NoneType, types.Omitted)) or array is None:
+    if isinstance(array, types.NoneType):
         def none_impl(array):
             return array
         return none_impl

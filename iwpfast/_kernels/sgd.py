@@ -502,7 +502,8 @@ def _batch(table_form, addresses, like, y, offset, m, fparams, iparams, noise_va
            labels):
     """One SGD update on rows [offset, offset + m) of the columns, whose labels are y[0:m].
     ``margin_given``: None (a compile-time type: the margins are computed here) or True (``margin``
-    already holds them, from ``_head_margins``).  Returns False on divergence."""
+    already holds them, from ``_head_margins``); ``labels``: scratch for the m labels in float64.
+    Returns False on divergence."""
     alpha = fparams[F_ALPHA]
     learning_rate = fparams[F_LEARNING_RATE]
     mu = fparams[F_MU]
@@ -735,10 +736,9 @@ def sgd_chunk(addresses, like, y_address, y_like, n_rows, fparams, iparams, nois
     # the loop); the arrays allocated here stay alive until keep_alive(owned) at the returns
     owned = (margin, weight, curvature, gradient, means, lanes, group_lanes, ones, carry_stage,
              carry_labels, carry_addresses, stage, stage_addresses, labels)
-    labels = borrowed(labels)
     margin, weight, curvature = borrowed(margin), borrowed(weight), borrowed(curvature)
     gradient, means, lanes = borrowed(gradient), borrowed(means), borrowed(lanes)
-    group_lanes, ones = borrowed(group_lanes), borrowed(ones)
+    group_lanes, ones, labels = borrowed(group_lanes), borrowed(ones), borrowed(labels)
     carry_stage, carry_labels = borrowed(carry_stage), borrowed(carry_labels)
     carry_addresses, stage, stage_addresses = (borrowed(carry_addresses), borrowed(stage),
                                                borrowed(stage_addresses))
