@@ -292,9 +292,9 @@ def _scan(sim_path: str, heads: list, loss: str, progress: bool, trace_every: in
     # compile (or load from Numba's cache) before the clock starts: rows/s is the scan's rate
     t_compile = time.perf_counter()
     warmup(dtypes=("float32",), label_dtypes=("int8", "float32", "float64"), losses=(loss,))
-    # the scan's several-heads kernel (the release's float32 features, its labels read as
-    # float64); without it the scan compiled it inside its clock (~7 s, "137 k rows/s")
-    warmup(dtypes=("float32",), label_dtypes=("float64",), losses=(loss,), heads=True)
+    # the scan's several-heads kernel (the release's float32 features, its int8 labels read in
+    # place); without it the scan compiled it inside its clock (~7 s, "137 k rows/s")
+    warmup(dtypes=("float32",), label_dtypes=("int8",), losses=(loss,), heads=True)
     warmup(dtypes=("float64",), losses=(loss,))
     compile_s = time.perf_counter() - t_compile
     result = fit_stream(sim_path, heads, progress=progress, trace_every=trace_every,

@@ -70,6 +70,27 @@ def test_frames_equal_arrays():
     np.testing.assert_array_equal(a.coef_, g.coef_)
 
 
+def test_classification_labels_reach_the_kernel_as_int8(monkeypatch):
+    # +-1 in 1 byte a row, as a release's labels (the kernel reads them in place); the model is
+    # the engine's on float64 labels, bit for bit
+    from iwpfast.sgd import engine
+    seen = []
+    run = engine.run_chunk
+
+    def spy(cfg, state, X, y, *args):
+        seen.append(np.asarray(y).dtype)
+        return run(cfg, state, X, y, *args)
+    monkeypatch.setattr(engine, "run_chunk", spy)
+    X, y = _data(np.float32)
+    model = IWPClassifier(alpha=1.0, learning_rate=0.05, batch_size=64, chunk_rows=777,
+                          progress=False).fit(X, y, noise_var=0.05, epsilon_y=2.0)
+    assert seen and set(seen) == {np.dtype(np.int8)}
+    monkeypatch.setattr(engine, "run_chunk", run)
+    theta, b = _engine_model(model, X, np.where(y == 7, 1.0, -1.0))
+    np.testing.assert_array_equal(model.coef_[0], theta)
+    assert model.intercept_[0] == b
+
+
 def test_fit_path_equals_fit_arrays(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq

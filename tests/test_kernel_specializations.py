@@ -73,6 +73,28 @@ def test_float32_stream_carries_through_float32_code_with_the_bits_of_float64():
     _assert_same_bits(streamed, whole)
 
 
+@pytest.mark.parametrize("features", [np.float32, np.float64])
+def test_int8_labels_are_read_in_place_with_the_bits_of_float64(features):
+    # a release's labels and the facade's classification labels are int8 +-1: the wrapper hands
+    # them to the kernel as they are (no float64 copy), the carried rows narrow back to int8
+    # exactly, and a stream cut at odd places equals one float64 pass
+    from iwpfast.sgd import engine
+    cfg = _config(fit_intercept=True)
+    rng = np.random.default_rng(9)
+    X = rng.standard_normal((3, 301)).astype(features)
+    y = np.where(rng.random(301) < 0.3, -1, 1).astype(np.int8)
+    assert engine._labels(cfg, y, 301) is y
+    streamed = HeadState.new(cfg)
+    for start, stop in ((0, 5), (5, 77), (77, 300), (300, 301)):
+        run_chunk(cfg, streamed, X[:, start:stop], y[start:stop])
+    finish(cfg, streamed)
+    whole = HeadState.new(cfg)
+    run_chunk(cfg, whole, X.astype(np.float64), y.astype(np.float64))
+    finish(cfg, whole)
+    _assert_same_bits(streamed, whole)
+    assert streamed.step == 301 // 32 + 1
+
+
 @pytest.mark.skipif(not JIT, reason="NUMBA_DISABLE_JIT: nothing is compiled")
 def test_finish_runs_in_a_compiled_specialization():
     from iwpfast._kernels import sgd

@@ -180,7 +180,7 @@ class InputsMixin(EstimatorFields):
         are read as views when contiguous, else transposed one chunk at a time by the reader
         (``iwpfast.io.arrays``).  Only the checks that need no pass over the data run here; the
         finiteness of X and the label check run chunk by chunk in the reader's thread."""
-        from ..io.arrays import ArraySource, check_feature_columns, feature_dtype
+        from ..io.arrays import ArraySource, check_feature_columns
         names_in = None
         data: Any
         if is_tabular(X):
@@ -202,7 +202,6 @@ class InputsMixin(EstimatorFields):
             check_feature_columns(data, names_in)
             n = len(data[0]) if data else 0
             p = len(data)
-            dtype = feature_dtype([c.dtype for c in data])
         else:
             data = dense_numeric(X)
             if data.ndim != 2:
@@ -213,7 +212,6 @@ class InputsMixin(EstimatorFields):
                 raise InvalidInputError(f"X must be numeric (got dtype {data.dtype}); encode non-numeric "
                                         "columns as numbers first")
             n, p = data.shape
-            dtype = feature_dtype([data.dtype])
         if p == 0:
             raise InvalidInputError(f"X has 0 feature(s) (shape=({n}, 0)) while a minimum of 1 is "
                                     "required; pass at least one feature column")
@@ -233,9 +231,9 @@ class InputsMixin(EstimatorFields):
         noise = explicit_noise(p, task=self._task, **noise_kw)
         encode = self._target_encoder(ya)
         order = (np.random.default_rng(self.random_state).permutation(n) if self.shuffle else None)
-        # classification labels are exactly +-1 in the features' dtype (one kernel specialization);
-        # regression targets stay float64
-        label_dtype = dtype if self._task == "classification" else np.float64
+        # classification labels are exactly +-1 as int8, as a release's (the kernel reads 1 byte a
+        # row, and array and file fits share one specialization); regression targets stay float64
+        label_dtype = np.dtype(np.int8) if self._task == "classification" else np.float64
         weights = (None if sample_weight is None
                    else sample_weight_array(sample_weight, n, whole_pass))
         if weights is not None and self._task == "classification" and (

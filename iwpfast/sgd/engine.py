@@ -10,7 +10,9 @@
 
 ``X`` is a (p, n) array or a sequence of p 1-D arrays (e.g. Arrow columns), float32 or float64,
 read-only allowed; no copy is made when each column is contiguous.  Labels: {-1, +1} in any real
-dtype for classification losses, float targets for ``squared_error``.  The semantics are those of
+dtype for classification losses, float targets for ``squared_error``; float32, float64 and int8
+labels are read in place (a release's labels and ``fit(X, y)``'s are int8), others converted to
+float64 once per chunk.  The semantics are those of
 docs/internals.md "One SGD update", the same as ``iwpfast.sgd.reference`` (NumPy twin).
 
 Numba is imported on first use only (``import iwpfast`` compiles nothing).
@@ -63,6 +65,10 @@ from .state import MAX_TRUNCATION, HeadConfig, HeadState, check_config, check_sa
 
 __all__ = ["run_chunk", "finish", "run_chunk_heads", "finish_heads", "warmup", "MAX_TRUNCATION"]
 _FEATURE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+#: labels read in place: a release's labels and the facade's classification labels are int8 +-1
+#: (1 byte a row; widened to float64 per batch in the kernel, so the same bits as float64 labels),
+#: where a float64 copy cost a pass writing 8 bytes a row and the kernel reading them
+_LABEL_DTYPES = (*_FEATURE_DTYPES, np.dtype(np.int8))
 
 
 def _kernels():
@@ -248,8 +254,8 @@ def _labels(cfg: HeadConfig, y, n: int) -> np.ndarray:
     if y.dtype.kind not in "fiub":
         raise InvalidInputError(f"y has dtype {y.dtype}; labels must be real numbers "
                                 "(+-1 for classification, float targets for squared_error)")
-    if y.dtype not in _FEATURE_DTYPES:
-        y = y.astype(np.float64)                 # ints/bools: a small copy, one kernel dtype less
+    if y.dtype not in _LABEL_DTYPES:
+        y = y.astype(np.float64)                 # other ints/bools: a copy, one kernel dtype less
     y = np.ascontiguousarray(y)
     if n and cfg.loss in CLASSIFICATION_LOSSES:
         bad = int(_kernels().first_invalid_label(y))
