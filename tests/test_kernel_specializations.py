@@ -59,10 +59,15 @@ def test_float64_chunk_then_float32_chunk_equals_one_float64_pass(weighted):
 def test_float32_stream_carries_through_float32_code_with_the_bits_of_float64():
     # float32 rows carried between chunks are narrowed back exactly: a float32 stream cut at odd
     # places equals the same rows as one float64 chunk (products and sums are float64 either way)
-    cfg = _config()
     rng = np.random.default_rng(8)
     X = rng.standard_normal((3, 301)).astype(np.float32)
     y = np.where(rng.random(301) < 0.5, -1.0, 1.0).astype(np.float32)
+    _cut_stream_equals_one_float64_pass(_config(), X, y)
+
+
+def _cut_stream_equals_one_float64_pass(cfg, X, y) -> HeadState:
+    """X, y streamed in chunks cut at odd places (rows carried between them) give the bits of the
+    same rows as one float64 chunk; returns the streamed state."""
     streamed = HeadState.new(cfg)
     for start, stop in ((0, 5), (5, 77), (77, 300), (300, 301)):
         run_chunk(cfg, streamed, X[:, start:stop], y[start:stop])
@@ -71,6 +76,7 @@ def test_float32_stream_carries_through_float32_code_with_the_bits_of_float64():
     run_chunk(cfg, whole, X.astype(np.float64), y.astype(np.float64))
     finish(cfg, whole)
     _assert_same_bits(streamed, whole)
+    return streamed
 
 
 @pytest.mark.parametrize("features", [np.float32, np.float64])
@@ -84,14 +90,7 @@ def test_int8_labels_are_read_in_place_with_the_bits_of_float64(features):
     X = rng.standard_normal((3, 301)).astype(features)
     y = np.where(rng.random(301) < 0.3, -1, 1).astype(np.int8)
     assert engine._labels(cfg, y, 301) is y
-    streamed = HeadState.new(cfg)
-    for start, stop in ((0, 5), (5, 77), (77, 300), (300, 301)):
-        run_chunk(cfg, streamed, X[:, start:stop], y[start:stop])
-    finish(cfg, streamed)
-    whole = HeadState.new(cfg)
-    run_chunk(cfg, whole, X.astype(np.float64), y.astype(np.float64))
-    finish(cfg, whole)
-    _assert_same_bits(streamed, whole)
+    streamed = _cut_stream_equals_one_float64_pass(cfg, X, y)
     assert streamed.step == 301 // 32 + 1
 
 
