@@ -291,9 +291,10 @@ def _scan(sim_path: str, heads: list, loss: str, progress: bool, trace_every: in
 
     # compile (or load from Numba's cache) before the clock starts: rows/s is the scan's rate
     t_compile = time.perf_counter()
-    warmup(dtypes=("float32",), label_dtypes=("int8", "float32", "float64"), losses=(loss,))
-    # the scan's several-heads kernel (the release's float32 features, its int8 labels read in
-    # place); without it the scan compiled it inside its clock (~7 s, "137 k rows/s")
+    # what the scan runs: the naive and IWP heads on the release (float32 features, int8 labels
+    # read in place) in the several-heads kernel, warmed with its single-head kernel in case they
+    # run apart (without it the scan compiled it inside its clock: ~7 s, "137 k rows/s"); the
+    # clean head on float64 features and labels
     warmup(dtypes=("float32",), label_dtypes=("int8",), losses=(loss,), heads=True)
     warmup(dtypes=("float64",), losses=(loss,))
     compile_s = time.perf_counter() - t_compile

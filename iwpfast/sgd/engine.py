@@ -620,6 +620,10 @@ def warmup(dtypes=("float32", "float64"), label_dtypes=None,
                 state = HeadState.new(cfg)
                 run_chunk(cfg, state, X, y)
                 finish(cfg, state)
+                # a file's labels are read-only (Arrow memory): the label check's specialization
+                # for them, which the demo's scan otherwise compiled inside its clock
+                y.setflags(write=False)
+                _kernels().first_invalid_label(y)
                 if heads:
                     cfgs = [cfg, HeadConfig(loss=loss, mode="naive", n_features=1,
                                             noise_var=np.zeros(1), batch_size=2)]
