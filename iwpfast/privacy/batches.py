@@ -50,7 +50,8 @@ class BatchChecker:
         # runs test over the binary label stream: positives, rows and label changes seen
         self.label_runs = [0, 0, 0]
         self.label_last = None
-        self.out_of_range = {f: 0 for f in spec.feature_names}
+        self.out_of_range = {f: 0 for f in spec.numeric_features}
+        self.feature_map = spec.feature_map if spec.has_categorical else None
 
     def prepare(self, origin, batch, on_invalid: str):
         """Check one record batch; return (feature arrays, label array or None, rows dropped)."""
@@ -71,12 +72,21 @@ class BatchChecker:
                 if bad is not None:
                     invalid = bad if invalid is None else (invalid | bad)
                 continue
+            if not is_label and name in spec.categories and self.feature_map is not None:
+                # a categorical column: the index of each value in its declared categories
+                arrays[name], bad = self.feature_map.codes(name, arr, origin.describe, on_invalid)
+                if bad is not None:
+                    invalid = bad if invalid is None else (invalid | bad)
+                continue
             if kind is None:
                 if is_label and spec.task == "classification":
                     self._label_error(origin, arr, f"has type {arr.type}")
                 raise InvalidInputError(
                     f"column {name!r} has type {arr.type}; {'the target' if is_label else 'features'} "
                     f"must be numeric: cast or encode it before the release"
+                    + ("" if is_label else
+                       f", or declare it categorical with its categories (categories={{{name!r}: "
+                       f"[...]}}; CLI: --categories {name}=A,B,C)")
                 )
             if kind == "decimal":
                 arr = arr.cast(pa.float64())
@@ -118,8 +128,8 @@ class BatchChecker:
             arrays = {k: v[keep] for k, v in arrays.items()}
             extremes = {}
         features = [arrays[f] for f in spec.feature_names]
-        for j, f in enumerate(spec.feature_names):
-            self.out_of_range[f] += self.scaler.count_out_of_range(j, features[j], extremes.get(f))
+        for j, f in enumerate(spec.numeric_features):
+            self.out_of_range[f] += self.scaler.count_out_of_range(j, arrays[f], extremes.get(f))
         label = None
         if spec.label is not None:
             label = arrays[spec.label]

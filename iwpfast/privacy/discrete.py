@@ -323,9 +323,20 @@ def discrete_delta_grid(s: float, sensitivity: float, epsilon: float, p: int) ->
     return DeltaTerms(gaussian, min(1.0, p * edge_one), min(1.0, tail), eta, sensitivity, box)
 
 
-def grid_sensitivity(bound: float, grid: float, p: int) -> float:
-    """L2 sensitivity in grid units after snapping each of ``p`` coordinates (nearest point)."""
-    return 2.0 * bound / grid + math.sqrt(p)
+def grid_sensitivity(bound: float, grid: float, p: int, onehot_blocks: int = 0,
+                     onehot_coords: int = 0) -> float:
+    """L2 sensitivity in grid units after snapping each of ``p`` coordinates (nearest point).
+
+    With ``onehot_blocks`` = m one-hot blocks (``onehot_coords`` = K of the p coordinates, each 0
+    or 1: grid points, so snapping leaves them; two blocks differ by sqrt(2) / grid) and the
+    other p - K coordinates clipped to the L2 ball of ``bound`` (each moved at most 1/2 grid
+    unit by snapping): sqrt((2 bound / grid + sqrt(p - K))^2 + 2 m / grid^2); without a numeric
+    part (p = K) the first term is 0."""
+    if not onehot_blocks:
+        return 2.0 * bound / grid + math.sqrt(p)
+    numeric = p - onehot_coords
+    d_num = (2.0 * bound / grid + math.sqrt(numeric)) if numeric > 0 else 0.0
+    return math.sqrt(d_num * d_num + 2.0 * onehot_blocks / (grid * grid))
 
 
 @dataclass(frozen=True)
@@ -371,23 +382,33 @@ def outputs_exact(law_grid: float, s: float, coord_bound: float, dtype: str) -> 
 
 
 def calibrate_discrete(epsilon: float, delta: float, bound: float, p: int, coord_bound: float,
-                       dtype: str, sigma0: float, fixed_sigma: float | None = None) -> DiscreteLaw:
+                       dtype: str, sigma0: float, fixed_sigma: float | None = None,
+                       onehot: tuple[int, int] = (0, 0)) -> DiscreteLaw:
     """The smallest sigma (rounded toward more noise) whose total delta is <= ``delta``.
 
     ``sigma0`` is the continuous Gaussian's sigma (it picks the grid).  ``fixed_sigma`` (classic
     calibration) evaluates that sigma instead; the caller refuses it when its delta is too big.
+    ``onehot`` = (m, K): m one-hot blocks of K coordinates in all among the ``p`` (their 0/1
+    values are grid points: they snap exactly; ``grid_sensitivity``).
     """
     grid = choose_grid(fixed_sigma or sigma0, bound, coord_bound, dtype)
     for _ in range(8):
-        law = _calibrate_on_grid(epsilon, delta, bound, p, coord_bound, dtype, grid, fixed_sigma)
+        if onehot[0] and grid > 1.0:
+            raise InvalidInputError(
+                f"the noise (sigma {sigma0:.3g}) needs a grid coarser than 1 for exact float "
+                "outputs, so one-hot values would not be grid points; use feature_dtype='float64' "
+                "or a larger epsilon_x")
+        law = _calibrate_on_grid(epsilon, delta, bound, p, coord_bound, dtype, grid, fixed_sigma,
+                                 onehot)
         if outputs_exact(grid, law.s, coord_bound, dtype):
             return law
         grid *= 2.0
     raise AssertionError("no exact grid found")  # pragma: no cover
 
 
-def _calibrate_on_grid(epsilon, delta, bound, p, coord_bound, dtype, grid, fixed_sigma) -> DiscreteLaw:
-    sens = grid_sensitivity(bound, grid, p)
+def _calibrate_on_grid(epsilon, delta, bound, p, coord_bound, dtype, grid, fixed_sigma,
+                       onehot=(0, 0)) -> DiscreteLaw:
+    sens = grid_sensitivity(bound, grid, p, *onehot)
 
     def terms(s):
         return discrete_delta_grid(s, sens, epsilon, p)

@@ -96,7 +96,7 @@ def _codecs(spec: ReleaseSpec, compression):
     """Per-column codecs: "auto" leaves the noisy features uncompressed (they do not compress)."""
     if compression != "auto":
         return compression
-    codecs = {f: "none" for f in spec.feature_names}
+    codecs = {f: "none" for f in spec.released_features}
     if spec.label is not None:
         codecs[spec.label] = "snappy" if spec.task == "classification" else "none"
     return codecs

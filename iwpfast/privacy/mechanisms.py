@@ -58,9 +58,25 @@ class _NoiseLaw:
     sigma: float
     discrete: DiscreteLaw | None
 
+    #: one-hot blocks (m) and their coordinates (K) among the ``dims``: set by the feature mechanism
+    onehot_blocks: int = 0
+    onehot_coords: int = 0
+
+    @property
+    def calibration_bound(self) -> float:
+        """Half the L2 sensitivity: ``bound`` for a vector clipped to the ball of radius bound;
+        sqrt(B^2 + m/2) for [numeric part clipped to B; m one-hot blocks] (sensitivity
+        sqrt(4 B^2 + 2 m): two one-hot blocks differ by sqrt(2); docs/release.md "Categorical
+        columns"); sqrt(m/2) without a numeric part."""
+        if not self.onehot_blocks:
+            return self.bound
+        numeric = self.bound if self.dims > self.onehot_coords else 0.0
+        return math.sqrt(numeric * numeric + 0.5 * self.onehot_blocks)
+
     def _calibrate(self, dims: int, coord_bound: float, dtype: str) -> None:
         if self.noise == "float":
-            self.sigma = gaussian_noise_scale(self.epsilon, self.delta, self.bound, self.calibration)
+            self.sigma = gaussian_noise_scale(self.epsilon, self.delta, self.calibration_bound,
+                                              self.calibration)
             self.discrete = None
             return
         from .discrete import calibrate_discrete
@@ -69,12 +85,15 @@ class _NoiseLaw:
         if self.calibration == "classic":
             # the paper's sigma (refused when the exact condition shows it misses delta even for
             # real-valued noise); the discrete accounting of that sigma is checked below
-            fixed = gaussian_noise_scale(self.epsilon, self.delta, self.bound, "classic")
+            fixed = gaussian_noise_scale(self.epsilon, self.delta, self.calibration_bound, "classic")
             sigma0 = fixed
         else:
-            sigma0 = gaussian_noise_scale(self.epsilon, self.delta, self.bound, "analytic")
+            sigma0 = gaussian_noise_scale(self.epsilon, self.delta, self.calibration_bound, "analytic")
+        if self.onehot_blocks:
+            coord_bound = 1.0                     # a one-hot coordinate is 0 or 1
         law = calibrate_discrete(self.epsilon, self.delta, self.bound, dims, coord_bound, dtype,
-                                 sigma0, fixed_sigma=fixed)
+                                 sigma0, fixed_sigma=fixed,
+                                 onehot=(self.onehot_blocks, self.onehot_coords))
         if law.terms.total > self.delta:
             raise InvalidInputError(classic_refusal(self.epsilon, self.delta, law.terms.total))
         self.discrete = law
@@ -140,18 +159,30 @@ class GaussianFeatureMechanism(_NoiseLaw):
     """
 
     def __init__(self, epsilon, delta, bound, calibration: str = "analytic", noise: str = "discrete",
-                 dims: int | None = None, dtype: str = "float32"):
+                 dims: int | None = None, dtype: str = "float32", onehot_blocks: int = 0,
+                 onehot_coords: int = 0):
         self.epsilon = check_epsilon(epsilon, "epsilon_x")
         self.delta = check_delta(delta, "delta")
         self.bound = check_bound(bound, "bound")
         self.calibration = _check_calibration(calibration)
         self.noise = check_noise(noise)
         self.dims = int(dims) if dims else 1
+        # m one-hot blocks of K coordinates in all (the last K of nothing in particular: only
+        # their counts enter the accounting); the numeric part (dims - K coordinates) is what
+        # ``bound`` clips, each block has norm exactly 1
+        self.onehot_blocks = int(onehot_blocks)
+        self.onehot_coords = int(onehot_coords)
+        if self.onehot_coords > self.dims or (self.onehot_blocks > 0) != (self.onehot_coords > 0) \
+                or self.onehot_blocks > self.onehot_coords:
+            raise InvalidInputError(f"onehot_blocks={onehot_blocks}, onehot_coords={onehot_coords} "
+                                    f"do not fit dims={self.dims}")
         self._calibrate(self.dims, min(1.0, self.bound), dtype)
 
     @property
     def sensitivity(self) -> float:
-        return 2.0 * self.bound
+        """The L2 sensitivity the noise is calibrated for: 2 bound, or sqrt(4 B^2 + 2 m) with m
+        one-hot blocks."""
+        return 2.0 * self.calibration_bound
 
     def __repr__(self):
         return (
@@ -166,38 +197,7 @@ class GaussianFeatureMechanism(_NoiseLaw):
         ``coords_in_unit=True`` promises |X| <= 1 elementwise, so that nothing needs clipping
         when bound >= sqrt(p) (then the norm is skipped entirely).
         """
-        p, n = X.shape
-        if n == 0:
-            return 0
-        if coords_in_unit and self.bound * self.bound >= p:
-            return 0
-        if scratch is None or scratch.shape[0] < n:
-            scratch = np.empty(n, dtype=X.dtype)
-        norm2 = np.empty(n, dtype=np.float64)
-        np.multiply(X[0], X[0], out=norm2)
-        row = scratch[:n]
-        for j in range(1, p):
-            np.multiply(X[j], X[j], out=row)
-            norm2 += row
-        limit = self.bound * _CLIP_SAFETY
-        over = norm2 > limit * limit
-        count = int(np.count_nonzero(over))
-        if count == 0:
-            return 0
-        if count * 8 < n:  # few rows clip: touch only those
-            idx = np.flatnonzero(over)
-            factor = (limit / np.sqrt(norm2[idx])).astype(X.dtype)
-            for j in range(p):
-                X[j, idx] *= factor
-        else:  # many: one dense multiply per feature beats gather/scatter
-            np.sqrt(norm2, out=norm2)
-            np.divide(limit, norm2, out=norm2)
-            np.minimum(norm2, 1.0, out=norm2)
-            factor = row
-            np.copyto(factor, norm2, casting="unsafe")
-            for j in range(p):
-                np.multiply(X[j], factor, out=X[j])
-        return count
+        return clip_l2_(X, self.bound, scratch, coords_in_unit=coords_in_unit)
 
     def add_noise_(self, X: np.ndarray, rng, noise: np.ndarray | None = None) -> None:
         """Add the noise in place to feature-major ``X`` (p, n).
@@ -233,6 +233,44 @@ class GaussianFeatureMechanism(_NoiseLaw):
         self.clip_(out)
         self.add_noise_(out, rng, np.empty_like(out))
         return out
+
+
+def clip_l2_(X: np.ndarray, bound: float, scratch: np.ndarray | None = None, *,
+             coords_in_unit: bool = False) -> int:
+    """Scale rows of feature-major ``X`` (p, n) in place to L2 norm <= bound (aiming
+    ``_CLIP_SAFETY`` inside); return how many were scaled."""
+    p, n = X.shape
+    if n == 0:
+        return 0
+    if coords_in_unit and bound * bound >= p:
+        return 0
+    if scratch is None or scratch.shape[0] < n:
+        scratch = np.empty(n, dtype=X.dtype)
+    norm2 = np.empty(n, dtype=np.float64)
+    np.multiply(X[0], X[0], out=norm2)
+    row = scratch[:n]
+    for j in range(1, p):
+        np.multiply(X[j], X[j], out=row)
+        norm2 += row
+    limit = bound * _CLIP_SAFETY
+    over = norm2 > limit * limit
+    count = int(np.count_nonzero(over))
+    if count == 0:
+        return 0
+    if count * 8 < n:  # few rows clip: touch only those
+        idx = np.flatnonzero(over)
+        factor = (limit / np.sqrt(norm2[idx])).astype(X.dtype)
+        for j in range(p):
+            X[j, idx] *= factor
+    else:  # many: one dense multiply per feature beats gather/scatter
+        np.sqrt(norm2, out=norm2)
+        np.divide(limit, norm2, out=norm2)
+        np.minimum(norm2, 1.0, out=norm2)
+        factor = row
+        np.copyto(factor, norm2, casting="unsafe")
+        for j in range(p):
+            np.multiply(X[j], factor, out=X[j])
+    return count
 
 
 class RandomizedResponse:

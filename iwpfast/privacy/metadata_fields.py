@@ -77,6 +77,10 @@ _METADATA_FIELDS: dict[str, tuple[bool, str, Callable[[Any], bool]]] = {
     "feature_noise_variance": (False, "a list of numbers >= 0, one per feature",
                                lambda v: isinstance(v, list) and all(
                                    _is_number(x) and x >= 0 for x in v)),
+    "feature_map": (False, "an object with the input columns ('inputs') and the released "
+                    "coordinates ('coordinates')",
+                    lambda v: isinstance(v, Mapping) and isinstance(v.get("inputs"), list)),
+    "feature_vector_bound": (False, "a positive number", lambda v: _is_number(v) and v > 0),
     "row_count": (False, "a non-negative integer",
                   lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0),
 }

@@ -53,17 +53,46 @@ class _Privatizer:
                  expected_rows: int | None = None):
         self.spec = spec
         names = list(spec.feature_names)
-        #: rows of the output (every feature, in order)
-        self.p = len(names)
+        coords = list(spec.released_features)
+        #: rows of the output (every released column, in order)
+        self.p = len(coords)
         self.dtype = np.dtype(spec.feature_dtype)
         private = list(spec.private_features)
-        self.private_rows = [names.index(f) for f in private]
-        self.public_rows = [names.index(f) for f in spec.public_features]
-        #: the clipped and noised features (the private ones)
-        self.p_private = len(private)
-        all_scaler = RangeScaler(names, spec.ranges)
-        self.scaler = RangeScaler(private, spec.ranges) if self.public_rows else all_scaler
-        self.public_scaler = RangeScaler(list(spec.public_features), spec.ranges)
+        #: the numeric ones' checks and range counts (a categorical column has no range)
+        all_scaler = RangeScaler(list(spec.numeric_features), spec.ranges)
+        #: None, or the feature map of a release with categorical columns (``_run_categorical``)
+        self.fmap = spec.feature_map if spec.has_categorical else None
+        #: whether the L2 (Laplace: L1) clip of the noised block runs in ``_run``: not when the
+        #: block holds one-hot coordinates (only the numeric part is clipped, beforehand)
+        self.clip_in_run = True
+        self.pre_clip: list[int] = []
+        if self.fmap is None:
+            self.private_rows = [names.index(f) for f in private]
+            self.public_rows = [names.index(f) for f in spec.public_features]
+            #: the clipped and noised features (the private ones)
+            self.p_private = len(private)
+            self.scaler = RangeScaler(private, spec.ranges) if self.public_rows else all_scaler
+        else:
+            fm = self.fmap
+            self.private_rows = [i for c in fm.inputs if not c.public
+                                 for i in range(*fm.slices[c.name])]
+            self.public_rows = [i for c in fm.inputs if c.public for i in range(*fm.slices[c.name])]
+            self.p_private = len(self.private_rows)
+            private_numeric = [c.name for c in fm.inputs if not c.public and c.kind == "numeric"]
+            if fm.private_blocks():
+                # numeric part scaled and clipped to the bound beforehand (``numeric_scaler``),
+                # one-hot rows 0/1; the noise path then sees coordinates already in [-1, 1]
+                # (identity scaling) and clips nothing (docs/release.md "Categorical columns")
+                self.clip_in_run = False
+                private_coords = [coords[i] for i in self.private_rows]
+                self.scaler = RangeScaler(private_coords, {c: (-1.0, 1.0) for c in private_coords})
+                self.numeric_scaler = RangeScaler(private_numeric, spec.ranges)
+                self.pre_clip = [private_coords.index(f) for f in private_numeric]
+            else:
+                # only public categorical columns: the private (numeric) ones run as before
+                self.scaler = RangeScaler(private_numeric, spec.ranges)
+        public_numeric = [f for f in spec.public_features if f not in spec.categories]
+        self.public_scaler = RangeScaler(public_numeric, spec.ranges)
         self.target_scaler = (
             RangeScaler([spec.label], {spec.label: spec.target_range})
             if spec.task == "regression" and spec.label is not None and spec.target_range is not None
@@ -126,6 +155,9 @@ class _Privatizer:
     # ---- noise (threads) -------------------------------------------------------------------------
     def run(self, features: list[np.ndarray], label, out: np.ndarray, label_out) -> None:
         """Privatize ``n`` rows into ``out`` (p, n) and ``label_out`` (n,)."""
+        if self.fmap is not None:
+            self._run_categorical(features, label, out, label_out)
+            return
         if not self.public_rows:
             self._run(features, label, out, label_out)
             return
@@ -136,6 +168,68 @@ class _Privatizer:
             out[i] = private[j]
         for j, i in enumerate(self.public_rows):
             self.public_scaler.scale_into(j, features[i], out[i])   # scaled, clipped, no noise
+
+    def _run_categorical(self, features: list[np.ndarray], label, out: np.ndarray,
+                         label_out) -> None:
+        """A release with categorical columns: ``features`` holds one array per input column
+        (a categorical one: its codes); ``out`` one row per released coordinate."""
+        fm = self.fmap
+        assert fm is not None
+        spec = self.spec
+        n = out.shape[1]
+        by_name = dict(zip(spec.feature_names, features, strict=True))
+        private = np.empty((self.p_private, n), dtype=out.dtype)
+        if self.clip_in_run:
+            self._run([by_name[c.name] for c in fm.inputs if not c.public], label, private,
+                      label_out)
+        else:
+            # a buffer of its own: the float law's fused path draws its normals into the output
+            # row before it reads the input row
+            pre = np.empty_like(private)
+            row, numeric = 0, 0
+            for c in fm.inputs:
+                if c.public:
+                    continue
+                if c.kind == "numeric":
+                    self.numeric_scaler.scale_into(numeric, by_name[c.name], pre[row])
+                    numeric += 1
+                    row += 1
+                else:
+                    fm.one_hot_into(by_name[c.name], pre[row:row + c.width])
+                    row += c.width
+            if self.pre_clip:
+                self.rows_clipped += self._clip_numeric(pre)
+            self._run(list(pre), label, private, label_out)
+        for j, i in enumerate(self.private_rows):
+            out[i] = private[j]
+        numeric = 0
+        for c in fm.inputs:
+            if not c.public:
+                continue
+            a, b = fm.slices[c.name]
+            if c.kind == "numeric":
+                self.public_scaler.scale_into(numeric, by_name[c.name], out[a])
+                numeric += 1
+            else:
+                fm.one_hot_into(by_name[c.name], out[a:b])
+
+    def _clip_numeric(self, private: np.ndarray) -> int:
+        """Clip the numeric rows of the private block to the bound (L2; Laplace: L1) in place."""
+        from .mechanisms import clip_l2_
+
+        block = private[self.pre_clip]
+        bound = float(self.spec.bound or 0.0)
+        if self.spec.mechanism == "laplace":
+            norm1 = np.abs(block).sum(axis=0, dtype=np.float64)
+            over = norm1 > bound
+            count = int(np.count_nonzero(over))
+            if count:
+                block[:, over] *= (bound / norm1[over]).astype(block.dtype)
+        else:
+            count = clip_l2_(block, bound, coords_in_unit=True)
+        if count:
+            private[self.pre_clip] = block
+        return count
 
     def _run(self, features: list[np.ndarray], label, out: np.ndarray, label_out) -> None:
         n = out.shape[1]
@@ -179,7 +273,8 @@ class _Privatizer:
             X = out[:, s:e]
             for j in range(self.p_private):
                 self.scaler.scale_into(j, features[j][s:e], X[j])
-            clipped += mech.clip_(X, coords_in_unit=True)
+            if self.clip_in_run:
+                clipped += mech.clip_(X, coords_in_unit=True)
             self.law.add_numpy(k, X, mech, self.scratch[k], kernels)
         return clipped
 
@@ -220,7 +315,7 @@ class _Privatizer:
         mech = self._mechanism()
         p = self.p_private
         # |scaled coordinate| <= 1, so no vector can exceed the ball when bound**2 >= p.
-        need_norm = mech.bound * mech.bound < p
+        need_norm = self.clip_in_run and mech.bound * mech.bound < p
         limit = mech.bound * _CLIP_SAFETY
         norm2_all, factor_all = self.norm2[k], self.factor[k]
         mids = [self.mid32[j] if features[j].dtype == np.float32 else self.mid64[j] for j in range(p)]

@@ -18,6 +18,7 @@ from ..exceptions import InvalidInputError, ReleaseSpecError
 from ..io.formats import RELEASE_METADATA_KEY
 from ..label_noise import check_classes
 from .calibration import check_delta
+from .feature_map import FeatureMap, check_categories, check_unknown, with_catch_all
 from .laplace import LaplaceFeatureMechanism
 from .mechanisms import (
     NOISE_LAWS,
@@ -43,7 +44,9 @@ FORMAT_NAME = RELEASE_METADATA_KEY
 FORMAT_VERSION = 1
 #: the version of releases with public columns (``public_features``, ``feature_noise_variance``)
 PUBLIC_FORMAT_VERSION = 2
-READ_VERSIONS = (FORMAT_VERSION, PUBLIC_FORMAT_VERSION)
+#: the version of releases with categorical columns (``feature_map``: one-hot coordinates)
+CATEGORICAL_FORMAT_VERSION = 3
+READ_VERSIONS = (FORMAT_VERSION, PUBLIC_FORMAT_VERSION, CATEGORICAL_FORMAT_VERSION)
 
 
 class Guarantee(NamedTuple):
@@ -122,6 +125,16 @@ class ReleaseSpec:
         and exact discrete Laplace noise is added from an AES-CTR keystream (docs/math.md "Pure
         epsilon").  Classification labels (randomized response) keep delta = 0; regression
         targets are not supported with it.
+    categories : dict {column: [category, ...]}, default {}
+        Categorical feature columns and their declared public categories (strings, or integer
+        codes for an integer column), never read from the data.  Each is released as a one-hot
+        block of coordinates named ``column=category`` (0/1, not scaled; no range needed).  The
+        noise is calibrated for the structure: the private numeric part clipped to ``bound``
+        and m private one-hot blocks have L2 sensitivity sqrt(4 bound^2 + 2 m) (Laplace: L1
+        2 bound + 2 m); docs/release.md "Categorical columns".
+    unknown_category : str, or dict {column: category}, default None
+        Where a value outside a column's declared categories goes (added to the categories when
+        not among them); None: such a value is an error naming column, value and row.
 
     Examples
     --------
@@ -152,6 +165,8 @@ class ReleaseSpec:
     row_count: int | None = field(default=None, compare=False, repr=False)
     seeded: bool = field(default=False, compare=False, repr=False)
     mechanism: str = "gaussian"
+    categories: Mapping[str, tuple] = field(default_factory=dict)
+    unknown_category: object = None
     # built by __post_init__ (not dataclass fields: derived from the fields above); ClassVar only
     # tells the type checker what the instance attributes are
     _features_mech: ClassVar[GaussianFeatureMechanism | LaplaceFeatureMechanism | None]
@@ -160,6 +175,10 @@ class ReleaseSpec:
     def __post_init__(self):
         set_ = object.__setattr__
         set_(self, "ranges", parse_ranges(self.ranges))
+        categories = check_categories(self.categories)
+        unknown = check_unknown(self.unknown_category, categories)
+        set_(self, "categories", with_catch_all(categories, unknown))
+        set_(self, "unknown_category", unknown or None)
         if self.features is not None:
             features = (self.features,) if isinstance(self.features, str) else tuple(self.features)
             set_(self, "features", tuple(str(f) for f in features))
@@ -178,27 +197,45 @@ class ReleaseSpec:
             raise InvalidInputError(f"mechanism must be one of {MECHANISMS}, got {self.mechanism!r}; "
                                     "'laplace' releases pure-epsilon features (delta=0.0)")
         self._check_public_features()
+        if self.features is not None:
+            stray = [c for c in self.categories if c not in self.features]
+            if stray:
+                raise InvalidInputError(
+                    f"categories are declared for column(s) {', '.join(stray)}, which are not among "
+                    f"the features {list(self.features)}; add them to the features (CLI: --features)")
+            both = [c for c in self.categories if c in self.ranges]
+            if both:
+                raise InvalidInputError(
+                    f"column(s) {', '.join(both)} have both a range and categories; a categorical "
+                    "column is one-hot (no range): drop its range")
         # Building the mechanisms validates epsilon/delta/bound/calibration with errors naming the fix.
         # The discrete law depends on the number of noised features (snapping): 1 until features
         # are named.  Public columns are never noised: the mechanism covers the private ones.
         feature_mech: GaussianFeatureMechanism | LaplaceFeatureMechanism | None = None
         if self.epsilon_x is not None and self.mechanism == "laplace":
             self._check_laplace()
-            private = self.private_features
-            feature_mech = LaplaceFeatureMechanism(self.epsilon_x, self.bound,
-                                                   dims=len(private) if private else 1,
-                                                   dtype=self.feature_dtype)
+            blocks, _ = self._onehot_structure()
+            if blocks:
+                from .calibration import check_bound
+                set_(self, "bound", check_bound(self.bound, "bound"))
+            # one-hot blocks (L1 norm 1 each, 2 apart) after the numeric part clipped to the L1
+            # ball of bound: the L1 sensitivity is 2 bound + 2 m, the generic one at bound + m
+            feature_mech = LaplaceFeatureMechanism(
+                self.epsilon_x, self.bound + blocks if (self._private_numeric() or not blocks) else blocks,
+                dims=self._private_dims() or 1, dtype=self.feature_dtype)
             set_(self, "epsilon_x", feature_mech.epsilon)
-            set_(self, "bound", feature_mech.bound)
+            if not blocks:
+                set_(self, "bound", feature_mech.bound)
         elif self.epsilon_x is not None:
             if self.delta is None or self.bound is None:
                 raise InvalidInputError(
                     "the feature mechanism needs delta and bound with epsilon_x (e.g. delta=1e-5, "
                     "bound=1; CLI: --delta, --bound)")
-            private = self.private_features
+            blocks, onehot_coords = self._onehot_structure()
             feature_mech = GaussianFeatureMechanism(
                 self.epsilon_x, self.delta, self.bound, self.calibration, noise=self.noise,
-                dims=len(private) if private else 1, dtype=self.feature_dtype)
+                dims=self._private_dims() or 1, dtype=self.feature_dtype,
+                onehot_blocks=blocks, onehot_coords=onehot_coords)
             set_(self, "epsilon_x", feature_mech.epsilon)
             set_(self, "delta", feature_mech.delta)
             set_(self, "bound", feature_mech.bound)
@@ -248,7 +285,8 @@ class ReleaseSpec:
         if self.features is not None and not self.ranges_from_data:
             self.scaler_ranges()  # raises naming the missing ranges
         elif self.public_features and not self.ranges_from_data:
-            missing = [f for f in self.public_features if f not in self.ranges]
+            missing = [f for f in self.public_features
+                       if f not in self.ranges and f not in self.categories]
             if missing:
                 raise InvalidInputError(
                     f"no declared range for public feature(s) {', '.join(missing)}: public columns "
@@ -361,10 +399,16 @@ class ReleaseSpec:
         return 0.0 if self._features_mech is None else self._features_mech.sigma
 
     def feature_noise_variances(self) -> list[float]:
-        """Per feature, in order: the exact noise variance (0 for a public column)."""
+        """Per released column (``released_features``), in order: the exact noise variance (0 for
+        a public column)."""
         mech = self._features_mech
         return [0.0 if (mech is None or f in self.public_features) else mech.variance
-                for f in self.feature_names]
+                for f in self.feature_names for _ in range(self._width(f))]
+
+    def feature_noise_scales(self) -> list[float]:
+        """Per released column: sigma (0 for a public column)."""
+        return [0.0 if f in self.public_features else self.sigma
+                for f in self.feature_names for _ in range(self._width(f))]
 
     @property
     def label_keep_prob(self) -> float | None:
@@ -401,15 +445,55 @@ class ReleaseSpec:
         return mech.sigma if isinstance(mech, GaussianTargetMechanism) else None
 
     def scaler_ranges(self) -> dict[str, tuple[float, float]]:
-        """The declared ranges of ``features``, raising (with the fix) when some are missing."""
-        missing = [f for f in self.features or () if f not in self.ranges]
+        """The declared ranges of the numeric ``features`` (categorical ones have categories, no
+        range), raising (with the fix) when some are missing."""
+        missing = [f for f in self.numeric_features if f not in self.ranges]
         if missing:
             raise InvalidInputError(
                 f"no declared range for feature(s) {', '.join(missing)}; give public ranges, e.g. "
                 + ",".join(f"{n}=LO:HI" for n in missing)
                 + " (CLI: --ranges), or opt in to ranges from the data (leaks privacy)"
             )
-        return {f: self.ranges[f] for f in self.features or ()}
+        return {f: self.ranges[f] for f in self.numeric_features}
+
+    # --- categorical columns --------------------------------------------------------------------
+    @property
+    def numeric_features(self) -> tuple[str, ...]:
+        """The features that are not categorical, in order."""
+        return tuple(f for f in self.features or () if f not in self.categories)
+
+    @property
+    def has_categorical(self) -> bool:
+        return any(f in self.categories for f in self.features or ())
+
+    @property
+    def feature_map(self) -> FeatureMap:
+        """Input columns -> released coordinates (``iwpfast.privacy.feature_map``)."""
+        return FeatureMap.build(self.feature_names, self.ranges, self.categories,
+                                self.public_features, self.unknown_category or {})
+
+    @property
+    def released_features(self) -> tuple[str, ...]:
+        """The released columns: ``features`` with each categorical column replaced by its one-hot
+        coordinates ``column=category`` (``features`` itself when none is categorical)."""
+        if not self.has_categorical:
+            return self.feature_names
+        return self.feature_map.coordinates
+
+    def _width(self, f: str) -> int:
+        return len(self.categories[f]) if f in self.categories else 1
+
+    def _private_dims(self) -> int:
+        """The noised coordinates: the private numeric features and the private one-hot blocks."""
+        return sum(self._width(f) for f in self.private_features)
+
+    def _private_numeric(self) -> int:
+        return sum(1 for f in self.private_features if f not in self.categories)
+
+    def _onehot_structure(self) -> tuple[int, int]:
+        """(m, K): the private categorical columns and their one-hot coordinates."""
+        cats = [f for f in self.private_features if f in self.categories]
+        return len(cats), sum(len(self.categories[f]) for f in cats)
 
     def with_columns(self, features=None, label=None, ranges=None, target_range=None) -> ReleaseSpec:
         """A copy bound to other feature/label columns or ranges (privacy parameters unchanged)."""
@@ -440,6 +524,15 @@ class ReleaseSpec:
                           "the data, so they do NOT carry this (epsilon, delta); release with "
                           "noise='discrete' for a guarantee on the bits"}
 
+    def _blocks_text(self) -> str:
+        blocks, _ = self._onehot_structure()
+        if not blocks:
+            return ""
+        mech = self._features_mech
+        sens = "" if mech is None else f", sensitivity {mech.sensitivity:.4g}"
+        return (f" on the numeric part and {blocks} one-hot block(s) of norm 1"
+                f" ({'L1 2B + 2m' if self.mechanism == 'laplace' else 'L2 sqrt(4B^2 + 2m)'}{sens})")
+
     def guarantee(self) -> Guarantee:
         """Per-record ``(epsilon, delta)``-LDP by basic composition, with a one-line statement.
 
@@ -469,18 +562,21 @@ class ReleaseSpec:
             law = ""
         elif isinstance(mech, LaplaceFeatureMechanism):
             law = (f"the discrete Laplace mechanism on the grid 2^{round(math.log2(mech.grid))} "
-                   f"(pure epsilon_x={self.epsilon_x:g}, delta=0; L1 bound {self.bound:g}, scale "
+                   f"(pure epsilon_x={self.epsilon_x:g}, delta=0; L1 bound {self.bound:g}"
+                   f"{self._blocks_text()}, scale "
                    f"b={mech.law.scale:.4g}: the snapped vector is clipped in integers, the sampler "
                    "is exact integer arithmetic on an AES-CTR keystream, nothing is approximated)")
         elif self.noise == "discrete" and mech.discrete is not None:
             law = (f"the discrete Gaussian mechanism on the grid 2^{mech.discrete.grid_log2} "
                    f"(epsilon_x={self.epsilon_x:g}, delta={self.delta:g}, {self.calibration} "
-                   f"calibration, L2 bound {self.bound:g}, sigma={self.sigma:.4g}; a proven bound "
+                   f"calibration, L2 bound {self.bound:g}{self._blocks_text()}, "
+                   f"sigma={self.sigma:.4g}; a proven bound "
                    "for the values as written: snapping, sampler and tail are in delta, the noise "
                    "comes from an AES-CTR keystream)")
         else:
             law = (f"the Gaussian mechanism with floating-point noise (epsilon_x={self.epsilon_x:g}, "
-                   f"delta={self.delta:g}, {self.calibration} calibration, L2 bound {self.bound:g}, "
+                   f"delta={self.delta:g}, {self.calibration} calibration, L2 bound "
+                   f"{self.bound:g}{self._blocks_text()}, "
                    f"sigma={self.sigma:.4g}) -- this holds for real-valued noise only: the "
                    "floating-point implementation leaks low-order bits of the data, so the values "
                    "as written do NOT carry this guarantee (use noise='discrete')")
@@ -531,20 +627,23 @@ class ReleaseSpec:
         g = self.guarantee()
         regression = self.task == "regression"
         mech = self._features_mech
+        categorical = self.has_categorical
+        fmap = self.feature_map if categorical else None
         meta = {
             "format": FORMAT_NAME,
             # public columns need a reader that knows them (an older one would debias them for
             # noise they never had): version 2; releases without any keep version 1, unchanged
-            "format_version": PUBLIC_FORMAT_VERSION if self.public_features else FORMAT_VERSION,
+            "format_version": (CATEGORICAL_FORMAT_VERSION if categorical else
+                               PUBLIC_FORMAT_VERSION if self.public_features else FORMAT_VERSION),
             "library_version": __version__,
             "task": self.task,
-            "features": list(self.features),
+            # the released columns (one-hot coordinates for a categorical column)
+            "features": list(self.released_features),
             "label": self.label,
             "feature_bound": self.bound,
-            "feature_ranges": {f: list(self.ranges[f]) for f in self.features},
+            "feature_ranges": {f: list(self.ranges[f]) for f in self.numeric_features},
             "ranges_from_data": bool(self.ranges_from_data),
-            "feature_noise_scale": [0.0 if f in self.public_features else self.sigma
-                                    for f in self.features],
+            "feature_noise_scale": self.feature_noise_scales(),
             "feature_dtype": self.feature_dtype,
             "epsilon_x": self.epsilon_x,
             "delta_x": self.delta,
@@ -568,9 +667,14 @@ class ReleaseSpec:
             "row_count": None if row_count is None else int(row_count),
             "mechanism": self.mechanism,
         }
-        if self.public_features:
-            meta["public_features"] = list(self.public_features)
+        if self.public_features or categorical:
+            # public released columns (a public categorical column: its one-hot coordinates)
+            meta["public_features"] = (list(self.public_features) if fmap is None
+                                       else fmap.public_coordinates())
             meta["feature_noise_variance"] = self.feature_noise_variances()
+        if fmap is not None:
+            meta["feature_map"] = fmap.to_metadata()
+            meta["feature_vector_bound"] = fmap.vector_bound(self.bound)
         return meta
 
     def to_json(self, row_count: int | None = None) -> str:
@@ -596,13 +700,24 @@ class ReleaseSpec:
                 f"iwpfast (reads versions {', '.join(map(str, READ_VERSIONS))}); upgrade iwpfast"
             )
         check_metadata_fields(meta)
+        features = tuple(meta["features"])
+        public = tuple(meta.get("public_features") or ())
+        categories: dict = {}
+        unknown = None
+        if meta.get("feature_map") is not None:
+            # a release with categorical columns: the spec's features are the input columns
+            fmap = FeatureMap.from_metadata(meta["feature_map"])
+            features = tuple(c.name for c in fmap.inputs)
+            public = tuple(c.name for c in fmap.inputs if c.public)
+            categories = {c.name: c.categories for c in fmap.categorical}
+            unknown = fmap.unknown or None
         try:
             spec = cls(
                 epsilon_x=meta["epsilon_x"],
                 delta=meta["delta_x"],
                 bound=meta["feature_bound"],
                 epsilon_y=meta.get("epsilon_y"),
-                features=tuple(meta["features"]),
+                features=features,
                 ranges={k: tuple(v) for k, v in meta["feature_ranges"].items()},
                 label=meta.get("label"),
                 task=meta.get("task", "classification"),
@@ -615,8 +730,10 @@ class ReleaseSpec:
                 classes=tuple(meta["classes"]) if meta.get("classes") is not None else None,
                 # releases written before the discrete law carry no "noise": they were float
                 noise=noise_from_law((meta.get("noise") or {}).get("law", "float_gaussian")),
-                public_features=tuple(meta.get("public_features") or ()),
+                public_features=public,
                 mechanism=meta.get("mechanism") or "gaussian",
+                categories=categories,
+                unknown_category=unknown,
             )
         except InvalidInputError as exc:
             raise ReleaseSpecError(f"release metadata is invalid: {exc}") from None
@@ -626,8 +743,13 @@ class ReleaseSpec:
                                    "re-create the release with `iwpfast release`") from None
         # The stored sigma is what the data were noised with; it must match the parameters
         # (0 for the public columns).
+        if list(spec.released_features) != list(meta["features"]):
+            raise ReleaseSpecError(
+                f"release metadata is inconsistent: features {meta['features']!r} are not the "
+                f"released columns {list(spec.released_features)!r} of its feature map; the file "
+                "was edited or is corrupt")
         stored = meta.get("feature_noise_scale")
-        want_scale = [0.0 if f in spec.public_features else spec.sigma for f in spec.feature_names]
+        want_scale = spec.feature_noise_scales()
         if not isinstance(stored, Sequence) or len(stored) != len(want_scale) or any(
             not math.isclose(float(s), w, rel_tol=1e-9) for s, w in zip(stored, want_scale, strict=True)
         ):
@@ -693,6 +815,13 @@ class ReleaseSpec:
                                          for k in (self.features or self.ranges) if k in self.ranges),
             f"label:         {self.label}",
         ]
+        for f in self.features or ():
+            if f in self.categories:
+                cats = self.categories[f]
+                shown = ", ".join(map(str, cats[:12])) + (" ..." if len(cats) > 12 else "")
+                catch = (self.unknown_category or {}).get(f)
+                lines.append(f"categorical:   {f}: {len(cats)} categories, one-hot ({shown})"
+                             + (f"; unknown values -> {catch}" if catch is not None else ""))
         if self.public_features:
             lines.append(f"public:        {', '.join(self.public_features)} (released without noise, "
                          "scaled by their ranges and clipped to them: NOT protected)")
@@ -700,8 +829,14 @@ class ReleaseSpec:
         if mech is not None:
             per = "per private feature" if self.public_features else "per feature"
             laplace = self.mechanism == "laplace"
+            blocks, _ = self._onehot_structure()
             lines.append(f"feature bound: {self.bound:g} ({'L1' if laplace else 'L2'}"
-                         + (", over the private features)" if self.public_features else ")"))
+                         + (", over the private numeric features" if blocks else
+                            ", over the private features" if self.public_features else "")
+                         + (f"; {blocks} private one-hot block(s): sensitivity "
+                            + (f"2B + 2m = {mech.sensitivity:.6g} (L1)" if laplace else
+                               f"sqrt(4B^2 + 2m) = {mech.sensitivity:.6g}") if blocks else "")
+                         + ")")
             if laplace:
                 # no Gaussian calibration and no sigma parameter: the law's own standard deviation
                 lines.append(f"noise sd:      {self.sigma:.6g} {per} (pure epsilon_x="
@@ -712,8 +847,8 @@ class ReleaseSpec:
                           f"delta={self.delta:g})"]
         if self.public_features and self.features:
             lines.append("noise var:     " + ", ".join(
-                f"{f}={v:.6g}" for f, v in zip(self.features, self.feature_noise_variances(),
-                                               strict=True)))
+                f"{f}={v:.6g}" for f, v in zip(self.released_features,
+                                               self.feature_noise_variances(), strict=True)))
         lines += [self._noise_line(), f"feature dtype: {self.feature_dtype}"]
         if self.classes is not None:
             lines.append(f"classes:       {len(self.classes)}: " + ", ".join(map(repr, self.classes))

@@ -15,7 +15,7 @@ def output_schema(spec: ReleaseSpec, metadata: dict | None = None):
     import pyarrow as pa
 
     ftype = pa.float32() if spec.feature_dtype == "float32" else pa.float64()
-    fields = [pa.field(f, ftype, nullable=False) for f in spec.feature_names]
+    fields = [pa.field(f, ftype, nullable=False) for f in spec.released_features]
     if spec.label is not None:
         ltype = pa.from_numpy_dtype(label_dtype(spec))
         fields.append(pa.field(spec.label, ltype, nullable=False))
