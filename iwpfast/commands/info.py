@@ -111,6 +111,23 @@ def model_info(path, args) -> str | None:
             + f"; intercept {f['intercept']:+.5g}",
             f"label:     {f['label']}" + (f" (classes {f['classes']})" if f.get("classes") else ""),
         ]
+    fmap = f.get("feature_map")
+    if fmap is not None and not isinstance(f["intercept"], list):
+        # the coefficients by input column: a categorical one's categories side by side
+        coef = dict(zip(f["features"], f["coef"], strict=True))
+        lines.append("by feature:")
+        for c in fmap["inputs"]:
+            if c["kind"] == "numeric":
+                r = c.get("range")
+                lines.append(f"  {c['name']}: {coef[c['name']]:+.5g}"
+                             + (f" (range {r[0]:g}:{r[1]:g})" if r else ""))
+            else:
+                name = c["name"]
+                cats = ", ".join(f"{v}={coef[f'{name}={v}']:+.5g}" for v in c["categories"])
+                lines.append(f"  {c['name']} (one-hot{', public' if c.get('public') else ''}): {cats}")
+    if fmap is not None:
+        lines.append("raw units: raw tables are mapped by the release's feature map (numeric "
+                     "columns by their ranges, categorical ones one-hot)")
     public = list((doc.get("release") or {}).get("public_features") or [])
     if f.get("feature_ranges"):
         lines.append("raw units: " + ", ".join(f"{n}={lo:g}:{hi:g}" for n, lo, hi in f["feature_ranges"])

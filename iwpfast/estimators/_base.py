@@ -369,7 +369,12 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         self.release_spec_ = spec
         # the declared ranges raw data is scaled by (predict & co.; fit(..., ranges=) sets them
         # for raw training data): a release's own, for the features this model reads
-        if spec is not None and all(f in spec.ranges for f in feats):
+        if spec is not None and spec.has_categorical and list(feats) == list(spec.released_features):
+            # raw tables (strings) are mapped as the release did: the feature map
+            self.feature_map_ = spec.feature_map
+            self.feature_bound_ = (math.inf if spec.bound is None or spec.label_only
+                                   else float(spec.bound))
+        elif spec is not None and all(f in spec.ranges for f in feats):
             self.feature_ranges_ = {f: tuple(map(float, spec.ranges[f])) for f in feats}
             # a label-only release clips no vector (its columns only to their ranges)
             self.feature_bound_ = math.inf if spec.bound is None else float(spec.bound)

@@ -66,6 +66,8 @@ def to_document(est) -> dict:
         "feature_ranges": (None if not getattr(est, "feature_ranges_", None) else
                            [[n, *map(float, est.feature_ranges_[n])] for n in est.features_]),
         "feature_bound": jsonable(getattr(est, "feature_bound_", None)),
+        "feature_map": (None if getattr(est, "feature_map_", None) is None
+                        else est.feature_map_.to_metadata()),
         # hyper-parameters chosen by private validation ("auto"), and the step/alpha run
         "alpha": jsonable(cfg.alpha),
         "tuning": jsonable(getattr(est, "tuning_", None)),
@@ -168,6 +170,10 @@ def _set_fitted(est, f: dict, p: int) -> None:
                       for k, v in f["telemetry"].items()}
     if f.get("feature_ranges"):
         est.feature_ranges_ = {n: (parse_float(lo), parse_float(hi)) for n, lo, hi in f["feature_ranges"]}
+        est.feature_bound_ = parse_float(f["feature_bound"])
+    if f.get("feature_map") is not None:
+        from ..privacy.feature_map import FeatureMap
+        est.feature_map_ = FeatureMap.from_metadata(f["feature_map"])
         est.feature_bound_ = parse_float(f["feature_bound"])
     if f.get("tuning") is not None:
         est.tuning_ = f["tuning"]

@@ -89,10 +89,49 @@ class EvaluationMixin(EstimatorFields):
             return
         wanted = self._wanted_features(features)
         from ..io.sources import open_source
-        src = open_source(X)
+        src = self._raw_view(open_source(X), wanted)
         self._check_names(list(src.full_schema.names), wanted, model_names)
         for cols, _ in self._read(src, wanted):
             yield cols
+
+    def _raw_view(self, src, wanted):
+        """``src`` as the model reads it: a model fitted on a release with categorical columns
+        (``feature_map_``) maps a raw table -- its input columns, strings included -- to the
+        released coordinates exactly as the release did (``FeatureMapSource``); a source that
+        already holds the coordinates (a release, or data mapped before) is read as it is."""
+        fmap = getattr(self, "feature_map_", None)
+        names = set(src.full_schema.names)
+        if fmap is None or all(c in names for c in wanted):
+            return src
+        from ..io.views import FeatureMapSource
+        return FeatureMapSource(src, fmap, getattr(self, "feature_bound_", None))
+
+    @property
+    def coef_by_feature_(self) -> dict:
+        """The coefficients grouped by input column: ``{column: {category: coef}}`` for a
+        categorical column of a model with a ``feature_map_``, ``{column: coef}`` for a numeric
+        one (one head; k heads: arrays of k).  ``coef_`` itself stays flat over the released
+        coordinates (``features_``)."""
+        self._check_fitted()
+        coef = np.asarray(self.coef_, dtype=np.float64)
+        flat = coef.reshape(-1) if coef.ndim == 1 or coef.shape[0] == 1 else None
+        index = {n: j for j, n in enumerate(self.features_)}
+
+        def value(name):
+            j = index[name]
+            return float(flat[j]) if flat is not None else coef[:, j].copy()
+
+        fmap = getattr(self, "feature_map_", None)
+        if fmap is None:
+            return {n: value(n) for n in self.features_}
+        out: dict = {}
+        for c in fmap.inputs:
+            if c.kind == "numeric":
+                out[c.name] = value(c.name)
+            else:
+                out[c.name] = {cat: value(coord) for cat, coord in
+                               zip(c.categories or (), c.coordinate_names(), strict=True)}
+        return out
 
     def _model_ranges(self):
         """(lo, hi, bound) of the model's features in the model's order, or None when the model
@@ -191,7 +230,7 @@ class EvaluationMixin(EstimatorFields):
             return u, targets, sample_weight_array(sample_weight, u.shape[0])
         self._check_fitted()
         from ..io.sources import open_source
-        src = open_source(X)
+        src = self._raw_view(open_source(X), self._wanted_features(features))
         names = list(src.full_schema.names)
         lab = label or self.label_
         if lab is None or lab not in names:

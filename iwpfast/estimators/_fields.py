@@ -56,6 +56,7 @@ class EstimatorFields:
     telemetry_: dict
     feature_ranges_: dict
     feature_bound_: float
+    feature_map_: Any
     release_spec_: Any
     noise_var_: Any
     label_keep_prob_: float | None

@@ -94,6 +94,9 @@ def release_vector_bound(meta: dict) -> float | None:
     which the private columns are clipped to, with each public column (scaled into [-1, 1])
     adding at most 1 to the squared norm: sqrt(B^2 + number of public columns); a label-only
     release: sqrt(p)."""
+    if meta.get("feature_vector_bound") is not None:
+        # categorical columns: sqrt(B^2 + one per one-hot block and per public numeric column)
+        return float(meta["feature_vector_bound"])
     bound = meta.get("feature_bound")
     public = meta.get("public_features") or []
     if bound is None and not public:

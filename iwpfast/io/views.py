@@ -18,6 +18,7 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 
+from ..exceptions import InvalidInputError
 from .source_base import BatchOrigin, Source
 
 
@@ -240,3 +241,42 @@ class PartSource(Source):
                 elif hold is not None:
                     hold.add(self._map(batch.slice(pos - g0, stop - pos)))
                 pos = stop
+
+
+class FeatureMapSource(Source):
+    """A raw source seen through a ``FeatureMap`` (``iwpfast.privacy.feature_map``): its input
+    columns (strings, categories, raw numbers) replaced by the released coordinates (float64,
+    scaled, clipped, one-hot), what a model fitted on a release with categorical columns reads
+    raw data through.  ``bound``: the L2 clip of the private numeric part (a release's bound)."""
+
+    def __init__(self, inner: Source, feature_map, bound: float | None):
+        self.inner = inner
+        self.fmap = feature_map
+        self.bound = bound
+        self.description = inner.description
+        self.rereadable = inner.rereadable
+        inputs = [c.name for c in feature_map.inputs]
+        missing = [c for c in inputs if c not in inner.full_schema.names]
+        if missing:
+            raise InvalidInputError(
+                f"{inner.description}: the model's input column(s) {missing} are missing (its "
+                f"columns: {list(inner.full_schema.names)}); the model maps the raw columns "
+                f"{inputs} to its coordinates")
+        self.inputs = inputs
+        fields = [f for f in inner.full_schema if f.name not in inputs]
+        fields += [pa.field(c, pa.float64()) for c in feature_map.coordinates]
+        schema = pa.schema(fields, metadata=inner.full_schema.metadata)
+        super().__init__(schema, None, inner.batch_rows, inner.num_rows)
+
+    def group_ends(self):
+        return self.inner.group_ends()
+
+    def _located(self, columns, start_row, batch_rows):
+        coords = set(self.fmap.coordinates)
+        passed = [c for c in columns if c not in coords]
+        inner_cols = list(dict.fromkeys([c for c in passed if c not in self.inputs] + self.inputs))
+        for origin, batch in self.inner.located_batches(inner_cols, start_row, batch_rows):
+            mapped = dict(zip(self.fmap.coordinates,
+                              self.fmap.transform(batch, self.bound, origin.describe), strict=True))
+            arrays = [pa.array(mapped[c]) if c in coords else batch.column(c) for c in columns]
+            yield origin, pa.RecordBatch.from_arrays(arrays, names=list(columns))
