@@ -24,6 +24,12 @@ EXAMPLES = """\
   iwpfast release acs.parquet acs_ldp.parquet --features AGEP SCHL WKHP SEX --public SCHL SEX \
       --ranges AGEP=0:99 SCHL=1:24 WKHP=0:99 SEX=1:2 --epsilon-x 1 --epsilon-y 1
 
+  # categorical columns, one-hot: declared categories (never read from the data), public here;
+  # values outside them go to the catch-all "Other"
+  iwpfast release adult.parquet adult_ldp.parquet --features age=17:90,hours=1:99,workclass \
+      --categories workclass=Private,Self-emp-inc,State-gov --unknown-category Other \
+      --public workclass --epsilon-x 4 --epsilon-y 2 --bound 1
+
   # label-only: every feature public, no --epsilon-x; the label by randomized response
   iwpfast release acs.parquet labels_ldp.parquet --features AGEP SCHL WKHP SEX --public all \
       --ranges AGEP=0:99 SCHL=1:24 WKHP=0:99 SEX=1:2 --epsilon-y 1
@@ -64,6 +70,19 @@ def register(subparsers) -> None:
                    help="declared public range of each feature, e.g. AGEP=0:99")
     p.add_argument("--ranges-from-data", action="store_true",
                    help="compute missing ranges from the data (LEAKS PRIVACY: the min/max are not protected)")
+    p.add_argument("--categories", action="append", default=[], metavar="NAME=A,B,C",
+                   help="a categorical feature and its declared public categories (repeatable), "
+                        "e.g. workclass=Private,Self-emp-inc; released one-hot (columns "
+                        "NAME=A, NAME=B, ...: 0/1, no range); integer codes work too (SCHL=1,2,3)")
+    p.add_argument("--categories-file", default=None, metavar="F.json",
+                   help='categories as JSON {"NAME": ["A", "B"], ...} (values with spaces or commas)')
+    p.add_argument("--unknown-category", default=None, metavar="NAME",
+                   help="catch-all category for values outside the declared ones (added when not "
+                        "declared); without it such a value stops the release naming column, value "
+                        "and row")
+    p.add_argument("--categories-from-data", nargs="+", default=None, metavar="NAME",
+                   help="read these columns' categories from the data (LEAKS PRIVACY: which values "
+                        "occur is not protected)")
     label = p.add_mutually_exclusive_group()
     label.add_argument("--label", default="y", help="label (or regression target) column (default: y)")
     label.add_argument("--no-label", action="store_true", help="release the features only")
@@ -185,6 +204,25 @@ def run(args) -> int:
         else:
             features.append(token)
     ranges = {**parse_ranges(inline), **parse_ranges(args.ranges)}
+    from ..privacy.feature_map import (
+        categories_from_source,
+        parse_categories,
+        read_categories_file,
+    )
+    categories: dict = {}
+    if args.categories_file:
+        categories.update(read_categories_file(args.categories_file))
+    for name, values in parse_categories(args.categories).items():
+        if name in categories:
+            raise InvalidInputError(f"categories of {name!r} given by --categories and by "
+                                    "--categories-file; give them once")
+        categories[name] = values
+    if args.categories_from_data:
+        from_data = [c for c in split_names(args.categories_from_data) if c not in categories]
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.showwarning = _show_warning
+            categories.update(categories_from_source(args.source, from_data))
     label = None if args.no_label else args.label
     if label is not None and args.epsilon_y is None and not args.public_labels:
         raise InvalidInputError(
@@ -217,6 +255,8 @@ def run(args) -> int:
                  and args.epsilon_x is None else args.delta_y),
         noise=args.noise,
         classes=parse_classes(args.classes),
+        categories=categories,
+        unknown_category=args.unknown_category,
     )
     with warnings.catch_warnings():
         # Show each warning once, as one plain line (not Python's file:line form).

@@ -83,7 +83,8 @@ def check_categories(categories: Mapping | None) -> dict[str, tuple]:
 
 
 def check_unknown(unknown, categories: Mapping[str, tuple]) -> dict[str, object]:
-    """``unknown_category`` (one catch-all for every categorical column, or a dict per column)
+    """``unknown_category`` (one catch-all for every categorical column of its type -- strings or
+    integer codes --, or a dict per column)
     as ``{column: catch-all}``; a catch-all not among a column's categories is added to them by
     :func:`with_catch_all`."""
     if unknown is None:
@@ -95,7 +96,10 @@ def check_unknown(unknown, categories: Mapping[str, tuple]) -> dict[str, object]
                 f"unknown_category names column(s) {extra} without declared categories; declare "
                 "their categories (categories={...}; CLI: --categories)")
         return {str(c): _category_value(str(c), v) for c, v in unknown.items()}
-    return {c: _category_value(c, unknown) for c in categories}
+    # one catch-all for every column whose categories are of its type (a string catch-all
+    # leaves integer-code columns strict)
+    value = _category_value("unknown_category", unknown)
+    return {c: value for c, vals in categories.items() if isinstance(vals[0], type(value))}
 
 
 def with_catch_all(categories: Mapping[str, tuple], unknown: Mapping[str, object]) -> dict[str, tuple]:
@@ -444,3 +448,26 @@ def _to_arrow(obj):
     raise InvalidInputError(f"a model with categorical columns reads a table with named columns "
                             f"(pandas/polars DataFrame, pyarrow Table, a file), not a "
                             f"{type(obj).__name__}")
+
+
+def categories_from_source(source, columns: Sequence[str]) -> dict[str, tuple]:
+    """The distinct values of ``columns`` in ``source`` (anything ``open_source`` reads), sorted,
+    with a ``PrivacyLeakWarning``: which values occur is read from the private data (CLI
+    ``--categories-from-data``).  Declare the categories instead for a real release."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from ..io.sources import open_source
+
+    src = open_source(source)
+    seen: dict[str, set] = {c: set() for c in columns}
+    for batch in src.batches(columns=list(columns)):
+        for c in columns:
+            arr = batch.column(c)
+            if pa.types.is_dictionary(arr.type):
+                arr = arr.cast(arr.type.value_type)
+            seen[c].update(v for v in pc.unique(arr).to_pylist() if v is not None)
+    for c, vals in seen.items():
+        if not vals:
+            raise InvalidInputError(f"column {c!r} has no value to read categories from")
+    return categories_from_data(seen)
