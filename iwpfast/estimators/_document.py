@@ -66,8 +66,6 @@ def to_document(est) -> dict:
         "feature_ranges": (None if not getattr(est, "feature_ranges_", None) else
                            [[n, *map(float, est.feature_ranges_[n])] for n in est.features_]),
         "feature_bound": jsonable(getattr(est, "feature_bound_", None)),
-        "feature_map": (None if getattr(est, "feature_map_", None) is None
-                        else est.feature_map_.to_metadata()),
         # hyper-parameters chosen by private validation ("auto"), and the step/alpha run
         "alpha": jsonable(cfg.alpha),
         "tuning": jsonable(getattr(est, "tuning_", None)),
@@ -82,6 +80,10 @@ def to_document(est) -> dict:
         # its rows' weights in its state, and partial_fit after load continues it with weights
         "sample_weight": ps.sample_weight,
     }
+    if getattr(est, "feature_map_", None) is not None:
+        # categorical columns: how raw tables map to the coordinates (absent otherwise, so
+        # that models without one are written as before)
+        fitted["feature_map"] = est.feature_map_.to_metadata()
     release = None
     if getattr(est, "release_spec_", None) is not None:
         spec = est.release_spec_
