@@ -92,11 +92,21 @@ def _complete_spec(spec: ReleaseSpec, src, seed) -> ReleaseSpec:
     return spec
 
 
+def _public_one_hot(spec: ReleaseSpec) -> list[str]:
+    """The released columns of the public categorical features (0/1, no noise)."""
+    if not spec.has_categorical:
+        return []
+    fm = spec.feature_map
+    return [n for c in fm.categorical if c.public for n in c.coordinate_names()]
+
+
 def _codecs(spec: ReleaseSpec, compression):
     """Per-column codecs: "auto" leaves the noisy features uncompressed (they do not compress)."""
     if compression != "auto":
         return compression
     codecs = {f: "none" for f in spec.released_features}
+    for f in _public_one_hot(spec):
+        codecs[f] = "snappy"
     if spec.label is not None:
         codecs[spec.label] = "snappy" if spec.task == "classification" else "none"
     return codecs
@@ -114,6 +124,8 @@ def _write(src, destination, spec: ReleaseSpec, options: ReleaseOptions, part, p
     schema = output_schema(spec, {METADATA_KEY: metadata_json(spec, expected_rows, part,
                                                               label_classes)})
     dictionary = [spec.label] if spec.label is not None and spec.task == "classification" else []
+    # public one-hot columns hold only 0 and 1: dictionary-encoded they take bits, not 4 bytes
+    dictionary += _public_one_hot(spec)
     # The encoder of chunk k runs in a background thread (pyarrow releases the GIL) while chunk
     # k+1 is read and noised; two output buffers alternate so that the one being written is never
     # overwritten.
