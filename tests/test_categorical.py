@@ -65,7 +65,8 @@ def test_integer_codes(tmp_path):
     release(df, out, spec, features=["s"], label="y", overwrite=True)
     got = pq.read_table(out)
     for code in (1, 2, 3):
-        np.testing.assert_array_equal(got.column(f"s={code}").to_numpy(), (df["s"] == code).astype(np.float32))
+        want = (df["s"] == code).astype(np.float32)
+        np.testing.assert_array_equal(got.column(f"s={code}").to_numpy(), want)
 
 
 def test_round_trip_release_model_predict_raw_strings(tmp_path):

@@ -316,6 +316,7 @@ class FeatureMap:
             arr = arr.cast(arr.type.value_type)
         t = arr.type
         ints = isinstance(cats[0], int)
+        values: list
         if pa.types.is_string(t) or pa.types.is_large_string(t):
             values = [str(v) for v in cats]
         elif pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t):

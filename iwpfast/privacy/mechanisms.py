@@ -61,6 +61,7 @@ class _NoiseLaw:
     #: one-hot blocks (m) and their coordinates (K) among the ``dims``: set by the feature mechanism
     onehot_blocks: int = 0
     onehot_coords: int = 0
+    dims: int = 1
 
     @property
     def calibration_bound(self) -> float:

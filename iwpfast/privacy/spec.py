@@ -215,14 +215,18 @@ class ReleaseSpec:
         if self.epsilon_x is not None and self.mechanism == "laplace":
             self._check_laplace()
             blocks, _ = self._onehot_structure()
+            l1_bound = self.bound
             if blocks:
                 from .calibration import check_bound
-                set_(self, "bound", check_bound(self.bound, "bound"))
-            # one-hot blocks (L1 norm 1 each, 2 apart) after the numeric part clipped to the L1
-            # ball of bound: the L1 sensitivity is 2 bound + 2 m, the generic one at bound + m
-            feature_mech = LaplaceFeatureMechanism(
-                self.epsilon_x, self.bound + blocks if (self._private_numeric() or not blocks) else blocks,
-                dims=self._private_dims() or 1, dtype=self.feature_dtype)
+                bound = check_bound(self.bound, "bound")
+                set_(self, "bound", bound)
+                # one-hot blocks (L1 norm 1 each, 2 apart) after the numeric part clipped to the
+                # L1 ball of bound: the L1 sensitivity is 2 bound + 2 m, the generic one at
+                # bound + m
+                l1_bound = bound + blocks if self._private_numeric() else blocks
+            feature_mech = LaplaceFeatureMechanism(self.epsilon_x, l1_bound,
+                                                   dims=self._private_dims() or 1,
+                                                   dtype=self.feature_dtype)
             set_(self, "epsilon_x", feature_mech.epsilon)
             if not blocks:
                 set_(self, "bound", feature_mech.bound)
@@ -470,7 +474,12 @@ class ReleaseSpec:
     def feature_map(self) -> FeatureMap:
         """Input columns -> released coordinates (``iwpfast.privacy.feature_map``)."""
         return FeatureMap.build(self.feature_names, self.ranges, self.categories,
-                                self.public_features, self.unknown_category or {})
+                                self.public_features, self._unknown())
+
+    def _unknown(self) -> dict:
+        """``unknown_category`` as normalized at construction: {column: catch-all}."""
+        unknown = self.unknown_category
+        return dict(unknown) if isinstance(unknown, Mapping) else {}
 
     @property
     def released_features(self) -> tuple[str, ...]:
@@ -819,7 +828,7 @@ class ReleaseSpec:
             if f in self.categories:
                 cats = self.categories[f]
                 shown = ", ".join(map(str, cats[:12])) + (" ..." if len(cats) > 12 else "")
-                catch = (self.unknown_category or {}).get(f)
+                catch = self._unknown().get(f)
                 lines.append(f"categorical:   {f}: {len(cats)} categories, one-hot ({shown})"
                              + (f"; unknown values -> {catch}" if catch is not None else ""))
         if self.public_features:
