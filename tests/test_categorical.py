@@ -265,3 +265,27 @@ def test_cli_release_with_categories_file(tmp_path, capsys):
     assert rc == 0
     names = pq.read_table(out).schema.names
     assert names == ["a", "w=Private", "w=Self-emp, inc", "w=Other", "y"]
+
+
+def test_learner_sees_one_hot_as_private_and_the_released_vector_bound(tmp_path):
+    df = _table(1000)
+    out = _release(tmp_path, df, epsilon_x=4.0, delta=1e-5, bound=0.5)
+    spec = iwpfast.privacy.read_release_spec(out)
+    model = iwpfast.IWPClassifier(alpha=0.1, learning_rate=0.05).fit(out)
+    # every released coordinate, one-hot ones included, debiased for its own noise variance
+    np.testing.assert_allclose(model.noise_var_, spec.feature_noise_variances())
+    assert model.noise_var_.min() > 0
+    # the clean released vector: numeric part <= 0.5, one block of norm 1
+    assert model._pass.noise.feature_bound == pytest.approx(math.sqrt(0.25 + 1))
+
+
+def test_ranges_from_data_refuses_a_string_column(tmp_path):
+    spec = ReleaseSpec(epsilon_y=2.0, epsilon_x=4.0, delta=1e-5, bound=1.0, ranges_from_data=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        with pytest.raises(InvalidInputError, match=r"column 'w' has type (large_)?string.*--categories w="):
+            release(_table(20), tmp_path / "x.parquet", spec, features=["a", "w"], label="y")
+        # declared categorical, the numeric range alone is read from the data
+        spec = ReleaseSpec(epsilon_y=2.0, epsilon_x=4.0, delta=1e-5, bound=1.0,
+                           ranges_from_data=True, categories={"w": CATS})
+        release(_table(20), tmp_path / "x.parquet", spec, features=["a", "w"], label="y")

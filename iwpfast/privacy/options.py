@@ -142,7 +142,7 @@ def resolve_options_spec(spec: ReleaseSpec, options: ReleaseOptions) -> ReleaseS
 def fill_ranges_from_data(spec: ReleaseSpec, src) -> ReleaseSpec:
     """The spec with every undeclared range computed from ``src`` (``ranges_from_data``: warns,
     since such ranges are a function of the private data)."""
-    need = [f for f in spec.feature_names if f not in spec.ranges]
+    need = [f for f in spec.numeric_features if f not in spec.ranges]
     need_target = spec.task == "regression" and spec.label is not None and spec.target_range is None
     if not need and not need_target:
         return spec
@@ -154,8 +154,17 @@ def fill_ranges_from_data(spec: ReleaseSpec, src) -> ReleaseSpec:
     cols = need + ([spec.label] if need_target and spec.label is not None else [])
     lo = {c: math.inf for c in cols}
     hi = {c: -math.inf for c in cols}
+    import pyarrow as pa
+
     for batch in src.batches(columns=cols):
         for c in cols:
+            t = batch.column(c).type
+            if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+                    or pa.types.is_decimal(t)):
+                raise InvalidInputError(
+                    f"column {c!r} has type {t}: a range is for a numeric column; declare it "
+                    f"categorical with its categories (categories={{{c!r}: [...]}}; CLI: "
+                    f"--categories {c}=A,B,C, or --categories-from-data {c}, which leaks them)")
             v = batch.column(c).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
             v = v[np.isfinite(v)]
             if v.size:
