@@ -205,8 +205,10 @@ def privatize(X, y=None, spec: ReleaseSpec | None = None, *, seed=None, threads:
     Returns
     -------
     X_tilde : ndarray of shape (n, p)
-        A transposed view of a feature-major (p, n) array (``X_tilde.T`` is C-contiguous, the
-        layout the kernels read), in ``spec.feature_dtype``.
+        One column per released coordinate (``spec.released_features``: a categorical feature,
+        given as strings or codes, is its one-hot block).  A transposed view of a feature-major
+        (p, n) array (``X_tilde.T`` is C-contiguous, the layout the kernels read), in
+        ``spec.feature_dtype``.
     y_tilde : ndarray of shape (n,) or None
         int8 in {-1, +1} (class indices with >= 3 classes, float for regression); None when ``y``
         is None.
