@@ -90,13 +90,17 @@ def test_resume_after_a_killed_run_keeps_its_parts_byte_for_byte(raw, tmp_path):
     assert len({m["part"]["release_id"] for m in metas}) == 1      # the killed run's release id
 
 
-def test_a_failed_resumable_run_keeps_its_parts_and_resumes(raw, tmp_path):
-    bad = pq.read_table(raw / "f2.parquet")
-    a = bad["a"].to_numpy().copy()
-    a[5] = np.nan
-    pq.write_table(bad.set_column(0, "a", pa.array(a)), raw / "f2.parquet")
+def test_a_failed_resumable_run_keeps_its_parts_and_resumes(raw, tmp_path, monkeypatch):
+    original = multipart.release_file
+
+    def failing_part_2(source, destination, *args, **kwargs):
+        if kwargs["part"]["index"] == 2:
+            raise InvalidInputError("part 2 failed")       # not transient: not retried
+        return original(source, destination, *args, **kwargs)
+
+    monkeypatch.setattr(multipart, "release_file", failing_part_2)
     out = str(tmp_path / "out") + "/"
-    with pytest.raises(InvalidInputError, match="non-finite|NaN|null"), \
+    with pytest.raises(InvalidInputError, match="part 2 failed"), \
             pytest.warns(UserWarning, match="no unfinished release"):   # a first run: said
         release(raw, out, spec(), FEATURES, "y", resume=True, seed=1)
     kept = digests(tmp_path / "out")
@@ -105,7 +109,7 @@ def test_a_failed_resumable_run_keeps_its_parts_and_resumes(raw, tmp_path):
     with pytest.raises(InvalidInputError):
         release(raw, str(tmp_path / "plain") + "/", spec(), FEATURES, "y", seed=1)
     assert not (tmp_path / "plain").exists()                           # nor the folder it made
-    pq.write_table(bad, raw / "f2.parquet")                         # the input fixed
+    monkeypatch.setattr(multipart, "release_file", original)          # the cause gone
     res = release(raw, out, spec(), FEATURES, "y", resume=True, seed=1)
     assert res.rows_written == sum(ROWS)
     assert {k: v for k, v in digests(tmp_path / "out").items() if k in kept} == kept
@@ -117,13 +121,19 @@ def test_a_failed_resumable_run_keeps_its_parts_and_resumes(raw, tmp_path):
         pa.Table.from_batches(list(whole.batches())))
 
 
-def test_resume_refuses_another_plan_and_a_published_release(raw, tmp_path):
+def test_resume_refuses_another_plan_and_a_published_release(raw, tmp_path, monkeypatch):
     out = str(tmp_path / "out") + "/"
-    bad = pq.read_table(raw / "f1.parquet")
-    pq.write_table(bad.drop_columns(["b"]), raw / "f1.parquet")
+    original = multipart.release_file
+
+    def failing_part_1(source, destination, *args, **kwargs):
+        if kwargs["part"]["index"] == 1:
+            raise InvalidInputError("part 1 failed")
+        return original(source, destination, *args, **kwargs)
+
+    monkeypatch.setattr(multipart, "release_file", failing_part_1)
     with pytest.raises(InvalidInputError), pytest.warns(UserWarning, match="no unfinished"):
         release(raw, out, spec(), FEATURES, "y", resume=True)   # fails at part 1: part 0 kept
-    pq.write_table(bad, raw / "f1.parquet")
+    monkeypatch.setattr(multipart, "release_file", original)
     with pytest.raises(InvalidInputError, match="other spec"):
         release(raw, out, ReleaseSpec(epsilon_x=1.0, delta=1e-5, bound=1.0, epsilon_y=1.0,
                                       ranges="a=-1:1,b=-1:1"), FEATURES, "y", resume=True)

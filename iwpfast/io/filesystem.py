@@ -21,6 +21,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import posixpath
+import re
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -160,11 +161,81 @@ class Location:
                 raise
 
     def temporary_sibling(self) -> Location:
-        """A hidden name next to this one (readers skip names starting with '.')."""
-        return self.parent().child(f".{self.name}.{uuid.uuid4().hex[:12]}.tmp")
+        """A staging name next to this one (``staging_name``: hidden, so no reader lists it)."""
+        return self.parent().child(staging_name(self.name))
 
     def __str__(self) -> str:
         return self.display
+
+
+# ------------------------------------------------------------------------------- staging names
+#: the random part of a staging name: 12 hex digits
+_STAGING_ID = re.compile(r"[0-9a-f]{12}")
+
+
+def staging_name(name: str) -> str:
+    """The staging (temporary) name of an output called ``name``: ``.NAME.<12 hex>.tmp``.  Hidden
+    (a leading '.': iwpfast's readers, Spark, Dask and pyarrow datasets skip such names, and a
+    shell glob ``*`` does not match them) and recognisable (``is_staging_of``), so that the next
+    run into the same destination finds and removes what a killed run left."""
+    return f".{name}.{uuid.uuid4().hex[:12]}.tmp"
+
+
+def is_staging_of(name: str, candidate: str) -> bool:
+    """Whether ``candidate`` is a staging name of the output ``name`` (``staging_name``, and the
+    ``.tmp2`` of an IPC file rewritten with its final metadata)."""
+    head = f".{name}."
+    if not candidate.startswith(head):
+        return False
+    rest = candidate[len(head):]
+    for tail in (".tmp", ".tmp2"):
+        if rest.endswith(tail) and _STAGING_ID.fullmatch(rest[:-len(tail)]):
+            return True
+    return False
+
+
+def create_private_file(path: str) -> None:
+    """Create the empty file ``path`` readable and writable by its owner only (0600; it must not
+    exist): a staging file holds noisy rows that must not be read before they are published.
+    The writer then opens it (truncating keeps the mode).  Local disk only: an object store has
+    no permissions to set (its bucket policy decides who reads a staging key)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.close(fd)
+
+
+def make_public_mode(path: str) -> None:
+    """Give a staged file the permissions of any new file (0666 less the umask) just before it is
+    published under its final name."""
+    os.chmod(path, 0o666 & ~_umask())
+
+
+def staging_leftovers(loc: Location) -> list[Location]:
+    """The staging files of ``loc`` that earlier runs left next to it (a run killed mid-write):
+    its own staging names only (``is_staging_of``), never another file."""
+    parent = loc.parent()
+    try:
+        if parent.local:
+            names = os.listdir(parent.path or ".")
+            return [parent.child(n) for n in sorted(names) if is_staging_of(loc.name, n)]
+        return [e for e in parent.listdir() if is_staging_of(loc.name, e.name)]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def remove_staging_leftovers(loc: Location) -> list[str]:
+    """Remove what earlier runs left at ``loc``: its staging files and (S3, with boto3) the
+    incomplete multipart uploads of its staging keys.  Returns the names removed."""
+    removed = []
+    for entry in staging_leftovers(loc):
+        entry.delete()
+        removed.append(entry.name)
+    if not loc.local:
+        parent = loc.parent()
+        keys = [k for k in incomplete_uploads(parent) if is_staging_of(loc.name, k.rsplit("/", 1)[-1])]
+        if keys:
+            abort_uploads(parent, keys)
+            removed += [k.rsplit("/", 1)[-1] + " (incomplete upload)" for k in keys]
+    return removed
 
 
 def _display(fs, path: str) -> str:
@@ -302,21 +373,23 @@ def write_bytes_atomic(loc: Location, data: bytes, *, overwrite: bool = True) ->
     stream publishes whatever it got when it is closed, even after an error:
     apache/arrow#40502)."""
     if loc.local:
-        import tempfile
-
         directory = os.path.dirname(os.path.abspath(loc.path))
-        fd, tmp_path = tempfile.mkstemp(prefix="." + os.path.basename(loc.path) + ".", suffix=".tmp",
-                                        dir=directory)
+        tmp_path = os.path.join(directory, staging_name(os.path.basename(loc.path)))
+        fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            # mkstemp creates 0600; the file gets the permissions of any other new file (the
-            # umask's), like the release's parts next to it
-            os.chmod(tmp_path, 0o666 & ~_umask())
+            # written owner-only (0600); the file gets the permissions of any other new file
+            # (the umask's), like the release's parts next to it, only when it is published
             with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
+                try:
+                    fh.write(data)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                except OSError as exc:
+                    raise OSError(exc.errno, f"cannot write {loc.display!r}: "
+                                             f"{exc.strerror or exc}") from None
             if not overwrite and os.path.exists(loc.path):
                 raise InvalidInputError(f"{loc.display!r} already exists")
+            make_public_mode(tmp_path)
             os.replace(tmp_path, loc.path)
         except BaseException:
             try:

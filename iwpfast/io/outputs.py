@@ -62,7 +62,46 @@ def check_output_path(path, *, what: str, overwrite: bool, inputs: Iterable[str]
                 f"the {what} path {path!r} is an input file of this job; writing the {what} there "
                 f"would destroy the data: choose another path")
     refuse_existing(path, local_kind(path), what=what, overwrite=overwrite, flag=flag)
+    check_writable_folder(path, what=what)
     return path
+
+
+#: the least free space an output's file system must have when its size is not known (a model,
+#: a checkpoint): a few of them
+MIN_FREE_BYTES = 1 << 20
+
+
+def check_writable_folder(path, *, what: str, need_bytes: int | None = None) -> None:
+    """Refuse, before any work, a local output ``path`` whose folder does not exist, cannot be
+    written, or whose file system has less free space than ``need_bytes`` (``MIN_FREE_BYTES``
+    when None) as ``statvfs`` reports it.  Each error names the path and the fix."""
+    path = os.fspath(path)
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise InvalidInputError(f"the folder {parent!r} of the {what} path {path!r} does not "
+                                f"exist; create it first (mkdir -p) or choose another path")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InvalidInputError(f"the folder {parent!r} of the {what} path {path!r} is not "
+                                f"writable (permission denied or a read-only file system); "
+                                f"choose a path you can write to")
+    need = MIN_FREE_BYTES if need_bytes is None else max(int(need_bytes), MIN_FREE_BYTES)
+    try:
+        stat = os.statvfs(parent)
+    except (OSError, AttributeError):     # no statvfs here: the write itself will tell
+        return
+    free = stat.f_bavail * stat.f_frsize
+    if stat.f_blocks and free < need:
+        raise InvalidInputError(
+            f"the file system of the {what} path {path!r} has {_size(free)} free, and the "
+            f"{what} needs about {_size(need)}; free space there or choose another path")
+
+
+def _size(n: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} bytes"
 
 
 def local_kind(path) -> str | None:

@@ -21,6 +21,7 @@ release (another release id) or with other parameters are refused with an error 
 from __future__ import annotations
 
 import json
+import re
 
 from ..exceptions import InvalidInputError, ReleaseSpecError
 from .filesystem import Location, map_bounded, resolve, write_bytes_atomic
@@ -39,9 +40,16 @@ DATA_FIELDS = ("label_classes",)
 
 
 def is_release_temporary(name: str) -> bool:
-    """Whether ``name`` is a temporary file of a part or manifest being written (hidden, ``.tmp``;
-    see ``Location.temporary_sibling`` and the atomic writers)."""
-    return name.startswith((".part-", "." + MANIFEST_NAME)) and name.endswith((".tmp", ".tmp2"))
+    """Whether ``name`` is the staging file of a part, the manifest or the plan being written
+    (``iwpfast.io.filesystem.staging_name``: hidden, ``.<name>.<12 hex>.tmp``)."""
+    match = _STAGED.fullmatch(name)
+    return match is not None and (match.group(1).startswith("part-")
+                                  or match.group(1) in (MANIFEST_NAME, PLAN_NAME))
+
+
+_STAGED = re.compile(r"\.(.+)\.[0-9a-f]{12}\.tmp2?")
+#: a multi-part release's plan, written before its first part (skipped by readers: "_")
+PLAN_NAME = "_iwpfast_plan.json"
 
 
 def part_name(index: int, extension: str = ".parquet") -> str:
@@ -142,7 +150,30 @@ def manifest_document(release_id: str, parts: list[dict], release_meta: dict) ->
     }
 
 
+def remove_temporaries(folder: Location) -> None:
+    """Remove the staging files of parts, manifest and plan in ``folder`` (``is_release_temporary``)
+    and, on S3 with boto3, abort the incomplete multipart uploads of such keys: what killed or
+    retried attempts left.  Then check that none is left: a release is never published next to a
+    noisy copy of its rows (an error names what could not be removed)."""
+    from .filesystem import abort_uploads, incomplete_uploads
+
+    for entry in folder.listdir():
+        if is_release_temporary(entry.name):
+            entry.delete()
+    uploads = [k for k in incomplete_uploads(folder) if is_release_temporary(k.rsplit("/", 1)[-1])]
+    if uploads:
+        abort_uploads(folder, uploads)
+    left = [e.name for e in folder.listdir() if is_release_temporary(e.name)]
+    if left:
+        raise ReleaseSpecError(
+            f"{folder.display!r} still holds staging file(s) {left[:3]} after removing them (a "
+            f"task may still be writing there): the release is not published; wait for every "
+            f"task to end, then write the manifest again (iwpfast.io.parts.write_manifest)")
+
+
 def write_manifest_document(folder: Location, doc: dict, *, overwrite: bool = True) -> Location:
+    """Publish ``doc`` as the manifest of ``folder``, after ``remove_temporaries``."""
+    remove_temporaries(folder)
     loc = folder.child(MANIFEST_NAME)
     data = (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode("utf-8")
     write_bytes_atomic(loc, data, overwrite=overwrite)
@@ -191,8 +222,9 @@ def read_manifest_parts(folder: Location) -> list[Location] | None:
             raise ReleaseSpecError(
                 f"{folder.display!r} holds parts of a multi-part release ({stray[0]!r}...) but no "
                 f"{MANIFEST_NAME}: the release is still being written, or failed before it was "
-                f"published. Run it again (finished parts are replaced), or, if every part is "
-                f"there, write the manifest with iwpfast.io.parts.write_manifest(folder).")
+                f"published. Run the release again with --resume (resume=True) to keep the "
+                f"finished parts and release the others, or with --overwrite (overwrite=True) to "
+                f"release everything again.")
         return None
     try:
         parts = sorted(doc["parts"], key=lambda p: int(p["index"]))

@@ -46,6 +46,21 @@ class BatchOrigin:
         return where + f" (row {self.global_row + offset} of the stream)"
 
 
+def load_lazy_imports() -> None:
+    """Import now what pyarrow would import on its first conversion of a batch: pandas, where it
+    is installed (``pa.array`` of a NumPy array asks whether it is a pandas Series).  A release
+    or a fit calls this before its first batch: a Ctrl-C that lands in that lazy import (seconds
+    into a run) came out as a raw traceback of a half-imported pandas, or was lost in an import
+    lock, and the run went on or hung."""
+    import numpy as np
+
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        pass
+    pa.array(np.zeros(1))        # pyarrow's own pandas shim, initialized here
+
+
 def parse_release_metadata(schema: pa.Schema, where: str) -> dict | None:
     """The JSON dict stored under ``iwpfast.release`` in the schema metadata, or None."""
     meta = schema.metadata or {}

@@ -1,6 +1,7 @@
 """Atomic Parquet / Arrow IPC writing.
 
-Batches go to a hidden temporary file in the destination's directory (same file system, so the
+Batches go to a hidden staging file (``filesystem.staging_name``, created owner-only: 0600) in the
+destination's directory (same file system, so the
 final rename is atomic); the file appears under its name only when ``commit`` succeeds.  Any
 exception (KeyboardInterrupt included) inside the ``with`` block removes the temporary file, so a
 failed or interrupted write never leaves a partial file at the destination.
@@ -19,24 +20,32 @@ rare case where the final metadata differs from the one it was opened with.
 from __future__ import annotations
 
 import os
-import uuid
 from pathlib import Path
 from typing import Any, cast
 
 import pyarrow as pa
 
 from ..exceptions import InvalidInputError
-from .filesystem import Location, publish, resolve
+from .filesystem import (
+    Location,
+    create_private_file,
+    make_public_mode,
+    publish,
+    resolve,
+    staging_name,
+)
 from .formats import OUTPUT_FORMATS, output_format
-from .outputs import local_kind, refuse_existing
+from .outputs import check_writable_folder, local_kind, refuse_existing
 
 # re-exported: callers import the output format from here
 __all__ = ["FORMATS", "output_format", "check_destination", "AtomicArrowWriter"]
 FORMATS = OUTPUT_FORMATS
 
 
-def check_destination(destination, overwrite: bool = False, filesystem=None) -> Path | Location:
-    """Fail early (before any work) when the destination cannot be written.
+def check_destination(destination, overwrite: bool = False, filesystem=None,
+                      need_bytes: int | None = None) -> Path | Location:
+    """Fail early (before any work) when the destination cannot be written: a folder that does
+    not exist or cannot be written, or (``need_bytes``, where ``statvfs`` says) too little space.
 
     Returns the local ``Path``, or the ``Location`` of a destination on another filesystem."""
     loc = destination if isinstance(destination, Location) else resolve(destination, filesystem)
@@ -47,13 +56,7 @@ def check_destination(destination, overwrite: bool = False, filesystem=None) -> 
     path = Path(loc.path)
     refuse_existing(str(path), local_kind(path), what="destination", overwrite=overwrite,
                     example=str(path / "release.parquet"))
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise InvalidInputError(f"directory {str(parent)!r} of the destination does not exist; "
-                                "create it first")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise InvalidInputError(f"directory {str(parent)!r} of the destination is not writable; choose "
-                                "a destination you can write to")
+    check_writable_folder(path, what="destination", need_bytes=need_bytes)
     return path
 
 
@@ -82,11 +85,15 @@ class AtomicArrowWriter:
             self._tmp_loc = self.destination.temporary_sibling()
             self._tmp = self._tmp_loc.path
         else:
-            self._tmp = self.destination.parent / f".{self.destination.name}.{uuid.uuid4().hex[:12]}.tmp"
+            self._tmp = self.destination.parent / staging_name(self.destination.name)
         self._writer: Any = None               # pyarrow writer and output stream (no stubs)
         self._sink: Any = None
         self._done = False
         try:
+            if not self.remote:
+                # owner-only (0600) until published: the staged rows are noisy copies that
+                # nobody else may read (an object store has no mode to set: its policy decides)
+                create_private_file(str(self._tmp))
             if self.format == "parquet":
                 import pyarrow.parquet as pq
 
@@ -120,10 +127,24 @@ class AtomicArrowWriter:
             raise
 
     def write_batch(self, batch: pa.RecordBatch) -> None:
-        self._writer.write_batch(batch)
+        try:
+            self._writer.write_batch(batch)
+        except OSError as exc:
+            raise self._named(exc) from None
+
+    def _named(self, exc: OSError) -> OSError:
+        """``exc`` with the destination in its message (a full disk says which one)."""
+        text = " ".join(str(exc.strerror or exc).split())
+        return OSError(exc.errno, f"cannot write {str(self.destination)!r}: {text}")
 
     def commit(self, metadata: dict | None = None) -> Path | Location:
         """Finish the file with schema ``metadata`` (str/bytes -> str/bytes) and move it into place."""
+        try:
+            return self._commit(metadata)
+        except OSError as exc:
+            raise self._named(exc) from None
+
+    def _commit(self, metadata: dict | None) -> Path | Location:
         metadata = {_b(k): _b(v) for k, v in (metadata or {}).items()}
         if self.format == "parquet":
             if metadata:
@@ -169,6 +190,7 @@ class AtomicArrowWriter:
 
         rewritten = self._tmp.with_suffix(".tmp2")
         try:
+            create_private_file(str(rewritten))
             with pa.memory_map(str(self._tmp)) as source:
                 reader = ipc.open_file(source)
                 schema = reader.schema.with_metadata(metadata)
@@ -184,6 +206,7 @@ class AtomicArrowWriter:
         if self.remote:
             publish(self._tmp_loc, self.destination, overwrite=self.overwrite)
             return
+        make_public_mode(str(self._tmp))
         if self.overwrite:
             os.replace(self._tmp, self.destination)
             return

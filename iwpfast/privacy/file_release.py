@@ -50,6 +50,21 @@ def release_file(source, destination, spec: ReleaseSpec, options: ReleaseOptions
         raise InvalidInputError(f"{src.description} holds no rows: nothing to release; check the "
                                 "path (an empty file or folder)")
     spec = _complete_spec(spec, src, options.seed)
+    if isinstance(destination, Path) and src.num_rows:
+        from ..io.outputs import check_writable_folder
+
+        # the space the file will take (noisy features do not compress), from the row count the
+        # footers give: a full disk is found before the data are read, not at the end
+        bytes_per_row = len(spec.feature_names) * (4 if spec.feature_dtype == "float32" else 8) + 8
+        check_writable_folder(destination, what="destination",
+                              need_bytes=int(src.num_rows) * bytes_per_row)
+    if part is None:
+        # a killed run's staging files (noisy copies under another key) never outlive this run:
+        # removed before anything is written (a part's runner cleans the folder of its parts)
+        _remove_leftovers(destination)
+    from ..io.source_base import load_lazy_imports
+
+    load_lazy_imports()                 # before the first batch: a Ctrl-C ends the run cleanly
     shuffle_tmp = None
     if options.shuffle:
         from .shuffle import shuffled_source
@@ -70,6 +85,22 @@ def release_file(source, destination, spec: ReleaseSpec, options: ReleaseOptions
     result.elapsed_s = time.perf_counter() - t0
     finish_counts(result, privatizer)
     return result
+
+
+def _remove_leftovers(destination) -> None:
+    """Remove the staging files (and incomplete uploads of staging keys) that earlier runs into
+    ``destination`` left, saying so."""
+    import warnings
+
+    from ..io.filesystem import Location, remove_staging_leftovers, resolve
+
+    loc = destination if isinstance(destination, Location) else resolve(str(destination))
+    removed = remove_staging_leftovers(loc)
+    if removed:
+        shown = ", ".join(repr(n) for n in removed[:3]) + (" ..." if len(removed) > 3 else "")
+        warnings.warn(f"removed {len(removed)} staging file(s) that an earlier release into "
+                      f"{loc.display!r} left unpublished (a killed run: {shown})", UserWarning,
+                      stacklevel=5)
 
 
 def _complete_spec(spec: ReleaseSpec, src, seed) -> ReleaseSpec:

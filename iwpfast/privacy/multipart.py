@@ -50,11 +50,29 @@ class MultiPartResult(ReleaseResult):
 
     parts: list = field(default_factory=list)
     manifest: str | None = None
+    #: resume: the rows and parts kept from the unfinished run (released by it, not by this run)
+    rows_kept: int = 0
+    parts_kept: int = 0
+
+    @property
+    def rows_per_s(self) -> float:
+        """The rate of this run: the rows it released itself (kept parts not counted)."""
+        done = self.rows_read - self.rows_kept
+        return done / self.elapsed_s if self.elapsed_s > 0 else float("nan")
 
     def summary(self) -> str:
         head, _, rest = super().summary().partition("\n")
         n = len(self.parts)
-        head = head.replace(" rows", f" rows in {n} part{'' if n == 1 else 's'}", 1)
+        if self.parts_kept:
+            now = n - self.parts_kept
+            head = (f"released {self.rows_written - self.rows_kept:,} rows in {now} "
+                    f"part{'' if now == 1 else 's'} to {self.destination} in "
+                    f"{self.elapsed_s:.2f} s ({self.rows_per_s / 1e6:.2f} M rows/s); kept "
+                    f"{self.rows_kept:,} rows in {self.parts_kept} part"
+                    f"{'' if self.parts_kept == 1 else 's'} of the unfinished run: "
+                    f"{self.rows_written:,} rows in {n} parts published")
+        else:
+            head = head.replace(" rows", f" rows in {n} part{'' if n == 1 else 's'}", 1)
         return head + (("\n" + rest) if rest else "")
 
 
@@ -214,14 +232,11 @@ def _leftovers_of_other_runs(folder, published: bool, overwrite: bool) -> None:
 
 
 def _remove_temporaries(folder) -> None:
-    """Before publishing: temporary files of this run's interrupted or retried attempts (same
-    key, same noise: they would add nothing, but nothing is left behind)."""
-    from ..io.parts import is_release_temporary
+    """Staging files of this run's (or a killed run's) attempts, removed (never left next to a
+    release: ``iwpfast.io.parts.remove_temporaries``)."""
+    from ..io.parts import remove_temporaries
 
-    for entry in folder.listdir():
-        if is_release_temporary(entry.name):
-            entry.delete()
-    _abort_uploads(folder, _incomplete_uploads(folder))
+    remove_temporaries(folder)
 
 
 def _incomplete_uploads(folder) -> list:
@@ -344,7 +359,8 @@ def finish_parts(plan: PartPlan, results: list[ReleaseResult], elapsed_s: float,
             if entry.name.startswith("part-") and entry.name not in keep:
                 entry.delete()
     out = MultiPartResult(destination=plan.folder.display, spec=results[0].spec, parts=results,
-                          manifest=manifest.display)
+                          manifest=manifest.display, rows_kept=int(sum(plan.kept.values())),
+                          parts_kept=len(plan.kept))
     for r in results:
         out.rows_read += r.rows_read
         out.rows_written += r.rows_written
@@ -408,21 +424,91 @@ def unpublish(plan: PartPlan) -> None:
     plan.folder.child(MANIFEST_NAME).delete()
 
 
-#: a multi-part release's plan, written before its first part (skipped by readers: "_")
-PLAN_NAME = "_iwpfast_plan.json"
+from ..io.parts import PLAN_NAME  # noqa: E402  (re-exported: the plan file's name)
 
 
-def _plan_document(plan: PartPlan) -> dict:
+def _plan_document(plan: PartPlan, fingerprints: list | None = None) -> dict:
     """What makes two runs the same release: the inputs, their split into parts, the spec (its
-    metadata, which holds no seed) and the part format; and the release id the parts carry."""
-    return {"release_id": plan.release_id, "extension": plan.extension,
-            "inputs": [loc.display for loc in plan.inputs],
-            "row_ranges": None if plan.row_ranges is None else
-            [None if r is None else [int(r[0]), int(r[1])] for r in plan.row_ranges],
-            "spec": plan.spec.to_metadata()}
+    metadata, which holds no seed) and the part format; the release id the parts carry; and
+    each input's fingerprint (``input_fingerprint``)."""
+    doc = {"release_id": plan.release_id, "extension": plan.extension,
+           "inputs": [loc.display for loc in plan.inputs],
+           "row_ranges": None if plan.row_ranges is None else
+           [None if r is None else [int(r[0]), int(r[1])] for r in plan.row_ranges],
+           "spec": plan.spec.to_metadata()}
+    if fingerprints is not None:
+        doc["fingerprints"] = fingerprints
+    return doc
 
 
-def _resumed(plan: PartPlan) -> PartPlan:
+#: bytes at the end of a non-Parquet input that its fingerprint hashes
+FINGERPRINT_TAIL_BYTES = 1 << 16
+#: a Parquet footer longer than this is hashed over its last FINGERPRINT_TAIL_BYTES only
+FINGERPRINT_FOOTER_MAX = 1 << 24
+
+
+def input_fingerprint(loc) -> dict:
+    """What a resume compares of one input file: its size, its modification time and a SHA-256
+    of its Parquet footer (row groups, row counts, column statistics and offsets: it changes
+    when the content does) -- of its last 64 KiB for other formats.  One stat and one read of
+    the file's end, never its data."""
+    import hashlib
+
+    if loc.local:
+        st = os.stat(loc.path)
+        size, mtime = int(st.st_size), int(st.st_mtime_ns)
+    else:
+        info = loc.fs.get_file_info(loc.path)
+        size = int(info.size or 0)
+        mtime = None if info.mtime is None else int(info.mtime.timestamp() * 1e9)
+    tail = min(size, FINGERPRINT_TAIL_BYTES)
+    with (open(loc.path, "rb") if loc.local else loc.open_input_file()) as fh:
+        fh.seek(size - tail)
+        end = fh.read(tail)
+        what = "tail"
+        if size >= 12 and end[-4:] == b"PAR1":
+            footer = int.from_bytes(end[-8:-4], "little") + 8
+            if footer <= min(size, FINGERPRINT_FOOTER_MAX):
+                fh.seek(size - footer)
+                end = fh.read(footer)
+                what = "parquet_footer"
+    return {"size": size, "mtime_ns": mtime, what: hashlib.sha256(end).hexdigest()}
+
+
+def _fingerprints(plan: PartPlan) -> list:
+    """[[display, fingerprint], ...] of the plan's distinct input files, in order."""
+    from ..io.filesystem import map_bounded
+
+    unique = list({loc.display: loc for loc in plan.inputs}.values())
+    return [[loc.display, fp] for loc, fp in zip(
+        unique, map_bounded(input_fingerprint, unique), strict=True)]
+
+
+def _changed_input(stored, current) -> str | None:
+    """The first input whose fingerprint differs, said with what changed (None: all the same)."""
+    if not isinstance(stored, list):
+        return ("the unfinished run's plan records no fingerprint of its inputs (written by an "
+                "older iwpfast), so they cannot be checked")
+    before = {str(name): fp for name, fp in stored if isinstance(fp, dict)}
+    for name, fp in current:
+        old = before.get(name)
+        if old is None:
+            return f"the input {name!r} is not among the unfinished run's inputs"
+        changes = []
+        if old.get("size") != fp["size"]:
+            changes.append(f"size {old.get('size')} -> {fp['size']} bytes")
+        for key, said in (("parquet_footer", "Parquet footer"), ("tail", "last 64 KiB")):
+            if key in fp or key in old:
+                if old.get(key) != fp.get(key):
+                    changes.append(f"its {said} differs")
+        if old.get("mtime_ns") != fp["mtime_ns"]:
+            changes.append("modification time changed")
+        if changes:
+            return f"the input {name!r} changed since the unfinished run started ({', '.join(changes)})"
+    return None
+
+
+def _resumed(plan: PartPlan, fingerprints: list) -> PartPlan:
     """The plan of a resumed run: the release id of the unfinished run whose plan file lies in
     the folder (refused if that run had other inputs, split or spec), and its finished parts
     kept (a part is there only once it was written whole: parts are published atomically)."""
@@ -448,6 +534,14 @@ def _resumed(plan: PartPlan) -> PartPlan:
         raise InvalidInputError(
             f"resume: the unfinished release in {plan.folder.display!r} was started with other "
             f"{' and '.join(differ)}; resume with the same inputs, options and spec, or pass "
+            f"overwrite=True (CLI: --overwrite) to release everything again")
+    changed = _changed_input(doc.get("fingerprints"), fingerprints)
+    if changed is not None:
+        # the kept parts hold noisy copies of the inputs as they were: releasing changed (e.g.
+        # swapped) inputs next to them would publish rows twice, under independent noise
+        raise InvalidInputError(
+            f"resume: {changed}; the kept parts were released from the inputs as they were, and "
+            f"resuming could release their rows twice. Restore the inputs, or pass "
             f"overwrite=True (CLI: --overwrite) to release everything again")
     plan = replace(plan, release_id=str(doc["release_id"]), resumable=True)
     listed = {e.name for e in plan.folder.listdir()}
@@ -480,13 +574,19 @@ def start_parts(source, destination, spec, options: ReleaseOptions) -> PartPlan:
     from ..io.filesystem import write_bytes_atomic
 
     plan = plan_parts_with(source, destination, spec, options)
+    try:
+        fingerprints = _fingerprints(plan)
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot read the inputs of {plan.folder.display!r}: "
+                                 f"{exc.strerror or exc}") from None
     if options.resume:
-        plan = _resumed(plan)
+        plan = _resumed(plan, fingerprints)
     elif options.overwrite:
         unpublish(plan)
     import json
     write_bytes_atomic(plan.folder.child(PLAN_NAME),
-                       json.dumps(_plan_document(plan), sort_keys=True).encode(), overwrite=True)
+                       json.dumps(_plan_document(plan, fingerprints), sort_keys=True).encode(),
+                       overwrite=True)
     return plan
 
 
