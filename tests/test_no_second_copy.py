@@ -123,7 +123,7 @@ def test_a_resume_over_swapped_inputs_is_refused_naming_the_input(raw, tmp_path,
     (raw / "f0.parquet").write_bytes(b)
     (raw / "f1.parquet").write_bytes(a)                    # the audit's swap
     with pytest.raises(InvalidInputError, match=r"resume: the input '.*f0.parquet' changed .*"
-                                                r"size \d+ -> \d+ bytes.*Parquet footer differs.*--overwrite"):
+                                                r"size \d+ -> \d+ bytes.*footer differs.*--overwrite"):
         release(raw, out, spec(), FEATURES, "y", resume=True)
     # a copy of a kept input into one not yet released is the same duplication
     for i, data in enumerate((a, b)):
