@@ -124,3 +124,33 @@ def test_a_dead_endpoint_is_one_error_line_with_bounded_retries(capsys):
         lines = text.strip().splitlines()
         assert code == 2 and len(lines) == 1 and lines[0].startswith("iwpfast: error:"), text
         assert "Traceback" not in text and SECRET not in text and KEY not in text
+
+
+def test_a_single_file_release_removes_a_killed_runs_staging_key_and_upload(s3):
+    """Issue 35: a killed single-file release left a staging key (or an incomplete multipart
+    upload of one); the next run into the destination removes both before it writes."""
+    client = _boto(s3)
+    staged = "single/.out.parquet.0123456789ab.tmp"
+    client.put_object(Bucket="bkt", Key=staged, Body=b"noisy rows")
+    upload = client.create_multipart_upload(Bucket="bkt", Key="single/.out.parquet.abcdefabcdef.tmp")
+    client.upload_part(Bucket="bkt", Key="single/.out.parquet.abcdefabcdef.tmp", PartNumber=1,
+                       UploadId=upload["UploadId"], Body=b"noisy rows" * 100)
+    client.put_object(Bucket="bkt", Key="single/.other.parquet.0123456789ab.tmp", Body=b"not ours")
+    with pytest.warns(UserWarning, match="removed 2 staging file"):
+        release(s3.uri("bkt/raw/f0.parquet"), s3.uri("bkt/single/out.parquet"), _spec())
+    assert s3.keys("bkt/single") == ["bkt/single/.other.parquet.0123456789ab.tmp",
+                                     "bkt/single/out.parquet"]
+    assert client.list_multipart_uploads(Bucket="bkt").get("Uploads", []) == []
+
+
+def test_a_failed_multipart_release_leaves_no_marker_object(s3):
+    """pyarrow keeps a 0-byte ``prefix/`` object when the last key under a prefix is deleted: a
+    failed release removes it too (nothing is left at the destination)."""
+    client = _boto(s3)
+    fs = s3.filesystem()
+    pq.write_table(pa.table({"a": [0.5, 0.2]}), "bkt/bad/f1.parquet", filesystem=fs)   # no y
+    pq.write_table(pa.table({"a": [0.5, 0.2], "y": [0, 1]}), "bkt/bad/f0.parquet", filesystem=fs)
+    with pytest.raises(InvalidInputError, match="not found"):
+        release(s3.uri("bkt/bad/"), s3.uri("bkt/failed/rel/"), _spec())
+    listed = client.list_objects_v2(Bucket="bkt", Prefix="failed").get("Contents", [])
+    assert listed == []

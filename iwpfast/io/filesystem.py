@@ -469,6 +469,23 @@ def abort_uploads(folder: Location, keys: list[str]) -> None:
                                                   UploadId=upload["UploadId"])
 
 
+def drop_empty_marker(folder: Location) -> None:
+    """Delete the 0-byte ``prefix/`` marker object that pyarrow's S3 filesystem leaves when the
+    last object under a prefix is deleted (it "keeps the directory"), when nothing else lies
+    under the prefix: a failed release leaves nothing behind.  With boto3 only (pyarrow's own
+    ``delete_dir`` would create the parent's marker in turn); elsewhere nothing to do."""
+    client = _s3_client(folder)
+    if client is None:
+        return
+    bucket, _, prefix = folder.path.rstrip("/").partition("/")
+    if not prefix:
+        return
+    marker = prefix + "/"
+    listed = client.list_objects_v2(Bucket=bucket, Prefix=marker, MaxKeys=2).get("Contents", [])
+    if [(o["Key"], o["Size"]) for o in listed] == [(marker, 0)]:
+        client.delete_object(Bucket=bucket, Key=marker)
+
+
 def _s3_client(folder: Location):
     """A boto3 S3 client with the connection settings of ``folder``'s pyarrow S3FileSystem, or
     None (not S3, or boto3 not installed)."""

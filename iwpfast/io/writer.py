@@ -241,7 +241,10 @@ class AtomicArrowWriter:
             # closing the stream above published the temporary key (apache/arrow#40502): delete it
             try:
                 self._tmp_loc.delete()
-            except OSError:
+                from .filesystem import drop_empty_marker
+
+                drop_empty_marker(self._tmp_loc.parent())
+            except Exception:   # best effort: the write's own error is what is raised
                 pass
             return
         try:

@@ -415,6 +415,13 @@ def discard_parts(plan: PartPlan) -> None:
             os.rmdir(plan.folder.path)  # only when empty: someone else's file keeps it
         except OSError:
             pass
+    if not plan.folder.local:
+        from ..io.filesystem import drop_empty_marker
+
+        try:
+            drop_empty_marker(plan.folder)  # the 0-byte prefix/ object the deletes left
+        except Exception:               # best effort: the release's own error is raised
+            pass
 
 
 def unpublish(plan: PartPlan) -> None:
