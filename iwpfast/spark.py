@@ -16,10 +16,15 @@ and fit an estimator on one, where the rows are -- on the executors.
   metadata (its noise) comes from the files ``df`` was read from (``spark.read.parquet(
   "release/")``: ``df.inputFiles()``) or from ``release=`` (the release's path, or its metadata).
 
-Keys: without a seed every partition draws fresh OS entropy on its executor (the key never leaves
-the task); with a seed (simulations only) partition i uses the key derived from (seed, i).  A
-retried or speculative task writes its part again.  PySpark is imported only inside these
-functions: ``import iwpfast`` never imports it.
+Keys: one key is drawn for the release on the driver (``NoiseKey.from_os_entropy()``, never
+written or logged; with a seed -- simulations only -- ``NoiseKey.from_seed(seed)``), and partition
+i's task derives its part's key from it (``root.derive("part", i)``), so a retried task draws the
+same keystream.  Each attempt writes its part to an owner-only staging file and renames it onto
+``part-<i>``: one name per partition, so at most one published copy of its rows; the driver
+removes every staging file (a killed attempt's) before it writes the manifest, and refuses to
+publish when the parts' rows differ from what the tasks reported.  Speculative execution
+(``spark.speculation``): docs/release.md "No second noisy copy".  PySpark is imported only inside
+these functions: ``import iwpfast`` never imports it.
 """
 from __future__ import annotations
 
@@ -85,7 +90,7 @@ def release_dataframe(df, destination, spec, *, features, label, overwrite: bool
     Returns the manifest (``row_count``, ``parts``, ``release_id``, the release's metadata).
     """
     from .io.filesystem import is_uri, resolve
-    from .io.parts import part_name, write_manifest
+    from .io.parts import folder_manifest, part_name, write_manifest_document
     from .privacy.multipart import new_release_id, prepare_release_folder
     from .privacy.options import resolve_spec
     from .privacy.randomness import NoiseKey
@@ -124,18 +129,58 @@ def release_dataframe(df, destination, spec, *, features, label, overwrite: bool
                                      record_batch_rows=rows)
 
     partitions = df.rdd.getNumPartitions()
+    if str(df.sparkSession.conf.get("spark.speculation", "false")).lower() == "true":
+        import warnings
+
+        warnings.warn(
+            "spark.speculation is on: a losing speculative attempt that Spark has not yet killed "
+            "when the job ends can leave its owner-only staging file in the folder after the "
+            "release is published (never a second published part: docs/release.md \"No second "
+            "noisy copy\"); run releases with spark.speculation=false", UserWarning, stacklevel=2)
     try:
         summary = df.mapInArrow(per_partition, _SUMMARY_SCHEMA).collect()
+        released = _released_rows(summary, partitions)
+        # every staging file removed first (a killed attempt's noisy copy), then the parts'
+        # rows checked against the tasks' before anything is published
+        manifest = folder_manifest(folder)
+        written = {int(p["index"]): int(p["rows"]) for p in manifest["parts"]}
+        if written != released:
+            differ = sorted(i for i in set(written) | set(released)
+                            if written.get(i) != released.get(i))
+            raise InvalidInputError(
+                f"part(s) {differ[:5]} of {folder.display!r} hold other rows than their tasks "
+                f"released (e.g. part {differ[0]}: {written.get(differ[0])} rows written, "
+                f"{released.get(differ[0])} released): a part was written twice or changed while "
+                f"the job ran; nothing is published: release again with overwrite=True")
+        write_manifest_document(folder, manifest)
     except BaseException:
-        # nothing was published; the parts this job may have written are deleted
+        # nothing is published: the manifest (if written), the parts and every staging file of
+        # this job are deleted
+        from .io.parts import MANIFEST_NAME, remove_temporaries
+
+        folder.child(MANIFEST_NAME).delete()
         for i in range(partitions):
             folder.child(part_name(i)).delete()
+        try:
+            remove_temporaries(folder)
+        except Exception:
+            pass
         raise
-    manifest = write_manifest(text, filesystem=None if is_uri(text) else filesystem)
-    if manifest["row_count"] != sum(int(row["rows"]) for row in summary):
-        raise InvalidInputError("the parts' rows differ from what the tasks released; release "
-                                "again (a part was changed while the job ran)")
     return manifest
+
+
+def _released_rows(summary, partitions: int) -> dict:
+    """{part: rows} of the tasks' summaries; a part reported twice is refused (its rows would be
+    in the release twice)."""
+    released: dict = {}
+    for row in summary:
+        part = int(row["part"])
+        if part in released or not 0 <= part < partitions:
+            raise InvalidInputError(
+                f"part {part} was reported {'twice' if part in released else 'out of range'} by "
+                f"the job's tasks: its rows may have been written twice; nothing is published")
+        released[part] = int(row["rows"])
+    return released
 
 
 # ------------------------------------------------------------------------------------ training

@@ -270,8 +270,19 @@ def write_manifest(folder, *, filesystem=None) -> dict:
     """Write (or rewrite) the manifest of a folder of parts from the parts' own metadata.
 
     For parts written by other tools (the Spark recipe) or to publish a release whose manifest
-    was lost; checks that the parts belong together and that no index is missing."""
+    was lost; checks that the parts belong together and that no index is missing, and removes
+    every staging file first (``remove_temporaries``: a killed attempt's noisy copy is never
+    left next to the published release)."""
     loc = resolve(folder, filesystem)
+    doc = folder_manifest(loc)
+    write_manifest_document(loc, doc)
+    return doc
+
+
+def folder_manifest(loc: Location) -> dict:
+    """The manifest document of the parts in ``loc`` (checked as ``write_manifest`` says),
+    after removing the staging files there; nothing is written."""
+    remove_temporaries(loc)
     files = [e for e in loc.listdir() if e.name.startswith("part-")]
     if not files:
         raise InvalidInputError(f"{loc.display!r} holds no part-* file; nothing to list")
@@ -300,6 +311,4 @@ def write_manifest(folder, *, filesystem=None) -> dict:
                                f"(again) before writing the manifest")
     if release_metadata is None:                 # the parts' metadata were read just above
         raise InvalidInputError(f"{loc.display!r}: the parts carry no release metadata")
-    doc = manifest_document(metas[0][PART_KEY]["release_id"], parts, release_metadata)
-    write_manifest_document(loc, doc)
-    return doc
+    return manifest_document(metas[0][PART_KEY]["release_id"], parts, release_metadata)
