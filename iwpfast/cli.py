@@ -45,12 +45,36 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     """Entry point of the console script; returns the exit status.  Everything it prints (results,
-    warnings, progress, errors, argparse's messages) goes through ``redact_credentials``."""
+    warnings, progress, errors, argparse's messages) goes through ``redact_credentials``.
+
+    A Ctrl-C (SIGINT) ends the command with status 130 and nothing published, wherever it lands
+    until the command's output is published; from then on it is let pass (the command finishes
+    and exits 0: its output is complete).  See ``outputs.FINAL_OUTPUT_PUBLISHED``."""
+    import signal
+    import threading
+
+    from .io.outputs import FINAL_OUTPUT_PUBLISHED
+
     out, err = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = _Redacting(out), _Redacting(err)
+    FINAL_OUTPUT_PUBLISHED.clear()
+
+    def interrupted(signum, frame):
+        if not FINAL_OUTPUT_PUBLISHED.is_set():
+            raise KeyboardInterrupt
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, interrupted) if main_thread else None
     try:
         return _main(argv)
+    except KeyboardInterrupt:
+        print("iwpfast: interrupted", file=sys.stderr)
+        return 130
     finally:
+        # once the output is published, a Ctrl-C while the process exits is let pass too (the
+        # handler stays); otherwise the caller's handler comes back
+        if main_thread and not FINAL_OUTPUT_PUBLISHED.is_set():
+            signal.signal(signal.SIGINT, previous)
         sys.stdout, sys.stderr = out, err
 
 

@@ -261,6 +261,8 @@ def run(args) -> int:
     with warnings.catch_warnings():
         # Show each warning once, as one plain line (not Python's file:line form).
         warnings.simplefilter("always")
+        # the interpreter's and Dask's own (an unclosed socket or file): not iwpfast's to print
+        warnings.simplefilter("ignore", ResourceWarning)
         warnings.showwarning = _show_warning
         from . import cluster_client
 

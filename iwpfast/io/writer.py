@@ -35,7 +35,7 @@ from .filesystem import (
     staging_name,
 )
 from .formats import OUTPUT_FORMATS, output_format
-from .outputs import check_writable_folder, local_kind, refuse_existing
+from .outputs import FINAL_OUTPUT_PUBLISHED, check_writable_folder, local_kind, refuse_existing
 
 # re-exported: callers import the output format from here
 __all__ = ["FORMATS", "output_format", "check_destination", "AtomicArrowWriter"]
@@ -70,12 +70,15 @@ class AtomicArrowWriter:
 
     def __init__(self, destination, schema: pa.Schema, *, format: str | None = None,
                  overwrite: bool = False, compression: str | dict | None = "snappy",
-                 dictionary_columns: list[str] | None = None, filesystem=None):
+                 dictionary_columns: list[str] | None = None, filesystem=None,
+                 final: bool = False):
         # a local Path, or a Location on another filesystem (self.remote): each branch below uses
         # one of them, which a flag cannot tell the type checker (hence Any); same for _tmp
         self.destination: Any = cast(Any, check_destination(destination, overwrite, filesystem))
         self.format = output_format(self.destination, format)
         self.overwrite = overwrite
+        #: the command's final output (``outputs.FINAL_OUTPUT_PUBLISHED`` once it is in place)
+        self.final = final
         self.schema = schema
         # A dict {column: codec} sets Parquet compression per column (IPC: no compression).
         self.compression = None if compression in (None, "none", "uncompressed") else compression
@@ -205,15 +208,18 @@ class AtomicArrowWriter:
     def _publish(self) -> None:
         if self.remote:
             publish(self._tmp_loc, self.destination, overwrite=self.overwrite)
+            self._published()
             return
         make_public_mode(str(self._tmp))
         if self.overwrite:
             os.replace(self._tmp, self.destination)
+            self._published()
             return
         # Without overwrite, a file that appeared meanwhile must not be replaced: link() fails
         # if the name exists, atomically.
         try:
             os.link(self._tmp, self.destination)
+            self._published()
         except FileExistsError:
             raise InvalidInputError(
                 f"destination {str(self.destination)!r} appeared while writing; pass overwrite=True "
@@ -225,8 +231,13 @@ class AtomicArrowWriter:
                     f"destination {str(self.destination)!r} already exists; pass overwrite=True"
                 ) from None
             os.replace(self._tmp, self.destination)
+            self._published()
             return
         self._tmp.unlink()
+
+    def _published(self) -> None:
+        if self.final:
+            FINAL_OUTPUT_PUBLISHED.set()
 
     def abort(self) -> None:
         """Close and delete the temporary file (idempotent)."""

@@ -164,7 +164,7 @@ def _write(src, destination, spec: ReleaseSpec, options: ReleaseOptions, part, p
     try:
         with AtomicArrowWriter(destination, schema, format=options.format,
                                overwrite=options.overwrite, compression=_codecs(spec, options.compression),
-                               dictionary_columns=dictionary) as writer:
+                               dictionary_columns=dictionary, final=part is None) as writer:
             # with dropped rows, the output is cut into batches (Parquet row groups, IPC record
             # batches) of exactly batch_rows rows: their sizes would otherwise say how many rows
             # were dropped, and where
