@@ -97,9 +97,16 @@ def _main(argv) -> int:
         # the network or the storage (an unreachable S3 endpoint after its bounded retries, a
         # full disk...): one line, no traceback
         # (redacted by main's _Redacting stderr, as every line printed)
+        import errno
+
         text = " ".join(str(exc).split())
-        print(f"iwpfast: error: {text}; check the path or URI, the network and the credentials",
-              file=sys.stderr)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            fix = "free space on that file system (or raise the quota), or write elsewhere"
+        elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            fix = "choose a path you can write to"
+        else:
+            fix = "check the path or URI, the network and the credentials"
+        print(f"iwpfast: error: {text}; {fix}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("iwpfast: interrupted", file=sys.stderr)

@@ -59,8 +59,11 @@ def local_client(n_workers: int, *, dashboard: bool = False):
     if int(n_workers) < 1:
         raise InvalidInputError(f"--workers {n_workers}: give at least 1 worker")
     with dask.config.set(WORKER_CONFIG):
+        # the scheduler always serves HTTP (health, metrics): on a free port (":0"), never the
+        # default 8787 ("Port 8787 is already in use" when another cluster runs); the dashboard
+        # itself only when asked
         cluster = LocalCluster(n_workers=int(n_workers), threads_per_worker=1, processes=True,
-                               dashboard_address=":0" if dashboard else None)
+                               dashboard_address=":0", scheduler_kwargs={"dashboard": dashboard})
     client = Client(cluster)
     client._iwpfast_cluster = cluster  # closed with the client by close_client
     return client

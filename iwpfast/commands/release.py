@@ -99,7 +99,8 @@ def register(subparsers) -> None:
     ey.add_argument("--public-labels", action="store_true",
                     help="release the labels WITHOUT noise (they are then not protected)")
     p.add_argument("--classes", nargs="+", metavar="CLASS",
-                   help="the label's classes (its values, numbers or strings, in order): k >= 3 classes go "
+                   help="the label's classes (its values, numbers or strings, in order; one per argument: "
+                        "quote a name with spaces, \"no diploma\"): k >= 3 classes go "
                         "through k-ary randomized response and are written as their index 0..k-1; "
                         "values outside them are an error (or dropped with --on-invalid drop)")
     p.add_argument("--mechanism", choices=["gaussian", "laplace"], default="gaussian",
@@ -158,11 +159,15 @@ def register(subparsers) -> None:
 
 
 def parse_classes(tokens):
-    """--classes tokens: integers and decimal numbers become numbers, anything else stays a string."""
+    """--classes tokens: one class per argument (``"no diploma"`` is one class: its space is part
+    of its name), or several in one argument separated by commas (``c0,c1,c2``).  Integers and
+    decimal numbers become numbers, anything else stays a string; one non-number makes them all
+    names."""
     if tokens is None:
         return None
+    names = [piece.strip() for token in tokens for piece in token.split(",") if piece.strip()]
     values = []
-    for token in split_names(tokens):
+    for token in names:
         for convert in (int, float):
             try:
                 values.append(convert(token))
@@ -172,7 +177,7 @@ def parse_classes(tokens):
         else:
             values.append(token)
     if any(isinstance(v, str) for v in values):       # one non-number: all are names
-        values = split_names(tokens)
+        values = names
     return values
 
 

@@ -30,6 +30,11 @@ TAIL_SCALES = 40.0
 #: discrete Gaussian)
 SNAP_FRACTION = 1e-6
 _MANTISSA_BITS = {"float32": 24, "float64": 53}
+#: the epsilon_x the mechanism calibrates exactly for every bound from 1e-6 to 1e6 and both
+#: dtypes (below about 1e-5 the float32 grid that keeps the outputs exact is coarser than the
+#: bound; above about 2.5e5 the rate reaches 2^62)
+LAPLACE_EPSILON_MIN = 1e-5
+LAPLACE_EPSILON_MAX = 1e5
 _TWO62 = 1 << 62
 
 
@@ -55,8 +60,15 @@ class LaplaceLaw:
 
     @property
     def epsilon_effective(self) -> float:
-        """2 N lambda, rounded up: the exact guarantee (<= epsilon)."""
-        return math.nextafter(float(Fraction(2 * self.n_max * self.rate, _TWO62)), math.inf)
+        """2 N lambda, the exact guarantee, as the smallest double >= it: never below the true
+        value and never above ``epsilon`` (2 N lambda <= epsilon exactly, and epsilon is a
+        double; rounding up by one more ulp, as before, stored 1 ulp above epsilon when
+        2 N lambda = epsilon)."""
+        exact = Fraction(2 * self.n_max * self.rate, _TWO62)
+        value = float(exact)
+        if Fraction(value) < exact:
+            value = math.nextafter(value, math.inf)
+        return value
 
     @property
     def scale(self) -> float:
@@ -106,15 +118,22 @@ def calibrate_laplace(epsilon: float, bound: float, p: int, dtype: str = "float3
                                 "scaled features)")
     if dtype not in _MANTISSA_BITS:
         raise InvalidInputError(f"dtype={dtype!r}; choose float32 or float64")
+    if not LAPLACE_EPSILON_MIN <= epsilon <= LAPLACE_EPSILON_MAX:
+        raise InvalidInputError(
+            f"epsilon_x={epsilon!r} is outside what the discrete Laplace mechanism calibrates "
+            f"exactly ({LAPLACE_EPSILON_MIN:g} to {LAPLACE_EPSILON_MAX:g}: below, the noise's "
+            f"grid would be coarser than any bound; above, its rate leaves the sampler's range); "
+            f"use an epsilon_x between {LAPLACE_EPSILON_MIN:g} and {LAPLACE_EPSILON_MAX:g}")
     grid = choose_grid(float(epsilon), float(bound), dtype)
     n_max = math.floor(Fraction(bound) / Fraction(grid))
     if n_max < 1:
         raise InvalidInputError(f"bound={bound!r} is below the grid {grid:g}; use a larger bound")
     rate = math.floor(Fraction(epsilon) * _TWO62 / (2 * n_max))
-    if not 2**20 <= rate < _TWO62:
-        raise InvalidInputError(
-            f"epsilon_x={epsilon!r} with bound={bound!r} gives a noise rate {rate / _TWO62:.3g} per grid "
-            "unit outside what the sampler represents exactly; use an epsilon_x between 1e-6 and 1e3")
+    if not 2**20 <= rate < _TWO62:      # never inside the accepted range (checked for every
+        raise InvalidInputError(        # bound from 1e-6 to 1e6 and both dtypes)
+            f"epsilon_x={epsilon!r} with bound={bound!r} gives a noise rate {rate / _TWO62:.3g} per "
+            f"grid unit outside what the sampler represents exactly; use an epsilon_x between "
+            f"{LAPLACE_EPSILON_MIN:g} and {LAPLACE_EPSILON_MAX:g} and a bound between 1e-6 and 1e6")
     return LaplaceLaw(grid, rate, n_max, float(epsilon), int(p), dtype)
 
 
