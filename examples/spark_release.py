@@ -15,10 +15,11 @@ DataFrame on the executors (``iwpfast.spark.fit_dataframe``, 'auto' hyper-parame
 
 Keys: without ``--seed`` the driver draws one fresh key from OS entropy for the release and each
 partition derives its own from it (``key.derive("part", i)``), so a retried task (Spark
-speculation or failure) writes its part again with the same noise, replacing the earlier attempt
-(a leftover copy adds nothing).  The key travels to the executors in the job's closure: enable
-Spark's RPC encryption (``spark.network.crypto.enabled``) on a shared network.  Nothing is
-published before the manifest.
+speculation or failure) writes its part again from the same keystream, replacing the earlier
+attempt under the part's one name; a killed attempt's owner-only staging file is removed before
+the manifest (docs/release.md "No second noisy copy").  The key travels to the executors in the
+job's closure: enable Spark's RPC encryption (``spark.network.crypto.enabled``) on a shared
+network.  Nothing is published before the manifest.
 
 A destination that already holds a release (or files of another run) is refused and left as it
 is; with ``--overwrite`` the old release is replaced whole before any partition runs

@@ -135,7 +135,8 @@ def register(subparsers) -> None:
     p.add_argument("--resume", action="store_true",
                    help="multi-part release (OUT/): continue an unfinished run of the same "
                         "plan (killed, or failed with --resume): its finished parts are kept and "
-                        "only the missing ones released; if this run fails too, its finished "
+                        "only the missing ones released; refused if an input changed since (size, "
+                        "modification time, Parquet footer); if this run fails too, its finished "
                         "parts are kept for the next --resume")
     p.add_argument("--part-retries", type=int, default=None, metavar="N",
                    help="multi-part release: tries of a part after a transient (I/O) error "

@@ -461,6 +461,7 @@ def input_fingerprint(loc) -> dict:
     the file's end, never its data."""
     import hashlib
 
+    mtime: int | None
     if loc.local:
         st = os.stat(loc.path)
         size, mtime = int(st.st_size), int(st.st_mtime_ns)
