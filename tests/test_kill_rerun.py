@@ -254,6 +254,18 @@ def test_spark_killed_task_is_retried_and_leaves_no_second_copy(tmp_path):
                             "y": r.integers(0, 2, n)})
         df = session.createDataFrame(pdf).repartition(2)
         marker = str(tmp_path / "killed-once")
+        out = tmp_path / "rel"
+
+        def writer_pid(staged: str):
+            """The process holding ``staged`` open: the Python worker writing the part."""
+            for pid in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    fds = os.listdir(f"/proc/{pid}/fd")
+                    if any(os.readlink(f"/proc/{pid}/fd/{fd}") == staged for fd in fds):
+                        return int(pid)
+                except OSError:
+                    continue
+            return None
 
         def killer(batches):
             from pyspark import TaskContext
@@ -262,18 +274,24 @@ def test_spark_killed_task_is_retried_and_leaves_no_second_copy(tmp_path):
             if ctx.partitionId() == 1 and ctx.attemptNumber() == 0 and not os.path.exists(marker):
                 open(marker, "w").close()
                 yield from order[: len(order) // 2]
-                time.sleep(2.0)                  # the part's writer stages what it got
-                os.kill(os.getpid(), signal.SIGKILL)
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline:   # the part's writer stages what it got
+                    staged = [n for n in os.listdir(out) if n.startswith(".part-000001")]
+                    if staged and os.path.getsize(out / staged[0]) > 0:
+                        break
+                    time.sleep(0.05)
+                pid = writer_pid(str(out / staged[0])) if staged else None
+                os.kill(pid or os.getpid(), signal.SIGKILL)       # the writing worker
+                time.sleep(5)
             if ctx.attemptNumber() > 0:
                 order = order[::-1]              # the retry sees the rows in another order
             yield from order
 
         killed = df.mapInArrow(killer, df.schema)
-        out = tmp_path / "rel"
         with __import__("warnings").catch_warnings():
             __import__("warnings").simplefilter("ignore")
             manifest = release_dataframe(killed, str(out) + "/", spec(), features=["a", "b"],
-                                         label="y")
+                                         label="y", record_batch_rows=10000)
         assert os.path.exists(marker)                                 # the kill happened
         assert manifest["row_count"] == n
         assert _staged(out) == []

@@ -228,3 +228,45 @@ def test_laplace_epsilon_limits_blame_epsilon_and_match_what_is_accepted():
     for eps in (np.nextafter(LAPLACE_EPSILON_MIN, 0), np.nextafter(LAPLACE_EPSILON_MAX, np.inf)):
         with pytest.raises(InvalidInputError, match="between 1e-05 and 100000"):
             calibrate_laplace(float(eps), 1.0, 3)
+
+
+# ---------------------------------------------------------------- interrupts
+FIRST_BATCH = """
+import sys
+from iwpfast.privacy import ReleaseSpec, release, file_release
+assert "pandas" not in sys.modules
+state = {"writing": False, "pandas_while_writing": None}
+write_chunks = file_release._write_chunks
+
+def watched(*args, **kwargs):
+    state["writing"] = True
+    return write_chunks(*args, **kwargs)
+
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "pandas" and state["pandas_while_writing"] is None:
+            state["pandas_while_writing"] = state["writing"]
+        return None
+
+sys.meta_path.insert(0, Watch())
+file_release._write_chunks = watched
+spec = ReleaseSpec(epsilon_x=1.0, delta=1e-5, bound=1.0, epsilon_y=1.0, ranges="a=-1:1,b=-1:1")
+release(sys.argv[1] + "/raw.parquet", sys.argv[1] + "/rel.parquet", spec, ["a", "b"], "y")
+print(state["pandas_while_writing"])
+"""
+
+
+def test_the_release_imports_pandas_before_its_first_batch(tmp_path):
+    """pyarrow imports pandas lazily on its first conversion: a Ctrl-C landing in that import
+    (the first batch) was swallowed or gave a traceback of a half-imported pandas.  The release
+    imports it before reading its first batch."""
+    import subprocess
+    import sys
+    r = np.random.default_rng(0)
+    pq.write_table(pa.table({"a": r.uniform(-1, 1, 500), "b": r.uniform(-1, 1, 500),
+                             "y": r.integers(0, 2, 500)}), tmp_path / "raw.parquet")
+    run = subprocess.run([sys.executable, "-c", FIRST_BATCH, str(tmp_path)], capture_output=True,
+                         text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split()[-1] == "False"     # imported, but not among the batches
