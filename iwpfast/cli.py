@@ -49,11 +49,11 @@ def main(argv=None) -> int:
 
     A Ctrl-C (SIGINT) ends the command with status 130 and nothing published, wherever it lands
     until the command's output is published; from then on it is let pass (the command finishes
-    and exits 0: its output is complete).  See ``outputs.FINAL_OUTPUT_PUBLISHED``."""
+    and exits 0: its output is complete).  See ``filesystem.FINAL_OUTPUT_PUBLISHED``."""
     import signal
     import threading
 
-    from .io.outputs import FINAL_OUTPUT_PUBLISHED
+    from .io.filesystem import FINAL_OUTPUT_PUBLISHED
 
     out, err = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = _Redacting(out), _Redacting(err)

@@ -229,7 +229,7 @@ def run(args) -> int:
     from . import print_warnings
     print_warnings(caught)
     model.save(args.out, overwrite=args.overwrite)
-    from ..io.outputs import FINAL_OUTPUT_PUBLISHED
+    from ..io.filesystem import FINAL_OUTPUT_PUBLISHED
 
     FINAL_OUTPUT_PUBLISHED.set()            # the model is written: a Ctrl-C now changes nothing
     tel = model.telemetry_

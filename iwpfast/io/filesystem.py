@@ -22,6 +22,7 @@ import fnmatch
 import os
 import posixpath
 import re
+import threading
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,10 @@ from typing import Any
 from ..exceptions import InvalidInputError
 
 _GLOB_CHARS = "*?["
+#: set the moment a command's final output is published (a single-file release renamed into
+#: place, a multi-part release's manifest written, a model saved): from then on the CLI lets a
+#: Ctrl-C pass, so that exit status 130 always means "nothing published" (``iwpfast.cli``)
+FINAL_OUTPUT_PUBLISHED = threading.Event()
 #: concurrent metadata requests (footers, part checks) of one call: an object store answers each
 #: in milliseconds, so the footers of 10^4 parts read one after the other cost minutes
 METADATA_THREADS = 16

@@ -7,7 +7,6 @@ renamed into place), so an interrupted job leaves no half-written output.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterable
 
 from ..exceptions import InvalidInputError
@@ -19,11 +18,6 @@ def source_files(source) -> list[str]:
 
 
 OVERWRITE_FLAG = "overwrite=True (CLI: --overwrite)"
-
-#: set the moment a command's final output is published (a single-file release renamed into
-#: place, a multi-part release's manifest written): from then on the CLI lets a Ctrl-C pass, so
-#: that exit status 130 always means "nothing published" and 0 "published" (``iwpfast.cli``)
-FINAL_OUTPUT_PUBLISHED = threading.Event()
 
 
 def _same_file(a: str, b: str) -> bool:

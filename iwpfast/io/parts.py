@@ -177,7 +177,7 @@ def write_manifest_document(folder: Location, doc: dict, *, overwrite: bool = Tr
     loc = folder.child(MANIFEST_NAME)
     data = (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode("utf-8")
     write_bytes_atomic(loc, data, overwrite=overwrite)
-    from .outputs import FINAL_OUTPUT_PUBLISHED
+    from .filesystem import FINAL_OUTPUT_PUBLISHED
 
     FINAL_OUTPUT_PUBLISHED.set()
     return loc

@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from ..exceptions import InvalidInputError
 from .filesystem import (
+    FINAL_OUTPUT_PUBLISHED,
     Location,
     create_private_file,
     make_public_mode,
@@ -35,7 +36,7 @@ from .filesystem import (
     staging_name,
 )
 from .formats import OUTPUT_FORMATS, output_format
-from .outputs import FINAL_OUTPUT_PUBLISHED, check_writable_folder, local_kind, refuse_existing
+from .outputs import check_writable_folder, local_kind, refuse_existing
 
 # re-exported: callers import the output format from here
 __all__ = ["FORMATS", "output_format", "check_destination", "AtomicArrowWriter"]
@@ -77,7 +78,7 @@ class AtomicArrowWriter:
         self.destination: Any = cast(Any, check_destination(destination, overwrite, filesystem))
         self.format = output_format(self.destination, format)
         self.overwrite = overwrite
-        #: the command's final output (``outputs.FINAL_OUTPUT_PUBLISHED`` once it is in place)
+        #: the command's final output (``filesystem.FINAL_OUTPUT_PUBLISHED`` once it is in place)
         self.final = final
         self.schema = schema
         # A dict {column: codec} sets Parquet compression per column (IPC: no compression).

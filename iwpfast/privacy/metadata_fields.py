@@ -125,3 +125,24 @@ def noise_from_law(law: str) -> str:
         if name == law:
             return noise
     raise ReleaseSpecError(f"release metadata names an unknown noise law {law!r}; upgrade iwpfast")
+
+
+def check_exact_noise_fields(noise_meta: dict, expected: dict) -> None:
+    """The exact integers of a noise law (the discrete Laplace rate, its denominator and L1
+    clip), its name and ``epsilon_effective``, stored against those recomputed from the
+    parameters: equal, not close (a doubled ``rate_numerator`` is half the noise claimed)."""
+    import math
+
+    from ..exceptions import ReleaseSpecError
+
+    for key in ("law", "rate_numerator", "rate_log2_denominator", "l1_bound_grid_units",
+                "epsilon_effective"):
+        if key not in expected:
+            continue
+        stored, want = noise_meta.get(key), expected[key]
+        same = (stored == want if key != "epsilon_effective" else
+                isinstance(stored, (int, float)) and math.isclose(stored, want, rel_tol=1e-12))
+        if not same:
+            raise ReleaseSpecError(
+                f"release metadata is inconsistent: noise.{key} {stored!r} does not match "
+                f"{want!r} recomputed from the parameters; the file was edited or is corrupt")

@@ -32,6 +32,7 @@ from .metadata_fields import (
     FEATURE_DTYPES,
     MECHANISMS,
     TASKS,
+    check_exact_noise_fields,
     check_metadata_fields,
     noise_from_law,
 )
@@ -795,20 +796,7 @@ class ReleaseSpec:
                     raise ReleaseSpecError(
                         f"release metadata is inconsistent: noise.{key} {stored_v!r} does not match "
                         f"{want!r} recomputed from the parameters; the file was edited or is corrupt")
-            # the exact integers of a law (the discrete Laplace rate, its denominator and L1
-            # clip) and its name: equal, not close (a doubled rate_numerator is half the noise)
-            for key in ("law", "rate_numerator", "rate_log2_denominator", "l1_bound_grid_units",
-                        "epsilon_effective"):
-                if key not in expected:
-                    continue
-                stored_v, want = noise_meta.get(key), expected[key]
-                same = (stored_v == want if key != "epsilon_effective" else
-                        isinstance(stored_v, (int, float)) and math.isclose(stored_v, want,
-                                                                            rel_tol=1e-12))
-                if not same:
-                    raise ReleaseSpecError(
-                        f"release metadata is inconsistent: noise.{key} {stored_v!r} does not match "
-                        f"{want!r} recomputed from the parameters; the file was edited or is corrupt")
+            check_exact_noise_fields(noise_meta, expected)
         return replace(spec, row_count=meta.get("row_count"), seeded=bool(meta.get("seeded", False)))
 
     def _noise_line(self) -> str:

@@ -48,6 +48,7 @@ from ..exceptions import (
     ReleaseSpecError,
 )
 from ..io.reader import ChunkReader
+from ..io.source_base import load_lazy_imports
 from ..io.sources import Source, open_source
 from ..laplace import DiscreteLaplace
 from ..progress import progress_bar
@@ -623,8 +624,6 @@ def fit_stream_here(source, heads: Sequence[Head], *, chunk_rows: int | None = N
         raise InvalidInputError("race= needs drop_diverged=True, epochs=1 and no checkpoint")
     heads, names, epochs = _check_heads(heads, epochs)
     src: Source = source if isinstance(source, Source) else open_source(source)
-    from ..io.source_base import load_lazy_imports
-
     load_lazy_imports()     # before the first batch (and the reader's thread): a clean Ctrl-C
     heads = _resolve_configs(heads, src, trace_every, feature_bound)
     run_unit, finish_unit = _engine(engine)
