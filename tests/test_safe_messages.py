@@ -81,18 +81,28 @@ def test_fit_and_tune_check_out_before_reading_data(people, tmp_path, capsys, mo
     assert main([*base, "--out", str(missing)]) == 2
     err = _err(capsys)
     assert str(missing) in err and "does not exist" in err and "mkdir" in err
+    locked = _locked_folder(tmp_path, monkeypatch)
+    assert main([*base, "--out", str(locked / "m.json")]) == 2
+    err = _err(capsys)
+    assert str(locked / "m.json") in err and "not writable" in err
+    assert read == []                          # refused before a single batch was read
+
+
+def _locked_folder(tmp_path, monkeypatch):
+    """A folder this process may not write (permission bits, and os.access told so: root may
+    write anywhere)."""
     locked = tmp_path / "locked"
     locked.mkdir()
     locked.chmod(0o500)
-    try:
-        if os.access(locked, os.W_OK):          # root writes anywhere: nothing to test
-            return
-        assert main([*base, "--out", str(locked / "m.json")]) == 2
-        err = _err(capsys)
-        assert str(locked / "m.json") in err and "not writable" in err
-    finally:
-        locked.chmod(0o700)
-    assert read == []                          # refused before a single batch was read
+    access = os.access
+
+    def denied(path, mode, *args, **kwargs):
+        if os.path.abspath(path) == str(locked) and mode & os.W_OK:
+            return False
+        return access(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(os, "access", denied)
+    return locked
 
 
 def test_too_little_free_space_is_refused_before_the_release(people, tmp_path, capsys,
@@ -270,3 +280,14 @@ def test_the_release_imports_pandas_before_its_first_batch(tmp_path):
                          env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.split()[-1] == "False"     # imported, but not among the batches
+
+
+def test_a_multipart_destination_is_checked_before_reading(people, tmp_path, monkeypatch):
+    locked = _locked_folder(tmp_path, monkeypatch)
+    spec = ReleaseSpec(epsilon_x=1.0, delta=1e-5, bound=1.0, epsilon_y=1.0, classes=EDU,
+                       ranges="AGEP=0:99,WKHP=0:99")
+    for target in (locked, locked / "rel"):       # into the folder, or a new folder in it
+        with pytest.raises(InvalidInputError, match=f"{locked}.* is not writable"):
+            release(people, str(target) + "/", spec, ["AGEP", "WKHP"], "edu")
+    locked.chmod(0o700)
+    assert os.listdir(locked) == []

@@ -175,6 +175,14 @@ def plan_parts_with(source, destination, spec: ReleaseSpec, options: ReleaseOpti
         if not os.path.isdir(parent):
             raise InvalidInputError(f"directory {parent!r} of the destination does not exist; "
                                     f"create it first")
+    if folder.local:
+        from ..io.outputs import check_writable_folder
+
+        # the folder (or where it is to be made) writable before any data are read (each part's
+        # own space is checked when it starts: release_file)
+        inside = folder.path if kind == "dir" else folder.path.rstrip(os.sep)
+        check_writable_folder(os.path.join(inside, "part-000000") if kind == "dir" else inside,
+                              what="destination")
     published = kind == "dir" and read_manifest(folder) is not None
     if published and not options.overwrite:
         if options.resume:
