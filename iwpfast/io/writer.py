@@ -1,10 +1,11 @@
 """Atomic Parquet / Arrow IPC writing.
 
-Batches go to a hidden staging file (``filesystem.staging_name``, created owner-only: 0600) in the
-destination's directory (same file system, so the
-final rename is atomic); the file appears under its name only when ``commit`` succeeds.  Any
-exception (KeyboardInterrupt included) inside the ``with`` block removes the temporary file, so a
-failed or interrupted write never leaves a partial file at the destination.
+Batches go to a hidden staging file (``filesystem.staging_name``, created owner-only: 0600) in
+the destination's directory (same file system, so the final rename is atomic; the file gets the
+mode of any new file just before it); the file appears under its name only when ``commit``
+succeeds.  Any exception (KeyboardInterrupt included) inside the ``with`` block removes the
+staging file, so a failed or interrupted write never leaves a partial file at the destination; a
+killed process's staging file is removed by the next release into the same destination.
 
 On other filesystems (``s3://...``, any pyarrow or fsspec filesystem, see ``filesystem.py``) the
 temporary file is a hidden key next to the destination, moved into place by ``commit`` (on S3 a
