@@ -80,6 +80,14 @@ def register(subparsers) -> None:
                    help="catch-all category for values outside the declared ones (added when not "
                         "declared); without it such a value stops the release naming column, value "
                         "and row")
+    p.add_argument("--categorical-mechanism", choices=("gaussian", "rr"), default="gaussian",
+                   help="private categorical columns: 'gaussian' (default: one-hot blocks noised "
+                        "with the numeric part at sensitivity sqrt(4B^2+2m)) or 'rr' (one uint8 "
+                        "code per column by k-ary randomized response at --epsilon-cat each; the "
+                        "numeric part keeps sensitivity 2B; total epsilon_x + m epsilon_cat + "
+                        "epsilon_y; learned with --loss exponential). docs/release.md")
+    p.add_argument("--epsilon-cat", type=float, default=None, metavar="E",
+                   help="with --categorical-mechanism rr: each private categorical column's budget")
     p.add_argument("--categories-from-data", nargs="+", default=None, metavar="NAME",
                    help="read these columns' categories from the data (LEAKS PRIVACY: which values "
                         "occur is not protected)")
@@ -263,6 +271,8 @@ def run(args) -> int:
         classes=parse_classes(args.classes),
         categories=categories,
         unknown_category=args.unknown_category,
+        categorical_mechanism=args.categorical_mechanism,
+        epsilon_categorical=args.epsilon_cat,
     )
     with warnings.catch_warnings():
         # Show each warning once, as one plain line (not Python's file:line form).

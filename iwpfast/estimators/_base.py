@@ -164,6 +164,15 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         """
         self._new_pass()
         X = on_filesystem(X, filesystem)
+        from ._rr import fit_rr, rr_release_spec
+        rr_spec = rr_release_spec(X)
+        if rr_spec is not None:
+            # categorical columns as randomized-response codes: their own learner (exponential
+            # loss, exact inverse; docs/math.md "Categorical columns by randomized response")
+            if self._task != "classification":
+                raise InvalidInputError("a release with randomized-response categorical columns "
+                                        "is a classification release; use IWPClassifier")
+            return fit_rr(self, X, rr_spec, self._validated())
         validation = on_filesystem(validation, filesystem, "validation", paths_only=True)
         return self._fit_pass(X, y, dict(noise_var=noise_var, epsilon_y=epsilon_y,
                                           label_keep_prob=label_keep_prob,
@@ -552,6 +561,11 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         An existing file is replaced only with ``overwrite=True``; the write is atomic.  ``path``
         may be a URI (``s3://bucket/model.json``) or a path on ``filesystem`` (a pyarrow or
         fsspec filesystem)."""
+        if getattr(self, "categorical_mechanism_", None) == "rr":
+            raise InvalidInputError(
+                "saving a model fitted on a release with randomized-response categorical columns "
+                "is not supported yet; use it in this process (predict, decision_function, "
+                "coef_by_feature_)")
         from ..io.outputs import check_output_path
         from ..model_io import write_document
         self._check_fitted()

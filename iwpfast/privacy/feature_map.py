@@ -31,6 +31,11 @@ from ..exceptions import InvalidInputError, PrivacyLeakWarning
 
 #: the kinds of input column
 NUMERIC, CATEGORICAL = "numeric", "categorical"
+#: how a private categorical column is released: its one-hot block noised with the numeric part
+#: (Gaussian/Laplace), or one integer code by k-ary randomized response (docs/release.md
+#: "Categorical columns by randomized response")
+ONEHOT, RR = "onehot", "rr"
+CATEGORICAL_MECHANISMS = ("gaussian", "rr")
 #: the most categories of one column (codes are int16 inside the release)
 MAX_CATEGORIES = 32767
 
@@ -174,10 +179,22 @@ class InputColumn:
     range: tuple[float, float] | None = None
     categories: tuple | None = None
     public: bool = False
+    #: a categorical column's release: ``ONEHOT`` (its block) or ``RR`` (one randomized code)
+    mechanism: str = ONEHOT
 
     @property
     def width(self) -> int:
+        """The model's coordinates of the column (a categorical one: its one-hot block)."""
         return 1 if self.kind == NUMERIC else len(self.categories or ())
+
+    @property
+    def is_rr(self) -> bool:
+        return self.kind == CATEGORICAL and self.mechanism == RR
+
+    @property
+    def released_width(self) -> int:
+        """The released columns of the column: one code for randomized response, else ``width``."""
+        return 1 if self.is_rr else self.width
 
     def coordinate_names(self) -> list[str]:
         if self.kind == NUMERIC:
@@ -208,15 +225,24 @@ class FeatureMap:
         starts = np.cumsum([0] + [c.width for c in self.inputs])
         self.slices = {c.name: (int(a), int(b)) for c, a, b in zip(self.inputs, starts[:-1], starts[1:],
                                                                    strict=True)}
+        #: the released columns: the coordinates, except that a column released by randomized
+        #: response is one column (its name) holding the randomized category's index
+        self.released_columns = tuple(n for c in self.inputs
+                                      for n in ([c.name] if c.is_rr else c.coordinate_names()))
+        rstarts = np.cumsum([0] + [c.released_width for c in self.inputs])
+        self.released_slices = {c.name: (int(a), int(b)) for c, a, b in
+                                zip(self.inputs, rstarts[:-1], rstarts[1:], strict=True)}
 
     @classmethod
     def build(cls, features: Sequence[str], ranges: Mapping, categories: Mapping[str, tuple],
-              public: Iterable[str] = (), unknown: Mapping[str, object] | None = None) -> FeatureMap:
-        public = set(public)
+              public: Iterable[str] = (), unknown: Mapping[str, object] | None = None,
+              rr: Iterable[str] = ()) -> FeatureMap:
+        public, rr = set(public), set(rr)
         cols = []
         for f in features:
             if f in categories:
-                cols.append(InputColumn(f, CATEGORICAL, None, tuple(categories[f]), f in public))
+                cols.append(InputColumn(f, CATEGORICAL, None, tuple(categories[f]), f in public,
+                                        RR if f in rr else ONEHOT))
             else:
                 r = ranges.get(f)
                 cols.append(InputColumn(f, NUMERIC, None if r is None else (float(r[0]), float(r[1])),
@@ -233,8 +259,13 @@ class FeatureMap:
         return any(c.kind == CATEGORICAL for c in self.inputs)
 
     def private_blocks(self) -> int:
-        """m: the private categorical columns (each a one-hot block of norm 1)."""
-        return sum(1 for c in self.inputs if c.kind == CATEGORICAL and not c.public)
+        """m: the private categorical columns noised as one-hot blocks (each of norm 1)."""
+        return sum(1 for c in self.inputs if c.kind == CATEGORICAL and not c.public and not c.is_rr)
+
+    @property
+    def rr_columns(self) -> tuple[InputColumn, ...]:
+        """The private categorical columns released by k-ary randomized response."""
+        return tuple(c for c in self.inputs if c.is_rr and not c.public)
 
     def private_numeric(self) -> int:
         return sum(1 for c in self.inputs if c.kind == NUMERIC and not c.public)
@@ -262,6 +293,8 @@ class FeatureMap:
                 d["range"] = None if c.range is None else list(c.range)
             else:
                 d["categories"] = list(c.categories or ())
+                if c.is_rr:
+                    d["mechanism"] = RR
                 if c.name in self.unknown:
                     d["unknown_category"] = self.unknown[c.name]
             cols.append(d)
@@ -281,8 +314,11 @@ class FeatureMap:
                                             bool(d.get("public", False))))
                 elif d["kind"] == CATEGORICAL:
                     cats = check_categories({d["name"]: d["categories"]})[d["name"]]
+                    mech = d.get("mechanism", ONEHOT)
+                    if mech not in (ONEHOT, RR):
+                        raise ValueError(f"unknown mechanism {mech!r}")
                     cols.append(InputColumn(str(d["name"]), CATEGORICAL, None, cats,
-                                            bool(d.get("public", False))))
+                                            bool(d.get("public", False)), mech))
                     if d.get("unknown_category") is not None:
                         unknown[str(d["name"])] = d["unknown_category"]
                 else:

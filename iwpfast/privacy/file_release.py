@@ -124,11 +124,13 @@ def _complete_spec(spec: ReleaseSpec, src, seed) -> ReleaseSpec:
 
 
 def _public_one_hot(spec: ReleaseSpec) -> list[str]:
-    """The released columns of the public categorical features (0/1, no noise)."""
+    """The released columns of the public categorical features (0/1, no noise) and the
+    randomized-response codes (k values each): small dictionaries that compress."""
     if not spec.has_categorical:
         return []
     fm = spec.feature_map
-    return [n for c in fm.categorical if c.public for n in c.coordinate_names()]
+    return [n for c in fm.categorical if c.public for n in c.coordinate_names()] \
+        + [c.name for c in fm.rr_columns]
 
 
 def _codecs(spec: ReleaseSpec, compression):
@@ -155,7 +157,8 @@ def _write(src, destination, spec: ReleaseSpec, options: ReleaseOptions, part, p
     schema = output_schema(spec, {METADATA_KEY: metadata_json(spec, expected_rows, part,
                                                               label_classes)})
     dictionary = [spec.label] if spec.label is not None and spec.task == "classification" else []
-    # public one-hot columns hold only 0 and 1: dictionary-encoded they take bits, not 4 bytes
+    # public one-hot columns hold only 0 and 1, randomized-response codes k values:
+    # dictionary-encoded they take bits, not bytes
     dictionary += _public_one_hot(spec)
     # The encoder of chunk k runs in a background thread (pyarrow releases the GIL) while chunk
     # k+1 is read and noised; two output buffers alternate so that the one being written is never

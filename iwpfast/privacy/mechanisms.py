@@ -313,12 +313,13 @@ class KaryRandomizedResponse:
     """k-ary randomized response on class indices 0..k-1 (eps-LDP): keep the class with
     probability q, else report one of the k - 1 others uniformly (each with probability r)."""
 
-    def __init__(self, epsilon, n_classes: int):
-        self.epsilon = check_epsilon(epsilon, "epsilon_y")
+    def __init__(self, epsilon, n_classes: int, parameter: str = "epsilon_y"):
+        self.epsilon = check_epsilon(epsilon, parameter)
         self.n_classes = int(n_classes)
         self.keep_probability, self.other_probability = kary_probabilities(self.epsilon, self.n_classes)
         self.implemented_epsilon = _check_kary_grid(self.epsilon, self.n_classes,
-                                                    self.keep_probability, self.other_probability)
+                                                    self.keep_probability, self.other_probability,
+                                                    parameter)
 
     def __repr__(self):
         return (f"KaryRandomizedResponse(epsilon={self.epsilon:g}, n_classes={self.n_classes}, "
@@ -377,7 +378,8 @@ def kary_grid_counts(q: float, r: float, k: int) -> np.ndarray:
     return np.concatenate([[keep], np.diff(edges)]).astype(np.int64)
 
 
-def _check_kary_grid(epsilon: float, k: int, q: float, r: float) -> float:
+def _check_kary_grid(epsilon: float, k: int, q: float, r: float,
+                     parameter: str = "epsilon_y") -> float:
     """The epsilon of k-ary randomized response as implemented (on the 2^-53 grid), or an error
     when an outcome is impossible (q rounds to 1) or the grid moves epsilon by more than
     ``KARY_EPSILON_TOLERANCE``."""
@@ -385,16 +387,16 @@ def _check_kary_grid(epsilon: float, k: int, q: float, r: float) -> float:
     largest = math.floor(math.log(KARY_EPSILON_TOLERANCE * 2.0**53))
     if counts.min() == 0:
         raise InvalidInputError(
-            f"epsilon_y={epsilon:g} with {k} classes keeps every label as implemented (the keep "
+            f"{parameter}={epsilon:g} with {k} classes keeps every label as implemented (the keep "
             f"probability rounds to 1 on the 2^-53 grid of the uniforms): no noise would be added "
-            f"while epsilon_y is printed; use epsilon_y <= {largest}, or public labels "
+            f"while {parameter} is printed; use {parameter} <= {largest}, or public labels "
             f"(epsilon_y=None; CLI: --public-labels)")
     implemented = math.log(int(counts.max()) / int(counts.min()))
     if abs(implemented - epsilon) > KARY_EPSILON_TOLERANCE:
         raise InvalidInputError(
-            f"epsilon_y={epsilon:g} with {k} classes: on the 2^-53 grid of the uniforms the "
+            f"{parameter}={epsilon:g} with {k} classes: on the 2^-53 grid of the uniforms the "
             f"mechanism as implemented gives epsilon {implemented:.9g}, more than "
-            f"{KARY_EPSILON_TOLERANCE:g} away from the printed one; use epsilon_y <= {largest}")
+            f"{KARY_EPSILON_TOLERANCE:g} away from the printed one; use {parameter} <= {largest}")
     return implemented
 
 

@@ -81,6 +81,13 @@ _METADATA_FIELDS: dict[str, tuple[bool, str, Callable[[Any], bool]]] = {
                     "coordinates ('coordinates')",
                     lambda v: isinstance(v, Mapping) and isinstance(v.get("inputs"), list)),
     "feature_vector_bound": (False, "a positive number", lambda v: _is_number(v) and v > 0),
+    "categorical_mechanism": (False, "'rr' (or absent: one-hot blocks)", lambda v: v == "rr"),
+    "categorical_rr": (False, "an object {column: {k, epsilon, keep_prob, other_prob}}",
+                       lambda v: isinstance(v, Mapping) and all(
+                           isinstance(x, Mapping) and isinstance(x.get("k"), int)
+                           and all(_is_number(x.get(key)) for key in
+                                   ("epsilon", "keep_prob", "other_prob"))
+                           for x in v.values())),
     "row_count": (False, "a non-negative integer",
                   lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0),
 }

@@ -74,11 +74,16 @@ class _Privatizer:
             self.scaler = RangeScaler(private, spec.ranges) if self.public_rows else all_scaler
         else:
             fm = self.fmap
-            self.private_rows = [i for c in fm.inputs if not c.public
-                                 for i in range(*fm.slices[c.name])]
-            self.public_rows = [i for c in fm.inputs if c.public for i in range(*fm.slices[c.name])]
+            # rows of the output: released columns (a randomized-response column: one code row)
+            self.private_rows = [i for c in fm.inputs if not c.public and not c.is_rr
+                                 for i in range(*fm.released_slices[c.name])]
+            self.public_rows = [i for c in fm.inputs if c.public
+                                for i in range(*fm.released_slices[c.name])]
             self.p_private = len(self.private_rows)
             private_numeric = [c.name for c in fm.inputs if not c.public and c.kind == "numeric"]
+            #: (column, output row, its KaryRandomizedResponse): the randomized-response codes
+            self.rr_rows = [(c.name, fm.released_slices[c.name][0], spec.rr_mechanisms[c.name])
+                            for c in fm.rr_columns]
             if fm.private_blocks():
                 # numeric part scaled and clipped to the bound beforehand (``numeric_scaler``),
                 # one-hot rows 0/1; the noise path then sees coordinates already in [-1, 1]
@@ -180,15 +185,15 @@ class _Privatizer:
         by_name = dict(zip(spec.feature_names, features, strict=True))
         private = np.empty((self.p_private, n), dtype=out.dtype)
         if self.clip_in_run:
-            self._run([by_name[c.name] for c in fm.inputs if not c.public], label, private,
-                      label_out)
+            self._run([by_name[c.name] for c in fm.inputs if not c.public and not c.is_rr], label,
+                      private, label_out)
         else:
             # a buffer of its own: the float law's fused path draws its normals into the output
             # row before it reads the input row
             pre = np.empty_like(private)
             row, numeric = 0, 0
             for c in fm.inputs:
-                if c.public:
+                if c.public or c.is_rr:
                     continue
                 if c.kind == "numeric":
                     self.numeric_scaler.scale_into(numeric, by_name[c.name], pre[row])
@@ -202,16 +207,31 @@ class _Privatizer:
             self._run(list(pre), label, private, label_out)
         for j, i in enumerate(self.private_rows):
             out[i] = private[j]
+        if self.rr_rows:
+            self._randomize_codes(by_name, out)
         numeric = 0
         for c in fm.inputs:
             if not c.public:
                 continue
-            a, b = fm.slices[c.name]
+            a, b = fm.released_slices[c.name]
             if c.kind == "numeric":
                 self.public_scaler.scale_into(numeric, by_name[c.name], out[a])
                 numeric += 1
             else:
                 fm.one_hot_into(by_name[c.name], out[a:b])
+
+    def _randomize_codes(self, by_name: dict, out: np.ndarray) -> None:
+        """Each randomized-response column: its codes through k-ary randomized response, one
+        uniform per row and column (the label's audited sampler, ``KaryRandomizedResponse.apply``),
+        drawn after the chunk's other noise from a stream of its own part (part 0 of a
+        one-part chunk), so no randomness is shared with the numeric noise or the label."""
+        n = out.shape[1]
+        self.law.start_chunk(self.chunk_index, 1)
+        self.chunk_index += 1
+        uniforms = self.law.uniforms(0)
+        for name, row, mech in self.rr_rows:
+            codes = np.asarray(by_name[name]).astype(np.int64, copy=False)
+            out[row] = mech.apply(codes, uniforms, out=np.empty(n, np.int64))
 
     def _clip_numeric(self, private: np.ndarray) -> int:
         """Clip the numeric rows of the private block to the bound (L2; Laplace: L1) in place."""

@@ -47,7 +47,11 @@ FORMAT_VERSION = 1
 PUBLIC_FORMAT_VERSION = 2
 #: the version of releases with categorical columns (``feature_map``: one-hot coordinates)
 CATEGORICAL_FORMAT_VERSION = 3
-READ_VERSIONS = (FORMAT_VERSION, PUBLIC_FORMAT_VERSION, CATEGORICAL_FORMAT_VERSION)
+#: the version of releases with categorical columns released by k-ary randomized response (one
+#: integer code per column: a reader that does not know them would read the codes as numbers)
+RR_FORMAT_VERSION = 4
+READ_VERSIONS = (FORMAT_VERSION, PUBLIC_FORMAT_VERSION, CATEGORICAL_FORMAT_VERSION,
+                 RR_FORMAT_VERSION)
 
 
 class Guarantee(NamedTuple):
@@ -136,6 +140,18 @@ class ReleaseSpec:
     unknown_category : str, or dict {column: category}, default None
         Where a value outside a column's declared categories goes (added to the categories when
         not among them); None: such a value is an error naming column, value and row.
+    categorical_mechanism : {"gaussian", "rr"}, default "gaussian"
+        How the private categorical columns are released: "gaussian", their one-hot blocks
+        noised with the numeric part (the structured sensitivity above); "rr", each column as
+        ONE integer code (uint8 for k <= 256 categories, else uint16) by k-ary randomized
+        response at its own ``epsilon_categorical`` (kept with q = e^eps/(e^eps + k - 1), each
+        other category reported with r = 1/(e^eps + k - 1)), the numeric part by the feature
+        mechanism at sensitivity 2 bound.  Learned with loss='exponential' (its exact inverse,
+        docs/math.md "Categorical columns by randomized response").
+    epsilon_categorical : float > 0, or dict {column: float > 0}, default None
+        With ``categorical_mechanism="rr"``: each private categorical column's budget (one number
+        for all of them, or one per column).  The record's budget composes: epsilon_x + the sum
+        over the columns + epsilon_y (basic composition; ``guarantee()``).
 
     Examples
     --------
@@ -168,10 +184,13 @@ class ReleaseSpec:
     mechanism: str = "gaussian"
     categories: Mapping[str, tuple] = field(default_factory=dict)
     unknown_category: object = None
+    categorical_mechanism: str = "gaussian"
+    epsilon_categorical: object = None
     # built by __post_init__ (not dataclass fields: derived from the fields above); ClassVar only
     # tells the type checker what the instance attributes are
     _features_mech: ClassVar[GaussianFeatureMechanism | LaplaceFeatureMechanism | None]
     _label_mech: ClassVar[RandomizedResponse | KaryRandomizedResponse | GaussianTargetMechanism | None]
+    _rr_mechs: ClassVar[dict[str, KaryRandomizedResponse]]
 
     def __post_init__(self):
         set_ = object.__setattr__
@@ -198,6 +217,7 @@ class ReleaseSpec:
             raise InvalidInputError(f"mechanism must be one of {MECHANISMS}, got {self.mechanism!r}; "
                                     "'laplace' releases pure-epsilon features (delta=0.0)")
         self._check_public_features()
+        self._check_categorical_mechanism()
         if self.features is not None:
             stray = [c for c in self.categories if c not in self.features]
             if stray:
@@ -236,6 +256,11 @@ class ReleaseSpec:
                 raise InvalidInputError(
                     "the feature mechanism needs delta and bound with epsilon_x (e.g. delta=1e-5, "
                     "bound=1; CLI: --delta, --bound)")
+            if self._rr_mechs and self.features is not None and not self._private_numeric():
+                raise InvalidInputError(
+                    "categorical_mechanism='rr' releases the numeric part with epsilon_x, but no "
+                    "private numeric feature is named; drop epsilon_x (and delta, bound) -- not "
+                    "supported yet: keep at least one private numeric feature")
             blocks, onehot_coords = self._onehot_structure()
             feature_mech = GaussianFeatureMechanism(
                 self.epsilon_x, self.delta, self.bound, self.calibration, noise=self.noise,
@@ -297,6 +322,66 @@ class ReleaseSpec:
                     f"no declared range for public feature(s) {', '.join(missing)}: public columns "
                     "are scaled by their declared ranges and clipped to them; give e.g. "
                     + ",".join(f"{n}=LO:HI" for n in missing) + " (CLI: --ranges)")
+
+    def _check_categorical_mechanism(self) -> None:
+        """``categorical_mechanism`` and ``epsilon_categorical`` checked; with "rr" the budgets
+        normalized to {column: epsilon} over the private categorical columns and their k-ary
+        randomized responses built (``_rr_mechs``)."""
+        from .feature_map import CATEGORICAL_MECHANISMS
+        from .mechanisms import KaryRandomizedResponse
+
+        set_ = object.__setattr__
+        if self.categorical_mechanism not in CATEGORICAL_MECHANISMS:
+            raise InvalidInputError(
+                f"categorical_mechanism must be one of {CATEGORICAL_MECHANISMS}, got "
+                f"{self.categorical_mechanism!r} (CLI: --categorical-mechanism)")
+        rr: dict[str, KaryRandomizedResponse] = {}
+        if self.categorical_mechanism == "gaussian":
+            if self.epsilon_categorical is not None:
+                raise InvalidInputError(
+                    "epsilon_categorical is the budget of categorical_mechanism='rr'; with the "
+                    "default 'gaussian' the one-hot blocks share epsilon_x: drop it, or set "
+                    "categorical_mechanism='rr' (CLI: --categorical-mechanism rr --epsilon-cat E)")
+            set_(self, "_rr_mechs", rr)
+            return
+        private = [c for c in self.categories if c not in self.public_features]
+        eps = self.epsilon_categorical
+        if eps is None:
+            raise InvalidInputError(
+                "categorical_mechanism='rr' needs epsilon_categorical, the budget of each private "
+                "categorical column (e.g. epsilon_categorical=1.0; CLI: --epsilon-cat 1)")
+        if isinstance(eps, Mapping):
+            extra = [c for c in eps if c not in private]
+            if extra:
+                raise InvalidInputError(
+                    f"epsilon_categorical names {extra}, which are not private categorical columns "
+                    f"({private}); give one budget per private categorical column")
+            missing = [c for c in private if c not in eps]
+            if missing:
+                raise InvalidInputError(
+                    f"epsilon_categorical gives no budget for the private categorical column(s) "
+                    f"{missing}; give one per column, or one number for all")
+            budgets = {c: eps[c] for c in private}
+        else:
+            budgets = {c: eps for c in private}
+        for c, e in budgets.items():
+            k = len(self.categories[c])
+            if k < 2:
+                raise InvalidInputError(
+                    f"column {c!r} declares {k} category: randomized response needs at least 2 "
+                    "(a column with one category says nothing; drop it)")
+            rr[c] = KaryRandomizedResponse(e, k, parameter=f"epsilon_categorical[{c!r}]")
+        set_(self, "epsilon_categorical", {c: m.epsilon for c, m in rr.items()})
+        set_(self, "_rr_mechs", rr)
+
+    @property
+    def rr_mechanisms(self) -> dict:
+        """{private categorical column: its KaryRandomizedResponse} (categorical_mechanism='rr');
+        empty otherwise."""
+        return dict(self._rr_mechs)
+
+    def _is_rr(self, f: str) -> bool:
+        return f in self._rr_mechs
 
     def _check_laplace(self) -> None:
         if isinstance(self.delta, bool) or not isinstance(self.delta, (int, float)) or self.delta != 0:
@@ -405,14 +490,16 @@ class ReleaseSpec:
 
     def feature_noise_variances(self) -> list[float]:
         """Per released column (``released_features``), in order: the exact noise variance (0 for
-        a public column)."""
+        a public column, and for a column's randomized-response code, which carries no additive
+        noise: ``rr_mechanisms`` says its law)."""
         mech = self._features_mech
-        return [0.0 if (mech is None or f in self.public_features) else mech.variance
+        return [0.0 if (mech is None or f in self.public_features or self._is_rr(f))
+                else mech.variance
                 for f in self.feature_names for _ in range(self._width(f))]
 
     def feature_noise_scales(self) -> list[float]:
-        """Per released column: sigma (0 for a public column)."""
-        return [0.0 if f in self.public_features else self.sigma
+        """Per released column: sigma (0 for a public column and a randomized-response code)."""
+        return [0.0 if (f in self.public_features or self._is_rr(f)) else self.sigma
                 for f in self.feature_names for _ in range(self._width(f))]
 
     @property
@@ -475,7 +562,7 @@ class ReleaseSpec:
     def feature_map(self) -> FeatureMap:
         """Input columns -> released coordinates (``iwpfast.privacy.feature_map``)."""
         return FeatureMap.build(self.feature_names, self.ranges, self.categories,
-                                self.public_features, self._unknown())
+                                self.public_features, self._unknown(), rr=self._rr_mechs)
 
     def _unknown(self) -> dict:
         """``unknown_category`` as normalized at construction: {column: catch-all}."""
@@ -488,21 +575,22 @@ class ReleaseSpec:
         coordinates ``column=category`` (``features`` itself when none is categorical)."""
         if not self.has_categorical:
             return self.feature_names
-        return self.feature_map.coordinates
+        return self.feature_map.released_columns
 
     def _width(self, f: str) -> int:
-        return len(self.categories[f]) if f in self.categories else 1
+        """The released columns of feature ``f``: its one-hot block, or one randomized code."""
+        return len(self.categories[f]) if f in self.categories and not self._is_rr(f) else 1
 
     def _private_dims(self) -> int:
         """The noised coordinates: the private numeric features and the private one-hot blocks."""
-        return sum(self._width(f) for f in self.private_features)
+        return sum(self._width(f) for f in self.private_features if not self._is_rr(f))
 
     def _private_numeric(self) -> int:
         return sum(1 for f in self.private_features if f not in self.categories)
 
     def _onehot_structure(self) -> tuple[int, int]:
-        """(m, K): the private categorical columns and their one-hot coordinates."""
-        cats = [f for f in self.private_features if f in self.categories]
+        """(m, K): the private categorical columns noised as one-hot blocks and their coordinates."""
+        cats = [f for f in self.private_features if f in self.categories and not self._is_rr(f)]
         return len(cats), sum(len(self.categories[f]) for f in cats)
 
     def with_columns(self, features=None, label=None, ranges=None, target_range=None) -> ReleaseSpec:
@@ -550,7 +638,8 @@ class ReleaseSpec:
         any two records that agree on the public columns (docs/release.md "Public columns"); the
         statement names the public columns as not protected."""
         mech = self._features_mech
-        eps = (self.epsilon_x or 0.0) + (self.epsilon_y or 0.0)
+        eps = (self.epsilon_x or 0.0) + math.fsum(m.epsilon for m in self._rr_mechs.values()) \
+            + (self.epsilon_y or 0.0)
         delta = (self.delta or 0.0 if mech is not None else 0.0) + (
             self.delta_y or 0.0 if self.task == "regression" else 0.0)
         public = self.public_features
@@ -590,7 +679,17 @@ class ReleaseSpec:
                    f"sigma={self.sigma:.4g}) -- this holds for real-valued noise only: the "
                    "floating-point implementation leaks low-order bits of the data, so the values "
                    "as written do NOT carry this guarantee (use noise='discrete')")
+        if self._rr_mechs:
+            names = ("features " if not public else "private features ") + ", ".join(
+                f for f in private if not self._is_rr(f))
         parts = [f"{head}: {names} by {law}" if mech is not None else f"{head}:"]
+        if self._rr_mechs:
+            parts.append(", categorical column(s) " + ", ".join(
+                f"{c} (k={m.n_classes}, epsilon={m.epsilon:g}: kept with probability "
+                f"q={m.keep_probability:.4g}, each other category r={m.other_probability:.4g})"
+                for c, m in self._rr_mechs.items())
+                + " each by k-ary randomized response (one integer code per column), composed "
+                "with the rest by basic composition")
         label = self.label or "(the label column)"
         if self.label is None and self._label_mech is None:
             parts.append("; no label released")
@@ -643,7 +742,8 @@ class ReleaseSpec:
             "format": FORMAT_NAME,
             # public columns need a reader that knows them (an older one would debias them for
             # noise they never had): version 2; releases without any keep version 1, unchanged
-            "format_version": (CATEGORICAL_FORMAT_VERSION if categorical else
+            "format_version": (RR_FORMAT_VERSION if self._rr_mechs else
+                               CATEGORICAL_FORMAT_VERSION if categorical else
                                PUBLIC_FORMAT_VERSION if self.public_features else FORMAT_VERSION),
             "library_version": __version__,
             "task": self.task,
@@ -685,6 +785,13 @@ class ReleaseSpec:
         if fmap is not None:
             meta["feature_map"] = fmap.to_metadata()
             meta["feature_vector_bound"] = fmap.vector_bound(self.bound)
+        if self._rr_mechs:
+            # per column: k, its budget and the law's (q, r), which the learner's inverse reads
+            meta["categorical_mechanism"] = "rr"
+            meta["categorical_rr"] = {
+                c: {"k": m.n_classes, "epsilon": m.epsilon, "keep_prob": m.keep_probability,
+                    "other_prob": m.other_probability}
+                for c, m in self._rr_mechs.items()}
         return meta
 
     def to_json(self, row_count: int | None = None) -> str:
@@ -744,6 +851,9 @@ class ReleaseSpec:
                 mechanism=meta.get("mechanism") or "gaussian",
                 categories=categories,
                 unknown_category=unknown,
+                categorical_mechanism=meta.get("categorical_mechanism") or "gaussian",
+                epsilon_categorical=({c: v["epsilon"] for c, v in meta["categorical_rr"].items()}
+                                     if meta.get("categorical_rr") else None),
             )
         except InvalidInputError as exc:
             raise ReleaseSpecError(f"release metadata is invalid: {exc}") from None
@@ -785,6 +895,16 @@ class ReleaseSpec:
                 f"release metadata is inconsistent: feature_noise_variance {variances!r} does not "
                 f"match {spec.feature_noise_variances()!r} recomputed from the parameters (0 for "
                 "the public columns); the file was edited or is corrupt")
+        for c, m in spec.rr_mechanisms.items():
+            stored_rr = (meta.get("categorical_rr") or {}).get(c) or {}
+            if int(stored_rr.get("k", -1)) != m.n_classes or not all(
+                    math.isclose(float(stored_rr.get(key, -1.0)), want, rel_tol=1e-12)
+                    for key, want in (("keep_prob", m.keep_probability),
+                                      ("other_prob", m.other_probability))):
+                raise ReleaseSpecError(
+                    f"release metadata is inconsistent: categorical_rr[{c!r}] {stored_rr!r} does not "
+                    f"match k={m.n_classes}, epsilon={m.epsilon!r} recomputed; the file was edited "
+                    "or is corrupt")
         noise_meta = meta.get("noise")
         mech = spec.feature_mechanism
         if noise_meta is not None and mech is not None:
@@ -831,7 +951,11 @@ class ReleaseSpec:
                 cats = self.categories[f]
                 shown = ", ".join(map(str, cats[:12])) + (" ..." if len(cats) > 12 else "")
                 catch = self._unknown().get(f)
-                lines.append(f"categorical:   {f}: {len(cats)} categories, one-hot ({shown})"
+                rr = self._rr_mechs.get(f)
+                how = "one-hot" if rr is None else (
+                    f"one code by k-ary randomized response, epsilon={rr.epsilon:g}, "
+                    f"q={rr.keep_probability:.6g}, r={rr.other_probability:.6g}")
+                lines.append(f"categorical:   {f}: {len(cats)} categories, {how} ({shown})"
                              + (f"; unknown values -> {catch}" if catch is not None else ""))
         if self.public_features:
             lines.append(f"public:        {', '.join(self.public_features)} (released without noise, "

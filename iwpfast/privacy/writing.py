@@ -15,11 +15,20 @@ def output_schema(spec: ReleaseSpec, metadata: dict | None = None):
     import pyarrow as pa
 
     ftype = pa.float32() if spec.feature_dtype == "float32" else pa.float64()
-    fields = [pa.field(f, ftype, nullable=False) for f in spec.released_features]
+    codes = rr_code_types(spec)
+    fields = [pa.field(f, pa.from_numpy_dtype(codes[f]) if f in codes else ftype, nullable=False)
+              for f in spec.released_features]
     if spec.label is not None:
         ltype = pa.from_numpy_dtype(label_dtype(spec))
         fields.append(pa.field(spec.label, ltype, nullable=False))
     return pa.schema(fields, metadata=metadata)
+
+
+def rr_code_types(spec: ReleaseSpec) -> dict:
+    """{released column: dtype} of the randomized-response codes: the narrowest unsigned integer
+    holding the category index (uint8 for k <= 256, else uint16)."""
+    return {c: np.dtype(np.uint8 if m.n_classes <= 256 else np.uint16)
+            for c, m in spec.rr_mechanisms.items()}
 
 
 def label_dtype(spec: ReleaseSpec):
@@ -72,7 +81,11 @@ def record_batch(schema, out: np.ndarray, label_out):
 
     # Each row of the feature-major buffer is contiguous: pa.array wraps it without a copy, and
     # the writer has encoded the batch before the buffer is reused for the next chunk.
-    arrays = [pa.array(out[j]) for j in range(out.shape[0])]
+    # a randomized-response code is held as an exact small integer in the float buffer and
+    # written in its column's integer type
+    arrays = [pa.array(out[j]) if pa.types.is_floating(schema.field(j).type)
+              else pa.array(out[j].astype(schema.field(j).type.to_pandas_dtype()))
+              for j in range(out.shape[0])]
     if label_out is not None:
         arrays.append(pa.array(label_out))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)

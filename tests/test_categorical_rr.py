@@ -1,0 +1,202 @@
+"""Categorical columns released by k-ary randomized response (categorical_mechanism='rr'): the
+release (codes, metadata, guarantee, privacy ratio), the exponential loss's exact inverse (unbiased
+loss and gradient by Monte Carlo against the clean values), kernel vs NumPy twin, and the fit."""
+from __future__ import annotations
+
+import json
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+import iwpfast
+from iwpfast.categorical_rr import RRLayout, rr_gradient, rr_loss, rr_sgd_reference
+from iwpfast.exceptions import InvalidInputError, PrivacyLeakWarning, ReleaseSpecError
+from iwpfast.label_noise import kary_probabilities, label_tilde
+from iwpfast.privacy import ReleaseSpec, read_release_spec, release
+from iwpfast.privacy.mechanisms import KaryRandomizedResponse, kary_grid_counts
+
+CATS = {"c": ["x", "y", "z"], "d": [1, 2, 3, 4]}
+
+
+def _spec(**kw):
+    base = dict(epsilon_x=2.0, delta=1e-5, bound=1.0, epsilon_y=1.0, ranges={"a": (0, 1)},
+                categories=CATS, categorical_mechanism="rr", epsilon_categorical=1.0, label="y")
+    base.update(kw)
+    return ReleaseSpec(**base)
+
+
+def _table(n, seed=0):
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame({"a": rng.uniform(0, 1, n), "c": rng.choice(CATS["c"], n),
+                       "d": rng.integers(1, 5, n)})
+    df["y"] = ((df.c == "x") * 1.5 - (df.d == 4) * 1.0 + df.a + rng.normal(0, 0.5, n) > 0.5
+               ).astype(int)
+    return df
+
+
+def _release(tmp_path, df, **kw):
+    out = str(tmp_path / "r.parquet")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)     # seeded: a simulation
+        release(df, out, _spec(**kw), features=["a", "c", "d"], label="y", seed=3)
+    return out
+
+
+def test_release_writes_one_narrow_code_per_column_and_its_law(tmp_path):
+    df = _table(3000)
+    out = _release(tmp_path, df, epsilon_categorical={"c": 1.0, "d": 2.0})
+    table = pq.read_table(out)
+    assert [f.name for f in table.schema] == ["a", "c", "d", "y"]
+    assert str(table.schema.field("c").type) == "uint8"
+    meta = json.loads(table.schema.metadata[b"iwpfast.release"])
+    assert meta["format_version"] == 4 and "seed" not in meta and "\"3\"" not in json.dumps(meta)
+    for col, eps in (("c", 1.0), ("d", 2.0)):
+        k = len(CATS[col])
+        q, r = kary_probabilities(eps, k)
+        assert meta["categorical_rr"][col] == {"k": k, "epsilon": eps, "keep_prob": q,
+                                               "other_prob": r}
+    # the numeric part keeps the numeric-only sensitivity 2B: sigma of epsilon_x alone
+    assert meta["feature_noise_scale"][1:] == [0.0, 0.0]
+    numeric_only = ReleaseSpec(epsilon_x=2.0, delta=1e-5, bound=1.0, features=["a"],
+                               ranges={"a": (0, 1)})
+    assert meta["feature_noise_scale"][0] == pytest.approx(numeric_only.sigma, rel=1e-12)
+    spec = read_release_spec(out)
+    assert spec.guarantee().epsilon == pytest.approx(2.0 + 1.0 + 2.0 + 1.0)
+    assert "k-ary randomized response" in spec.guarantee().statement
+    # the kept share of each column's codes is q (binomial SE: sqrt(q(1-q)/n), bound 4 SE)
+    truth = pd.Categorical(df.c, categories=CATS["c"]).codes
+    q, _ = kary_probabilities(1.0, 3)
+    kept = np.mean(table.column("c").to_numpy() == truth)
+    assert abs(kept - q) < 4 * math.sqrt(q * (1 - q) / len(df))
+
+
+def test_rr_privacy_ratio_is_exactly_e_to_the_epsilon():
+    # every output's probability under two inputs differs by q/r = e^eps exactly (as implemented:
+    # the sampler's outcome counts on the 2^-53 grid of its uniforms)
+    for eps, k in ((0.5, 3), (1.0, 24), (2.0, 6)):
+        mech = KaryRandomizedResponse(eps, k, parameter="epsilon_categorical")
+        q, r = mech.keep_probability, mech.other_probability
+        assert q / r == pytest.approx(math.exp(eps), rel=1e-12)
+        counts = kary_grid_counts(q, r, k)
+        assert math.log(counts.max() / counts.min()) == pytest.approx(eps, abs=1e-6)
+
+
+def test_spec_refusals_name_the_fix():
+    with pytest.raises(InvalidInputError, match="needs epsilon_categorical"):
+        _spec(epsilon_categorical=None)
+    with pytest.raises(InvalidInputError, match="categorical_mechanism='rr'"):
+        _spec(categorical_mechanism="gaussian")
+    with pytest.raises(InvalidInputError, match="one of"):
+        _spec(categorical_mechanism="onehot")
+    with pytest.raises(InvalidInputError, match=r"no budget .*\['d'\]"):
+        _spec(epsilon_categorical={"c": 1.0})
+
+
+def test_edited_rr_metadata_is_refused(tmp_path):
+    out = _release(tmp_path, _table(200))
+    meta = json.loads(pq.read_schema(out).metadata[b"iwpfast.release"])
+    meta["categorical_rr"]["c"]["keep_prob"] = 0.9
+    with pytest.raises(ReleaseSpecError, match="categorical_rr"):
+        ReleaseSpec.from_metadata(meta)
+
+
+def _layout():
+    sizes = np.array([3, 4])
+    q, r = zip(*(kary_probabilities(e, int(k)) for e, k in zip((1.0, 2.0), sizes, strict=True)),
+               strict=True)
+    return RRLayout(np.array([0, 5, 6]), np.array([0.3, 0.0, 0.2]), np.array([1, 7]), sizes,
+                    np.array(q), np.array(r), 11)
+
+
+def test_loss_and_gradient_are_unbiased_by_monte_carlo():
+    rng = np.random.default_rng(0)
+    layout = _layout()
+    theta, b = rng.normal(0, 0.5, 11), 0.2
+    x, c, y = np.array([0.3, -0.5, 0.8]), np.array([2, 1]), 1.0
+    clean_u = theta[[0, 5, 6]] @ x + b + theta[1 + 2] + theta[7 + 1]
+    clean = math.exp(-y * clean_u)
+    hot = np.zeros(11)
+    hot[[0, 5, 6]] = x
+    hot[[3, 8]] = 1.0
+    clean_grad = np.append(-y * clean * hot, -y * clean)
+    R = 100_000
+    X = x[:, None] + np.sqrt(layout.noise_var)[:, None] * rng.standard_normal((3, R))
+    codes = np.stack([KaryRandomizedResponse(e, int(k)).apply(np.full(R, cc), rng)
+                      for k, e, cc in zip(layout.sizes, (1.0, 2.0), c, strict=True)])
+    keep = 1.0 / (1.0 + math.exp(-1.0))
+    y_rel = np.where(rng.random(R) < keep, y, -y)
+    L = rr_loss(theta, X, codes, y_rel, layout, label_weight=label_tilde(1.0), intercept=b)
+    G = rr_gradient(theta, X, codes, y_rel, layout, label_weight=label_tilde(1.0), intercept=b)
+    # each mean within 4.5 standard errors (sample sd / sqrt(R)) of the clean value; the 12
+    # gradient entries and the loss: 13 tests at ~7e-6 each
+    assert abs(L.mean() - clean) < 4.5 * L.std() / math.sqrt(R)
+    se = G.std(axis=0) / math.sqrt(R)
+    assert np.all(np.abs(G.mean(axis=0) - clean_grad) <= 4.5 * se + 1e-12)
+
+
+def test_gradient_is_the_derivative_of_the_loss():
+    rng = np.random.default_rng(1)
+    layout = _layout()
+    theta = rng.normal(0, 0.3, 11)
+    X = rng.normal(size=(3, 5))
+    codes = np.stack([rng.integers(0, 3, 5), rng.integers(0, 4, 5)])
+    y = rng.choice([-1.0, 1.0], 5)
+    G = rr_gradient(theta, X, codes, y, layout, label_weight=1.4, intercept=0.1)
+    h = 1e-6
+    for j in range(11):
+        e = np.zeros(11)
+        e[j] = h
+        num = (rr_loss(theta + e, X, codes, y, layout, label_weight=1.4, intercept=0.1)
+               - rr_loss(theta - e, X, codes, y, layout, label_weight=1.4, intercept=0.1)) / (2 * h)
+        np.testing.assert_allclose(G[:, j], num, rtol=1e-5, atol=1e-8)
+
+
+def test_kernel_matches_its_numpy_twin():
+    from iwpfast._kernels.categorical import rr_loss_values, rr_sgd_pass
+    rng = np.random.default_rng(2)
+    layout = _layout()
+    n = 300
+    X = rng.normal(size=(3, n))
+    codes = np.stack([rng.integers(0, 3, n), rng.integers(0, 4, n)]).astype(np.uint8)
+    y = rng.choice([-1, 1], n).astype(np.int8)
+    order = rng.permutation(n).astype(np.int64)
+    states = []
+    for kernel in (False, True):
+        state = [np.zeros(11), np.zeros(1), np.zeros(11), np.zeros(1), np.zeros(2, np.int64)]
+        if kernel:
+            rr_sgd_pass(X, codes, y, order, layout.float_index, layout.noise_var, layout.offsets,
+                        layout.sizes, layout.keep, layout.other, *state, 1.58, 16, 0.05, 0.01,
+                        0.01, 5.0, True, 5, True)
+        else:
+            rr_sgd_reference(X, codes, y.astype(float), order, layout, *state, label_weight=1.58,
+                             batch_size=16, learning_rate=0.05, mu=0.01, alpha=0.01, radius=5.0,
+                             fit_intercept=True, average_start=5)
+        states.append(state)
+    for a, b in zip(*states, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+    assert states[0][4][0] == math.ceil(n / 16)
+    out = np.empty(n)
+    rr_loss_values(X, codes, y, layout.float_index, layout.noise_var, layout.offsets, layout.sizes,
+                   layout.keep, layout.other, states[0][0], 0.3, 1.58, out)
+    np.testing.assert_allclose(out, rr_loss(states[0][0], X, codes, y, layout, label_weight=1.58,
+                                            intercept=0.3), rtol=1e-12, atol=1e-14)
+
+
+def test_fit_on_rr_release_learns_and_predicts_raw_strings(tmp_path):
+    df = _table(6000)
+    out = _release(tmp_path, df, epsilon_x=4.0, epsilon_categorical=2.0, epsilon_y=2.0)
+    model = iwpfast.IWPClassifier(random_state=0).fit(out)
+    assert model.features_ == ["a", "c=x", "c=y", "c=z", "d=1", "d=2", "d=3", "d=4"]
+    coef = model.coef_by_feature_
+    # the signal: c == x raises the score, d == 4 lowers it
+    assert coef["c"]["x"] > max(coef["c"]["y"], coef["c"]["z"])
+    assert coef["d"][4] < min(coef["d"][1], coef["d"][2], coef["d"][3])
+    accuracy = np.mean(model.predict(df[["a", "c", "d"]]) == df.y)
+    majority = max(df.y.mean(), 1 - df.y.mean())
+    assert accuracy > majority + 0.05
+    with pytest.raises(InvalidInputError, match="loss='exponential'"):
+        iwpfast.IWPClassifier(loss="logistic").fit(out)
