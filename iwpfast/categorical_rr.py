@@ -215,12 +215,15 @@ def rr_gradient(theta, X, codes, y, layout: RRLayout, *, label_weight: float = 1
 
 def rr_sgd_reference(X, codes, y, order, layout: RRLayout, theta, intercept, theta_avg,
                      intercept_avg, counters, *, label_weight, batch_size, learning_rate, mu,
-                     alpha, radius, fit_intercept, average_start, inverse=True):
+                     alpha, radius, fit_intercept, average_start, inverse=True,
+                     variance_cap=math.inf, block_cap=math.inf):
     """The NumPy twin of ``iwpfast._kernels.categorical.rr_sgd_pass``: minibatch SGD on the rows
     ``order`` (in that order; the last batch may be short), in place on theta (p,), intercept
     (1,), theta_avg, intercept_avg, counters [updates, averaged].  One update: the mean of the
     rows' ``rr_gradient`` plus alpha theta, step gamma0 / (1 + mu gamma0 t) (``inverse``) or
-    gamma0, projection on the L2 ball of ``radius``, Polyak average after ``average_start``."""
+    gamma0, projection on the L2 ball of ``radius``, then the noised float columns scaled so that
+    sum_j s_j theta_j^2 <= ``variance_cap`` and each attribute's block shrunk towards its mean
+    until ``block_log_factor`` <= ``block_cap``, Polyak average after ``average_start``."""
     n = order.shape[0]
     for start in range(0, n, batch_size):
         rows = order[start:start + batch_size]
@@ -237,8 +240,66 @@ def rr_sgd_reference(X, codes, y, order, layout: RRLayout, theta, intercept, the
             norm = math.sqrt(float(np.dot(theta, theta)))
             if norm > radius:
                 theta *= radius / norm
+        theta_f = theta[layout.float_index]
+        energy = float(np.dot(layout.noise_var, theta_f * theta_f))
+        if energy > variance_cap:
+            noised = layout.float_index[layout.noise_var > 0.0]
+            theta[noised] *= math.sqrt(variance_cap / energy)
+        if block_cap < math.inf:
+            cap_blocks(theta, layout, block_cap)
         counters[0] = t + 1
         if average_start >= 0 and t + 1 > average_start:
             counters[1] += 1
             theta_avg += (theta - theta_avg) / counters[1]
             intercept_avg[0] += (intercept[0] - intercept_avg[0]) / counters[1]
+
+
+def block_log_factor(theta, off, k, q, r, mean, scale) -> float:
+    """log max_{t, c} E[phi(t)^2] / v_c(t)^2 of one attribute whose coefficients are
+    mean + scale (theta - mean): the log of how much its inverse multiplies a row's second moment
+    (0 for a constant block).  Scalar loops in the kernel's order (same bits as its twin)."""
+    worst = 0.0
+    for t in (1.0, -1.0):
+        z = [-t * (mean + scale * (float(theta[off + c]) - mean)) for c in range(k)]
+        top = max(z)
+        total = 0.0
+        for c in range(k):
+            total += math.exp(z[c] - top)
+        dev_sum = 0.0
+        for c in range(k):
+            d = (math.exp(z[c] - top) - r * total) / (q - r)
+            dev_sum += d * d
+        for c in range(k):
+            v = math.exp(z[c] - top)
+            d = (v - r * total) / (q - r)
+            second = r * dev_sum + (q - r) * d * d
+            if v <= 0.0:
+                return math.inf
+            ratio = math.log(second / (v * v)) if second > 0.0 else 0.0
+            worst = max(worst, ratio)
+    return worst
+
+
+def cap_blocks(theta, layout: RRLayout, block_cap: float) -> int:
+    """Twin of the kernel's ``cap_blocks``: each block shrunk towards its mean (bisection on the
+    factor, 40 halvings) until ``block_log_factor <= block_cap``; returns the blocks shrunk."""
+    hits = 0
+    for off, k, q, r in zip(layout.offsets, layout.sizes, layout.keep, layout.other, strict=True):
+        off, k = int(off), int(k)
+        if block_log_factor(theta, off, k, q, r, 0.0, 1.0) <= block_cap:
+            continue
+        mean = 0.0
+        for c in range(k):
+            mean += float(theta[off + c])
+        mean /= k
+        lo, hi = 0.0, 1.0
+        for _ in range(40):
+            mid = 0.5 * (lo + hi)
+            if block_log_factor(theta, off, k, q, r, mean, mid) <= block_cap:
+                lo = mid
+            else:
+                hi = mid
+        for c in range(k):
+            theta[off + c] = mean + lo * (theta[off + c] - mean)
+        hits += 1
+    return hits

@@ -170,15 +170,22 @@ def test_kernel_matches_its_numpy_twin():
         if kernel:
             rr_sgd_pass(X, codes, y, order, layout.float_index, layout.noise_var, layout.offsets,
                         layout.sizes, layout.keep, layout.other, *state, 1.58, 16, 0.05, 0.01,
-                        0.01, 5.0, True, 5, True)
+                        0.01, 5.0, 0.005, 0.01, True, 5, True)
         else:
             rr_sgd_reference(X, codes, y.astype(float), order, layout, *state, label_weight=1.58,
                              batch_size=16, learning_rate=0.05, mu=0.01, alpha=0.01, radius=5.0,
-                             fit_intercept=True, average_start=5)
+                             fit_intercept=True, average_start=5, variance_cap=0.005,
+                             block_cap=0.01)
         states.append(state)
     for a, b in zip(*states, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
     assert states[0][4][0] == math.ceil(n / 16)
+    # the caps bound in this run (without them the path differs), so the twin checks them too
+    free = [np.zeros(11), np.zeros(1), np.zeros(11), np.zeros(1), np.zeros(2, np.int64)]
+    rr_sgd_reference(X, codes, y.astype(float), order, layout, *free, label_weight=1.58,
+                     batch_size=16, learning_rate=0.05, mu=0.01, alpha=0.01, radius=5.0,
+                     fit_intercept=True, average_start=5)
+    assert np.max(np.abs(free[0] - states[0][0])) > 1e-3
     out = np.empty(n)
     rr_loss_values(X, codes, y, layout.float_index, layout.noise_var, layout.offsets, layout.sizes,
                    layout.keep, layout.other, states[0][0], 0.3, 1.58, out)
@@ -200,3 +207,34 @@ def test_fit_on_rr_release_learns_and_predicts_raw_strings(tmp_path):
     assert accuracy > majority + 0.05
     with pytest.raises(InvalidInputError, match="loss='exponential'"):
         iwpfast.IWPClassifier(loss="logistic").fit(out)
+
+
+def test_block_cap_bounds_the_inverse_factor_kernel_and_twin_alike():
+    from iwpfast._kernels import categorical as kernels
+    from iwpfast.categorical_rr import block_log_factor, cap_blocks
+    layout = _layout()
+    theta = np.random.default_rng(4).normal(0, 1.5, 11)
+    assert all(block_log_factor(theta, int(o), int(k), q, r, 0.0, 1.0) > 1.0 for o, k, q, r in
+               zip(layout.offsets, layout.sizes, layout.keep, layout.other, strict=True))
+    twin, compiled = theta.copy(), theta.copy()
+    assert cap_blocks(twin, layout, 1.0) == 2
+    assert kernels.cap_blocks(compiled, layout.offsets, layout.sizes, layout.keep, layout.other,
+                              1.0) == 2
+    np.testing.assert_array_equal(twin, compiled)
+    for o, k, q, r in zip(layout.offsets, layout.sizes, layout.keep, layout.other, strict=True):
+        assert block_log_factor(twin, int(o), int(k), q, r, 0.0, 1.0) <= 1.0
+        # the block's mean is kept (the shrink is towards it)
+        assert twin[o:o + k].mean() == pytest.approx(theta[o:o + k].mean(), abs=1e-12)
+    # a constant block is exact: factor 1, log 0
+    assert block_log_factor(np.zeros(11), 1, 3, layout.keep[0], layout.other[0], 0.0, 1.0) == 0.0
+    # the factor is what it says: E[phi^2]/v^2 at the worst category, by enumeration
+    o, k, q, r = 7, 4, layout.keep[1], layout.other[1]
+    worst = 0.0
+    for t in (1.0, -1.0):
+        v = np.exp(-t * theta[o:o + k])
+        for c in range(k):
+            p = np.full(k, r)
+            p[c] = q
+            phi = (v - r * v.sum()) / (q - r)
+            worst = max(worst, float(np.dot(p, phi ** 2)) / v[c] ** 2)
+    assert block_log_factor(theta, o, k, q, r, 0.0, 1.0) == pytest.approx(math.log(worst), rel=1e-9)

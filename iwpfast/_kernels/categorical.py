@@ -41,6 +41,65 @@ def _block_tables(theta, offsets, sizes, vt, sums):
 
 
 @jit
+def block_log_factor(theta, off, k, q, r, mean, scale):
+    """log max_{t, c} E[phi(t)^2] / v_c(t)^2 of one attribute whose coefficients are
+    mean + scale (theta - mean) (twin: ``iwpfast.categorical_rr.block_log_factor``)."""
+    worst = 0.0
+    for sgn in range(2):
+        t = 1.0 - 2.0 * sgn
+        top = -1e308
+        for c in range(k):
+            z = -t * (mean + scale * (theta[off + c] - mean))
+            if z > top:
+                top = z
+        total = 0.0
+        for c in range(k):
+            total += math.exp(-t * (mean + scale * (theta[off + c] - mean)) - top)
+        dev_sum = 0.0
+        for c in range(k):
+            v = math.exp(-t * (mean + scale * (theta[off + c] - mean)) - top)
+            d = (v - r * total) / (q - r)
+            dev_sum += d * d
+        for c in range(k):
+            v = math.exp(-t * (mean + scale * (theta[off + c] - mean)) - top)
+            d = (v - r * total) / (q - r)
+            second = r * dev_sum + (q - r) * d * d
+            if v <= 0.0:
+                return math.inf
+            ratio = math.log(second / (v * v)) if second > 0.0 else 0.0
+            if ratio > worst:
+                worst = ratio
+    return worst
+
+
+@jit
+def cap_blocks(theta, offsets, sizes, keep, other, block_cap):
+    """Shrink each attribute's coefficients towards their mean until its log inverse-variance
+    factor is at most ``block_cap`` (bisection on the shrink factor; a constant block has factor
+    1, log 0).  Returns the number of blocks shrunk."""
+    hits = 0
+    for a in range(offsets.shape[0]):
+        off, k, q, r = offsets[a], sizes[a], keep[a], other[a]
+        if block_log_factor(theta, off, k, q, r, 0.0, 1.0) <= block_cap:
+            continue
+        mean = 0.0
+        for c in range(k):
+            mean += theta[off + c]
+        mean /= k
+        lo, hi = 0.0, 1.0
+        for _ in range(40):
+            mid = 0.5 * (lo + hi)
+            if block_log_factor(theta, off, k, q, r, mean, mid) <= block_cap:
+                lo = mid
+            else:
+                hi = mid
+        for c in range(k):
+            theta[off + c] = mean + lo * (theta[off + c] - mean)
+        hits += 1
+    return hits
+
+
+@jit
 def _row_value(X, codes, row, t, sgn, theta, intercept, float_index, offsets, keep, other, tau,
                vt, sums, phi, prefix, suffix):
     """G(t) of ``row`` (t = +-1, ``sgn`` 0 for t = +1, 1 for t = -1): E(t) prod_a phi_a(t); fills
@@ -67,7 +126,8 @@ def _row_value(X, codes, row, t, sgn, theta, intercept, float_index, offsets, ke
 @jit
 def rr_sgd_pass(X, codes, y, order, float_index, noise_var, offsets, sizes, keep, other, theta,
                 intercept, theta_avg, intercept_avg, counters, label_weight, batch_size,
-                learning_rate, mu, alpha, radius, fit_intercept, average_start, inverse):
+                learning_rate, mu, alpha, radius, variance_cap, block_cap, fit_intercept,
+                average_start, inverse):
     """Minibatch SGD over rows ``order`` (twin: ``rr_sgd_reference``), in place on the state."""
     n = order.shape[0]
     p = theta.shape[0]
@@ -138,6 +198,18 @@ def rr_sgd_pass(X, codes, y, order, float_index, noise_var, offsets, sizes, keep
                 scale = radius / norm
                 for j in range(p):
                     theta[j] *= scale
+        energy = 0.0
+        for j in range(P):
+            th = theta[float_index[j]]
+            energy += noise_var[j] * th * th
+        if energy > variance_cap:
+            # the noised float columns only (as the other learners' cap: sigma^2|theta|^2 <= cap)
+            scale = math.sqrt(variance_cap / energy)
+            for j in range(P):
+                if noise_var[j] > 0.0:
+                    theta[float_index[j]] *= scale
+        if block_cap < math.inf:
+            cap_blocks(theta, offsets, sizes, keep, other, block_cap)
         counters[0] = step + 1
         if average_start >= 0 and step + 1 > average_start:
             counters[1] += 1

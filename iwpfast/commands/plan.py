@@ -23,7 +23,11 @@ def register(subparsers) -> None:
         description="Print the noise a release with these parameters will add (the same "
                     "calibration as `iwpfast release`), how the IWP gradient's variance grows with "
                     "|theta|, and with --rows the weakest feature-label correlation one pass can "
-                    "tell from noise. Orders of magnitude, not guarantees.",
+                    "tell from noise. Orders of magnitude, not guarantees. Categorical columns: "
+                    "public when they may be; private at a total epsilon_x <= 4, release the "
+                    "numeric columns only; at ~8, --categorical-mechanism rr with --epsilon-cat ~1 "
+                    "per column (few rows, or release size matters) or the Gaussian one-hot blocks "
+                    "(many rows): measured in docs/release.md.",
         examples=EXAMPLES,
     )
     p.add_argument("--epsilon-x", type=float, default=None,

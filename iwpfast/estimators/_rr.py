@@ -3,9 +3,15 @@
 Such a release (``categorical_mechanism="rr"``, format version 4) is learned in memory by the
 kernel ``iwpfast._kernels.categorical.rr_sgd_pass`` with the exponential loss's exact inverse
 (``iwpfast.categorical_rr``): one pass over the rows in a seeded random order, as ``fit`` does on
-other releases.  ``alpha='auto'`` / ``learning_rate='auto'`` choose from ``RR_GRID`` on a private
-hold-out of ``validation_fraction`` of the rows (the unbiased per-row loss estimate, averaged),
-then the chosen head is refitted on every row.  The model's coordinates are the one-hot
+other releases.  ``alpha='auto'`` / ``learning_rate='auto'`` choose alpha x step x block cap from ``RR_ALPHAS``,
+``RR_STEPS``, ``RR_BLOCK_CAPS`` on a private hold-out of ``validation_fraction`` of the rows (the
+unbiased per-row loss estimate averaged, trusted only where the reliability judge of every private
+risk trusts it), then the chosen head is refitted on every row.  Every head runs with the variance
+cap sigma^2|theta_F|^2 <= 2 on the noised float columns (as the other learners' 'auto') and each
+attribute's coefficients shrunk towards their mean until the log of its inverse-variance factor
+(``block_log_factor``) is at most the block cap: the exponential estimate's variance grows like
+exp(sigma^2|theta_F|^2) times the attributes' factors, and without both caps SGD diverged on
+the benchmark tables (docs/release.md).  The model's coordinates are the one-hot
 coordinates of the feature map, so ``predict`` & co. read raw tables (strings) as for any
 categorical release.
 """
@@ -20,9 +26,14 @@ from ..categorical_rr import RRLayout, check_rr_loss
 from ..exceptions import InvalidInputError
 from ..label_noise import label_tilde_from_keep
 
-#: the 'auto' grid: ridge alpha x initial step (schedule gamma0 / (1 + alpha gamma0 t))
-RR_ALPHAS = (1e-4, 1e-3, 1e-2, 1e-1)
-RR_STEPS = (0.03, 0.1, 0.3, 1.0)
+#: the 'auto' grid: ridge alpha x initial step (schedule gamma0 / (1 + alpha gamma0 t)) x the cap
+#: on each attribute's log inverse-variance factor (0: the blocks stay constant, a model of the
+#: float columns alone, which the hold-out risk then compares with the models that use them)
+RR_ALPHAS = (1e-3, 1e-2, 1e-1)
+RR_STEPS = (0.03, 0.1, 0.3)
+RR_BLOCK_CAPS = (0.0, 1.0)
+#: the cap on the float columns' noise energy sigma^2|theta|^2 ('auto', as the other learners')
+RR_VARIANCE_CAP = 2.0
 
 
 def rr_release_spec(X):
@@ -72,7 +83,7 @@ def _read(X, spec):
 
 
 def _pass(layout, X, codes, y, order, label_weight, alpha, step, batch_size, radius,
-          fit_intercept, average_start):
+          fit_intercept, average_start, variance_cap=math.inf, block_cap=math.inf):
     from .._kernels.categorical import rr_sgd_pass
     p = layout.n_coords
     theta, b = np.zeros(p), np.zeros(1)
@@ -81,7 +92,8 @@ def _pass(layout, X, codes, y, order, label_weight, alpha, step, batch_size, rad
     rr_sgd_pass(X, codes, y, order, layout.float_index, layout.noise_var, layout.offsets,
                 layout.sizes, layout.keep, layout.other, theta, b, theta_avg, b_avg, counters,
                 float(label_weight), int(batch_size), float(step), float(alpha), float(alpha),
-                float(radius), bool(fit_intercept), int(average_start), True)
+                float(radius), float(variance_cap), float(block_cap), bool(fit_intercept),
+                int(average_start), True)
     if counters[1] > 0:
         return theta_avg, float(b_avg[0]), int(counters[0])
     return theta, float(b[0]), int(counters[0])
@@ -128,39 +140,47 @@ def fit_rr(est, X, spec, v: dict):
 
     alphas = RR_ALPHAS if not isinstance(v["alpha"], float) else (v["alpha"],)
     steps = RR_STEPS if not isinstance(v["learning_rate"], float) else (v["learning_rate"],)
+    tune = len(alphas) * len(steps) > 1
+    variance_cap = (RR_VARIANCE_CAP if est.variance_cap is None else float(est.variance_cap))
+    # the block caps are part of 'auto' (a fixed alpha and step keep the blocks free, up to the
+    # variance cap's share: the largest cap of the grid)
+    block_caps = RR_BLOCK_CAPS if tune else (max(RR_BLOCK_CAPS),)
     tuning = None
-    if len(alphas) * len(steps) > 1:
+    if tune:
         order = rng.permutation(n).astype(np.int64)
         cut = n - max(1, int(round(v["validation_fraction"] * n)))
         train, hold = order[:cut], np.sort(order[cut:])
         Xh, ch, yh = Xf[:, hold], codes[:, hold], y[hold]
         tuning = []
-        for alpha in alphas:
-            for step in steps:
-                n_updates = -(-train.shape[0] // batch_size)
-                theta, b, _ = _pass(layout, Xf, codes, y, train, label_weight, alpha, step,
-                                    batch_size, radius_for(alpha), est.fit_intercept,
-                                    n_updates // 2)
-                estimate = _risk(layout, Xh, ch, yh, label_weight, theta, b)
-                tuning.append((alpha, step, math.inf if estimate is None else estimate.risk,
-                               estimate is not None and estimate.reliable))
+        n_updates = -(-train.shape[0] // batch_size)
+        for block_cap in block_caps:
+            for alpha in alphas:
+                for step in steps:
+                    theta, b, _ = _pass(layout, Xf, codes, y, train, label_weight, alpha, step,
+                                        batch_size, radius_for(alpha), est.fit_intercept,
+                                        n_updates // 2, variance_cap, block_cap)
+                    estimate = _risk(layout, Xh, ch, yh, label_weight, theta, b)
+                    tuning.append((alpha, step, block_cap,
+                                   math.inf if estimate is None else estimate.risk,
+                                   estimate is not None and estimate.reliable))
         # a heavy-tailed estimate that the judge cannot trust is no basis for a choice; with
         # none trusted, the largest alpha's best head (the least noise energy)
-        trusted = [t for t in tuning if t[3] and math.isfinite(t[2])]
+        trusted = [t for t in tuning if t[4] and math.isfinite(t[3])]
         if not trusted:
-            trusted = [t for t in tuning if t[0] == max(alphas) and math.isfinite(t[2])]
+            trusted = [t for t in tuning if t[0] == max(alphas) and math.isfinite(t[3])]
         if not trusted:
             raise InvalidInputError("every head of the 'auto' grid diverged on this release; set "
                                     "alpha and learning_rate, or a smaller radius")
-        alpha, step = min(trusted, key=lambda t: t[2])[:2]
+        alpha, step, block_cap = min(trusted, key=lambda t: t[3])[:3]
     else:
-        alpha, step = alphas[0], steps[0]
+        alpha, step, block_cap = alphas[0], steps[0], block_caps[0]
     order = rng.permutation(n).astype(np.int64)
     n_updates = -(-n // batch_size)
     average_start = n_updates // 2 if (est.average == "auto" and tuning is not None) \
         else est._average_start(n, batch_size)
     theta, b, updates = _pass(layout, Xf, codes, y, order, label_weight, alpha, step, batch_size,
-                              radius_for(alpha), est.fit_intercept, average_start)
+                              radius_for(alpha), est.fit_intercept, average_start, variance_cap,
+                              block_cap)
     if not (np.all(np.isfinite(theta)) and math.isfinite(b)):
         from ..exceptions import DivergenceError
         raise DivergenceError(f"theta became non-finite (alpha={alpha:g}, learning_rate={step:g}); "
@@ -182,13 +202,17 @@ def fit_rr(est, X, spec, v: dict):
     est.alpha_ = float(alpha)
     est.learning_rate_ = float(step)
     est.radius_ = radius_for(alpha)
+    est.variance_cap_ = variance_cap
+    est.block_cap_ = float(block_cap)
     est.n_rows_seen_ = int(n)
     est.mode_ = "iwp"
     est.categorical_mechanism_ = "rr"
     if tuning is not None:
-        est.tuning_ = {"grid": [{"alpha": a, "learning_rate": s, "private_risk": r,
-                                 "reliable": ok} for a, s, r, ok in tuning],
-                       "chosen": {"alpha": float(alpha), "learning_rate": float(step)}}
+        est.tuning_ = {"grid": [{"alpha": a, "learning_rate": s, "block_cap": c,
+                                 "private_risk": r, "reliable": ok}
+                                for a, s, c, r, ok in tuning],
+                       "chosen": {"alpha": float(alpha), "learning_rate": float(step),
+                                  "block_cap": float(block_cap)}}
     est.telemetry_ = {"rows_seen": int(n), "batches": int(updates)}
     return est
 
