@@ -3,15 +3,15 @@
 Such a release (``categorical_mechanism="rr"``, format version 4) is learned in memory by the
 kernel ``iwpfast._kernels.categorical.rr_sgd_pass`` with the exponential loss's exact inverse
 (``iwpfast.categorical_rr``): one pass over the rows in a seeded random order, as ``fit`` does on
-other releases.  ``alpha='auto'`` / ``learning_rate='auto'`` choose alpha x step x block cap from ``RR_ALPHAS``,
-``RR_STEPS``, ``RR_BLOCK_CAPS`` on a private hold-out of ``validation_fraction`` of the rows (the
-unbiased per-row loss estimate averaged, trusted only where the reliability judge of every private
-risk trusts it), then the chosen head is refitted on every row.  Every head runs with the variance
-cap sigma^2|theta_F|^2 <= 2 on the noised float columns (as the other learners' 'auto') and each
-attribute's coefficients shrunk towards their mean until the log of its inverse-variance factor
-(``block_log_factor``) is at most the block cap: the exponential estimate's variance grows like
-exp(sigma^2|theta_F|^2) times the attributes' factors, and without both caps SGD diverged on
-the benchmark tables (docs/release.md).  The model's coordinates are the one-hot
+other releases. ``alpha='auto'`` / ``learning_rate='auto'`` choose alpha x step x block cap from
+``RR_ALPHAS``, ``RR_STEPS``, ``RR_BLOCK_CAPS`` on a private hold-out of ``validation_fraction`` of
+the rows (the unbiased per-row loss estimate averaged, trusted only where the reliability judge of
+every private risk trusts it), then the chosen head is refitted on every row. Every head runs with
+the variance cap sigma^2|theta_F|^2 <= 2 on the noised float columns (as the other learners'
+'auto') and each attribute's coefficients shrunk towards their mean until the log of its inverse-
+variance factor (``block_log_factor``) is at most the block cap: the exponential estimate's
+variance grows like exp(sigma^2|theta_F|^2) times the attributes' factors, and without both caps
+SGD diverged on the benchmark tables (docs/release.md). The model's coordinates are the one-hot
 coordinates of the feature map, so ``predict`` & co. read raw tables (strings) as for any
 categorical release.
 """
