@@ -238,3 +238,8 @@ def test_block_cap_bounds_the_inverse_factor_kernel_and_twin_alike():
             phi = (v - r * v.sum()) / (q - r)
             worst = max(worst, float(np.dot(p, phi ** 2)) / v[c] ** 2)
     assert block_log_factor(theta, o, k, q, r, 0.0, 1.0) == pytest.approx(math.log(worst), rel=1e-9)
+
+
+def test_rr_without_a_private_numeric_feature_is_refused():
+    with pytest.raises(InvalidInputError, match="at least one private numeric feature"):
+        _spec(features=["c", "d"])

@@ -258,9 +258,10 @@ class ReleaseSpec:
                     "bound=1; CLI: --delta, --bound)")
             if self._rr_mechs and self.features is not None and not self._private_numeric():
                 raise InvalidInputError(
-                    "categorical_mechanism='rr' releases the numeric part with epsilon_x, but no "
-                    "private numeric feature is named; drop epsilon_x (and delta, bound) -- not "
-                    "supported yet: keep at least one private numeric feature")
+                    "categorical_mechanism='rr' needs at least one private numeric feature (the "
+                    "numeric part keeps epsilon_x); a release of randomized-response categorical "
+                    "columns alone is not supported yet: add a private numeric feature, or use "
+                    "categorical_mechanism='gaussian'")
             blocks, onehot_coords = self._onehot_structure()
             feature_mech = GaussianFeatureMechanism(
                 self.epsilon_x, self.delta, self.bound, self.calibration, noise=self.noise,
@@ -680,8 +681,9 @@ class ReleaseSpec:
                    "floating-point implementation leaks low-order bits of the data, so the values "
                    "as written do NOT carry this guarantee (use noise='discrete')")
         if self._rr_mechs:
-            names = ("features " if not public else "private features ") + ", ".join(
-                f for f in private if not self._is_rr(f))
+            numeric = [f for f in private if not self._is_rr(f)]
+            names = (("features " if not public else "private features ") + ", ".join(numeric)
+                     if numeric else "the numeric features")
         parts = [f"{head}: {names} by {law}" if mech is not None else f"{head}:"]
         if self._rr_mechs:
             parts.append(", categorical column(s) " + ", ".join(
