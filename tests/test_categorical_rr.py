@@ -243,3 +243,9 @@ def test_block_cap_bounds_the_inverse_factor_kernel_and_twin_alike():
 def test_rr_without_a_private_numeric_feature_is_refused():
     with pytest.raises(InvalidInputError, match="at least one private numeric feature"):
         _spec(features=["c", "d"])
+
+
+def test_partial_fit_refuses_an_rr_release(tmp_path):
+    out = _release(tmp_path, _table(300))
+    with pytest.raises(InvalidInputError, match="partial_fit"):
+        iwpfast.IWPClassifier().partial_fit(out)

@@ -125,6 +125,13 @@ class InputsMixin(EstimatorFields):
         the same driver and give the same result.  ``sample_weight``: an array (arrays) or a
         column name (a source), checked here; the plan names the column the driver reads.
         """
+        from ._rr import rr_release_spec
+        if y is None and rr_release_spec(X) is not None:
+            # its code columns are category indices, not features: only fit() reads them right
+            raise InvalidInputError(
+                "a release with randomized-response categorical columns (categorical_mechanism="
+                "'rr') is learned by IWPClassifier.fit in one call; partial_fit, plan_pass and "
+                "validation= do not read it (not supported yet)")
         if y is not None:
             return self._prepare_arrays(X, y, noise_kw=noise_kw, features=features,
                                         sample_weight=sample_weight)
