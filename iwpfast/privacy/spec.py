@@ -11,7 +11,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import ClassVar, NamedTuple
+from typing import ClassVar
 
 from .._version import __version__
 from ..exceptions import InvalidInputError, ReleaseSpecError
@@ -36,7 +36,15 @@ from .metadata_fields import (
     check_metadata_fields,
     noise_from_law,
 )
+from .rr_columns import (
+    build_rr_mechanisms,
+    check_numeric_part,
+    check_rr_metadata,
+    rr_from_metadata,
+    rr_metadata,
+)
 from .scaling import check_range, parse_ranges
+from .spec_text import Guarantee, describe_spec, guarantee_metadata, spec_guarantee
 
 # the schema metadata key (defined with the file formats, where the reader finds it) is also the
 # "format" field's value inside the JSON
@@ -52,17 +60,6 @@ CATEGORICAL_FORMAT_VERSION = 3
 RR_FORMAT_VERSION = 4
 READ_VERSIONS = (FORMAT_VERSION, PUBLIC_FORMAT_VERSION, CATEGORICAL_FORMAT_VERSION,
                  RR_FORMAT_VERSION)
-
-
-class Guarantee(NamedTuple):
-    """Per-record local-DP guarantee of a release and a one-line statement of it."""
-
-    epsilon: float
-    delta: float
-    statement: str
-
-    def __str__(self) -> str:
-        return self.statement
 
 
 @dataclass(frozen=True)
@@ -217,18 +214,7 @@ class ReleaseSpec:
             raise InvalidInputError(f"mechanism must be one of {MECHANISMS}, got {self.mechanism!r}; "
                                     "'laplace' releases pure-epsilon features (delta=0.0)")
         self._check_public_features()
-        self._check_categorical_mechanism()
-        if self.features is not None:
-            stray = [c for c in self.categories if c not in self.features]
-            if stray:
-                raise InvalidInputError(
-                    f"categories are declared for column(s) {', '.join(stray)}, which are not among "
-                    f"the features {list(self.features)}; add them to the features (CLI: --features)")
-            both = [c for c in self.categories if c in self.ranges]
-            if both:
-                raise InvalidInputError(
-                    f"column(s) {', '.join(both)} have both a range and categories; a categorical "
-                    "column is one-hot (no range): drop its range")
+        self._check_categorical()
         # Building the mechanisms validates epsilon/delta/bound/calibration with errors naming the fix.
         # The discrete law depends on the number of noised features (snapping): 1 until features
         # are named.  Public columns are never noised: the mechanism covers the private ones.
@@ -256,12 +242,7 @@ class ReleaseSpec:
                 raise InvalidInputError(
                     "the feature mechanism needs delta and bound with epsilon_x (e.g. delta=1e-5, "
                     "bound=1; CLI: --delta, --bound)")
-            if self._rr_mechs and self.features is not None and not self._private_numeric():
-                raise InvalidInputError(
-                    "categorical_mechanism='rr' needs at least one private numeric feature (the "
-                    "numeric part keeps epsilon_x); a release of randomized-response categorical "
-                    "columns alone is not supported yet: add a private numeric feature, or use "
-                    "categorical_mechanism='gaussian'")
+            check_numeric_part(self._rr_mechs, self.features, self._private_numeric())
             blocks, onehot_coords = self._onehot_structure()
             feature_mech = GaussianFeatureMechanism(
                 self.epsilon_x, self.delta, self.bound, self.calibration, noise=self.noise,
@@ -324,56 +305,26 @@ class ReleaseSpec:
                     "are scaled by their declared ranges and clipped to them; give e.g. "
                     + ",".join(f"{n}=LO:HI" for n in missing) + " (CLI: --ranges)")
 
-    def _check_categorical_mechanism(self) -> None:
-        """``categorical_mechanism`` and ``epsilon_categorical`` checked; with "rr" the budgets
-        normalized to {column: epsilon} over the private categorical columns and their k-ary
-        randomized responses built (``_rr_mechs``)."""
-        from .feature_map import CATEGORICAL_MECHANISMS
-        from .mechanisms import KaryRandomizedResponse
-
-        set_ = object.__setattr__
-        if self.categorical_mechanism not in CATEGORICAL_MECHANISMS:
-            raise InvalidInputError(
-                f"categorical_mechanism must be one of {CATEGORICAL_MECHANISMS}, got "
-                f"{self.categorical_mechanism!r} (CLI: --categorical-mechanism)")
-        rr: dict[str, KaryRandomizedResponse] = {}
-        if self.categorical_mechanism == "gaussian":
-            if self.epsilon_categorical is not None:
+    def _check_categorical(self) -> None:
+        """The categorical columns among the features, without a range; ``categorical_mechanism``
+        and ``epsilon_categorical`` checked; with "rr" the budgets normalized to {column: epsilon}
+        and the mechanisms built (``rr_columns``)."""
+        if self.features is not None:
+            stray = [c for c in self.categories if c not in self.features]
+            if stray:
                 raise InvalidInputError(
-                    "epsilon_categorical is the budget of categorical_mechanism='rr'; with the "
-                    "default 'gaussian' the one-hot blocks share epsilon_x: drop it, or set "
-                    "categorical_mechanism='rr' (CLI: --categorical-mechanism rr --epsilon-cat E)")
-            set_(self, "_rr_mechs", rr)
-            return
-        private = [c for c in self.categories if c not in self.public_features]
-        eps = self.epsilon_categorical
-        if eps is None:
-            raise InvalidInputError(
-                "categorical_mechanism='rr' needs epsilon_categorical, the budget of each private "
-                "categorical column (e.g. epsilon_categorical=1.0; CLI: --epsilon-cat 1)")
-        if isinstance(eps, Mapping):
-            extra = [c for c in eps if c not in private]
-            if extra:
+                    f"categories are declared for column(s) {', '.join(stray)}, which are not among "
+                    f"the features {list(self.features)}; add them to the features (CLI: --features)")
+            both = [c for c in self.categories if c in self.ranges]
+            if both:
                 raise InvalidInputError(
-                    f"epsilon_categorical names {extra}, which are not private categorical columns "
-                    f"({private}); give one budget per private categorical column")
-            missing = [c for c in private if c not in eps]
-            if missing:
-                raise InvalidInputError(
-                    f"epsilon_categorical gives no budget for the private categorical column(s) "
-                    f"{missing}; give one per column, or one number for all")
-            budgets = {c: eps[c] for c in private}
-        else:
-            budgets = {c: eps for c in private}
-        for c, e in budgets.items():
-            k = len(self.categories[c])
-            if k < 2:
-                raise InvalidInputError(
-                    f"column {c!r} declares {k} category: randomized response needs at least 2 "
-                    "(a column with one category says nothing; drop it)")
-            rr[c] = KaryRandomizedResponse(e, k, parameter=f"epsilon_categorical[{c!r}]")
-        set_(self, "epsilon_categorical", {c: m.epsilon for c, m in rr.items()})
-        set_(self, "_rr_mechs", rr)
+                    f"column(s) {', '.join(both)} have both a range and categories; a categorical "
+                    "column is one-hot (no range): drop its range")
+        rr, budgets = build_rr_mechanisms(self.categorical_mechanism, self.epsilon_categorical,
+                                          self.categories, self.public_features)
+        if rr:
+            object.__setattr__(self, "epsilon_categorical", budgets)
+        object.__setattr__(self, "_rr_mechs", rr)
 
     @property
     def rr_mechanisms(self) -> dict:
@@ -607,126 +558,14 @@ class ReleaseSpec:
             changes["target_range"] = target_range
         return replace(self, **changes) if changes else self
 
-    # --- guarantee ------------------------------------------------------------------------------
+    # --- guarantee (its words: spec_text.py) ------------------------------------------------------
     def _guarantee_metadata(self, g: Guarantee) -> dict:
-        """The guarantee as programs read it: epsilon and delta, and ``holds_for`` (with a
-        ``caveat`` where the bits written do not carry it): "values_as_written" for the discrete
-        law; "real_valued_noise_only" for float noise, whose low-order bits leak the data."""
-        # public columns: the guarantee is for records that agree on them (docs/release.md)
-        public = {"not_protected": list(self.public_features)} if self.public_features else {}
-        if self.noise == "discrete":
-            return {"epsilon": g.epsilon, "delta": g.delta, "holds_for": "values_as_written",
-                    **public}
-        return {"epsilon": g.epsilon, "delta": g.delta, "holds_for": "real_valued_noise_only",
-                **public,
-                "caveat": "floating-point noise: the low-order bits of the values as written leak "
-                          "the data, so they do NOT carry this (epsilon, delta); release with "
-                          "noise='discrete' for a guarantee on the bits"}
-
-    def _blocks_text(self) -> str:
-        blocks, _ = self._onehot_structure()
-        if not blocks:
-            return ""
-        mech = self._features_mech
-        sens = "" if mech is None else f", sensitivity {mech.sensitivity:.4g}"
-        return (f" on the numeric part and {blocks} one-hot block(s) of norm 1"
-                f" ({'L1 2B + 2m' if self.mechanism == 'laplace' else 'L2 sqrt(4B^2 + 2m)'}{sens})")
+        return guarantee_metadata(self, g)
 
     def guarantee(self) -> Guarantee:
-        """Per-record ``(epsilon, delta)``-LDP by basic composition, with a one-line statement.
-
-        With public columns the guarantee is for the private columns and the label: it holds for
-        any two records that agree on the public columns (docs/release.md "Public columns"); the
-        statement names the public columns as not protected."""
-        mech = self._features_mech
-        eps = (self.epsilon_x or 0.0) + math.fsum(m.epsilon for m in self._rr_mechs.values()) \
-            + (self.epsilon_y or 0.0)
-        delta = (self.delta or 0.0 if mech is not None else 0.0) + (
-            self.delta_y or 0.0 if self.task == "regression" else 0.0)
-        public = self.public_features
-        if mech is None:
-            head = (f"Each record's label is ({eps:g}, {delta:g})-locally differentially private "
-                    "for any two records with the same features (label-only release)")
-        elif public:
-            head = (f"Each record is ({eps:g}, {delta:g})-locally differentially private in its "
-                    "private columns and label, for any two records that agree on the public "
-                    "columns")
-        else:
-            head = f"Each record is ({eps:g}, {delta:g})-locally differentially private"
-        if delta == 0 and mech is not None:
-            head += " (pure epsilon)"
-        private = self.private_features if self.features else ()
-        names = ("features " + ", ".join(private) if private else "the features") if not public \
-            else "private features " + (", ".join(private) if private else "(named at release)")
-        if mech is None:
-            law = ""
-        elif isinstance(mech, LaplaceFeatureMechanism):
-            law = (f"the discrete Laplace mechanism on the grid 2^{round(math.log2(mech.grid))} "
-                   f"(pure epsilon_x={self.epsilon_x:g}, delta=0; L1 bound {self.bound:g}"
-                   f"{self._blocks_text()}, scale "
-                   f"b={mech.law.scale:.4g}: the snapped vector is clipped in integers, the sampler "
-                   "is exact integer arithmetic on an AES-CTR keystream, nothing is approximated)")
-        elif self.noise == "discrete" and mech.discrete is not None:
-            law = (f"the discrete Gaussian mechanism on the grid 2^{mech.discrete.grid_log2} "
-                   f"(epsilon_x={self.epsilon_x:g}, delta={self.delta:g}, {self.calibration} "
-                   f"calibration, L2 bound {self.bound:g}{self._blocks_text()}, "
-                   f"sigma={self.sigma:.4g}; a proven bound "
-                   "for the values as written: snapping, sampler and tail are in delta, the noise "
-                   "comes from an AES-CTR keystream)")
-        else:
-            law = (f"the Gaussian mechanism with floating-point noise (epsilon_x={self.epsilon_x:g}, "
-                   f"delta={self.delta:g}, {self.calibration} calibration, L2 bound "
-                   f"{self.bound:g}{self._blocks_text()}, "
-                   f"sigma={self.sigma:.4g}) -- this holds for real-valued noise only: the "
-                   "floating-point implementation leaks low-order bits of the data, so the values "
-                   "as written do NOT carry this guarantee (use noise='discrete')")
-        if self._rr_mechs:
-            numeric = [f for f in private if not self._is_rr(f)]
-            names = (("features " if not public else "private features ") + ", ".join(numeric)
-                     if numeric else "the numeric features")
-        parts = [f"{head}: {names} by {law}" if mech is not None else f"{head}:"]
-        if self._rr_mechs:
-            parts.append(", categorical column(s) " + ", ".join(
-                f"{c} (k={m.n_classes}, epsilon={m.epsilon:g}: kept with probability "
-                f"q={m.keep_probability:.4g}, each other category r={m.other_probability:.4g})"
-                for c, m in self._rr_mechs.items())
-                + " each by k-ary randomized response (one integer code per column), composed "
-                "with the rest by basic composition")
-        label = self.label or "(the label column)"
-        if self.label is None and self._label_mech is None:
-            parts.append("; no label released")
-        elif self._label_mech is None:
-            parts.append(f"; label {label} released WITHOUT noise (public labels, not protected)")
-        elif isinstance(self._label_mech, KaryRandomizedResponse):
-            parts.append(
-                f", label {label} ({len(self.classes or ())} classes) by k-ary randomized response "
-                f"(epsilon_y={self.epsilon_y:g}: kept with probability q={self.label_keep_prob:.4g}, "
-                f"each other class reported with probability r={self.label_other_prob:.4g})"
-            )
-        elif self.task == "classification":
-            parts.append(
-                f", label {label} by randomized response (epsilon_y={self.epsilon_y:g}, "
-                f"kept with probability {self.label_keep_prob:.4g})"
-            )
-        else:
-            parts.append(
-                f", target {label} by the Gaussian mechanism (epsilon_y={self.epsilon_y:g}, "
-                f"delta_y={self.delta_y:g}, bound {self.target_bound:g}, sigma={self.target_noise_scale:.4g})"
-            )
-        if public:
-            parts.append(
-                f"; {'features' if mech is None else 'public features'} {', '.join(public)} "
-                "released WITHOUT noise (scaled by their declared ranges and clipped to them): NOT "
-                "protected, the guarantee says nothing about what they reveal")
-        if self.ranges_from_data:
-            parts.append("; WARNING: the feature ranges were computed from the data and are not protected")
-        if self.seeded:
-            parts.append("; WARNING: seeded release (simulations only): whoever knows the seed can "
-                         "regenerate and remove the noise")
-        text = "".join(parts) + "."
-        if mech is None:  # no features' clause: the label's opens the sentence
-            text = text.replace(":, label", ": label", 1).replace(":, target", ": target", 1)
-        return Guarantee(eps, delta, text)
+        """Per-record ``(epsilon, delta)``-LDP by basic composition, with a one-line statement
+        (``spec_text.spec_guarantee``: public columns, randomized-response columns, the laws)."""
+        return spec_guarantee(self)
 
     # --- metadata ----------------------------------------------------------------------------------
     def to_metadata(self, row_count: int | None = None) -> dict:
@@ -787,13 +626,7 @@ class ReleaseSpec:
         if fmap is not None:
             meta["feature_map"] = fmap.to_metadata()
             meta["feature_vector_bound"] = fmap.vector_bound(self.bound)
-        if self._rr_mechs:
-            # per column: k, its budget and the law's (q, r), which the learner's inverse reads
-            meta["categorical_mechanism"] = "rr"
-            meta["categorical_rr"] = {
-                c: {"k": m.n_classes, "epsilon": m.epsilon, "keep_prob": m.keep_probability,
-                    "other_prob": m.other_probability}
-                for c, m in self._rr_mechs.items()}
+        meta.update(rr_metadata(self._rr_mechs))
         return meta
 
     def to_json(self, row_count: int | None = None) -> str:
@@ -853,9 +686,7 @@ class ReleaseSpec:
                 mechanism=meta.get("mechanism") or "gaussian",
                 categories=categories,
                 unknown_category=unknown,
-                categorical_mechanism=meta.get("categorical_mechanism") or "gaussian",
-                epsilon_categorical=({c: v["epsilon"] for c, v in meta["categorical_rr"].items()}
-                                     if meta.get("categorical_rr") else None),
+                **rr_from_metadata(meta),
             )
         except InvalidInputError as exc:
             raise ReleaseSpecError(f"release metadata is invalid: {exc}") from None
@@ -897,16 +728,7 @@ class ReleaseSpec:
                 f"release metadata is inconsistent: feature_noise_variance {variances!r} does not "
                 f"match {spec.feature_noise_variances()!r} recomputed from the parameters (0 for "
                 "the public columns); the file was edited or is corrupt")
-        for c, m in spec.rr_mechanisms.items():
-            stored_rr = (meta.get("categorical_rr") or {}).get(c) or {}
-            if int(stored_rr.get("k", -1)) != m.n_classes or not all(
-                    math.isclose(float(stored_rr.get(key, -1.0)), want, rel_tol=1e-12)
-                    for key, want in (("keep_prob", m.keep_probability),
-                                      ("other_prob", m.other_probability))):
-                raise ReleaseSpecError(
-                    f"release metadata is inconsistent: categorical_rr[{c!r}] {stored_rr!r} does not "
-                    f"match k={m.n_classes}, epsilon={m.epsilon!r} recomputed; the file was edited "
-                    "or is corrupt")
+        check_rr_metadata(spec.rr_mechanisms, meta)
         noise_meta = meta.get("noise")
         mech = spec.feature_mechanism
         if noise_meta is not None and mech is not None:
@@ -921,93 +743,6 @@ class ReleaseSpec:
             check_exact_noise_fields(noise_meta, expected)
         return replace(spec, row_count=meta.get("row_count"), seeded=bool(meta.get("seeded", False)))
 
-    def _noise_line(self) -> str:
-        mech = self._features_mech
-        if mech is None:
-            return "noise:         none on the features (every feature public: label-only release)"
-        if isinstance(mech, LaplaceFeatureMechanism):
-            return (f"noise:         discrete_laplace on the grid 2^{round(math.log2(mech.grid))} "
-                    f"(scale b {mech.law.scale:.6g}, variance {mech.variance:.6g}; pure epsilon, "
-                    "exact sampler, AES-CTR keystream)")
-        if mech.discrete is None:
-            return (f"noise:         float_gaussian (floating point, SFC64; variance {mech.variance:.6g}; "
-                    "leaks low-order bits)")
-        law = mech.discrete
-        return (f"noise:         discrete_gaussian on the grid 2^{law.grid_log2} (variance "
-                f"{law.variance:.6g}; delta terms: Gaussian {law.terms.gaussian:.3g}, sampler edge "
-                f"{law.terms.sampler_edge:.2g}, Gaussian tail {law.terms.gaussian_tail:.2g}; "
-                f"AES-CTR keystream)")
-
     def describe(self) -> str:
-        """Multi-line human-readable description (used by ``iwpfast info``)."""
-        lines = [
-            f"task:          {self.task}",
-            f"features:      {', '.join(self.features or ())}",
-            # in feature order (the order the columns were released in), not the dict's
-            "ranges:        " + ", ".join(f"{k}={self.ranges[k][0]:g}:{self.ranges[k][1]:g}"
-                                         for k in (self.features or self.ranges) if k in self.ranges),
-            f"label:         {self.label}",
-        ]
-        for f in self.features or ():
-            if f in self.categories:
-                cats = self.categories[f]
-                shown = ", ".join(map(str, cats[:12])) + (" ..." if len(cats) > 12 else "")
-                catch = self._unknown().get(f)
-                rr = self._rr_mechs.get(f)
-                how = "one-hot" if rr is None else (
-                    f"one code by k-ary randomized response, epsilon={rr.epsilon:g}, "
-                    f"q={rr.keep_probability:.6g}, r={rr.other_probability:.6g}")
-                lines.append(f"categorical:   {f}: {len(cats)} categories, {how} ({shown})"
-                             + (f"; unknown values -> {catch}" if catch is not None else ""))
-        if self.public_features:
-            lines.append(f"public:        {', '.join(self.public_features)} (released without noise, "
-                         "scaled by their ranges and clipped to them: NOT protected)")
-        mech = self._features_mech
-        if mech is not None:
-            per = "per private feature" if self.public_features else "per feature"
-            laplace = self.mechanism == "laplace"
-            blocks, _ = self._onehot_structure()
-            lines.append(f"feature bound: {self.bound:g} ({'L1' if laplace else 'L2'}"
-                         + (", over the private numeric features" if blocks else
-                            ", over the private features" if self.public_features else "")
-                         + (f"; {blocks} private one-hot block(s): sensitivity "
-                            + (f"2B + 2m = {mech.sensitivity:.6g} (L1)" if laplace else
-                               f"sqrt(4B^2 + 2m) = {mech.sensitivity:.6g}") if blocks else "")
-                         + ")")
-            if laplace:
-                # no Gaussian calibration and no sigma parameter: the law's own standard deviation
-                lines.append(f"noise sd:      {self.sigma:.6g} {per} (pure epsilon_x="
-                             f"{self.epsilon_x:g}, delta=0; discrete Laplace)")
-            else:
-                lines += [f"calibration:   {self.calibration}",
-                          f"sigma:         {self.sigma:.6g} {per} (epsilon_x={self.epsilon_x:g}, "
-                          f"delta={self.delta:g})"]
-        if self.public_features and self.features:
-            lines.append("noise var:     " + ", ".join(
-                f"{f}={v:.6g}" for f, v in zip(self.released_features,
-                                               self.feature_noise_variances(), strict=True)))
-        lines += [self._noise_line(), f"feature dtype: {self.feature_dtype}"]
-        if self.classes is not None:
-            lines.append(f"classes:       {len(self.classes)}: " + ", ".join(map(repr, self.classes))
-                         + (" (written as their index 0..k-1)" if len(self.classes) > 2
-                            else " (written as -1, +1)"))
-        if isinstance(self._label_mech, KaryRandomizedResponse):
-            lines.append(f"label noise:   k-ary randomized response, epsilon_y={self.epsilon_y:g}, "
-                         f"keep probability q={self.label_keep_prob:.6g}, each other class "
-                         f"r={self.label_other_prob:.6g}")
-        elif self.label_keep_prob is not None:
-            lines.append(f"label noise:   randomized response, epsilon_y={self.epsilon_y:g}, "
-                         f"keep probability {self.label_keep_prob:.6g}")
-        elif self.target_noise_scale is not None:
-            lines.append(f"target noise:  sigma_y={self.target_noise_scale:.6g} "
-                         f"(epsilon_y={self.epsilon_y:g}, "
-                         f"delta_y={self.delta_y:g}, bound {self.target_bound:g}, range {self.target_range})")
-        elif self.label is not None:
-            lines.append("label noise:   none (public labels)")
-        if self.row_count is not None:
-            lines.append(f"rows:          {self.row_count:,}")
-        seeded = ("yes (simulation: the noise is reproducible from the seed)" if self.seeded
-                  else "no (fresh OS entropy)")
-        lines.append(f"seeded:        {seeded}")
-        lines.append(f"guarantee:     {self.guarantee().statement}")
-        return "\n".join(lines)
+        """Multi-line human-readable description (used by ``iwpfast info``; ``spec_text``)."""
+        return describe_spec(self)
