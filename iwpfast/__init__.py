@@ -16,6 +16,8 @@ _LAZY = {
     "ReleaseSpec": "iwpfast.privacy",
     "release": "iwpfast.privacy",
     "read_release_spec": "iwpfast.privacy",
+    "read_release": "iwpfast.privacy",
+    "release_stream": "iwpfast.privacy",
     # the math
     "iwp_loss": "iwpfast.estimates",
     "iwp_gradient": "iwpfast.estimates",

@@ -91,7 +91,9 @@ def register(subparsers) -> None:
 
 def add_fit_arguments(p) -> None:
     """The options of ``fit`` (``tune`` takes the same)."""
-    p.add_argument("data", metavar="DATA", help="release: Parquet/IPC/CSV file, directory or glob")
+    p.add_argument("data", metavar="DATA", help="release: Parquet/IPC/CSV file, directory or glob; "
+                                                "- reads an Arrow IPC stream from stdin (with "
+                                                "numeric --alpha and --learning-rate)")
     p.add_argument("--out", required=True, metavar="MODEL.json", help="where to write the model")
     p.add_argument("--task", choices=["auto", "classification", "regression"], default="auto",
                    help="default: the release's task")
@@ -171,8 +173,12 @@ def run(args) -> int:
     from ..exceptions import InvalidInputError
     from ..io.outputs import check_output_path, source_files
     from ..io.sources import open_source
-
-    source = open_source(args.data)
+    from .release import STDIO, stdin_stream
+    if args.data == STDIO and (args.scheduler or args.workers):
+        raise InvalidInputError("- (stdin) is a stream of this process: a fit on a cluster reads "
+                                "files; drop --scheduler/--workers")
+    source = open_source(stdin_stream() if args.data == STDIO else args.data)
+    data = source if args.data == STDIO else args.data
     # refuse unsafe outputs before the pass, not after it
     check_output_path(args.out, what="model", overwrite=args.overwrite, inputs=source_files(source))
     if args.checkpoint is not None:
@@ -220,7 +226,7 @@ def run(args) -> int:
             if args.bound is not None and args.ranges is None:
                 raise InvalidInputError("--bound goes with --ranges (raw clean data); a release "
                                         "carries its own bound")
-            model.fit(args.data, sample_weight=args.sample_weight, noise_var=args.noise_var,
+            model.fit(data, sample_weight=args.sample_weight, noise_var=args.noise_var,
                       features=features, label=args.label,
                       override=args.override, checkpoint=args.checkpoint,
                       checkpoint_every=args.checkpoint_every, resume=args.resume,

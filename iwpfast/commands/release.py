@@ -60,10 +60,14 @@ def register(subparsers) -> None:
                     "privacy parameters are stored in the file.",
         examples=EXAMPLES,
     )
-    p.add_argument("source", metavar="IN", help="Parquet/IPC/CSV file, directory or glob")
+    p.add_argument("source", metavar="IN",
+                   help="Parquet/IPC/CSV file, directory or glob; - reads an Arrow IPC stream from "
+                        "stdin")
     p.add_argument("destination", metavar="OUT",
                    help="output file: *.parquet, or *.arrow/*.feather/*.ipc; or a folder / prefix "
-                        "ending in / for a multi-part release (one part per input file)")
+                        "ending in / for a multi-part release (one part per input file); - writes "
+                        "to stdout (an Arrow IPC stream, or Parquet with --format parquet; the "
+                        "summary then goes to stderr)")
     p.add_argument("--features", nargs="+", required=True, metavar="NAME[=LO:HI]",
                    help="feature columns (space or comma separated), optionally with their range")
     p.add_argument("--ranges", nargs="+", default=[], metavar="NAME=LO:HI",
@@ -210,6 +214,9 @@ def run(args) -> int:
     from ..privacy.options import release_options
     from ..privacy.release import run_release
 
+    if STDIO in (args.source, args.destination) and (args.scheduler or args.workers):
+        raise InvalidInputError("- (stdin/stdout) is a stream of this process: a release on a "
+                                "cluster reads and writes files; drop --scheduler/--workers")
     features, inline = [], []
     for token in split_names(args.features):
         if "=" in token:
@@ -304,10 +311,43 @@ def run(args) -> int:
                 progress=False if args.no_progress else None,
                 shuffle=args.shuffle, max_part_rows=args.part_rows, resume=args.resume,
                 part_retries=args.part_retries)
-            result = run_release(args.source, destination, spec, options, parts_runner=parts_runner)
-    print(result.summary())
-    print(result.spec.guarantee().statement)
+            source = args.source
+            if source == STDIO:
+                source = stdin_stream()
+            if destination == STDIO:
+                destination = stdout_sink()
+            result = run_release(source, destination, spec, options, parts_runner=parts_runner)
+    import sys
+    report = sys.stderr if args.destination == STDIO else sys.stdout
+    print(result.summary(), file=report)
+    print(result.spec.guarantee().statement, file=report)
     return 0
+
+
+#: the path that names stdin (IN) or stdout (OUT)
+STDIO = "-"
+
+
+def stdin_stream():
+    """stdin as an Arrow IPC stream (a RecordBatchReader, read once)."""
+    import sys
+
+    import pyarrow as pa
+
+    from ..exceptions import InvalidInputError
+    try:
+        return pa.ipc.open_stream(sys.stdin.buffer)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise InvalidInputError(
+            f"stdin (-) is not an Arrow IPC stream ({' '.join(str(exc).split())}); pipe one in, "
+            "e.g. from pyarrow.ipc.new_stream, polars' write_ipc_stream or duckdb") from None
+
+
+def stdout_sink():
+    """stdout's binary stream, for a release written to it."""
+    import sys
+
+    return sys.stdout.buffer
 
 
 def _as_folder(destination: str, why: str = "--scheduler/--workers") -> str:

@@ -25,6 +25,7 @@ from ._heads import HEAD_NAME, SingleHead
 from ._inputs import (
     InputsMixin,
     on_filesystem,
+    with_release,
 )
 from ._noise import NoiseModel
 from ._params import ParamsMixin
@@ -95,7 +96,7 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
             label_keep_prob=None, target_noise_var=None, feature_bound=None, features=None,
             label=None, override: bool = False, checkpoint=None, checkpoint_every=None,
             resume: bool = False, overwrite: bool = False, ranges=None, validation=None,
-            filesystem=None):
+            filesystem=None, release_spec=None, release=None):
         """Fit in one pass over ``X`` (a new model: earlier fitted attributes are dropped).
 
         Parameters
@@ -146,6 +147,14 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
             ``pyarrow.fs.S3FileSystem(...)`` with X ``"bucket/release/"`` (an fsspec filesystem
             is wrapped).  Default: the local disk, or the store a URI names.  In-memory X
             (arrays, frames, tables) with a filesystem is an InvalidInputError.
+        release_spec : ReleaseSpec, optional
+            The spec of the release X holds, for released rows that lost their schema metadata
+            on the way (read through pandas, polars or DuckDB) or never had it (``privatize``'s
+            arrays, with ``y``): the noise, label keep probability, bound and public columns
+            come from it as from a release file (``iwpfast.read_release`` returns it).
+        release : path or ReleaseSpec, optional
+            The same from the release itself: its file / folder / URI (the metadata is read) or
+            its spec.  ``fit(privatize(X, y, spec))`` needs neither (the result carries its spec).
 
         Returns
         -------
@@ -173,6 +182,7 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
                 raise InvalidInputError("a release with randomized-response categorical columns "
                                         "is a classification release; use IWPClassifier")
             return fit_rr(self, X, rr_spec, self._validated())
+        X, y = with_release(X, y, release_spec, release, filesystem)
         validation = on_filesystem(validation, filesystem, "validation", paths_only=True)
         return self._fit_pass(X, y, dict(noise_var=noise_var, epsilon_y=epsilon_y,
                                           label_keep_prob=label_keep_prob,

@@ -59,6 +59,103 @@ def on_filesystem(source, filesystem, name: str = "X", *, paths_only: bool = Fal
     return open_source(source, filesystem=filesystem)
 
 
+def with_release(X, y, release_spec, release, filesystem=None):
+    """``(X, y)`` of ``fit(X, y, release_spec=...)`` / ``fit(X, release=...)`` /
+    ``fit(privatize(...))``: a source carrying the release metadata (and y None), so that rows
+    whose schema metadata was dropped on the way (pandas, polars, DuckDB) or that never had one
+    (``privatize``'s arrays) are fitted as the release they are.
+
+    release_spec: a ``ReleaseSpec`` (``read_release``'s, ``privatize``'s ``.spec``).
+    release: a path / URI of the release itself (its metadata is read, exactly as written), or
+        a ``ReleaseSpec``.  Unchanged ``(X, y)`` when neither is given and X is no
+    ``Privatized``."""
+    from ..privacy.spec import ReleaseSpec
+    from ..privacy.streams import Privatized, release_metadata_for
+
+    if isinstance(X, Privatized):
+        if y is not None:
+            raise InvalidInputError("fit(privatize(...)) takes the pair as X: drop y")
+        X, y, spec = X[0], X[1], X.spec
+        if release_spec is None and release is None:
+            release_spec = spec
+    if release_spec is None and release is None:
+        return X, y
+    if release_spec is not None and release is not None:
+        raise InvalidInputError("give either release_spec=... or release=..., not both")
+    if release_spec is not None:
+        meta = release_metadata_for(release_spec)
+    elif isinstance(release, ReleaseSpec):
+        meta = release_metadata_for(release)
+    else:
+        from ..io.sources import open_source
+        found = open_source(release, filesystem=filesystem).release_metadata
+        if found is None:
+            raise InvalidInputError(f"release={release!r} is not an iwpfast release (no "
+                                    "'iwpfast.release' metadata); pass the release's path or its "
+                                    "ReleaseSpec (iwpfast.read_release)")
+        meta = found
+    source = _released_rows(X, y, meta)
+    attach_release_metadata(source, meta)
+    return source, None
+
+
+def _released_rows(X, y, meta: dict):
+    """The source of released rows: X itself (a table, frame, stream, path) when y is None, or
+    the table of X's feature columns (the release's features, in order) and y as its label."""
+    from ..io.sources import open_source
+
+    if y is None:
+        return open_source(X)
+    import pyarrow as pa
+
+    features = list(meta.get("features") or [])
+    label = meta.get("label")
+    if label is None:
+        raise InvalidInputError("the release has no label column, but y was given; drop y")
+    if is_tabular(X):
+        cols = [np.asarray(column(X, f)) for f in features]
+    else:
+        Xa = dense_numeric(X)
+        if Xa.ndim != 2 or Xa.shape[1] != len(features):
+            raise InvalidInputError(
+                f"X has shape {Xa.shape} but the release has {len(features)} features "
+                f"({', '.join(features)}): pass X with those columns in that order")
+        cols = [Xa[:, j] for j in range(Xa.shape[1])]
+    ya = np.asarray(y).reshape(-1)
+    if cols and ya.shape[0] != cols[0].shape[0]:
+        raise InvalidInputError(f"X has {cols[0].shape[0]} rows but y has {ya.shape[0]}; pass "
+                                "one label per row")
+    arrays = [pa.array(np.ascontiguousarray(c)) for c in cols] + [pa.array(ya)]
+    return open_source(pa.table(arrays, names=[*features, label]))
+
+
+def attach_release_metadata(source, meta: dict) -> None:
+    """Give ``source`` the release metadata ``meta`` (its own row count), as if it had been read
+    with it; a source that has metadata must agree with it (ReleaseSpecError otherwise)."""
+    import json
+
+    from ..exceptions import ReleaseSpecError
+    from ..io.formats import RELEASE_METADATA_KEY_BYTES
+    from ..io.parts import PART_FIELDS
+
+    own = source.release_metadata
+    if own is not None:
+        def shared(m):
+            return {k: v for k, v in m.items() if k not in PART_FIELDS}
+        if shared(own) != shared(meta):
+            raise ReleaseSpecError(
+                f"{source.description} carries release metadata that differs from the release "
+                "given (release_spec= / release=): they are different releases; drop the argument "
+                "(the data's own metadata is read) or pass the data's own release")
+        return
+    meta = dict(meta, row_count=source.num_rows)
+    schema = source.full_schema
+    source.full_schema = schema.with_metadata(
+        {**(schema.metadata or {}),
+         RELEASE_METADATA_KEY_BYTES: json.dumps(meta, sort_keys=True).encode()})
+    source.release_metadata = meta
+
+
 def is_array_like(obj) -> bool:
     """An in-memory matrix (NumPy array, or anything NumPy converts) rather than a source."""
     return (isinstance(obj, np.ndarray) or (hasattr(obj, "__array__") and not is_tabular(obj))

@@ -71,29 +71,37 @@ class TableSource(Source):
     def _located(self, columns, start_row, batch_rows):
         table = self.table.select(columns).slice(start_row)
         row = start_row
-        for batch in table.to_batches(max_chunksize=batch_rows):
-            if batch.num_rows == 0:
-                continue
+        # batches of exactly batch_rows rows whatever the table's chunks (a frame converted by
+        # pandas/polars, a list of small batches): the release of a table is the release of the
+        # same rows from a file
+        for batch in rebatched(table.to_batches(max_chunksize=batch_rows), batch_rows):
             yield BatchOrigin(0, self.description, -1, row, row), batch
             row += batch.num_rows
 
 
 class ReaderSource(Source):
-    """A ``pyarrow.RecordBatchReader``: read once, row count unknown."""
+    """A stream of record batches read once, row count unknown: a ``pyarrow.RecordBatchReader``,
+    anything exporting the Arrow PyCapsule stream (``__arrow_c_stream__``: DuckDB relations,
+    polars ``collect_batches()``, pandas >= 2.2...) or an iterable of RecordBatches / Tables.
+
+    Batches are re-cut to exactly ``batch_rows`` rows (the last one shorter; small batches are
+    concatenated, one copy): the stream's own batch sizes (DuckDB's vectors, polars' morsels)
+    then change nothing, and a seeded release of a stream is the release of the same rows read
+    from a Parquet file (same seed, same ``record_batch_rows``)."""
 
     rereadable = False
 
-    def __init__(self, reader: pa.RecordBatchReader, columns, batch_rows,
-                 description="<pyarrow.RecordBatchReader>"):
+    def __init__(self, reader, columns, batch_rows, description="<pyarrow.RecordBatchReader>",
+                 schema: pa.Schema | None = None):
         self.description = description
         self.reader = reader
         self._used = False
-        super().__init__(reader.schema, columns, batch_rows, None)
+        super().__init__(reader.schema if schema is None else schema, columns, batch_rows, None)
 
     def _located(self, columns, start_row, batch_rows):
         if self._used:
             raise InvalidInputError(
-                f"{self.description} was already read: a RecordBatchReader can be read only once. "
+                f"{self.description} was already read: a stream can be read only once. "
                 f"Pass a file path, a Table or a Dataset to read the data again (resume, epochs>1).")
         self._used = True
         return _skip(self._gen(columns, batch_rows), start_row)
@@ -101,12 +109,111 @@ class ReaderSource(Source):
     def _gen(self, columns, batch_rows):
         idx = [self.full_schema.get_field_index(c) for c in columns]
         row = 0
-        for batch in self.reader:
+        for batch in rebatched(self.reader, batch_rows):
             batch = batch.select(idx) if idx != list(range(batch.num_columns)) else batch
-            for off in range(0, batch.num_rows, batch_rows):
-                part = batch.slice(off, batch_rows)
-                yield BatchOrigin(0, self.description, -1, row, row), part
-                row += part.num_rows
+            yield BatchOrigin(0, self.description, -1, row, row), batch
+            row += batch.num_rows
+
+
+def rebatched(batches, batch_rows: int):
+    """Record batches of exactly ``batch_rows`` rows (the last one shorter) from ``batches`` of
+    any sizes: larger ones are sliced (views), smaller ones gathered and concatenated (a copy)."""
+    held: list = []
+    have = 0
+    for batch in batches:
+        while batch.num_rows:
+            if not held and batch.num_rows >= batch_rows:
+                yield batch.slice(0, batch_rows)
+                batch = batch.slice(batch_rows)
+                continue
+            take = min(batch.num_rows, batch_rows - have)
+            held.append(batch.slice(0, take))
+            have += take
+            batch = batch.slice(take)
+            if have == batch_rows:
+                yield _concatenated(held)
+                held, have = [], 0
+    if have:
+        yield _concatenated(held)
+
+
+def _concatenated(batches: list) -> pa.RecordBatch:
+    if len(batches) == 1:
+        return batches[0]
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
+
+
+class _IterableBatches:
+    """An iterable of RecordBatches or Tables as a reader: the schema is the first item's (read
+    ahead when the source is opened); a later item with another schema is an error naming it."""
+
+    def __init__(self, items, description: str):
+        self.description = description
+        self._items = iter(items)
+        self._index = 0
+        self._first = self._next_item()
+        if self._first is None:
+            raise InvalidInputError(
+                f"{description} yielded no RecordBatch or Table: nothing to read (an empty "
+                f"iterable has no schema; pass a RecordBatchReader with its schema instead)")
+        self.schema = self._first.schema
+
+    def _next_item(self):
+        try:
+            item = next(self._items)
+        except StopIteration:
+            return None
+        if not isinstance(item, (pa.RecordBatch, pa.Table)):
+            raise InvalidInputError(
+                f"{self.description}: item {self._index} is a {type(item).__module__}."
+                f"{type(item).__name__}; an iterable source yields pyarrow RecordBatches or "
+                f"Tables (convert DataFrames with pa.Table.from_pandas / .to_arrow())")
+        if self._index and not item.schema.equals(self.schema, check_metadata=False):
+            raise InvalidInputError(
+                f"{self.description}: item {self._index} has the schema {_schema_text(item.schema)} "
+                f"but item 0 has {_schema_text(self.schema)}; every item of a stream must have the "
+                f"same columns and types (cast them before yielding)")
+        self._index += 1
+        return item
+
+    def __iter__(self):
+        item, self._first = self._first, None
+        while item is not None:
+            yield from (item.to_batches() if isinstance(item, pa.Table) else [item])
+            item = self._next_item()
+
+
+def _schema_text(schema: pa.Schema) -> str:
+    return "(" + ", ".join(f"{f.name}: {f.type}" for f in schema) + ")"
+
+
+def _stream_reader(source) -> tuple[object, str] | None:
+    """(reader, description) for streaming inputs that are not pyarrow objects: a polars
+    LazyFrame (executed by polars' streaming engine, never collected), a DuckDB relation, any
+    object exporting ``__arrow_c_stream__``, or an iterator/iterable of RecordBatches/Tables.
+    None for anything else."""
+    kind = f"{type(source).__module__}.{type(source).__name__}"
+    mod = type(source).__module__ or ""
+    if mod.startswith("polars") and hasattr(source, "collect_batches"):
+        return _from_capsule(source.collect_batches(), kind), "<polars.LazyFrame>"
+    if mod.startswith("duckdb") and hasattr(source, "to_arrow_reader"):
+        return source.to_arrow_reader(DEFAULT_BATCH_ROWS), "<duckdb relation>"
+    if hasattr(source, "__arrow_c_stream__"):
+        return _from_capsule(source, kind), f"<{kind} (Arrow stream)>"
+    if isinstance(source, (str, bytes, dict)) or not hasattr(source, "__iter__"):
+        return None
+    if hasattr(source, "__next__") or isinstance(source, (list, tuple)):
+        return _IterableBatches(source, f"<iterable of {type(source).__name__}>"), \
+            f"<{type(source).__name__} of record batches>"
+    return None
+
+
+def _from_capsule(obj, kind: str):
+    from_stream = getattr(pa.RecordBatchReader, "from_stream", None)
+    if from_stream is None:  # pragma: no cover - pyarrow < 14
+        raise InvalidInputError(f"reading a {kind} through the Arrow PyCapsule stream needs "
+                                f"pyarrow >= 14; upgrade pyarrow")
+    return from_stream(obj)
 
 
 class ScannerSource(Source):
@@ -421,7 +528,8 @@ def open_source(source, columns: Sequence[str] | None = None, *,
     if isinstance(source, dict):
         return TableSource(_numpy_table(source), columns, batch_rows,
                            description="<dict of arrays>")
-    if isinstance(source, tuple) and len(source) == 2:
+    if isinstance(source, tuple) and len(source) == 2 and not isinstance(
+            source[0], (pa.RecordBatch, pa.Table)):
         X, y = np.asarray(source[0]), np.asarray(source[1])
         if X.ndim != 2:
             raise InvalidInputError(f"(X, y): X has shape {X.shape}; expected (n_rows, n_features)")
@@ -432,6 +540,13 @@ def open_source(source, columns: Sequence[str] | None = None, *,
         arrays["y"] = y
         return TableSource(_numpy_table(arrays), columns, batch_rows,
                            description="<(X, y) arrays>")
+    if isinstance(source, list) and source and all(
+            isinstance(s, (pa.RecordBatch, pa.Table)) for s in source):
+        # a list is in memory already: one table (re-readable, its row count known), after the
+        # same per-item schema check as a stream's
+        items = list(_IterableBatches(source, "<list of record batches>"))
+        return TableSource(pa.Table.from_batches(items, schema=source[0].schema), columns,
+                           batch_rows, description="<list of record batches>")
     mod = type(source).__module__ or ""
     if mod.startswith("pyarrow") and hasattr(source, "to_batches") and hasattr(source, "schema"):
         try:
@@ -460,10 +575,15 @@ def open_source(source, columns: Sequence[str] | None = None, *,
         if hasattr(source, "to_arrow"):
             return TableSource(source.to_arrow(), columns, batch_rows,
                                description="<polars.DataFrame>")
+    stream = _stream_reader(source)
+    if stream is not None:
+        reader, desc = stream
+        return ReaderSource(reader, columns, batch_rows, description=desc)
     raise InvalidInputError(
         f"cannot read a {type(source).__module__}.{type(source).__name__}: pass a Parquet/IPC/CSV "
         f"path, a directory or glob, a pyarrow Table/Dataset/RecordBatchReader, a pandas or polars "
-        f"DataFrame, a dict of 1-D arrays or an (X, y) tuple")
+        f"DataFrame or LazyFrame, a DuckDB relation, an object exporting __arrow_c_stream__, an "
+        f"iterable of RecordBatches/Tables, a dict of 1-D arrays or an (X, y) tuple")
 
 
 def _local_fs(dataset) -> bool:

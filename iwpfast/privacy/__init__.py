@@ -13,6 +13,7 @@ from .mechanisms import (
 from .release import ReleaseResult, privatize, read_release_spec, release
 from .scaling import RangeScaler, parse_ranges
 from .spec import METADATA_KEY, Guarantee, ReleaseSpec
+from .streams import Privatized, read_release, release_stream
 
 __all__ = [
     "METADATA_KEY",
@@ -20,6 +21,7 @@ __all__ = [
     "GaussianTargetMechanism",
     "Guarantee",
     "KaryRandomizedResponse",
+    "Privatized",
     "RandomizedResponse",
     "RangeScaler",
     "ReleaseResult",
@@ -30,6 +32,8 @@ __all__ = [
     "label_keep_probability",
     "parse_ranges",
     "privatize",
+    "read_release",
     "read_release_spec",
     "release",
+    "release_stream",
 ]

@@ -35,9 +35,14 @@ def release_file(source, destination, spec: ReleaseSpec, options: ReleaseOptions
         return None if not isinstance(target, (str, os.PathLike)) or is_uri(os.fspath(target)) \
             else options.filesystem
 
-    if part is None:                   # a part's plan checked the whole release's inputs
-        refuse_writing_onto_inputs(destination, source, options.filesystem)
-    destination = check_destination(destination, options.overwrite, local_fs(destination))
+    from ..io.stream_writer import is_stream_destination
+
+    if is_stream_destination(destination):
+        pass                           # a file-like object or NativeFile: nothing to check
+    else:
+        if part is None:               # a part's plan checked the whole release's inputs
+            refuse_writing_onto_inputs(destination, source, options.filesystem)
+        destination = check_destination(destination, options.overwrite, local_fs(destination))
     columns = list(spec.feature_names) + ([spec.label] if spec.label is not None else [])
     src = open_source(source, columns=columns, record_batch_rows=options.batch_rows,
                       filesystem=local_fs(source))
@@ -58,7 +63,7 @@ def release_file(source, destination, spec: ReleaseSpec, options: ReleaseOptions
         bytes_per_row = len(spec.feature_names) * (4 if spec.feature_dtype == "float32" else 8) + 8
         check_writable_folder(destination, what="destination",
                               need_bytes=int(src.num_rows) * bytes_per_row)
-    if part is None:
+    if part is None and not is_stream_destination(destination):
         # a killed run's staging files (noisy copies under another key) never outlive this run:
         # removed before anything is written (a part's runner cleans the folder of its parts)
         _remove_leftovers(destination)
@@ -72,7 +77,8 @@ def release_file(source, destination, spec: ReleaseSpec, options: ReleaseOptions
         src, shuffle_tmp = shuffled_source(src, columns, options.batch_rows, options.seed)
     privatizer = _Privatizer(spec, options.seed, options.threads, options.engine, src.num_rows)
     result = ReleaseResult(destination=destination if isinstance(destination, Path)
-                           else destination.display, spec=spec)
+                           else getattr(destination, "display", None) or _stream_name(destination),
+                           spec=spec)
     t0 = time.perf_counter()
     bar = progress_bar(options.progress, src.num_rows, desc="release")
     try:
@@ -101,6 +107,12 @@ def _remove_leftovers(destination) -> None:
         warnings.warn(f"removed {len(removed)} staging file(s) that an earlier release into "
                       f"{loc.display!r} left unpublished (a killed run: {shown})", UserWarning,
                       stacklevel=5)
+
+
+def _stream_name(stream) -> str:
+    """How a stream destination is named in the result: its file name (``<stdout>``) if any."""
+    name = getattr(stream, "name", None)
+    return name if isinstance(name, str) else f"<{type(stream).__name__}>"
 
 
 def _complete_spec(spec: ReleaseSpec, src, seed) -> ReleaseSpec:
@@ -148,8 +160,6 @@ def _codecs(spec: ReleaseSpec, compression):
 def _write(src, destination, spec: ReleaseSpec, options: ReleaseOptions, part, privatizer,
            result: ReleaseResult, bar) -> None:
     """Privatize chunk by chunk into an atomic writer; the metadata is final at the commit."""
-    from ..io.writer import AtomicArrowWriter
-
     # With on_invalid="error" every row read is written, so a known row count is final now;
     # otherwise the writer fixes the metadata at the end (free for Parquet, a rewrite for IPC).
     expected_rows = src.num_rows if options.on_invalid == "error" else None
@@ -165,9 +175,8 @@ def _write(src, destination, spec: ReleaseSpec, options: ReleaseOptions, part, p
     # overwritten.
     write_pool = ThreadPoolExecutor(1)
     try:
-        with AtomicArrowWriter(destination, schema, format=options.format,
-                               overwrite=options.overwrite, compression=_codecs(spec, options.compression),
-                               dictionary_columns=dictionary, final=part is None) as writer:
+        with _writer(destination, schema, options, _codecs(spec, options.compression),
+                     dictionary, final=part is None) as writer:
             # with dropped rows, the output is cut into batches (Parquet row groups, IPC record
             # batches) of exactly batch_rows rows: their sizes would otherwise say how many rows
             # were dropped, and where
@@ -186,6 +195,21 @@ def _write(src, destination, spec: ReleaseSpec, options: ReleaseOptions, part, p
     finally:
         write_pool.shutdown(wait=True)
     result.spec = spec
+
+
+def _writer(destination, schema, options: ReleaseOptions, compression, dictionary, *,
+            final: bool = True):
+    """The atomic file writer, or for a stream destination (file-like, NativeFile) the stream
+    writer (``iwpfast.io.stream_writer``: no end marker / footer unless the release finishes)."""
+    from ..io.stream_writer import StreamArrowWriter, is_stream_destination
+    from ..io.writer import AtomicArrowWriter
+
+    if is_stream_destination(destination):
+        return StreamArrowWriter(destination, schema, format=options.format,
+                                 compression=compression, dictionary_columns=dictionary)
+    return AtomicArrowWriter(destination, schema, format=options.format,
+                             overwrite=options.overwrite, compression=compression,
+                             dictionary_columns=dictionary, final=final)
 
 
 class _FixedBatches:

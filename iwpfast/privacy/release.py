@@ -20,6 +20,7 @@ The modules behind it, by responsibility:
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import numpy as np
 
@@ -40,9 +41,11 @@ from .privatizer import _Privatizer
 from .report import LABEL_ORDER_Z, ReleaseResult, label_order_z
 from .shuffle import SHUFFLE_MEMORY_BYTES
 from .spec import METADATA_KEY, ReleaseSpec
+from .streams import Privatized, read_release, release_stream
 from .writing import label_dtype
 
-__all__ = ["release", "run_release", "privatize", "read_release_spec", "ReleaseResult",
+__all__ = ["release", "run_release", "privatize", "release_stream", "read_release", "Privatized",
+           "read_release_spec", "ReleaseResult",
            "ReleaseOptions", "release_options", "DEFAULT_BATCH_ROWS", "RELEASE_ENGINES",
            "ON_INVALID", "FUSED_MIN_ROWS", "FUSED_WARM_MIN_ROWS", "DISCRETE_FUSED_MIN_ROWS",
            "SHUFFLE_MEMORY_BYTES", "LABEL_ORDER_Z", "label_order_z", "METADATA_KEY"]
@@ -188,8 +191,12 @@ def privatize(X, y=None, spec: ReleaseSpec | None = None, *, seed=None, threads:
 
     Parameters
     ----------
-    X : array of shape (n, p) or dict {name: 1-D array}
-        Raw features; an array's columns are ``spec.features`` in order.
+    X : array of shape (n, p), dict {name: 1-D array}, or a table / stream
+        Raw features; an array's columns are ``spec.features`` in order.  A pyarrow Table or
+        RecordBatchReader, a pandas/polars DataFrame, a polars LazyFrame, a DuckDB relation, an
+        object exporting ``__arrow_c_stream__`` or an iterable of RecordBatches (with ``y``
+        None) is read whole, its columns ``spec.features`` and the label ``spec.label`` (when it
+        holds that column).
     y : array of shape (n,) or None, default None
         Labels (binary, or the declared classes) or regression targets; None: features only.
     spec : ReleaseSpec
@@ -204,6 +211,11 @@ def privatize(X, y=None, spec: ReleaseSpec | None = None, *, seed=None, threads:
 
     Returns
     -------
+    Privatized
+        The pair ``(X_tilde, y_tilde)`` (it unpacks as before) with ``.spec``, the release's
+        spec (``row_count`` set): ``IWPClassifier().fit(result)`` debiases for it, as
+        ``fit(X_tilde, y_tilde, release_spec=result.spec)`` does; ``result.to_arrow()`` is the
+        table a release file would hold.
     X_tilde : ndarray of shape (n, p)
         One column per released coordinate (``spec.released_features``: a categorical feature,
         given as strings or codes, is its one-hot block).  A transposed view of a feature-major
@@ -219,6 +231,8 @@ def privatize(X, y=None, spec: ReleaseSpec | None = None, *, seed=None, threads:
 
     if spec is None:
         raise InvalidInputError("privatize needs a ReleaseSpec: privatize(X, y, spec)")
+    if y is None and _is_table_like(X):
+        X, y = _columns_of(X, spec)
     if isinstance(X, dict):
         names = list(X)
         spec = resolve_spec(spec, spec.features or names,
@@ -236,8 +250,6 @@ def privatize(X, y=None, spec: ReleaseSpec | None = None, *, seed=None, threads:
         cols = {f: X[:, j] for j, f in enumerate(spec.features)}
         spec = resolve_spec(spec, spec.features, spec.label or ("y" if y is not None else None), None)
     if y is None:
-        from dataclasses import replace
-
         spec = replace(spec, label=None, epsilon_y=None, delta_y=None, target_range=None)
     if spec.ranges_from_data:
         spec.scaler_ranges()  # in memory: pass declared ranges (from_data is for release())
@@ -262,7 +274,37 @@ def privatize(X, y=None, spec: ReleaseSpec | None = None, *, seed=None, threads:
         privatizer.run(feats, label_values, out, label_out)
     finally:
         privatizer.close()
-    return out.T, label_out
+    from .streams import Privatized
+    return Privatized(out.T, label_out, replace(spec, row_count=n, seeded=seed is not None))
+
+
+def _is_table_like(X) -> bool:
+    """A table or stream ``privatize`` reads through ``open_source`` (not arrays or a dict)."""
+    import pyarrow as pa
+
+    if isinstance(X, (np.ndarray, dict, list)):
+        return False
+    mod = type(X).__module__ or ""
+    return (isinstance(X, (pa.Table, pa.RecordBatch, pa.RecordBatchReader))
+            or hasattr(X, "__arrow_c_stream__") or hasattr(X, "__next__")
+            or mod.startswith(("pandas", "polars", "duckdb")))
+
+
+def _columns_of(X, spec: ReleaseSpec):
+    """({feature: array}, label array or None) of a table or stream, read whole."""
+    from ..io.sources import open_source
+
+    if spec.features is None:
+        raise InvalidInputError("privatize of a table needs spec.features (the columns to release)")
+    src = open_source(X)
+    label = spec.label if spec.label is not None and spec.label in src.full_schema.names else None
+    columns = list(spec.features) + ([label] if label is not None else [])
+    import pyarrow as pa
+
+    table = pa.Table.from_batches(list(src.batches(columns)), schema=src.schema)
+    arrays = {c: table.column(c).to_numpy() for c in columns}
+    y = arrays.pop(label) if label is not None else None
+    return arrays, y
 
 
 def read_release_spec(path) -> ReleaseSpec:
