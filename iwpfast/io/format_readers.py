@@ -57,10 +57,18 @@ REMOTE_WINDOW_BYTES = 64 << 20
 REMOTE_LOOKAHEAD = 2
 
 
+#: a remote Parquet file opened to be read at once (``FileSource`` reading parts ahead) is
+#: fetched whole in one request when it holds at most this many bytes: pyarrow reads the last
+#: 64 KiB for the footer anyway, so a small part costs one request instead of two
+REMOTE_WHOLE_BYTES = 64 << 10
+
+
 class _ParquetFile:
-    def __init__(self, loc: Location):
+    def __init__(self, loc: Location, whole: bool = False):
         import pyarrow.parquet as pq
         self.path = loc.display
+        #: the bytes of a small remote file fetched whole (``whole``), until read_whole uses them
+        self._data = None
         try:
             if loc.local:
                 # pre_buffer=False: pyarrow's default pre-buffers whole row groups/files (4 GiB
@@ -76,8 +84,13 @@ class _ParquetFile:
                 # fetches the column chunks of the row group being read in a few large coalesced
                 # (and concurrent) range requests.  Row groups are read one at a time (located()),
                 # so at most one row group is buffered.
-                self.pf = pq.ParquetFile(loc.open_input_file(), pre_buffer=True,
-                                         page_checksum_verification=True)
+                self.handle = loc.open_input_file()
+                size = self.handle.size()
+                if whole and size <= REMOTE_WHOLE_BYTES:
+                    self._data = self.handle.read_at(size, 0)
+                self.pf = pq.ParquetFile(
+                    self.handle if self._data is None else pa.BufferReader(self._data),
+                    pre_buffer=True, page_checksum_verification=True)
             self.schema = self.pf.schema_arrow
         except (pa.ArrowException, OSError) as exc:
             raise _corrupt(self.path, "Parquet", exc) from exc
@@ -87,6 +100,27 @@ class _ParquetFile:
         self.num_rows = int(sum(self.group_rows))
         self.remote = not loc.local
         self.loc = loc
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the object (remote) or its decoded row groups (local)."""
+        return int(self.handle.size()) if self.remote else int(sum(self.group_bytes))
+
+    def read_whole(self, file_index, columns, batch_rows, global_row, start_in_file) -> list:
+        """A small remote file read in one request and decoded now: the ``located`` batches as a
+        list (what ``FileSource`` reads ahead; the batches ``located`` yields, so a seeded
+        release of a file is the same read ahead or not)."""
+        import pyarrow.parquet as pq
+        try:
+            data, self._data = self._data, None     # fetched when opened, or now
+            if data is None:
+                data = self.handle.read_at(self.nbytes, 0)
+            pf = pq.ParquetFile(pa.BufferReader(data), metadata=self.pf.metadata,
+                                page_checksum_verification=True)
+        except (pa.ArrowException, OSError) as exc:
+            raise _corrupt(self.path, "Parquet", exc) from exc
+        return list(self._located_groups(file_index, columns, batch_rows, global_row,
+                                         start_in_file, in_turn=pf))
 
     def located(self, file_index, columns, batch_rows, global_row, start_in_file):
         if self.remote:
@@ -198,7 +232,8 @@ class _ParquetFile:
             yield (BatchOrigin(file_index, self.path, rg, off + cut,
                                global_row + first_row + off + cut), batch)
 
-    def _located_groups(self, file_index, columns, batch_rows, global_row, start_in_file):
+    def _located_groups(self, file_index, columns, batch_rows, global_row, start_in_file,
+                        in_turn=None):
         """Local files: the row groups from the one holding ``start_in_file``, each cut in
         batches of ``batch_rows`` rows from its start.  With several columns and several cores
         the columns are shared out to PARQUET_DECODE_THREADS threads that decode ahead
@@ -218,7 +253,9 @@ class _ParquetFile:
         threads = max(1, min(threads, len(columns)))
         cols = list(columns)
         decoded: _ColumnThreads | _RowGroupsInTurn
-        if threads > 1:
+        if in_turn is not None:     # a file in memory (read_whole): decoded in this thread
+            decoded = _RowGroupsInTurn(in_turn, groups, cols, batch_rows, threads=False)
+        elif threads > 1:
             decoded = _ColumnThreads(self, groups, cols, batch_rows, threads)
         else:
             decoded = _RowGroupsInTurn(self.pf, groups, cols, batch_rows)
@@ -258,12 +295,13 @@ class _ParquetFile:
 class _RowGroupsInTurn:
     """The batches of each row group, decoded when asked for, with pyarrow's threads."""
 
-    def __init__(self, pf, groups, columns, batch_rows):
+    def __init__(self, pf, groups, columns, batch_rows, threads: bool = True):
         self.pf, self.columns, self.batch_rows = pf, columns, batch_rows
+        self.threads = threads
 
     def batches(self, rg):
         return self.pf.iter_batches(batch_size=self.batch_rows, row_groups=[rg],
-                                    columns=self.columns, use_threads=True)
+                                    columns=self.columns, use_threads=self.threads)
 
     def close(self) -> None:
         pass
@@ -399,6 +437,14 @@ class _IpcFile:
             self.num_rows = None
             _check_end_of_stream(self.mm, path, loc.local)
 
+    @property
+    def nbytes(self) -> int:
+        return int(self.mm.size())
+
+    def read_whole(self, file_index, columns, batch_rows, global_row, start_in_file) -> list:
+        """The ``located`` batches as a list, read now (``FileSource`` reads remote files ahead)."""
+        return list(self.located(file_index, columns, batch_rows, global_row, start_in_file))
+
     def _groups(self):
         if not self.stream:
             assert self.group_rows is not None         # an IPC file knows its record batches
@@ -533,8 +579,8 @@ def _cut_groups(groups, walk: _Walk, file_index: int, path: str, batch_rows: int
 
 #: format name -> reader class (``reader(location, batch_rows)``)
 FILE_READERS: dict = {
-    "parquet": lambda loc, batch_rows: _ParquetFile(loc),
-    "ipc": lambda loc, batch_rows: _IpcFile(loc),
+    "parquet": lambda loc, batch_rows, whole=False: _ParquetFile(loc, whole),
+    "ipc": lambda loc, batch_rows, whole=False: _IpcFile(loc),
     "csv": _CsvFile,
 }
 
