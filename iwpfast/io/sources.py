@@ -396,7 +396,7 @@ class FileSource(Source):
         ahead = REMOTE_PREFETCH_PARTS
         pool = ThreadPoolExecutor(min(ahead, len(todo)) or 1, thread_name_prefix="iwpfast-ahead")
         try:
-            futures = [pool.submit(load, item) for item in todo[:ahead]]
+            futures: list = [pool.submit(load, item) for item in todo[:ahead]]
             for k, (i, first_row, start_in_file) in enumerate(todo):
                 loaded = futures[k].result()
                 futures[k] = None        # the pool keeps no reference to a consumed file
