@@ -75,6 +75,9 @@ def main(argv=None) -> int:
         # handler stays); otherwise the caller's handler comes back
         if main_thread and not FINAL_OUTPUT_PUBLISHED.is_set():
             signal.signal(signal.SIGINT, previous)
+        from .progress import stop_logging_to_stderr
+
+        stop_logging_to_stderr()
         sys.stdout, sys.stderr = out, err
 
 

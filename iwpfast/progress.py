@@ -6,7 +6,18 @@
   seconds, and a last line at the end), shown wherever the job's logging configuration sends
   INFO records, nowhere by default;
 - ``False``: never;
-- ``"force"``: always, even when stderr is not a terminal.
+- ``"force"``: always, even when stderr is not a terminal;
+- ``"log"``: never a bar, always the progress lines through ``logging`` (a batch job's choice,
+  and the CLI's ``--progress log``).
+
+Library calls also log what they did through the ``iwpfast`` logger (INFO: a release's rows,
+rows/s and destination, a fit's rows and seconds; the progress lines under ``iwpfast.progress``),
+with a ``NullHandler`` so that nothing is printed unless the application configures logging
+(``logging.basicConfig(level=logging.INFO)``, or ``log_to_stderr()`` as the CLI does).
+
+The CLI's ``--progress {auto,bar,log,none}`` maps to True, "force", "log" and False
+(``cli_progress``); with ``auto`` or ``log`` it sends the ``iwpfast`` records to stderr, one line
+every ``--progress-every`` seconds (``LOG_INTERVAL_S``).
 
 ``None`` is read as ``True`` (older releases used it for "on a terminal").  tqdm is imported only
 when a bar is shown; a disabled bar is a no-op object with the same ``update``/``close``.
@@ -20,12 +31,20 @@ import logging
 import sys
 import time
 
-__all__ = ["progress_bar", "shows_progress", "LOG_INTERVAL_S"]
+__all__ = ["progress_bar", "shows_progress", "LOG_INTERVAL_S", "logger", "log_to_stderr",
+           "cli_progress", "CLI_PROGRESS"]
+
+#: the library's logger; its records go nowhere until the application configures logging
+logger = logging.getLogger("iwpfast")
+logger.addHandler(logging.NullHandler())
 
 #: seconds between two progress lines logged when stderr is not a terminal
 LOG_INTERVAL_S = 5.0
+_DEFAULT_LOG_INTERVAL_S = LOG_INTERVAL_S
 
-PROGRESS_CHOICES = (True, False, "force", None)
+PROGRESS_CHOICES = (True, False, "force", "log", None)
+#: the CLI's --progress choices -> the library's progress= values
+CLI_PROGRESS = {"auto": True, "bar": "force", "log": "log", "none": False}
 
 
 class _NoBar:
@@ -85,9 +104,9 @@ def _on_terminal() -> bool:
 def shows_progress(progress) -> bool:
     """Whether ``progress`` shows a bar here and now (see the module docstring)."""
     if progress not in PROGRESS_CHOICES:
-        raise ValueError(f"progress={progress!r}; use True (a bar on a terminal), False (never) or "
-                         "'force' (always)")
-    if progress is False:
+        raise ValueError(f"progress={progress!r}; use True (a bar on a terminal), False (never), "
+                         "'force' (always) or 'log' (log records, never a bar)")
+    if progress is False or progress == "log":
         return False
     if progress == "force":
         return True
@@ -105,3 +124,67 @@ def progress_bar(progress, total: int | None = None, *, initial: int = 0, desc: 
 
     return tqdm(total=total, initial=initial, unit=unit, unit_scale=unit == "rows",
                 dynamic_ncols=True, mininterval=0.5, smoothing=0.05, desc=desc)
+
+
+class _StderrHandler(logging.StreamHandler):
+    """The handler ``log_to_stderr`` installs (recognized so that it is installed once); it
+    writes to the ``sys.stderr`` of the moment (the CLI's redacting stream)."""
+
+    @property  # type: ignore[override]
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+
+def log_to_stderr(level: int = logging.INFO) -> None:
+    """Send the ``iwpfast`` records (progress lines included) to stderr as ``iwpfast: ...``
+    lines (what the CLI does with ``--progress auto|log``); idempotent."""
+    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("iwpfast: %(message)s"))
+        logger.addHandler(handler)
+    logger.setLevel(level)
+    logging.getLogger("iwpfast.progress").setLevel(logging.NOTSET)
+
+
+def stop_logging_to_stderr() -> None:
+    """Undo ``log_to_stderr`` (the CLI's ``main`` does, when a command ends: a process that runs
+    several commands, such as a test session, keeps its own logging)."""
+    global LOG_INTERVAL_S
+    for handler in [h for h in logger.handlers if isinstance(h, _StderrHandler)]:
+        logger.removeHandler(handler)
+        logger.setLevel(logging.NOTSET)
+    LOG_INTERVAL_S = _DEFAULT_LOG_INTERVAL_S
+
+
+def add_progress_arguments(parser) -> None:
+    """``--progress {auto,bar,log,none}``, ``--progress-every S`` and the old ``--no-progress``."""
+    import argparse
+
+    parser.add_argument(
+        "--progress", choices=list(CLI_PROGRESS), default="auto",
+        help="auto (default): a bar on a terminal, else log lines on stderr; bar: always a bar; "
+             "log: one line every --progress-every seconds on stderr (rows, rows/s, ETA); none")
+    parser.add_argument("--progress-every", type=float, default=LOG_INTERVAL_S, metavar="S",
+                        help=f"seconds between two progress log lines (default {LOG_INTERVAL_S:g})")
+    parser.add_argument("--no-progress", dest="progress", action="store_const", const="none",
+                        help=argparse.SUPPRESS)
+
+
+def cli_progress(args):
+    """The library's ``progress=`` value for a command's ``--progress``, with the logging the
+    choice needs set up (stderr lines for auto/log, their interval)."""
+    global LOG_INTERVAL_S
+    choice = getattr(args, "progress", "auto") or "auto"
+    every = getattr(args, "progress_every", None)
+    if every is not None:
+        if not every > 0:
+            from .exceptions import InvalidInputError
+            raise InvalidInputError(f"--progress-every {every}: give a number of seconds > 0")
+        LOG_INTERVAL_S = float(every)
+    if choice in ("auto", "log"):
+        log_to_stderr()
+    return CLI_PROGRESS[choice]

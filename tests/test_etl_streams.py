@@ -180,7 +180,7 @@ def test_cli_stdin_to_stdout(raw, tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "iwpfast.cli", "release", "-", "-", "--features", "a", "b",
          "--ranges", "a=-1:1", "b=-1:1", "--epsilon-x", "2", "--epsilon-y", "1", "--seed", "3",
-         "--record-batch-rows", str(ROWS)],
+         "--record-batch-rows", str(ROWS), "--progress", "none"],
         input=sink.getvalue().to_pybytes(), capture_output=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr.decode()
     assert pa.ipc.open_stream(done.stdout).read_all().equals(expected)
@@ -189,7 +189,7 @@ def test_cli_stdin_to_stdout(raw, tmp_path):
     model = tmp_path / "m.json"
     fitted = subprocess.run(
         [sys.executable, "-m", "iwpfast.cli", "fit", "-", "--out", str(model), "--alpha", "1",
-         "--variance-cap", "2", "--learning-rate", "0.01"],
+         "--variance-cap", "2", "--learning-rate", "0.01", "--progress", "none"],
         input=done.stdout, capture_output=True, env=env, timeout=120)
     assert fitted.returncode == 0, fitted.stderr.decode()
     coef = iwpfast.load(str(model)).coef_

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..losses import REGRESSION_LOSSES
+from ..progress import add_progress_arguments, cli_progress
 from . import add_cluster_arguments, add_subparser, split_names
 
 EXAMPLES = """\
@@ -153,7 +154,7 @@ def add_fit_arguments(p) -> None:
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing --out file (and --checkpoint file when not resuming); "
                         "without it they are refused. Input files are never overwritten")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_progress_arguments(p)
     add_cluster_arguments(p)
     p.add_argument("--shards", type=int, default=None, metavar="K",
                    help="with --scheduler/--workers: shards of about equal rows, one SGD pass each, "
@@ -199,7 +200,7 @@ def run(args) -> int:
                   schedule=args.schedule, mu=args.mu, batch_size=args.batch_size, radius=args.radius,
                   variance_cap=args.variance_cap, average=args.average,
                   fit_intercept=not args.no_intercept, chunk_rows=args.chunk_rows,
-                  progress=not args.no_progress, validation_fraction=args.validation_fraction)
+                  progress=cli_progress(args), validation_fraction=args.validation_fraction)
     if task == "regression":
         model = IWPRegressor(loss=args.loss or "squared_error", **common)
         noise = dict(target_noise_var=None)

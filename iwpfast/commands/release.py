@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..progress import add_progress_arguments, cli_progress
 from . import add_cluster_arguments, add_subparser, feature_delta, split_names
 
 EXAMPLES = """\
@@ -163,7 +164,7 @@ def register(subparsers) -> None:
     # the option's old name, kept working (hidden from --help)
     p.add_argument("--batch-rows", type=int, dest="record_batch_rows", help=argparse.SUPPRESS)
     p.add_argument("--threads", type=int, help="noise threads (default: min(2, cores))")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_progress_arguments(p)
     add_cluster_arguments(p)
     p.add_argument("--part-rows", type=int, default=None, metavar="N",
                    help="with a folder destination: split Parquet/IPC inputs of more than N rows "
@@ -308,7 +309,7 @@ def run(args) -> int:
                 label=label, seed=args.seed, overwrite=args.overwrite, on_invalid=args.on_invalid,
                 format=args.format, compression=None if args.compression == "none" else args.compression,
                 record_batch_rows=args.record_batch_rows, threads=threads,
-                progress=False if args.no_progress else None,
+                progress=cli_progress(args),
                 shuffle=args.shuffle, max_part_rows=args.part_rows, resume=args.resume,
                 part_retries=args.part_retries)
             source = args.source

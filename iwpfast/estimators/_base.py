@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import time
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from ..exceptions import (
     sklearn_compatible,
 )
 from ..losses import LOSS_RECORDS
+from ..progress import logger
 from ..sgd.schedules import default_radius
 from ..sgd.state import HeadConfig, HeadState
 from ._evaluation import EvaluationMixin
@@ -184,13 +186,19 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
             return fit_rr(self, X, rr_spec, self._validated())
         X, y = with_release(X, y, release_spec, release, filesystem)
         validation = on_filesystem(validation, filesystem, "validation", paths_only=True)
-        return self._fit_pass(X, y, dict(noise_var=noise_var, epsilon_y=epsilon_y,
+        started = time.perf_counter()
+        self._fit_pass(X, y, dict(noise_var=noise_var, epsilon_y=epsilon_y,
                                           label_keep_prob=label_keep_prob,
                                           target_noise_var=target_noise_var, feature_bound=feature_bound),
                               features=features, label=label, override=override, n_rows_total=None,
                               finish=True, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
                               resume=resume, overwrite=overwrite, ranges=ranges,
                               validation=validation, sample_weight=sample_weight)
+        seconds = time.perf_counter() - started
+        rows = int(getattr(self, "n_rows_seen_", 0) or 0)
+        logger.info("fitted %s on %s rows in %.2f s (%.3g M rows/s)", type(self).__name__,
+                    f"{rows:,}", seconds, rows / max(seconds, 1e-9) / 1e6)
+        return self
 
     def _new_pass(self) -> None:
         """Drop the fitted attributes and start a new pass (``fit``, ``plan_pass``)."""

@@ -466,8 +466,9 @@ class IWPClassifier(_Classifier):
         Permute in-memory arrays once before the pass (files are read in order).
     random_state : int, numpy Generator or None, default None
         Seed of that permutation.
-    progress : bool or "force", default True
-        A progress bar on a terminal (False: never; "force": always; see ``iwpfast.progress``).
+    progress : bool, "force" or "log", default True
+        A progress bar on a terminal, else progress lines through ``logging`` (False: never;
+        "force": always a bar; "log": always the log lines; see ``iwpfast.progress``).
     validation_fraction : float in (0, 0.5], default 0.1
         Share of the rows held out (in blocks spread over the stream) when alpha or
         learning_rate is "auto"; or pass a separate release with ``fit(..., validation=...)``.

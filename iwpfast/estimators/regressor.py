@@ -39,8 +39,9 @@ class IWPRegressor(IWPBase):
     chunk_rows : int >= 1 or None, default None
     shuffle : bool, default False
     random_state : int, numpy Generator or None, default None
-    progress : bool or "force", default True
-    validation_fraction : float in (0, 0.5], default 0.1
+    progress : bool, "force" or "log", default True
+        A progress bar on a terminal, else progress lines through ``logging`` (False: never;
+        "force": always a bar; "log": always the log lines; see ``iwpfast.progress``).
         As for ``IWPClassifier``.
 
     Attributes

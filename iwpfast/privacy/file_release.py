@@ -5,6 +5,7 @@ release, a Spark partition): it takes a resolved spec and one :class:`ReleaseOpt
 """
 from __future__ import annotations
 
+import logging
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -90,6 +91,10 @@ def release_file(source, destination, spec: ReleaseSpec, options: ReleaseOptions
             shuffle_tmp.cleanup()
     result.elapsed_s = time.perf_counter() - t0
     finish_counts(result, privatizer)
+    from ..progress import logger
+    logger.log(logging.DEBUG if part is not None else logging.INFO,
+               "released %s rows to %s in %.2f s (%.3g M rows/s)", f"{result.rows_written:,}",
+               result.destination, result.elapsed_s, result.rows_per_s / 1e6)
     return result
 
 
