@@ -42,6 +42,7 @@ class IWPRegressor(IWPBase):
     progress : bool, "force" or "log", default True
         A progress bar on a terminal, else progress lines through ``logging`` (False: never;
         "force": always a bar; "log": always the log lines; see ``iwpfast.progress``).
+    validation_fraction : float in (0, 0.5], default 0.1
         As for ``IWPClassifier``.
 
     Attributes
