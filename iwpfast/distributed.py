@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import uuid
 import warnings
 
@@ -89,6 +90,43 @@ def close_client(client) -> None:
         cluster.close()
 
 
+def client_path(target, filesystem=None, *, what: str = "source", must_exist: bool = True):
+    """``target`` as the cluster's workers must see it: a relative local path made absolute here
+    (a worker's working directory is its own, not the client's: a relative path named other
+    files there, or none) and checked on the client (a source must exist, a destination's
+    folder must).  URIs, paths on another filesystem and in-memory data are returned as they
+    are; a list of paths path by path.  The files must of course lie where the workers see them
+    under the same absolute path (a shared or network filesystem) or on an object store."""
+    from .io.filesystem import is_uri, wrap_filesystem
+
+    if isinstance(target, (list, tuple)) and target and all(
+            isinstance(t, (str, os.PathLike)) for t in target):
+        return [client_path(t, filesystem, what=what, must_exist=must_exist) for t in target]
+    if not isinstance(target, (str, os.PathLike)):
+        return target
+    text = os.fspath(target)
+    if is_uri(text) and not text.lower().startswith("file://"):
+        return target
+    if filesystem is not None:
+        import pyarrow.fs as pafs
+        if not isinstance(wrap_filesystem(filesystem), pafs.LocalFileSystem):
+            return target
+    if text.lower().startswith("file://"):
+        text = text[len("file://"):]
+    trailing = text.endswith(("/", os.sep))
+    absolute = os.path.abspath(os.path.expanduser(text))
+    glob = any(c in text for c in "*?[")
+    if must_exist and not glob and not os.path.exists(absolute):
+        raise InvalidInputError(
+            f"the {what} {text!r} does not exist on this machine ({absolute!r}); the cluster's "
+            "workers are given absolute paths, so the data must be there: check the path")
+    folder = os.path.dirname(absolute) if not glob else os.path.dirname(absolute.split("*")[0])
+    if not must_exist and not os.path.isdir(folder):
+        raise InvalidInputError(f"the folder {folder!r} of the {what} {text!r} does not exist; "
+                                "create it first")
+    return absolute + (os.sep if trailing else "")
+
+
 # --------------------------------------------------------------------------------- release
 def release_files(client, source, destination, spec, *, features=None, label=_UNSET, ranges=None,
                   seed=None, overwrite: bool = False, on_invalid: str = "error",
@@ -118,6 +156,8 @@ def release_files(client, source, destination, spec, *, features=None, label=_UN
     from .privacy.release import run_release
 
     _require_client(client)
+    source = client_path(source, filesystem)
+    destination = client_path(destination, filesystem, what="destination", must_exist=False)
     options = release_options(
         seed=seed, overwrite=overwrite, on_invalid=on_invalid, format=format,
         compression=compression, record_batch_rows=record_batch_rows, batch_rows=batch_rows,
@@ -574,6 +614,7 @@ def fit_files(client, source, estimator, *, rounds: int = 1, shards: int | None 
     from .sgd.driver import streams_on
 
     _require_client(client)
+    source = client_path(source, filesystem)
     if int(rounds) < 1:
         raise InvalidInputError(f"rounds={rounds}: use 1 (one merge at the end) or more")
     if shards is None:

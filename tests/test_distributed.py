@@ -374,3 +374,45 @@ def test_dask_release_resumes_keeping_the_finished_parts(client, raw, tmp_path):
     assert serial.rows_written == res.rows_written
     assert pa.Table.from_batches(list(open_source(out).batches())).equals(
         pa.Table.from_batches(list(open_source(tmp_path / "serial").batches())))
+
+
+def test_relative_paths_reach_the_workers_absolute(client, tmp_path, monkeypatch, capsys):
+    """Relative local paths with a cluster whose workers run elsewhere (this module's cluster,
+    reached through its address as an external scheduler is, its workers started in another
+    working directory): the client makes them absolute and checks them before any task
+    (docs/distributed.md "Paths")."""
+    import json
+    import os
+
+    from iwpfast.cli import main
+    from iwpfast.distributed import client_path
+
+    scheduler = client.scheduler.address
+    rng = np.random.default_rng(2)
+    (tmp_path / "raw").mkdir()
+    for i in range(2):
+        pq.write_table(pa.table({"a": rng.uniform(-1, 1, 600), "y": rng.integers(0, 2, 600)}),
+                       tmp_path / "raw" / f"f{i}.parquet")
+    # the worker processes keep the directory they started in: relative paths would name
+    # other files there
+    monkeypatch.chdir(tmp_path)
+    assert os.getcwd() != os.path.dirname(os.path.abspath(__file__))
+    os.mkdir("out")
+    assert main(["release", "raw/", "out/rel/", "--features", "a=-1:1", "--epsilon-x", "2",
+                 "--epsilon-y", "1", "--seed", "1", "--scheduler", scheduler,
+                 "--progress", "none"]) == 0
+    manifest = json.loads((tmp_path / "out" / "rel" / "_iwpfast_manifest.json").read_text())
+    assert manifest["row_count"] == 1200
+    assert main(["fit", "out/rel", "--out", "m.json", "--alpha", "1", "--learning-rate", "0.01",
+                 "--scheduler", scheduler, "--shards", "1", "--progress", "none"]) == 0
+    assert iwpfast.load("m.json").n_rows_seen_ == 1200
+    capsys.readouterr()
+    # checked on the client, before any task: a source that is not there, a destination whose
+    # folder is not there
+    assert main(["release", "nothere/", "out/r2/", "--features", "a=-1:1", "--epsilon-x", "2",
+                 "--epsilon-y", "1", "--scheduler", scheduler]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    with pytest.raises(InvalidInputError, match="folder .* does not exist"):
+        client_path("missing/deeper/rel/", what="destination", must_exist=False)
+    assert client_path("raw/") == str(tmp_path / "raw") + os.sep
+    assert client_path("s3://bkt/raw/") == "s3://bkt/raw/"

@@ -293,11 +293,15 @@ def run(args) -> int:
         with cluster_client(args) as client:
             parts_runner = None
             destination = args.destination
+            source = args.source
             if client is not None:
-                from ..distributed import DaskPartsRunner
+                from ..distributed import DaskPartsRunner, client_path
 
                 parts_runner = DaskPartsRunner(client)
                 destination = _as_folder(destination)
+                # the workers' working directory is not this one: absolute paths, checked here
+                source = client_path(source)
+                destination = client_path(destination, what="destination", must_exist=False)
             elif args.part_rows is not None:
                 destination = _as_folder(destination, "--part-rows")
             elif args.resume:
@@ -312,7 +316,6 @@ def run(args) -> int:
                 progress=cli_progress(args),
                 shuffle=args.shuffle, max_part_rows=args.part_rows, resume=args.resume,
                 part_retries=args.part_retries)
-            source = args.source
             if source == STDIO:
                 source = stdin_stream()
             if destination == STDIO:
