@@ -139,12 +139,20 @@ class _StderrHandler(logging.StreamHandler):
         pass
 
 
+class _Prefixed(logging.Formatter):
+    """``iwpfast: message``, once (a fit's progress lines already start with "iwpfast:")."""
+
+    def format(self, record) -> str:
+        text = super().format(record)
+        return text if text.startswith("iwpfast") else f"iwpfast: {text}"
+
+
 def log_to_stderr(level: int = logging.INFO) -> None:
     """Send the ``iwpfast`` records (progress lines included) to stderr as ``iwpfast: ...``
     lines (what the CLI does with ``--progress auto|log``); idempotent."""
     if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
         handler = _StderrHandler()
-        handler.setFormatter(logging.Formatter("iwpfast: %(message)s"))
+        handler.setFormatter(_Prefixed())
         logger.addHandler(handler)
     logger.setLevel(level)
     logging.getLogger("iwpfast.progress").setLevel(logging.NOTSET)

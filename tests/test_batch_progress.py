@@ -44,7 +44,7 @@ def test_progress_log_writes_rows_rate_and_eta_lines(raw, capsys, monkeypatch):
     assert main(["fit", str(raw / "rel.parquet"), "--out", str(raw / "m.json"), "--alpha", "1",
                  "--learning-rate", "0.01", "--progress", "log", "--progress-every", "1e-9"]) == 0
     err = capsys.readouterr().err
-    assert any(line.startswith("iwpfast: iwpfast: ") and "rows of 4,000" in line
+    assert any(line.startswith("iwpfast: 4,000 rows of 4,000 (100.0%)") and "done in" in line
                for line in lines(err))
     assert any("fitted IWPClassifier on 4,000 rows" in line for line in lines(err))
 
