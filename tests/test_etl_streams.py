@@ -249,3 +249,27 @@ def test_privatize_returns_what_fit_needs(raw):
     import pickle
     again = pickle.loads(pickle.dumps(result))
     assert again.spec == result.spec and np.array_equal(again.X, X_tilde)
+
+
+def test_a_categorical_release_travels_too(tmp_path):
+    """One-hot columns (a categorical feature) keep their names and noise through a DataFrame
+    and through privatize."""
+    rng = np.random.default_rng(3)
+    raw = pa.table({"a": rng.uniform(-1, 1, 2000), "c": rng.choice(["u", "v", "w"], 2000),
+                    "y": rng.integers(0, 2, 2000)})
+    cat = iwpfast.ReleaseSpec(epsilon_x=2.0, delta=1e-5, bound=1.5, epsilon_y=1.0,
+                              ranges="a=-1:1", categories={"c": ["u", "v", "w"]},
+                              features=("a", "c"), label="y")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        iwpfast.release(raw, tmp_path / "cat.parquet", cat, seed=1)
+        result = privatize(raw, spec=cat, seed=1)
+    table, back = read_release(tmp_path / "cat.parquet")
+    assert list(back.released_features) == ["a", "c=u", "c=v", "c=w"] == table.column_names[:4]
+    expected = IWPClassifier(**FIT).fit(tmp_path / "cat.parquet").coef_
+    np.testing.assert_array_equal(
+        IWPClassifier(**FIT).fit(table.to_pandas(), release_spec=back).coef_, expected)
+    assert result.X.shape == (2000, 4)
+    # the whole table in one chunk, as the file's 2,000 rows: the same noise, the same model
+    np.testing.assert_array_equal(IWPClassifier(**FIT).fit(result).coef_, expected)
+    np.testing.assert_array_equal(IWPClassifier(**FIT).fit(result.to_arrow()).coef_, expected)

@@ -67,7 +67,7 @@ class Privatized(tuple):
 
     def to_arrow(self) -> pa.Table:
         """The released rows as a Table with the release metadata, as a release file holds them."""
-        names = list(self.spec.feature_names)
+        names = list(self.spec.released_features)     # a categorical column's one-hot block
         X = np.asarray(self[0])
         arrays = [pa.array(np.ascontiguousarray(X[:, j])) for j in range(X.shape[1])]
         if self[1] is not None:
