@@ -273,3 +273,11 @@ def test_a_categorical_release_travels_too(tmp_path):
     # the whole table in one chunk, as the file's 2,000 rows: the same noise, the same model
     np.testing.assert_array_equal(IWPClassifier(**FIT).fit(result).coef_, expected)
     np.testing.assert_array_equal(IWPClassifier(**FIT).fit(result.to_arrow()).coef_, expected)
+
+
+def test_a_stream_destination_takes_one_release(raw):
+    table, _ = raw
+    with pytest.raises(InvalidInputError, match="stream destination .* takes one release"):
+        iwpfast.release(table, io.BytesIO(), spec(), max_part_rows=1000)
+    with pytest.raises(InvalidInputError, match="format='csv' for a stream destination"):
+        iwpfast.release(table, io.BytesIO(), spec(), format="csv")

@@ -71,7 +71,8 @@ def test_the_training_part_is_one_piece_per_run_of_training_blocks():
     # any row
     n = 1000
     table = _table(n)
-    src = open_source(table)
+    # a table is read in batches of record_batch_rows whatever its chunks: 93 rows here
+    src = open_source(table, record_batch_rows=93)
     train = PartSource(src, period=4, block=7, validation=False)
     rows = np.arange(n)
     expected = rows[(rows // 7) % 4 != 3]

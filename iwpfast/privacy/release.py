@@ -165,6 +165,14 @@ def run_release(source, destination, spec: ReleaseSpec, options: ReleaseOptions,
     a folder / prefix (a trailing ``/`` or an existing folder), ``options.max_part_rows`` is set
     or a ``parts_runner`` is given (``iwpfast.privacy.multipart.run_parts_serially`` by default;
     ``iwpfast.distributed`` passes one that runs the parts as Dask tasks)."""
+    from ..io.stream_writer import is_stream_destination
+
+    if is_stream_destination(destination) and (parts_runner is not None or options.resume
+                                               or options.max_part_rows is not None):
+        raise InvalidInputError(
+            "a stream destination (file-like, NativeFile, stdout) takes one release: a multi-part "
+            "release (max_part_rows, resume, a cluster) writes a folder of parts; give a folder "
+            "path instead")
     if parts_runner is not None or options.max_part_rows is not None or _is_folder(destination, options):
         from .multipart import release_parts_with
 
