@@ -120,17 +120,30 @@ def main():
     ap.add_argument("--rows", type=int, default=2_000_000)
     ap.add_argument("--kind", choices=KINDS)
     ap.add_argument("--path")
+    ap.add_argument("--read-ahead", type=int, default=None,
+                    help="iwpfast.io.sources.STREAM_READ_AHEAD for the stream kinds (default: "
+                         "the library's); --ab runs each kind with 0 and the default")
+    ap.add_argument("--ab", action="store_true")
     args = ap.parse_args()
     if args.kind:
-        print(json.dumps(run_kind(args.kind, args.path, args.rows)))
+        import iwpfast.io.sources as sources
+        if args.read_ahead is not None:
+            sources.STREAM_READ_AHEAD = args.read_ahead
+        out = run_kind(args.kind, args.path, args.rows)
+        out["read_ahead"] = sources.STREAM_READ_AHEAD
+        print(json.dumps(out))
         return
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "raw.parquet")
         make_raw(path, args.rows)
         for kind in KINDS:
-            out = subprocess.run([sys.executable, __file__, "--kind", kind, "--path", path,
-                                  "--rows", str(args.rows)], capture_output=True, text=True)
-            print(out.stdout.strip() or out.stderr.strip()[-500:])
+            settings = ([["--read-ahead", "0"], []] if args.ab else
+                        [[] if args.read_ahead is None else ["--read-ahead", str(args.read_ahead)]])
+            for extra in settings:
+                out = subprocess.run([sys.executable, __file__, "--kind", kind, "--path", path,
+                                      "--rows", str(args.rows), *extra], capture_output=True,
+                                     text=True)
+                print(out.stdout.strip() or out.stderr.strip()[-500:])
 
 
 if __name__ == "__main__":

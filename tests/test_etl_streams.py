@@ -145,7 +145,10 @@ def test_a_failed_release_leaves_a_stream_without_its_end(raw):
         iwpfast.io.open_source(str(path))
 
 
-def test_release_stream_is_lazy_and_is_the_release(raw):
+def test_release_stream_is_lazy_and_is_the_release(raw, monkeypatch):
+    import iwpfast.io.sources as sources
+
+    monkeypatch.setattr(sources, "STREAM_READ_AHEAD", 0)      # read in the caller's thread
     table, folder = raw
     expected = release_of(str(folder / "raw.parquet"), folder, "ref")
     pulled = []
@@ -281,3 +284,31 @@ def test_a_stream_destination_takes_one_release(raw):
         iwpfast.release(table, io.BytesIO(), spec(), max_part_rows=1000)
     with pytest.raises(InvalidInputError, match="format='csv' for a stream destination"):
         iwpfast.release(table, io.BytesIO(), spec(), format="csv")
+
+
+def test_a_stream_is_read_ahead_a_bounded_number_of_batches(raw):
+    """A generator's batches are produced by a thread of their own (STREAM_READ_AHEAD = 2
+    batches ahead of the release), no further: the release still equals the file's."""
+    import time
+
+    import iwpfast.io.sources as sources
+
+    table, folder = raw
+    pulled = []
+
+    def counted():
+        for batch in table.to_batches(max_chunksize=100):
+            pulled.append(batch.num_rows)
+            yield batch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = pa.Table.from_batches(list(release_stream(
+            str(folder / "raw.parquet"), spec(), seed=3, record_batch_rows=100)))
+        reader = release_stream(counted(), spec(), seed=3, record_batch_rows=100)
+        first = reader.read_next_batch()
+        time.sleep(0.3)                    # the producer thread fills its queue meanwhile
+        # the schema's item, the batch handed out, STREAM_READ_AHEAD queued, one waiting to be
+        assert sources.STREAM_READ_AHEAD == 2 and 3 <= len(pulled) <= 5 < N // 100
+        rest = reader.read_all()
+    assert pa.Table.from_batches([first, *rest.to_batches()]).equals(expected)

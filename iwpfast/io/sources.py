@@ -92,9 +92,12 @@ class ReaderSource(Source):
     rereadable = False
 
     def __init__(self, reader, columns, batch_rows, description="<pyarrow.RecordBatchReader>",
-                 schema: pa.Schema | None = None):
+                 schema: pa.Schema | None = None, read_ahead: bool = True):
         self.description = description
         self.reader = reader
+        #: read the stream in a thread of its own (``STREAM_READ_AHEAD``); False for producers
+        #: that already run in threads of their own (DuckDB, polars' streaming engine)
+        self.read_ahead = read_ahead
         self._used = False
         super().__init__(reader.schema if schema is None else schema, columns, batch_rows, None)
 
@@ -109,10 +112,55 @@ class ReaderSource(Source):
     def _gen(self, columns, batch_rows):
         idx = [self.full_schema.get_field_index(c) for c in columns]
         row = 0
-        for batch in rebatched(self.reader, batch_rows):
+        batches = rebatched(self.reader, batch_rows)
+        if self.read_ahead and STREAM_READ_AHEAD > 0:
+            batches = read_ahead(batches, STREAM_READ_AHEAD)
+        for batch in batches:
             batch = batch.select(idx) if idx != list(range(batch.num_columns)) else batch
             yield BatchOrigin(0, self.description, -1, row, row), batch
             row += batch.num_rows
+
+
+#: record batches of a stream source read ahead by a thread of their own while the caller works
+#: on the one before (the producer -- DuckDB, polars, a generator decoding files -- then runs
+#: while the release noises); 0 reads them in the caller's thread
+STREAM_READ_AHEAD = 2
+
+
+def read_ahead(items, depth: int):
+    """The items of the iterator ``items``, produced by a thread of their own at most ``depth``
+    items ahead of the caller; its errors are raised in the caller, in order; closing the
+    generator stops the thread (``iwpfast.io.handoff``)."""
+    import queue
+    import threading
+
+    from .handoff import join_draining, put_unless_stopped
+
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce():
+        try:
+            for item in items:
+                if not put_unless_stopped(q, ("item", item), stop):
+                    return
+            put_unless_stopped(q, ("done", None), stop)
+        except BaseException as exc:       # re-raised in the caller's thread
+            put_unless_stopped(q, ("error", exc), stop)
+
+    thread = threading.Thread(target=produce, name="iwpfast-stream", daemon=True)
+    thread.start()
+    try:
+        while True:
+            kind, payload = q.get()
+            if kind == "done":
+                return
+            if kind == "error":
+                raise payload
+            yield payload
+    finally:
+        stop.set()
+        join_draining(thread, q)
 
 
 def rebatched(batches, batch_rows: int):
@@ -195,9 +243,9 @@ def _stream_reader(source) -> tuple[object, str] | None:
     kind = f"{type(source).__module__}.{type(source).__name__}"
     mod = type(source).__module__ or ""
     if mod.startswith("polars") and hasattr(source, "collect_batches"):
-        return _from_capsule(source.collect_batches(), kind), "<polars.LazyFrame>"
+        return _from_capsule(source.collect_batches(), kind), NATIVE + "<polars.LazyFrame>"
     if mod.startswith("duckdb") and hasattr(source, "to_arrow_reader"):
-        return source.to_arrow_reader(DEFAULT_BATCH_ROWS), "<duckdb relation>"
+        return source.to_arrow_reader(DEFAULT_BATCH_ROWS), NATIVE + "<duckdb relation>"
     if hasattr(source, "__arrow_c_stream__"):
         return _from_capsule(source, kind), f"<{kind} (Arrow stream)>"
     if isinstance(source, (str, bytes, dict)) or not hasattr(source, "__iter__"):
@@ -206,6 +254,10 @@ def _stream_reader(source) -> tuple[object, str] | None:
         return _IterableBatches(source, f"<iterable of {type(source).__name__}>"), \
             f"<{type(source).__name__} of record batches>"
     return None
+
+
+#: the description prefix _stream_reader gives the streams whose producer has its own threads
+NATIVE = "native:"
 
 
 def _from_capsule(obj, kind: str):
@@ -649,7 +701,9 @@ def open_source(source, columns: Sequence[str] | None = None, *,
     stream = _stream_reader(source)
     if stream is not None:
         reader, desc = stream
-        return ReaderSource(reader, columns, batch_rows, description=desc)
+        native = desc.startswith(NATIVE)
+        return ReaderSource(reader, columns, batch_rows, description=desc.removeprefix(NATIVE),
+                            read_ahead=not native)
     raise InvalidInputError(
         f"cannot read a {type(source).__module__}.{type(source).__name__}: pass a Parquet/IPC/CSV "
         f"path, a directory or glob, a pyarrow Table/Dataset/RecordBatchReader, a pandas or polars "
