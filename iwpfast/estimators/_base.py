@@ -188,12 +188,12 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         validation = on_filesystem(validation, filesystem, "validation", paths_only=True)
         started = time.perf_counter()
         self._fit_pass(X, y, dict(noise_var=noise_var, epsilon_y=epsilon_y,
-                                          label_keep_prob=label_keep_prob,
-                                          target_noise_var=target_noise_var, feature_bound=feature_bound),
-                              features=features, label=label, override=override, n_rows_total=None,
-                              finish=True, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
-                              resume=resume, overwrite=overwrite, ranges=ranges,
-                              validation=validation, sample_weight=sample_weight)
+                                  label_keep_prob=label_keep_prob,
+                                  target_noise_var=target_noise_var, feature_bound=feature_bound),
+                       features=features, label=label, override=override, n_rows_total=None,
+                       finish=True, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
+                       resume=resume, overwrite=overwrite, ranges=ranges,
+                       validation=validation, sample_weight=sample_weight)
         seconds = time.perf_counter() - started
         rows = int(getattr(self, "n_rows_seen_", 0) or 0)
         logger.info("fitted %s on %s rows in %.2f s (%.3g M rows/s)", type(self).__name__,
