@@ -312,3 +312,19 @@ def test_a_stream_is_read_ahead_a_bounded_number_of_batches(raw):
         assert sources.STREAM_READ_AHEAD == 2 and 3 <= len(pulled) <= 5 < N // 100
         rest = reader.read_all()
     assert pa.Table.from_batches([first, *rest.to_batches()]).equals(expected)
+
+
+def test_a_release_of_randomized_response_codes_is_fitted_from_its_files(tmp_path):
+    rng = np.random.default_rng(5)
+    raw = pd.DataFrame({"a": rng.uniform(0, 1, 500), "c": rng.choice(["x", "y"], 500),
+                        "y": rng.integers(0, 2, 500)})
+    rr = iwpfast.ReleaseSpec(epsilon_x=2.0, delta=1e-5, bound=1.0, epsilon_y=1.0,
+                             ranges={"a": (0, 1)}, categories={"c": ["x", "y"]},
+                             categorical_mechanism="rr", epsilon_categorical=1.0,
+                             features=("a", "c"), label="y")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        iwpfast.release(raw, tmp_path / "rr.parquet", rr, seed=1)
+    table, back = read_release(tmp_path / "rr.parquet")
+    with pytest.raises(InvalidInputError, match="randomized-response categorical columns"):
+        IWPClassifier(**FIT).fit(table.to_pandas(), release_spec=back)

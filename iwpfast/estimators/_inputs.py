@@ -94,6 +94,11 @@ def with_release(X, y, release_spec, release, filesystem=None):
                                     "'iwpfast.release' metadata); pass the release's path or its "
                                     "ReleaseSpec (iwpfast.read_release)")
         meta = found
+    if meta.get("categorical_rr"):
+        raise InvalidInputError(
+            "a release with randomized-response categorical columns is fitted from its files "
+            "(fit('path/of/the/release')): its codes need their own learner, which reads them "
+            "from there")
     source = _released_rows(X, y, meta)
     attach_release_metadata(source, meta)
     return source, None
