@@ -159,13 +159,17 @@ def test_derived_step_is_the_theorem_step_and_grid_spans_it():
     pts = default_grid(loss="logistic", n_rows=32561, bound=2.0, batch_size=128, noise_var=1.0,
                        label_keep_prob=0.88, n_features=5, variance_cap=2.0,
                        radius_of=lambda a: 1.0 / a)
-    assert 10 <= len(pts) <= 25 and len({p.name for p in pts}) == len(pts)
+    assert len(pts) == 28 and len({p.name for p in pts}) == len(pts)
     assert all(p.learning_rate > 0 and p.alpha > 0 for p in pts)
-    # no step beyond 2/K, where even noiseless gradient descent diverges
-    from iwpfast.sgd.tuning import smoothness
-    for pt in pts:
-        R = min(1.0 / pt.alpha, math.sqrt(2.0))
-        assert pt.learning_rate <= 2.0 / smoothness("logistic", 2.0, pt.alpha, R) * (1 + 1e-12)
+    # issue 33: no worst-case cap; 7 steps per alpha, 3 decades around the noise-scaled step
+    # h = p / (f''(0) B^2) / sqrt(L F G): here L = 1/(2*0.88-1)^2, F = 1 + 5/4, G = 1 (logistic)
+    from iwpfast.sgd.tuning import step_scale
+    h = 5 / (0.25 * 4.0) / math.sqrt(1 / 0.76 ** 2 * 2.25)
+    for a in {p.alpha for p in pts}:
+        steps = sorted(p.learning_rate for p in pts if p.alpha == a)
+        assert steps[-1] == pytest.approx(h * 10 ** 0.5) and steps[0] == pytest.approx(h * 10 ** -2.5)
+        assert step_scale(loss="logistic", alpha=a, bound=2.0, noise_var=1.0, label_keep_prob=0.88,
+                          n_features=5, radius=1.0) == pytest.approx(h)
 
 
 class _E:

@@ -92,6 +92,13 @@ def test_a_race_never_stops_every_head_and_needs_drop_diverged():
         fit_stream(table, _heads(STEPS[:2]), race=race, **kw)
 
 
+@pytest.fixture
+def dominance(monkeypatch):
+    """The rung rule of issue 20 (``PRUNE_RULE = "dominance"``; the default is successive
+    halving since issue 33): these tests are about it."""
+    monkeypatch.setattr(tuning, "PRUNE_RULE", "dominance")
+
+
 class _Held:
     def __init__(self, n_rows):
         self.n_rows = n_rows
@@ -114,7 +121,8 @@ class _Telemetry:
         self.telemetry[TELEMETRY_INDEX["grad_norm_m2"]] = sd * sd * (batches - 1)
 
 
-def test_a_faster_head_is_credited_the_iterate_noise_its_final_average_removes(monkeypatch):
+def test_a_faster_head_is_credited_the_iterate_noise_its_final_average_removes(monkeypatch,
+                                                                              dominance):
     # gap 0.05 at 3.5 paired standard errors: pruned without the credit; with it the faster
     # head's extra (gamma/4) E|g|^2 = (0.004 - 0.001) / 4 * 100 = 0.075 covers the gap
     slow, fast = GridPoint(0.1, 0.001), GridPoint(0.1, 0.004)
@@ -139,7 +147,7 @@ def _estimate(risk, reliable=True):
     return RiskEstimate(risk, 0.01, 1000, reliable=reliable)
 
 
-def test_only_a_slower_more_regularized_head_prunes_and_only_beyond_z_paired_errors():
+def test_only_a_slower_more_regularized_head_prunes_and_only_beyond_z_paired_errors(dominance):
     z = tuning.PRUNE_Z
     slow = GridPoint(0.1, 0.001)        # gamma 1e-3, gamma*alpha 1e-4
     fast = GridPoint(0.1, 0.004)        # faster: the slow one may prune it, never the reverse
@@ -165,10 +173,11 @@ def test_only_a_slower_more_regularized_head_prunes_and_only_beyond_z_paired_err
     assert _race([gentle, slow], [_estimate(0.5), _estimate(0.5 + worse)], cov) == []
 
 
-def test_a_rung_reached_late_by_a_large_chunk_is_skipped():
+def test_a_rung_reached_late_by_a_large_chunk_is_skipped(monkeypatch, dominance):
     # the rung is taken at the end of the chunk reaching it; past half the rows after the rung
     # (chunks that are a large share of a small file) its scoring would cost more than it saves
     scored = []
+    monkeypatch.setattr(tuning, "PRUNE_AT", (0.125,))
     race = _Race({}, _Held(10**5), period=10, block=100, n_train=10**6,
                  score=lambda n_val, alive, states: scored.append(n_val) or (None, None))
     assert race.rows == [125_000]
@@ -213,7 +222,7 @@ def _private_task(n, seed=0, sigma=0.5, keep=0.85):
     return Xn, yn, dict(noise_var=sigma ** 2, label_keep_prob=keep, feature_bound=float(np.sqrt(3)))
 
 
-def test_auto_prunes_and_chooses_the_full_grid_s_head_with_its_bits(monkeypatch):
+def test_auto_prunes_and_chooses_the_full_grid_s_head_with_its_bits(monkeypatch, dominance):
     # 200,000 private rows, rungs from 500 validation rows: the scan stops the heads that a head
     # no faster beats clearly, and the model is the full grid's, bit for bit (survivors keep
     # their bits; the chosen head is a survivor)
@@ -237,7 +246,9 @@ def test_auto_prunes_and_chooses_the_full_grid_s_head_with_its_bits(monkeypatch)
         assert not t["chosen"][i] and not t["reliable"][i] and math.isnan(t["risk"][i])
         assert 0 < t["pruned_at_row"][i] < t["n_train"]
     for i in set(range(len(t["alpha"]))) - set(stopped):     # survivors: the same estimates
-        assert t["risk"][i] == f["risk"][i] and t["stderr"][i] == f["stderr"][i]
+        # (nan for both: a head that diverged in both scans)
+        assert t["risk"][i] == f["risk"][i] or math.isnan(t["risk"][i]) and math.isnan(f["risk"][i])
+        assert t["stderr"][i] == f["stderr"][i]
     assert any("pruned early" in note for note in t["notes"])
     assert t["pruned_at_row"] == again.tuning_["pruned_at_row"]      # deterministic
     # the full grid agrees that each pruned head was not a candidate: its final risk is above
@@ -247,7 +258,8 @@ def test_auto_prunes_and_chooses_the_full_grid_s_head_with_its_bits(monkeypatch)
 
 
 def test_no_pruning_on_small_data(monkeypatch):
-    assert tuning.PRUNE_AT == (0.125,) and tuning.PRUNE_CREDIT == "variance"  # the defaults
+    assert tuning.PRUNE_AT == (1 / 32, 1 / 16, 1 / 8, 1 / 4)                     # the defaults
+    assert tuning.PRUNE_RULE == "halving" and tuning.HALVING_CREDIT == "none"
     monkeypatch.setattr(tuning, "PRUNE_AT", (0.125, 0.5))
     Xn, yn, noise = _private_task(20_000)
     with warnings.catch_warnings():
@@ -257,14 +269,14 @@ def test_no_pruning_on_small_data(monkeypatch):
     assert all(r is None for r in m.tuning_["pruned_at_row"])
 
 
-def test_k_classes_prune_within_a_class_and_keep_the_full_grid_s_models(monkeypatch):
+def test_k_classes_prune_within_a_class_and_keep_the_full_grid_s_models(monkeypatch, dominance):
     # 3 classes, one-vs-rest heads, rungs after 1/8 and 1/2: each class's heads race among
     # themselves (never across classes) and each class keeps a head.  With the conservative
-    # credit the model is the full grid's, bit for bit.  With the default credit one class's
-    # choice differs on these data:
-    # the full grid's pick (the most regularized head within one standard error of the best) is
-    # a faster head stopped at the 1/2 rung, behind by more than the credited iterate noise but
-    # caught up by its tail average; the pruned scan then picks that class's best head
+    # credit the model is the full grid's, bit for bit.  With the default credit a class's choice
+    # can differ: the full grid's pick (the most regularized head within one standard error of
+    # the best) can be a faster head stopped at the 1/2 rung, behind by more than the credited
+    # iterate noise but caught up by its tail average; the pruned scan then picks that class's
+    # best head (on the grid of issue 20 class 1 did; on issue 33's grid none does)
     rng = np.random.default_rng(5)
     n = 120_000
     X = rng.uniform(-1, 1, (n, 3))
@@ -302,10 +314,6 @@ def test_k_classes_prune_within_a_class_and_keep_the_full_grid_s_models(monkeypa
             else:
                 chosen = next(i for i in mine if t["chosen"][i])
                 assert f["risk"][chosen] == min(f["risk"][i] for i in mine if f["reliable"][i])
-    changed = [c for c in (0, 1, 2)
-               if [default.tuning_["chosen"][i] for i, k in enumerate(f["class"]) if k == c]
-               != [f["chosen"][i] for i, k in enumerate(f["class"]) if k == c]]
-    assert changed == [1]
 
 
 def test_the_cli_summary_counts_pruned_heads_and_the_updates_they_made(capsys):

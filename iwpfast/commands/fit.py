@@ -311,6 +311,9 @@ def print_tuning(t: dict, table: bool = False, validation: str = "private") -> N
           f"{int(t['n_train']):,} rows, scored on {int(t['n_validation']):,} {validation} "
           f"validation rows; {reliable} reliable{dropped}; rule: {t['rule']}; cost: "
           f"{float(t['passes']):.3g} reads of the data (diverged heads included), {updates}")
+    if t.get("edge"):
+        print(f"tuning: the chosen head sits on the grid's edge ({t['edge']}): the best value may "
+              "lie beyond it (see the note below)")
     if table:
         # k classes: one row per (class, grid point) head, the class first
         classes = t.get("class")

@@ -217,7 +217,7 @@ class SingleHead(Heads):
         table = dict(result.table(), rule=result.rule, n_train=result.n_train,
                      n_validation=result.n_validation, passes=result.passes,
                      heads=result.head_updates_per_row, variance_cap=grid.cap,
-                     notes=grid.notes + result.notes)
+                     edge=result.edge, notes=grid.notes + result.notes)
         return TuneOutcome([cfg], [result.states[chosen.name]],
                            {HEAD_NAME: dict(result.telemetry.get(chosen.name, {}))}, cfg.alpha,
                            cfg.learning_rate, table, list(result.notes), [chosen.name])
@@ -360,7 +360,8 @@ class OneVsRestHeads(Heads):
         states = [r.states[name] for r, name in zip(results, chosen, strict=True)]
         names = self.names()
         tuning_ = class_tables(self.classes, [r.table() for r in results], [r.rule for r in results],
-                               [r.notes for r in results], grid, results[0])
+                               [r.notes for r in results], grid, results[0],
+                               edges=[r.edge for r in results])
         return TuneOutcome(configs, states,
                            {n: dict(r.telemetry.get(c, {}))
                             for n, r, c in zip(names, results, chosen, strict=True)},

@@ -143,11 +143,12 @@ def k_class_mapper(source, lab, request, heads, start_one_vs_rest):
     return NOT_K_CLASS
 
 
-def class_tables(classes, tables, rules, notes, grid, first) -> dict:
+def class_tables(classes, tables, rules, notes, grid, first, edges=None) -> dict:
     """``tuning_`` of k classes: the classes' tables one after the other, with a column
     ``class`` (the class each head learns: ``pandas.DataFrame`` of the list columns shows
     every head, filter by class for one class's table); ``rule`` the rule of every class
-    (one string when they agree), notes prefixed by their class."""
+    (one string when they agree), notes prefixed by their class; ``edge`` the classes whose
+    choice sits on the grid's edge, "class 'a': largest step; ...", or None."""
     classes = [c.item() if hasattr(c, "item") else c for c in classes]
     merged: dict = {"class": [c for c, t in zip(classes, tables, strict=True)
                               for _ in t["alpha"]]}
@@ -165,9 +166,11 @@ def class_tables(classes, tables, rules, notes, grid, first) -> dict:
         (f"every class: {n}" if len(cs) == len(classes) and len(cs) > 1 else
          ("class " if len(cs) == 1 else "classes ") + ", ".join(map(repr, cs)) + f": {n}")
         for n, cs in by_text.items()]
+    edge = "; ".join(f"class {c!r}: {e}" for c, e in zip(classes, edges or [None] * len(classes),
+                                                          strict=True) if e) or None
     return dict(merged, rule=rule, n_train=first.n_train, n_validation=first.n_validation,
                 passes=first.passes, heads=first.head_updates_per_row, variance_cap=grid.cap,
-                notes=list(grid.notes) + per_class_notes)
+                edge=edge, notes=list(grid.notes) + per_class_notes)
 
 
 def check_validation_release(heads, meta: dict) -> None:

@@ -176,7 +176,7 @@ class TunedFitMixin(EstimatorFields):
                             on_sphere=[bool(self.telemetry_.get("on_sphere"))],
                             pruned_at_row=[None], chosen=[True],
                             rule="too few rows: the derived grid's centre", n_train=int(n_rows),
-                            n_validation=0, passes=1.0, heads=1, variance_cap=grid.cap,
+                            n_validation=0, passes=1.0, heads=1, variance_cap=grid.cap, edge=None,
                             notes=[*grid.notes, note])
         self._pass.running().untuned(self)
         warnings.warn(f"auto hyper-parameters: {note}", NumericalWarning, stacklevel=4)

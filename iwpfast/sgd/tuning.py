@@ -43,30 +43,52 @@ from .state import HeadConfig
 
 #: default share of a stream held out for validation
 VALIDATION_FRACTION = 0.1
-#: multipliers of the derived step gamma*(alpha) tried for each alpha
-STEP_MULTIPLIERS = (1.0, 2.0, 4.0, 8.0, 16.0)
+#: the steps tried for each alpha: the noise-scaled step h (``step_scale``) times these, seven
+#: half-decades from 10^0.5 h down to 10^-2.5 h (3 decades: validation judges them, and a head
+#: that diverges is dropped; no worst-case constant caps them)
+STEP_MULTIPLIERS = tuple(10.0 ** (0.5 - 0.5 * j) for j in range(7))
 #: alpha = curvature scale kappa = f''(0) B^2 / p times these
-ALPHA_MULTIPLIERS = (0.01, 0.03, 0.1, 0.3, 1.0)
+ALPHA_MULTIPLIERS = (0.001, 0.01, 0.1, 1.0)
 #: below this many validation rows "auto" does not validate (the derived grid's centre is used)
 MIN_VALIDATION_ROWS = 30
 #: |margin| over which the step's constants (|f'|, f'') are bounded
 MARGIN_SCALE = 2.0
 #: the variance cap "auto" uses for IWP heads when none is given (sigma^2 |theta|^2 <= 2)
 AUTO_VARIANCE_CAP = 2.0
-#: the shares of the training rows after which a tuning scan prunes hopeless heads (``_Race``;
-#: an empty tuple trains every head to the end)
-PRUNE_AT: tuple = (0.125,)
-#: a head is pruned when a head no faster than it has an interim private risk lower by more than
-#: this many paired standard errors
+#: the shares of the training rows after which a tuning scan prunes heads (``_Race``: the rungs
+#: of successive halving; an empty tuple trains every head to the end)
+PRUNE_AT: tuple = (1 / 32, 1 / 16, 1 / 8, 1 / 4)
+#: the rule a rung applies: "halving" (keep the best ``HALVING_KEEP`` of each class's live heads
+#: by credited interim risk, at least ``HALVING_MIN``) or "dominance" (stop a head only when a
+#: head at least as regularized and no faster beats it by ``PRUNE_Z`` paired standard errors)
+PRUNE_RULE = "halving"
+#: the share of a class's live heads a halving rung keeps
+HALVING_KEEP = 1 / 3
+#: ... and at least this many (the one-standard-error rule's final choice is among them)
+HALVING_MIN = 3
+#: the iterate noise a halving rung credits (``_noise_floor``'s kinds; "none": at an early rung a
+#: slow head lags by its bias while a fast one carries iterate noise, errors of opposite sign;
+#: crediting only the fast head's made the rungs keep only the fastest heads, docs/tuning.md)
+HALVING_CREDIT = "none"
+#: "dominance": a head is pruned when a head no faster than it has an interim private risk
+#: lower by more than this many paired standard errors
 PRUNE_Z = 3.0
 #: a pruning rung is taken only with at least this many validation rows behind it
 PRUNE_MIN_ROWS = 2000
 #: ... and only when the chunk reaching it ends before this share of the rows after the rung
 PRUNE_LATEST = 0.5
-#: why a head was pruned (its estimate's warning and the tuning notes)
-PRUNE_REASON = ("a head at least as regularized and no faster had a lower interim private risk "
-                f"by more than {PRUNE_Z:g} paired standard errors plus the iterate noise "
-                "credited to it")
+#: why a head was pruned (its estimate's warning and the tuning notes), by ``PRUNE_RULE``
+PRUNE_REASONS = {
+    "dominance": ("a head at least as regularized and no faster had a lower interim private risk "
+                  f"by more than {PRUNE_Z:g} paired standard errors plus the iterate noise "
+                  "credited to it"),
+    "halving": ("successive halving: not among the best third of its class's live heads by "
+                "interim private risk (less the iterate noise credited to it)"),
+}
+
+
+def prune_reason() -> str:
+    return PRUNE_REASONS[PRUNE_RULE]
 
 
 
@@ -169,6 +191,31 @@ class GridPoint:
         return f"alpha={self.alpha:.4g},lr={self.learning_rate:.4g}"
 
 
+def step_scale(*, loss: str, alpha: float, bound: float, noise_var, label_keep_prob: float | None,
+               n_features: int, radius: float, target_noise_var: float = 0.0,
+               variance_cap: float = math.inf) -> float:
+    """h = 1 / (kappa sqrt(L F G)): the centre of the "auto" step grid (docs/tuning.md).
+
+    1 / kappa = p / (f''(0) B^2) is the loss-scale step: the inverse curvature of the risk at
+    theta = 0 in a direction where features spread evenly over the bound (the noiseless step of
+    a well-conditioned problem).  The release multiplies the gradient's second moment by
+    L F G (``derived_step``'s factors: the label factor 1/(2S-1)^2 or 1 + sigma_y^2, the feature
+    factor 1 + sum_j s_j / B^2, the exponential loss's score factor exp(min(cap, s_max R^2)));
+    averaged SGD's step scales like one over the gradient's root mean square, hence the square
+    root.  No worst-case curvature caps it: the grid spans decades around h and the hold-out
+    judges them."""
+    B = float(bound)
+    record = loss_record(loss)
+    kappa = record.f2_at_0 * B * B / max(int(n_features), 1)
+    label = 1.0 if label_keep_prob is None else 1.0 / (2.0 * label_keep_prob - 1.0) ** 2
+    if record.task == "regression":
+        label = 1.0 + target_noise_var
+    noise = column_noise(noise_var, n_features)
+    feature = 1.0 + noise.total / (B * B)
+    score = record.score_factor(noise.energy_bound(float(radius), variance_cap))
+    return 1.0 / (kappa * math.sqrt(label * feature * score))
+
+
 def default_grid(*, loss: str, n_rows: int, bound: float, batch_size: int, noise_var,
                  label_keep_prob: float | None, n_features: int, variance_cap: float,
                  radius_of: Callable[[float], float], alphas: Sequence[float] | None = None,
@@ -178,18 +225,19 @@ def default_grid(*, loss: str, n_rows: int, bound: float, batch_size: int, noise
 
     alphas (unless given): kappa x ALPHA_MULTIPLIERS with the curvature scale kappa = f''(0) B^2 / p
     (the Hessian of the risk at 0 for features spread evenly over the bound).  For each alpha, the
-    steps (unless given): gamma*(alpha) x STEP_MULTIPLIERS (``derived_step`` with T the updates of
-    the training part and R the reachable radius: the projection radius, or sqrt(cap / s_min)
-    when every column is noised and the variance cap binds first).  ``noise_var``: one variance
-    or one per feature (zeros for public columns: the cap then bounds only the private
-    directions, and with no feature noise at all -- a label-only release -- the projection
-    radius, the label factor and the smoothness bound the step).
+    steps (unless given): h x STEP_MULTIPLIERS, 3 decades around the noise-scaled step h
+    (``step_scale``; R the reachable radius: the projection radius, or sqrt(cap / s_min) when
+    every column is noised and the variance cap binds first).  ``noise_var``: one variance or one
+    per feature (zeros for public columns, which add nothing to the feature factor; a label-only
+    release has feature and score factors 1).  ``n_rows`` and ``batch_size`` do not move the
+    steps: the grid is wide enough for the pass lengths one scan meets, and ``tuning_["edge"]``
+    says when the choice sits on its edge.
     """
+    del n_rows, batch_size          # the grid does not depend on them (kept for the signature)
     noise = column_noise(noise_var, n_features)
     if alphas is None:
         kappa = loss_record(loss).f2_at_0 * bound * bound / max(n_features, 1)
         alphas = [kappa * m for m in ALPHA_MULTIPLIERS]
-    n_updates = -(-max(int(n_rows), 1) // int(batch_size))
     points = []
     for a in alphas:
         if learning_rates is not None:
@@ -198,16 +246,38 @@ def default_grid(*, loss: str, n_rows: int, bound: float, batch_size: int, noise
         R = noise.capped_radius(radius_of(float(a)), variance_cap)
         if not math.isfinite(R):
             R = bound / float(a)
-        g0 = derived_step(loss=loss, alpha=float(a), n_updates=n_updates, bound=bound,
-                          batch_size=batch_size, noise_var=noise_var, label_keep_prob=label_keep_prob,
-                          n_features=n_features, radius=R, target_noise_var=target_noise_var,
-                          variance_cap=variance_cap)
-        # beyond 2/K even noiseless gradient descent on a K-smooth risk diverges: no grid step
-        # goes there (the multipliers above it collapse onto 2/K, kept once)
-        limit = 2.0 / smoothness(loss, bound, float(a), R)
-        steps = sorted({min(g0 * m, limit) for m in STEP_MULTIPLIERS})
-        points += [GridPoint(float(a), g) for g in steps]
+        h = step_scale(loss=loss, alpha=float(a), bound=bound, noise_var=noise_var,
+                       label_keep_prob=label_keep_prob, n_features=n_features, radius=R,
+                       target_noise_var=target_noise_var, variance_cap=variance_cap)
+        points += [GridPoint(float(a), h * m) for m in sorted(STEP_MULTIPLIERS)]
     return points
+
+
+def grid_edge(points: Sequence[GridPoint], chosen: int) -> str | None:
+    """Where the chosen point sits on the grid's edge, or None: "largest step" / "smallest step"
+    (no step beyond it was tried at its alpha) and "smallest alpha"; joined by ", ".  The largest
+    alpha is not an edge: it is where the one-standard-error rule goes when the hold-out cannot
+    tell the heads apart (a larger alpha would be chosen for the same reason)."""
+    if not points or chosen is None or not 0 <= chosen < len(points):
+        return None
+    pt = points[chosen]
+    steps = [q.learning_rate for q in points if q.alpha == pt.alpha]
+    alphas = sorted({q.alpha for q in points})
+    edges = []
+    if len(steps) > 1 and pt.learning_rate >= max(steps):
+        edges.append("largest step")
+    if len(steps) > 1 and pt.learning_rate <= min(steps):
+        edges.append("smallest step")
+    if len(alphas) > 1 and pt.alpha <= alphas[0]:
+        edges.append("smallest alpha")
+    return ", ".join(edges) or None
+
+
+def edge_note(edge: str, point: GridPoint) -> str:
+    """The warning of a choice on the grid's edge (``grid_edge``)."""
+    return (f"the chosen head (alpha {point.alpha:.3g}, step {point.learning_rate:.3g}) sits on "
+            f"the grid's edge ({edge}): the best value may lie beyond it; try a grid that extends "
+            "past it (alpha=[...], learning_rate=[...]; CLI --alpha, --learning-rate)")
 
 
 def grid_centre(points: Sequence[GridPoint]) -> GridPoint:
@@ -281,6 +351,7 @@ class TuningResult:
     head_updates_per_row: int
     notes: list = field(default_factory=list)
     pruned: dict = field(default_factory=dict)     # head name -> training row it stopped at
+    edge: str | None = None    # where the chosen point sits on the grid's edge (``grid_edge``)
 
     def table(self) -> dict:
         """Column-wise table (``pandas.DataFrame(model.tuning_)`` shows it)."""
@@ -304,7 +375,8 @@ class TuningResult:
 
 
 def select(points: Sequence[GridPoint], estimates: Sequence,
-           covariance: np.ndarray | None = None, n_pruned: int = 0) -> tuple[int, str, list[str]]:
+           covariance: np.ndarray | None = None, n_pruned: int = 0,
+           n_diverged: int = 0) -> tuple[int, str, list[str]]:
     """The one-standard-error rule over reliable heads, with paired standard errors (docs/tuning.md).
 
     best = the reliable head with the lowest estimated risk.  Every head is scored on the same
@@ -344,9 +416,9 @@ def select(points: Sequence[GridPoint], estimates: Sequence,
 
     cand = [j for j in reliable if estimates[j].risk - estimates[best].risk <= se_diff(j)]
     chosen = max(cand, key=lambda j: (points[j].alpha, -estimates[j].risk))
-    # ``n_pruned`` heads stopped mid-scan (``_Race``) are not candidates, but not for being
-    # unreliable
-    dropped = len(points) - len(reliable) - n_pruned
+    # ``n_pruned`` heads stopped mid-scan (``_Race``) and ``n_diverged`` ones are not
+    # candidates, but not for being unreliable (a note of their own says they diverged)
+    dropped = len(points) - len(reliable) - n_pruned - n_diverged
     if dropped:
         notes.append(f"{dropped} of {len(points)} heads discarded: their private risk is unreliable")
     return chosen, "one standard error (paired)", notes
@@ -406,21 +478,22 @@ def _may_prune(b: GridPoint, j: GridPoint) -> bool:
 PRUNE_CREDIT = "variance"
 
 
-def _noise_floor(point: GridPoint, state) -> float:
+def _noise_floor(point: GridPoint, state, credit: str | None = None) -> float:
     """The part of a head's interim risk that the tail average of its final model removes, as
     the rung credits it: the stationary excess risk of constant-step SGD on a quadratic,
     (gamma / 4) tr(S) with S the covariance of its batch gradients, estimated by the telemetry's
     E|g|^2 (``PRUNE_CREDIT`` "second_moment", an upper bound of tr(S)) or Var|g| ("variance", a
     lower bound); 0 with "none".  Without it a faster head behind only by its iterate noise,
     which the average removes, was pruned (a k-class test, docs/tuning.md)."""
-    if state is None or PRUNE_CREDIT == "none":
+    credit = PRUNE_CREDIT if credit is None else credit
+    if state is None or credit == "none":
         return 0.0
     from .._kernels.abi import TELEMETRY_INDEX
     t = state.telemetry
     batches = float(t[TELEMETRY_INDEX["batches"]])
     mean = float(t[TELEMETRY_INDEX["grad_norm_mean"]])
     var = float(t[TELEMETRY_INDEX["grad_norm_m2"]]) / (batches - 1) if batches > 1 else 0.0
-    g = var + mean * mean if PRUNE_CREDIT == "second_moment" else var
+    g = var + mean * mean if credit == "second_moment" else var
     return point.learning_rate * g / 4.0
 
 
@@ -430,20 +503,24 @@ class _Race:
     After each share ``PRUNE_AT`` of the training rows (a rung with at least ``PRUNE_MIN_ROWS``
     validation rows behind it), every live head is scored with its current theta on the
     validation rows the scan has passed (held in memory, ``HeldRows``) with the same unbiased
-    private risk as the final choice, and head j is pruned when some reliable head b that may
-    stop it (``_may_prune``: at least as regularized, no faster) has an interim risk lower by
-    more than ``PRUNE_Z`` paired standard errors plus the iterate noise credited to j beyond b's
-    (``_noise_floor``: the tail average of the final model removes it).  Why that is honest, and
-    where the choice can still change (docs/tuning.md "Early pruning"): a head behind only
-    because it is slower to leave theta_0 is never pruned by a faster one; the final choice is
-    still ``select`` over the survivors' final models on the whole hold-out.
+    private risk as the final choice, less the iterate noise credited to it (``_noise_floor``:
+    the tail average of the final model removes it).  ``PRUNE_RULE`` "halving" (successive
+    halving, the default): each group's (class's) live heads are ranked, reliable ones first by
+    credited risk, and the best ``HALVING_KEEP`` of them go on (at least ``HALVING_MIN``).
+    "dominance": head j is stopped when some reliable head b that may stop it (``_may_prune``:
+    at least as regularized, no faster) has a credited interim risk lower by more than
+    ``PRUNE_Z`` paired standard errors.  The final choice is still ``select`` over the
+    survivors' final models on the whole hold-out (docs/tuning.md "Successive halving").
     The rows a rung uses depend only on the row numbers (the blocks before the rung's group),
-    so a fit prunes the same heads every time."""
+    so a fit prunes the same heads every time.  ``groups``: head name -> its group (k classes:
+    its class; heads of different groups are never compared)."""
 
     def __init__(self, points: dict, held, period: int, block: int, n_train: int,
-                 score: Callable):
+                 score: Callable, groups: dict | None = None):
         self.points, self.held, self.period, self.block = points, held, period, block
         self.score, self.n_train = score, int(n_train)
+        self.groups = groups or {}
+        self.last_row = 0
         rows = sorted({max(1, math.ceil(f * n_train)) for f in PRUNE_AT if 0 < f < 1})
         self.rows = [r for r in rows if self.validation_rows(r) >= PRUNE_MIN_ROWS]
 
@@ -455,18 +532,37 @@ class _Race:
         group = (row - 1) // self.block // (self.period - 1)
         return min(self.held.n_rows, group * self.block)
 
+    def chunk_rows(self, n_features: int) -> int:
+        """Rows per chunk for a raced scan: about the first rung's rows (a power of two), so
+        that the rungs are taken near their rows (a rung is taken at the end of the chunk
+        reaching it), within the reader's default bounds for rows of ``n_features`` float64."""
+        from ..io.reader import MIN_DEFAULT_CHUNK_ROWS, default_chunk_rows
+        near = 1 << max(0, round(math.log2(max(self.rows[0], 1))))
+        return int(max(MIN_DEFAULT_CHUNK_ROWS,
+                       min(near, default_chunk_rows(8 * (int(n_features) + 1)))))
+
     def prune(self, row: int, alive: list[str], states: dict) -> list[str]:
         target = max((r for r in self.rows if r <= row), default=row)
+        # the rungs this call takes (a chunk can pass several): halving applies once for each
+        passed = max(1, sum(1 for r in self.rows if self.last_row < r <= row))
+        self.last_row = row
         if row - target > PRUNE_LATEST * (self.n_train - target):
             # a rung is taken at the end of the chunk reaching it: with chunks that are a large
             # share of the rows it can come too late to save what its scoring costs
             return []
+        if PRUNE_RULE == "halving" and not any(
+                len(g) > HALVING_MIN for g in self._grouped(alive).values()):
+            return []                  # nothing to halve: no scoring
         n_val = self.validation_rows(row)
         estimates, cov = self.score(n_val, alive, states)
         if estimates is None:
             return []
         reliable = [i for i, e in enumerate(estimates) if e.reliable and math.isfinite(e.risk)]
-        floor = {i: _noise_floor(self.points[alive[i]], states.get(alive[i])) for i in reliable}
+        credit = HALVING_CREDIT if PRUNE_RULE == "halving" else PRUNE_CREDIT
+        floor = {i: _noise_floor(self.points[alive[i]], states.get(alive[i]), credit)
+                 for i in reliable}
+        if PRUNE_RULE == "halving":
+            return self._halve(alive, estimates, reliable, floor, HALVING_KEEP ** passed)
         out = []
         for j in reliable:
             pj = self.points[alive[j]]
@@ -481,8 +577,33 @@ class _Race:
                     break
         return out
 
+    def _grouped(self, alive: list[str]) -> dict:
+        grouped: dict = {}
+        for i, name in enumerate(alive):
+            grouped.setdefault(self.groups.get(name), []).append(i)
+        return grouped
 
-def _race(train, held, points: dict, heads_of, kw: dict, **score_kw):
+    def _halve(self, alive, estimates, reliable, floor, share: float) -> list[str]:
+        """Successive halving: in each group keep the best ``share`` (``HALVING_KEEP`` per rung
+        passed, at least ``HALVING_MIN``): reliable heads by credited interim risk, then the
+        unreliable ones (an interim estimate can be unreliable on a rung's few rows and recover
+        on the whole hold-out; they go last, by the smaller noise energy)."""
+        ok = set(reliable)
+        out = []
+        for members in self._grouped(alive).values():
+            keep = max(HALVING_MIN, math.ceil(share * len(members) - 1e-9))
+            if keep >= len(members):
+                continue
+            ranked = sorted(members, key=lambda i: (
+                (0, estimates[i].risk - floor[i]) if i in ok
+                else (1, estimates[i].noise_energy if math.isfinite(estimates[i].noise_energy)
+                      else math.inf), i))
+            out += [alive[i] for i in ranked[keep:]]
+        return out
+
+
+def _race(train, held, points: dict, heads_of, kw: dict, groups: dict | None = None,
+          **score_kw):
     """The ``_Race`` of a tuning scan (``points``: head name -> its GridPoint; ``score_kw``:
     ``score_heads``'s features, label, loss, noise, sample_weight, engine[, label_table]), or
     None (no held hold-out, unknown length, a checkpoint, a cluster's pass, pruning off, or too
@@ -512,7 +633,8 @@ def _race(train, held, points: dict, heads_of, kw: dict, **score_kw):
         with _blas_single_threaded():
             return score_heads(source, heads=alive, states=states, configs=configs, **score_kw)
 
-    race = _Race(points, held, train.period, train.block, int(train.num_rows), score)
+    race = _Race(points, held, train.period, train.block, int(train.num_rows), score,
+                 groups=groups)
     return race if race.rows else None
 
 
@@ -524,7 +646,7 @@ def _race_notes(race, pruned: dict, n_points: int, n_train: int) -> list[str]:
     rows = sorted(set(pruned.values()))
     rungs = ", ".join(f"{sum(1 for v in pruned.values() if v == r)} after row {r:,} "
                       f"({race.validation_rows(r):,} validation rows)" for r in rows)
-    return [f"{len(pruned)} of {n_points} heads pruned early ({rungs}): {PRUNE_REASON}; the "
+    return [f"{len(pruned)} of {n_points} heads pruned early ({rungs}): {prune_reason()}; the "
             f"scan made {trained / max(n_train, 1):.1f} head updates per row instead of "
             f"{n_points}"]
 
@@ -620,7 +742,7 @@ def _choose(points, names: list[str], scored: dict, cov_of: Callable[[str, str],
     pruned = pruned or {}
     estimates = [scored[n] if n in scored else
                  RiskEstimate(math.nan, math.inf, 0, noise_energy=math.inf, reliable=False,
-                              warnings=(f"pruned after training row {pruned[n]}: {PRUNE_REASON}.",))
+                              warnings=(f"pruned after training row {pruned[n]}: {prune_reason()}.",))
                  if n in pruned else
                  RiskEstimate(math.nan, math.inf, 0, reliable=False,
                               warnings=("the head diverged (theta became non-finite).",))
@@ -632,8 +754,14 @@ def _choose(points, names: list[str], scored: dict, cov_of: Callable[[str, str],
             if ni in scored and nj in scored:
                 cov[i, j] = cov_of(ni, nj)
     chosen, rule, notes = select(points, estimates, cov,
-                                 n_pruned=sum(1 for n in names if n in pruned))
-    return estimates, chosen, rule, notes
+                                 n_pruned=sum(1 for n in names if n in pruned),
+                                 n_diverged=sum(1 for n in names
+                                                if n not in scored and n not in pruned))
+    # a fallback's choice (no reliable head) says nothing about where the good region lies
+    edge = grid_edge(points, chosen) if rule.startswith("one standard error") else None
+    if edge:
+        notes.append(edge_note(edge, points[chosen]))
+    return estimates, chosen, rule, notes, edge
 
 
 def tune_stream(source, features: Sequence[str], label: str, points: Sequence[GridPoint],
@@ -672,6 +800,8 @@ def tune_stream(source, features: Sequence[str], label: str, points: Sequence[Gr
     held = _hold_validation(train, val, validation)
     race = (_race(train, held, by_name, heads_of, kw, features=features, label=label, loss=loss,
                   noise=noise, sample_weight=sample_weight, engine=engine) if prune else None)
+    if race is not None and "chunk_rows" not in kw:
+        kw["chunk_rows"] = race.chunk_rows(len(features))
     result, active, diverged, repeats = _scan(train, heads_of, [pt.name for pt in points], kw,
                                               race=race)
     pruned = result.pruned
@@ -682,7 +812,7 @@ def tune_stream(source, features: Sequence[str], label: str, points: Sequence[Gr
                                          result.configs, loss=loss, noise=noise,
                                          sample_weight=sample_weight, engine=engine)
     index = {n: i for i, n in enumerate(active)}
-    estimates, chosen, rule, notes = _choose(
+    estimates, chosen, rule, notes, edge = _choose(
         points, [pt.name for pt in points], dict(zip(active, scored, strict=True)),
         lambda a, b: cov_active[index[a], index[b]], pruned)
     notes += _race_notes(race, pruned, len(points), int(result.n_rows))
@@ -695,7 +825,7 @@ def tune_stream(source, features: Sequence[str], label: str, points: Sequence[Gr
                         configs=result.configs, telemetry=result.telemetry, chosen=chosen,
                         rule=rule, n_train=int(result.n_rows), n_validation=int(n_val),
                         passes=passes, head_updates_per_row=len(points), notes=notes,
-                        pruned=pruned)
+                        pruned=pruned, edge=edge)
 
 
 def class_head_name(point: GridPoint, c: int) -> str:
@@ -754,9 +884,12 @@ def tune_stream_classes(source, features: Sequence[str], label: str, points: Seq
     # dropped for every class (one repeated scan per point, not per head)
     held = _hold_validation(train, val, validation)
     race = (_race(train, held, {n: pt for n, (pt, _) in owner.items()}, heads_of, kw,
-                  features=features, label=label, loss=loss, noise=noise,
+                  groups={n: c for n, (_, c) in owner.items()}, features=features, label=label,
+                  loss=loss, noise=noise,
                   label_table=label_table, sample_weight=sample_weight, engine=engine)
             if prune else None)
+    if race is not None and "chunk_rows" not in kw:
+        kw["chunk_rows"] = race.chunk_rows(len(features))
     result, active, diverged, repeats = _scan(
         train, heads_of, list(owner), kw,
         siblings=lambda name: [class_head_name(owner[name][0], c) for c in range(k)], race=race)
@@ -773,7 +906,7 @@ def tune_stream_classes(source, features: Sequence[str], label: str, points: Seq
     results = []
     for c in range(k):
         names = [class_head_name(pt, c) for pt in points]
-        estimates, chosen, rule, notes = _choose(points, names, by_name,
+        estimates, chosen, rule, notes, edge = _choose(points, names, by_name,
                                                  lambda a, b: cov_active[index[a], index[b]],
                                                  all_pruned)
         pruned = {pt.name: all_pruned[n] for pt, n in zip(points, names, strict=True)
@@ -793,5 +926,5 @@ def tune_stream_classes(source, features: Sequence[str], label: str, points: Seq
             telemetry={p: result.telemetry.get(n, {}) for p, n in kept.items()},
             chosen=chosen, rule=rule, n_train=int(result.n_rows),
             n_validation=int(max((e.n_rows for e in estimates), default=0)), passes=passes,
-            head_updates_per_row=k * len(points), notes=notes, pruned=pruned))
+            head_updates_per_row=k * len(points), notes=notes, pruned=pruned, edge=edge))
     return results
