@@ -254,23 +254,20 @@ def default_grid(*, loss: str, n_rows: int, bound: float, batch_size: int, noise
 
 
 def grid_edge(points: Sequence[GridPoint], chosen: int) -> str | None:
-    """Where the chosen point sits on the grid's edge, or None: "largest step" / "smallest step"
-    (no step beyond it was tried at its alpha) and "smallest alpha"; joined by ", ".  The largest
-    alpha is not an edge: it is where the one-standard-error rule goes when the hold-out cannot
-    tell the heads apart (a larger alpha would be chosen for the same reason)."""
+    """"largest step" / "smallest step" when no step beyond the chosen one was tried at its
+    alpha, else None.  alpha has no edge: at the largest alpha (kappa) the one-standard-error
+    rule lands when the hold-out cannot tell the heads apart (a larger one would be chosen for
+    the same reason), and below the smallest (kappa / 1000) the ridge is a thousandth of the
+    data's own curvature: smaller values change little but the projection radius."""
     if not points or chosen is None or not 0 <= chosen < len(points):
         return None
     pt = points[chosen]
     steps = [q.learning_rate for q in points if q.alpha == pt.alpha]
-    alphas = sorted({q.alpha for q in points})
-    edges = []
     if len(steps) > 1 and pt.learning_rate >= max(steps):
-        edges.append("largest step")
+        return "largest step"
     if len(steps) > 1 and pt.learning_rate <= min(steps):
-        edges.append("smallest step")
-    if len(alphas) > 1 and pt.alpha <= alphas[0]:
-        edges.append("smallest alpha")
-    return ", ".join(edges) or None
+        return "smallest step"
+    return None
 
 
 def edge_note(edge: str, point: GridPoint) -> str:
