@@ -699,6 +699,14 @@ def _scan(train, heads_of: Callable[[list[str]], list], names: list[str], kw: di
         active = [n for n in active if n not in result.pruned]
         drop = dropping(sorted(result.diverged, key=active.index))
         if drop:
+            if len(drop) >= len(active) and result.pruned and train.rereadable:
+                # every head a race kept diverged later (with private labels the intercept can
+                # drift, docs/tuning.md): the heads it stopped are trained again, to the end,
+                # without a race (one more read; rare)
+                diverged += [n for n in drop if n not in diverged]
+                active = [n for n in names if n in result.pruned and n not in diverged]
+                race, repeats = None, repeats + 1
+                continue
             if len(drop) >= len(active):
                 # every head diverged: the error a scan that stops would have raised (the first
                 # head to diverge, its chunk's end row, the advice for its config)
