@@ -37,7 +37,9 @@ path, as a user does):
 Per table and kind the script prints the default ``IWPClassifier()`` (its chosen alpha / step and
 whether ``tuning_["edge"]`` flagged it), the best head of a manual grid (steps 1e-3 .. 1 on a
 half-decade grid x alpha 1e-4, 1e-3, 1e-2; ranked by the clean hold-out accuracy, an oracle no
-private learner has; variance cap 2 where the features are noised, tail averaging), the majority
+private learner has; variance cap 2 where the features are noised, tail averaging), the accuracy
+of the manual head with the lowest clean exponential risk (the oracle of what 'auto' minimizes:
+the private risk is an unbiased estimate of that risk, not of the accuracy), the majority
 class and scikit-learn's ``LogisticRegression`` on the same scaled clean columns: accuracy and AUC
 on a clean hold-out (30% of the rows, at most 50,000), mean over ``--seeds`` release seeds.
 ``--json FILE`` also writes the rows (to compare two checkouts).
@@ -175,11 +177,11 @@ def run_one(name, table, kind, seeds, tmp):
                majority=float(max(yt.mean(), 1 - yt.mean())),
                sklearn=(float(sk.score(scaled(Xt, table), yt)),
                         auc(yt, sk.decision_function(scaled(Xt, table)))))
-    autos, bests, chosen, edges, secs = [], [], [], [], []
+    autos, bests, by_risk, chosen, edges, secs = [], [], [], [], [], []
     for seed in range(seeds if kind != "clean" else 1):
         ranges = [tuple(table["ranges"][f]) for f in table["features"]]
         if kind == "clean":
-            def fit(**kw):
+            def fit(ranges=ranges, **kw):
                 return iwpfast.IWPClassifier(progress=False, **kw).fit(
                     Xtr, ytr, ranges=ranges, feature_bound=bound)
             noised = False
@@ -188,7 +190,7 @@ def run_one(name, table, kind, seeds, tmp):
             spec = make_release(table, kind, Xtr, ytr, path, seed=1000 + seed)
             noised = spec.epsilon_x is not None
 
-            def fit(**kw):
+            def fit(path=path, **kw):
                 return iwpfast.IWPClassifier(progress=False, **kw).fit(str(path))
         t0 = time.perf_counter()
         auto = fit()
@@ -204,13 +206,15 @@ def run_one(name, table, kind, seeds, tmp):
                             **(dict(variance_cap=2.0) if noised else {}))
                 except Exception:            # a diverged head: not a candidate
                     continue
-                grid.append((*evaluate(m, Xt, yt), a, g))
+                grid.append((*evaluate(m, Xt, yt), a, g, float(m.risk(Xt, yt))))
         bests.append(max(grid))
+        by_risk.append(min(grid, key=lambda h: h[4]))
     auto_acc = np.array([a for a, _ in autos])
     row.update(auto=(float(auto_acc.mean()), float(np.mean([u for _, u in autos]))),
                auto_sd=float(auto_acc.std(ddof=1)) if len(auto_acc) > 1 else 0.0,
                best=(float(np.mean([b[0] for b in bests])), float(np.mean([b[1] for b in bests]))),
                best_heads=[(b[2], b[3]) for b in bests], chosen=chosen, edge=edges,
+               best_risk_acc=float(np.mean([b[0] for b in by_risk])),
                auto_seconds=float(np.median(secs)))
     return row
 
@@ -230,8 +234,9 @@ def main():
     tables = dict(TABLES, breast_cancer=_breast_cancer())
     rows = []
     print("| table | release | train rows | default acc / AUC (chosen alpha, step; edge) | "
-          "best manual head acc / AUC (alpha, step) | default - best | majority | "
-          "sklearn acc / AUC |\n|---|---|---|---|---|---|---|---|")
+          "best manual head acc / AUC (alpha, step) | default - best | acc of the manual head "
+          "with the lowest clean risk | majority | sklearn acc / AUC |\n"
+          "|---|---|---|---|---|---|---|---|---|")
     for name in args.tables.split(","):
         table = tables[name]
         kinds = [k for k in args.kinds.split(",")
@@ -244,7 +249,8 @@ def main():
             print(f"| {name} | {kind} | {r['rows']:,} | {r['auto'][0]:.4f} ± {r['auto_sd']:.4f} / "
                   f"{r['auto'][1]:.4f} ({a[0]:.2g}, {a[1]:.2g}; {r['edge'][0]}) | "
                   f"{r['best'][0]:.4f} / {r['best'][1]:.4f} ({c[0]:g}, {c[1]:g}) | "
-                  f"{r['auto'][0] - r['best'][0]:+.4f} | {r['majority']:.4f} | "
+                  f"{r['auto'][0] - r['best'][0]:+.4f} | {r['best_risk_acc']:.4f} | "
+                  f"{r['majority']:.4f} | "
                   f"{r['sklearn'][0]:.4f} / {r['sklearn'][1]:.4f} |", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))

@@ -258,9 +258,9 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         of them once ``finalize()`` has run the carried rows as the final partial minibatch.
         alpha/learning_rate "auto" cannot be validated on a stream: on the pass's first call they
         are set to the centre of the grid ``fit`` would derive, from public quantities only (the
-        feature bound, the noise, the label keep probability, the loss, the batch size and
-        ``n_rows_total``, else a pass of ``STREAM_ROWS`` = 100,000 rows), and kept for the whole
-        pass (fitted ``alpha_``, ``learning_rate_``; docs/tuning.md "partial_fit").
+        feature bound, the noise, the label keep probability and the loss; ``n_rows_total``, else
+        a pass of ``STREAM_ROWS`` = 100,000 rows, sets the tail average's start), and kept for
+        the whole pass (fitted ``alpha_``, ``learning_rate_``; docs/tuning.md "partial_fit").
 
         Parameters
         ----------
@@ -346,9 +346,9 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         """partial_fit with alpha and/or learning_rate = 'auto': a stream cannot hold rows out and
         read them again, so nothing is validated; the values are the centre of the grid ``fit``
         would derive (``_auto_grid``: the middle alpha, its middle step), computed from public
-        quantities only -- the feature bound, the noise, the label keep probability, the loss,
-        the batch size and the pass's rows (``n_rows_total``, else ``STREAM_ROWS``) -- never from
-        the data's values.  Resolved once, on the pass's first call (every later call runs with
+        quantities only -- the feature bound, the noise, the label keep probability and the loss
+        (the pass's rows, ``n_rows_total``, else ``STREAM_ROWS``, set the tail average's start)
+        -- never from the data's values.  Resolved once, on the pass's first call (every later call runs with
         the same values); the IWP heads run with the variance cap of "auto", and
         average='auto' tail-averages when ``n_rows_total`` is given (as fit's "auto")."""
         from ..sgd import tuning
