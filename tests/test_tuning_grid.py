@@ -122,14 +122,28 @@ def test_a_halving_rung_keeps_a_third_of_each_class_by_interim_risk(monkeypatch)
     kept = [n for n in names if n not in out]
     # 3 of 9 per class: class 0 its three lowest reliable (indices 5, 6, 7), class 1 its first 3
     assert kept == [names[i] for i in (5, 6, 7, 9, 10, 11)]
-    # never fewer than HALVING_MIN per class: a rung with 3 live heads a class scores nothing
+    # never fewer than HALVING_MIN per class plus its largest alpha's best: a rung with 3 live
+    # heads a class scores nothing
     assert race.prune(race.rows[1], kept, {}) == []
+
+
+def test_halving_keeps_the_best_head_of_the_largest_alpha(monkeypatch):
+    # the most regularized alpha's best head survives a rung even when it ranks last (the
+    # one-standard-error rule prefers it; with private labels it drifts least)
+    monkeypatch.setattr(tuning, "PRUNE_RULE", "halving")
+    points = [GridPoint(a, g) for a in (0.01, 1.0) for g in (0.001, 0.01, 0.1)]
+    estimates = [_estimate(r) for r in (0.50, 0.51, 0.52, 0.80, 0.70, 0.90)]
+    race = _Race({p.name: p for p in points}, _Held(), period=10, block=100, n_train=10**6,
+                 score=lambda n_val, alive, states: (estimates, np.eye(len(alive)) * 1e-4))
+    out = race.prune(race.rows[0], [p.name for p in points], {})
+    assert [p.name for p in points if p.name not in out] == [points[0].name, points[1].name,
+                                                              points[4].name]
 
 
 def test_a_chunk_passing_two_rungs_halves_twice(monkeypatch):
     monkeypatch.setattr(tuning, "PRUNE_RULE", "halving")
     monkeypatch.setattr(tuning, "HALVING_MIN", 1)
-    points = [GridPoint(0.1, 0.001 * (i + 1)) for i in range(27)]
+    points = [GridPoint(0.1, 0.001 * (i + 1)) for i in range(27)]       # one alpha
     estimates = [_estimate(1.0 - 0.01 * i) for i in range(27)]
     race = _Race({p.name: p for p in points}, _Held(), period=10, block=100, n_train=10**6,
                  score=lambda n_val, alive, states: (estimates, np.eye(len(alive)) * 1e-4))

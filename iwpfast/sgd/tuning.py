@@ -64,8 +64,9 @@ PRUNE_AT: tuple = (1 / 32, 1 / 16, 1 / 8, 1 / 4)
 PRUNE_RULE = "halving"
 #: the share of a class's live heads a halving rung keeps
 HALVING_KEEP = 1 / 3
-#: ... and at least this many (the one-standard-error rule's final choice is among them)
-HALVING_MIN = 3
+#: ... and at least this many (the one-standard-error rule's final choice is among them); each
+#: class also keeps the best head of its largest alpha (``_Race._halve``)
+HALVING_MIN = 2
 #: the iterate noise a halving rung credits (``_noise_floor``'s kinds; "none": at an early rung a
 #: slow head lags by its bias while a fast one carries iterate noise, errors of opposite sign;
 #: crediting only the fast head's made the rungs keep only the fastest heads, docs/tuning.md)
@@ -548,7 +549,7 @@ class _Race:
             # share of the rows it can come too late to save what its scoring costs
             return []
         if PRUNE_RULE == "halving" and not any(
-                len(g) > HALVING_MIN for g in self._grouped(alive).values()):
+                len(g) > HALVING_MIN + 1 for g in self._grouped(alive).values()):
             return []                  # nothing to halve: no scoring
         n_val = self.validation_rows(row)
         estimates, cov = self.score(n_val, alive, states)
@@ -595,7 +596,15 @@ class _Race:
                 (0, estimates[i].risk - floor[i]) if i in ok
                 else (1, estimates[i].noise_energy if math.isfinite(estimates[i].noise_energy)
                       else math.inf), i))
-            out += [alive[i] for i in ranked[keep:]]
+            kept = ranked[:keep]
+            # the most regularized alpha keeps its best head: the one-standard-error rule prefers
+            # it wherever the hold-out cannot tell it from the best, and with private labels it
+            # is the head least exposed to a drifting intercept (docs/tuning.md)
+            top = max(self.points[alive[i]].alpha for i in members)
+            firm = next(i for i in ranked if self.points[alive[i]].alpha == top)
+            if firm not in kept:
+                kept.append(firm)
+            out += [alive[i] for i in ranked if i not in kept]
         return out
 
 
