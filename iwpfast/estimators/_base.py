@@ -35,8 +35,8 @@ from ._state import ARRAY_LABEL, ENGINE, PassPlan, PassState
 from ._tuned import TunedFitMixin
 from ._units import scale_and_clip, scaling_mapper
 
-#: the pass length partial_fit's 'auto' assumes when n_rows_total is not given (the derived step
-#: depends on the number of updates; see _streaming_auto_config and docs/tuning.md)
+#: the pass length partial_fit's 'auto' assumes when n_rows_total is not given (it sets the tail
+#: average's start; see _streaming_auto_config and docs/tuning.md)
 STREAM_ROWS = 100_000
 
 
@@ -272,7 +272,7 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
             starts without them takes none (call ``fit`` to start a new pass).
         n_rows_total : int >= 1, optional
             Rows of the whole pass; needed on the first call for ``average="tail"`` or a
-            fractional average and for ``schedule="paper"``; with "auto" it sets the derived step.
+            fractional average and for ``schedule="paper"``; with "auto", the tail average's start.
         noise_var, epsilon_y, label_keep_prob, target_noise_var, feature_bound, features, label,
         override : as for ``fit``; they must stay the same across calls.
         filesystem : as for ``fit`` (the filesystem X's path lies on).

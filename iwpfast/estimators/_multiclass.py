@@ -60,7 +60,7 @@ def equivalent_keep_prob(table) -> float | None:
     """The binary keep probability S whose label factor 1/(2S - 1)^2 equals the largest
     (|w_z| + |w_-z|)^2 of a one-vs-rest head's label weights (the bound of the label's part of
     the IWP gradient's second moment; two classes: exactly S).  None for public labels.  The
-    derived step of "auto" (``tuning.derived_step``) reads the label noise through it."""
+    step grid of "auto" (``tuning.step_scale``) reads the label noise through it."""
     factor = max((abs(table[0]) + abs(table[1])) ** 2, (abs(table[2]) + abs(table[3])) ** 2)
     if factor <= 1.0:
         return None

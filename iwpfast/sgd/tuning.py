@@ -14,10 +14,10 @@ say, state is not validated on its last state only) while every piece stays a ze
 The split depends only on the row numbers: the same data always splits the same way.
 
 Cost: one read of the data (each training row updates every live head: k heads cost k kernel
-updates per row, the reading and decoding is shared; ``_Race`` stops hopeless heads after 1/8
-of the rows, docs/tuning.md "Early pruning").  The training scan copies the validation blocks it
-passes over (``iwpfast.io.views.HeldRows``, up to ``HELD_VALIDATION_BYTES``) and the heads are
-scored from them (``iwpfast.sgd.scoring``); a larger hold-out is read again (a Parquet row group
+updates per row, the reading and decoding is shared; ``_Race`` halves the grid after 1/32,
+1/16, 1/8 and 1/4 of the rows, docs/tuning.md "Successive halving").  The training scan copies
+the validation blocks it passes over (``iwpfast.io.views.HeldRows``, up to
+``HELD_VALIDATION_BYTES``) and the heads are scored from them (``iwpfast.sgd.scoring``); a larger hold-out is read again (a Parquet row group
 holds both parts: that read decodes the whole file).  A head that diverges is left out and the
 scan goes on (``_scan``).  With a separate validation release the scoring reads that release.
 """
@@ -103,6 +103,10 @@ def derived_step(*, loss: str, alpha: float, n_updates: int, bound: float, batch
                  radius: float, target_noise_var: float = 0.0,
                  variance_cap: float = math.inf) -> float:
     """gamma*(alpha): the step of the paper's Theorem 4.4 with the IWP gradient's second moment.
+
+    Not the "auto" grid since issue 33 (``step_scale``: its worst-case cap 1/(2K) held every
+    step far below what real tables want, docs/tuning.md); kept for reference and ``plan``-like
+    uses.
 
     gamma* = log(max(2, mu^2 R^2 T / A)) / (mu T), capped at 1 / (2 K), with mu = alpha, T updates,
     R the radius theta can reach, K = B^2 max f'' + alpha the smoothness, and
@@ -496,7 +500,8 @@ def _noise_floor(point: GridPoint, state, credit: str | None = None) -> float:
 
 
 class _Race:
-    """Early pruning of a tuning grid on the interleaved hold-out (``fit_stream``'s ``race``).
+    """Successive halving of a tuning grid on the interleaved hold-out (``fit_stream``'s
+    ``race``).
 
     After each share ``PRUNE_AT`` of the training rows (a rung with at least ``PRUNE_MIN_ROWS``
     validation rows behind it), every live head is scored with its current theta on the
