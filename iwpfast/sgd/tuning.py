@@ -17,9 +17,10 @@ Cost: one read of the data (each training row updates every live head: k heads c
 updates per row, the reading and decoding is shared; ``_Race`` halves the grid after 1/32,
 1/16, 1/8 and 1/4 of the rows, docs/tuning.md "Successive halving").  The training scan copies
 the validation blocks it passes over (``iwpfast.io.views.HeldRows``, up to
-``HELD_VALIDATION_BYTES``) and the heads are scored from them (``iwpfast.sgd.scoring``); a larger hold-out is read again (a Parquet row group
-holds both parts: that read decodes the whole file).  A head that diverges is left out and the
-scan goes on (``_scan``).  With a separate validation release the scoring reads that release.
+``HELD_VALIDATION_BYTES``) and the heads are scored from them (``iwpfast.sgd.scoring``); a
+larger hold-out is read again (a Parquet row group holds both parts: that read decodes the whole
+file).  A head that diverges is left out and the scan goes on (``_scan``).  With a separate
+validation release the scoring reads that release.
 """
 from __future__ import annotations
 
