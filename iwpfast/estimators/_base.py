@@ -579,11 +579,6 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         An existing file is replaced only with ``overwrite=True``; the write is atomic.  ``path``
         may be a URI (``s3://bucket/model.json``) or a path on ``filesystem`` (a pyarrow or
         fsspec filesystem)."""
-        if getattr(self, "categorical_mechanism_", None) == "rr":
-            raise InvalidInputError(
-                "saving a model fitted on a release with randomized-response categorical columns "
-                "is not supported yet; use it in this process (predict, decision_function, "
-                "coef_by_feature_)")
         from ..io.outputs import check_output_path
         from ..model_io import write_document
         self._check_fitted()

@@ -84,6 +84,12 @@ def to_document(est) -> dict:
         # categorical columns: how raw tables map to the coordinates (absent otherwise, so
         # that models without one are written as before)
         fitted["feature_map"] = est.feature_map_.to_metadata()
+    if getattr(est, "categorical_mechanism_", None) == "rr":
+        # learned from randomized-response codes (estimators/_rr.py): the model itself is the
+        # linear model over the feature map's one-hot coordinates above; these say how it was
+        # learned (the release's spec below says what it was learned from)
+        fitted["categorical_mechanism"] = "rr"
+        fitted["block_cap"] = jsonable(est.block_cap_)
     release = None
     if getattr(est, "release_spec_", None) is not None:
         spec = est.release_spec_
@@ -177,6 +183,10 @@ def _set_fitted(est, f: dict, p: int) -> None:
         from ..privacy.feature_map import FeatureMap
         est.feature_map_ = FeatureMap.from_metadata(f["feature_map"])
         est.feature_bound_ = parse_float(f["feature_bound"])
+    if f.get("categorical_mechanism") == "rr":
+        est.categorical_mechanism_ = "rr"
+        est.block_cap_ = parse_float(f["block_cap"])
+        est.variance_cap_ = parse_float(f["variance_cap"])
     if f.get("tuning") is not None:
         est.tuning_ = f["tuning"]
     if f.get("alpha") is not None:

@@ -1,19 +1,26 @@
 """``IWPClassifier.fit`` on a release whose categorical columns are randomized-response codes.
 
-Such a release (``categorical_mechanism="rr"``, format version 4) is learned in memory by the
-kernel ``iwpfast._kernels.categorical.rr_sgd_pass`` with the exponential loss's exact inverse
-(``iwpfast.categorical_rr``): one pass over the rows in a seeded random order, as ``fit`` does on
-other releases. ``alpha='auto'`` / ``learning_rate='auto'`` choose alpha x step x block cap from
-``RR_ALPHAS``, ``RR_STEPS``, ``RR_BLOCK_CAPS`` on a private hold-out of ``validation_fraction`` of
-the rows (the unbiased per-row loss estimate averaged, trusted only where the reliability judge of
-every private risk trusts it), then the chosen head is refitted on every row. Every head runs with
-the variance cap sigma^2|theta_F|^2 <= 2 on the noised float columns (as the other learners'
-'auto') and each attribute's coefficients shrunk towards their mean until the log of its inverse-
-variance factor (``block_log_factor``) is at most the block cap: the exponential estimate's
-variance grows like exp(sigma^2|theta_F|^2) times the attributes' factors, and without both caps
-SGD diverged on the benchmark tables (docs/release.md). The model's coordinates are the one-hot
-coordinates of the feature map, so ``predict`` & co. read raw tables (strings) as for any
-categorical release.
+Such a release (``categorical_mechanism="rr"``, format version 4) is learned by the kernel
+``iwpfast._kernels.categorical.rr_sgd_pass`` with the exponential loss's exact inverse
+(``iwpfast.categorical_rr``), streamed as every pass of the house is: the release is read in
+chunks (``iwpfast.io.reader.ChunkReader``), one kernel call per head per chunk, rows in the
+stream's order, the SGD state (theta, b, their averages, the update counters) carried from one call
+to the next and the rows of an incomplete minibatch carried to the next chunk (``_Scan``), so the
+model is bit for bit the in-memory pass over the same rows whatever the chunk size, in memory that
+does not grow with the rows.  ``alpha='auto'`` / ``learning_rate='auto'`` choose alpha x step x
+block cap from ``RR_ALPHAS``, ``RR_STEPS``, ``RR_BLOCK_CAPS``: every head of the grid is trained in
+one scan of the training part, scored on the validation part (the deterministic blocks of
+docs/tuning.md "Split": every m-th block of consecutive rows, m = round(1/validation_fraction),
+read again chunk by chunk, never held) by the unbiased per-row loss estimate averaged, trusted only
+where the reliability judge of every private risk trusts it; then the chosen head is refitted on
+every row (a third read).  Every head runs with the variance cap sigma^2|theta_F|^2 <= 2 on the
+noised float columns (as the other learners' 'auto') and each attribute's coefficients shrunk
+towards their mean until the log of its inverse-variance factor (``block_log_factor``) is at most
+the block cap: the exponential estimate's variance grows like exp(sigma^2|theta_F|^2) times the
+attributes' factors, and without both caps SGD diverged on the benchmark tables
+(docs/release.md).  The model's coordinates are the one-hot coordinates of the feature map, so
+``predict`` & co. read raw tables (strings) as for any categorical release, and ``save`` writes it
+as an ordinary linear model over them with the release's spec (``_document``).
 """
 from __future__ import annotations
 
@@ -57,86 +64,231 @@ def rr_release_spec(X):
     return ReleaseSpec.from_metadata(meta)
 
 
-def _read(X, spec):
-    """(X (P, n) float64 released float columns, codes (m, n) uint16, y (n,) int8) in memory."""
-    from ..io.sources import open_source
+#: the validation split of 'auto' (docs/tuning.md "Split"): blocks of at most this many
+#: consecutive rows, small enough for at least SPLIT_MIN_BLOCKS validation blocks
+SPLIT_BLOCK_ROWS = 8192
+SPLIT_MIN_BLOCKS = 20
+#: fewer validation rows than this: no validation, the grid's centre on every row (as 'auto')
+MIN_VALIDATION_ROWS = 30
+
+
+def _columns(spec) -> tuple[list[str], list[str]]:
+    """(the released float columns, the code columns), in the feature map's order."""
     fm = spec.feature_map
     rr = spec.rr_mechanisms
     floats = [n for c in fm.inputs if c.name not in rr
               for n in fm.released_columns[slice(*fm.released_slices[c.name])]]
-    coded = [c.name for c in fm.inputs if c.name in rr]
+    return floats, [c.name for c in fm.inputs if c.name in rr]
+
+
+def _check_learnable(spec) -> None:
     if spec.label is None:
         raise InvalidInputError("the release has no label column: nothing to learn")
     if spec.label_encoding != "pm1":
         raise InvalidInputError("a release with randomized-response categorical columns is learned "
                                 "for a binary label only (k-class labels: not supported yet)")
-    parts_x, parts_c, parts_y = [], [], []
-    for batch in open_source(X).batches(columns=floats + coded + [spec.label]):
-        parts_x.append(np.stack([batch.column(f).to_numpy().astype(np.float64) for f in floats])
-                       if floats else np.zeros((0, batch.num_rows)))
-        parts_c.append(np.stack([batch.column(c).to_numpy().astype(np.uint16) for c in coded]))
-        parts_y.append(batch.column(spec.label).to_numpy().astype(np.int8))
-    if not parts_y:
-        raise InvalidInputError("the release holds no rows: nothing to learn")
-    return (np.ascontiguousarray(np.concatenate(parts_x, axis=1)),
-            np.ascontiguousarray(np.concatenate(parts_c, axis=1)), np.concatenate(parts_y))
 
 
-def _pass(layout, X, codes, y, order, label_weight, alpha, step, batch_size, radius,
-          fit_intercept, average_start, variance_cap=math.inf, block_cap=math.inf):
-    from .._kernels.categorical import rr_sgd_pass
-    p = layout.n_coords
-    theta, b = np.zeros(p), np.zeros(1)
-    theta_avg, b_avg = np.zeros(p), np.zeros(1)
-    counters = np.zeros(2, np.int64)
-    rr_sgd_pass(X, codes, y, order, layout.float_index, layout.noise_var, layout.offsets,
-                layout.sizes, layout.keep, layout.other, theta, b, theta_avg, b_avg, counters,
-                float(label_weight), int(batch_size), float(step), float(alpha), float(alpha),
-                float(radius), float(variance_cap), float(block_cap), bool(fit_intercept),
-                int(average_start), True)
-    if counters[1] > 0:
-        return theta_avg, float(b_avg[0]), int(counters[0])
-    return theta, float(b[0]), int(counters[0])
+def _chunks(source, spec, layout: RRLayout, chunk_rows: int | None):
+    """Yield (X (P, n) float64 released float columns, codes (m, n) uint16, y (n,) int8) per chunk
+    of ``source`` (``ChunkReader``: decoded one chunk ahead, nulls and NaN refused with their
+    row); a code outside its column's 0..k-1 or a label other than -1/+1 is an error naming the
+    column and the row (the kernel indexes its tables by the code)."""
+    from ..io.reader import ChunkReader
+    floats, coded = _columns(spec)
+    # the codes and the label are read as labels: their own integer type, views of Arrow memory
+    reader = ChunkReader(source, [floats], coded + [spec.label], chunk_rows)
+    for chunk in reader:
+        n = chunk.n_rows
+        X = np.empty((len(floats), n))
+        for j, column in enumerate(chunk.features[0]):
+            X[j] = column
+        codes = np.empty((len(coded), n), np.uint16)
+        for a, name in enumerate(coded):
+            column = chunk.labels[name]
+            k = int(layout.sizes[a])
+            if n and (int(column.max()) >= k or int(column.min()) < 0):
+                i = int(np.flatnonzero((column < 0) | (column >= k))[0])
+                raise InvalidInputError(
+                    f"randomized-response column {name!r} holds the code {int(column[i])} at "
+                    f"{chunk.describe(i)}, outside 0..{k - 1} of its {k} declared categories: the "
+                    "release is corrupt or not the one its metadata describes")
+            codes[a] = column
+        y = chunk.labels[spec.label]
+        if n and not np.all((y == 1) | (y == -1)):
+            i = int(np.flatnonzero((y != 1) & (y != -1))[0])
+            raise InvalidInputError(
+                f"label column {spec.label!r} holds {y[i]!r} at {chunk.describe(i)}; a release's "
+                "binary labels are -1/+1")
+        yield X, codes, np.ascontiguousarray(y, dtype=np.int8)
 
 
-def _risk(layout, X, codes, y, label_weight, theta, b):
-    """The private hold-out risk of (theta, b): a ``RiskEstimate`` judged as every private risk
-    is (``iwpfast.estimates``), its noise energy the numeric part's sigma^2|theta|^2 plus the log
-    of the attributes' inverse variance factor (the exponential estimate is log-normal-like in
-    both), or None when theta is not finite."""
+class _Head:
+    """One model of a scan: its hyper-parameters and the kernel's SGD state, carried from one
+    chunk's call to the next (theta, b, their Polyak averages, counters [updates, averaged])."""
+
+    def __init__(self, layout: RRLayout, alpha, step, radius, variance_cap, block_cap,
+                 average_start, fit_intercept):
+        p = layout.n_coords
+        self.alpha, self.step, self.radius = float(alpha), float(step), float(radius)
+        self.variance_cap, self.block_cap = float(variance_cap), float(block_cap)
+        self.average_start, self.fit_intercept = int(average_start), bool(fit_intercept)
+        self.theta, self.b = np.zeros(p), np.zeros(1)
+        self.theta_avg, self.b_avg = np.zeros(p), np.zeros(1)
+        self.counters = np.zeros(2, np.int64)
+        self.diverged = False
+
+    def run(self, layout: RRLayout, X, codes, y, order, label_weight, batch_size) -> None:
+        from .._kernels.categorical import rr_sgd_pass
+        rr_sgd_pass(X, codes, y, order, layout.float_index, layout.noise_var, layout.offsets,
+                    layout.sizes, layout.keep, layout.other, self.theta, self.b, self.theta_avg,
+                    self.b_avg, self.counters, float(label_weight), int(batch_size),
+                    self.step, self.alpha, self.alpha, self.radius, self.variance_cap,
+                    self.block_cap, self.fit_intercept, self.average_start, True)
+
+    def model(self) -> tuple[np.ndarray, float]:
+        """(theta, b): the Polyak average once averaging started, else the last iterate."""
+        if self.counters[1] > 0:
+            return self.theta_avg, float(self.b_avg[0])
+        return self.theta, float(self.b[0])
+
+
+def _train(chunks, layout: RRLayout, heads: list[_Head], label_weight, batch_size) -> int:
+    """One scan: every head's kernel once per chunk over the chunk's whole minibatches; the rows
+    of an incomplete one are carried (copied: fewer than ``batch_size``) and completed from the
+    next chunk, and the last, short, batch runs at the end, so the batches are those of one call
+    over all the rows: the same bits.  A head whose theta became non-finite is left out from the
+    next chunk on (its model stays non-finite: diverged).  Returns the rows read."""
+    carry = None
+    n = 0
+
+    def run(X, codes, y, order):
+        for h in heads:
+            if not h.diverged:
+                h.run(layout, X, codes, y, order, label_weight, batch_size)
+
+    for X, codes, y in chunks:
+        rows = y.shape[0]
+        n += rows
+        start = 0
+        if carry is not None:
+            need = batch_size - carry[2].shape[0]
+            take = min(need, rows)
+            carry = (np.concatenate([carry[0], X[:, :take]], axis=1),
+                     np.concatenate([carry[1], codes[:, :take]], axis=1),
+                     np.concatenate([carry[2], y[:take]]))
+            if take < need:
+                continue
+            run(*carry, np.arange(batch_size, dtype=np.int64))
+            start, carry = need, None
+        full = (rows - start) // batch_size * batch_size
+        if full:
+            run(X, codes, y, np.arange(start, start + full, dtype=np.int64))
+        if start + full < rows:
+            rest = slice(start + full, rows)
+            carry = (X[:, rest].copy(), codes[:, rest].copy(), y[rest].copy())
+        for h in heads:
+            h.diverged = h.diverged or not (np.all(np.isfinite(h.theta))
+                                            and math.isfinite(float(h.b[0])))
+    if carry is not None:
+        run(*carry, np.arange(carry[2].shape[0], dtype=np.int64))
+    return n
+
+
+def _noise_energy(layout: RRLayout, theta) -> float:
+    """The numeric part's sigma^2|theta|^2 plus the log of the attributes' inverse-variance factor
+    (the exponential estimate is log-normal-like in both): the reliability judge's energy."""
+    theta_f = theta[layout.float_index]
+    return float(np.dot(layout.noise_var, theta_f * theta_f)) \
+        + math.log(layout.inverse_variance_factor(theta))
+
+
+def _score(chunks, layout: RRLayout, models: list, label_weight) -> list:
+    """The private risk of every (theta, b) of ``models`` on the rows of ``chunks``: one
+    ``RiskEstimate`` each, judged as every private risk is (``iwpfast.estimates``), or None where
+    the model is not finite.  Streamed: one ``rr_loss_values`` call per model per chunk, the
+    per-row values merged into paired running sums (``RiskAccumulator``)."""
     from .._kernels.categorical import rr_loss_values
     from ..estimates import RiskAccumulator
-    if not (np.all(np.isfinite(theta)) and math.isfinite(b)):
-        return None
-    out = np.empty(y.shape[0])
-    rr_loss_values(X, codes, y, layout.float_index, layout.noise_var, layout.offsets, layout.sizes,
-                   layout.keep, layout.other, theta, b, float(label_weight), out)
-    acc = RiskAccumulator(1)
-    acc.add(out)
-    theta_f = theta[layout.float_index]
-    energy = float(np.dot(layout.noise_var, theta_f * theta_f)) \
-        + math.log(layout.inverse_variance_factor(theta))
-    return acc.estimates("exponential", energy)[0]
+    live = [i for i, (theta, b) in enumerate(models)
+            if np.all(np.isfinite(theta)) and math.isfinite(b)]
+    out: list = [None] * len(models)
+    if not live:
+        return out
+    acc = RiskAccumulator(len(live))
+    for X, codes, y in chunks:
+        values = np.empty((len(live), y.shape[0]))
+        for r, i in enumerate(live):
+            theta, b = models[i]
+            rr_loss_values(X, codes, y, layout.float_index, layout.noise_var, layout.offsets,
+                           layout.sizes, layout.keep, layout.other, theta, float(b),
+                           float(label_weight), values[r])
+        acc.add(values.T)
+    energies = [_noise_energy(layout, models[i][0]) for i in live]
+    for i, estimate in zip(live, acc.estimates("exponential", energies), strict=True):
+        out[i] = estimate
+    return out
+
+
+def rr_private_risk(est, X, spec):
+    """``private_risk`` of a model on a randomized-response release ``X`` (spec ``spec``): the
+    mean of the rows' unbiased loss estimates (``iwpfast.categorical_rr.rr_loss``), streamed."""
+    check_rr_loss(est.loss)
+    _check_learnable(spec)
+    fm = getattr(est, "feature_map_", None)
+    if fm is None or list(fm.coordinates) != list(spec.feature_map.coordinates):
+        raise InvalidInputError(
+            "the model's coordinates are not those of this release's feature map "
+            f"({list(spec.feature_map.coordinates)}); score it on a release of the same columns "
+            "and categories")
+    layout = RRLayout.from_spec(spec)
+    theta = np.asarray(est.coef_, dtype=np.float64).reshape(-1)
+    b = float(np.asarray(est.intercept_).reshape(-1)[0])
+    estimate = _score(_chunks(X, spec, layout, est.chunk_rows), layout, [(theta, b)],
+                      label_tilde_from_keep(spec.label_keep_prob))[0]
+    if estimate is None:
+        raise InvalidInputError("the model's coefficients are not finite: nothing to score")
+    return estimate
+
+
+def _split(n: int, fraction: float) -> tuple[int, int]:
+    """(period m, block rows) of the validation split of n rows (docs/tuning.md "Split")."""
+    period = max(2, int(round(1.0 / fraction)))
+    return period, int(min(SPLIT_BLOCK_ROWS, max(1, n // (SPLIT_MIN_BLOCKS * period))))
 
 
 def fit_rr(est, X, spec, v: dict):
     """Fit ``est`` (an IWPClassifier) on the randomized-response release ``X`` (spec ``spec``)."""
+    import warnings
+
+    from ..exceptions import DivergenceError, NumericalWarning
+    from ..io.sources import open_source
+    from ..io.views import PartSource, split_counts
     check_rr_loss(v["loss"])
     if est.correction != "iwp":
         raise InvalidInputError(f"correction={est.correction!r}: a release with randomized-response "
                                 "categorical columns is learned with correction='iwp' only")
+    _check_learnable(spec)
     layout = RRLayout.from_spec(spec)
-    Xf, codes, y = _read(X, spec)
-    n = y.shape[0]
+    src = open_source(X)
+    n = src.num_rows
+    if n is None:
+        raise InvalidInputError(f"{src.description}: its number of rows is unknown; a release with "
+                                "randomized-response columns is a Parquet or Arrow IPC file (or "
+                                "a folder of parts) that declares it")
+    if n == 0:
+        raise InvalidInputError("the release holds no rows: nothing to learn")
     label_weight = label_tilde_from_keep(spec.label_keep_prob)
     fm = spec.feature_map
     bound = fm.vector_bound(spec.bound)
-    rng = np.random.default_rng(est.random_state)
     batch_size = v["batch_size"]
 
     def radius_for(alpha):
         return math.inf if est.radius is None and alpha <= 0 else (
             float(est.radius) if est.radius is not None else bound / alpha)
+
+    def read(source):
+        return _chunks(source, spec, layout, est.chunk_rows)
 
     alphas = RR_ALPHAS if not isinstance(v["alpha"], float) else (v["alpha"],)
     steps = RR_STEPS if not isinstance(v["learning_rate"], float) else (v["learning_rate"],)
@@ -146,46 +298,103 @@ def fit_rr(est, X, spec, v: dict):
     # variance cap's share: the largest cap of the grid)
     block_caps = RR_BLOCK_CAPS if tune else (max(RR_BLOCK_CAPS),)
     tuning = None
+    alpha, step, block_cap = alphas[0], steps[0], block_caps[0]
     if tune:
-        order = rng.permutation(n).astype(np.int64)
-        cut = n - max(1, int(round(v["validation_fraction"] * n)))
-        train, hold = order[:cut], np.sort(order[cut:])
-        Xh, ch, yh = Xf[:, hold], codes[:, hold], y[hold]
-        tuning = []
-        n_updates = -(-train.shape[0] // batch_size)
-        for block_cap in block_caps:
-            for alpha in alphas:
-                for step in steps:
-                    theta, b, _ = _pass(layout, Xf, codes, y, train, label_weight, alpha, step,
-                                        batch_size, radius_for(alpha), est.fit_intercept,
-                                        n_updates // 2, variance_cap, block_cap)
-                    estimate = _risk(layout, Xh, ch, yh, label_weight, theta, b)
-                    tuning.append((alpha, step, block_cap,
-                                   math.inf if estimate is None else estimate.risk,
-                                   estimate is not None and estimate.reliable))
-        # a heavy-tailed estimate that the judge cannot trust is no basis for a choice; with
-        # none trusted, the largest alpha's best head (the least noise energy)
-        trusted = [t for t in tuning if t[4] and math.isfinite(t[3])]
-        if not trusted:
-            trusted = [t for t in tuning if t[0] == max(alphas) and math.isfinite(t[3])]
-        if not trusted:
-            raise InvalidInputError("every head of the 'auto' grid diverged on this release; set "
-                                    "alpha and learning_rate, or a smaller radius")
-        alpha, step, block_cap = min(trusted, key=lambda t: t[3])[:3]
-    else:
-        alpha, step, block_cap = alphas[0], steps[0], block_caps[0]
-    order = rng.permutation(n).astype(np.int64)
-    n_updates = -(-n // batch_size)
-    average_start = n_updates // 2 if (est.average == "auto" and tuning is not None) \
-        else est._average_start(n, batch_size)
-    theta, b, updates = _pass(layout, Xf, codes, y, order, label_weight, alpha, step, batch_size,
-                              radius_for(alpha), est.fit_intercept, average_start, variance_cap,
-                              block_cap)
+        period, block = _split(n, v["validation_fraction"])
+        n_train, n_validation = split_counts(n, period, block)
+        grid = [(a, s, c) for c in block_caps for a in alphas for s in steps]
+        if n_validation < MIN_VALIDATION_ROWS:
+            alpha, step, block_cap = (alphas[len(alphas) // 2], steps[len(steps) // 2],
+                                      max(block_caps))
+            note = (f"{n_validation} validation rows (fewer than {MIN_VALIDATION_ROWS}): nothing "
+                    "validated; the grid's centre on every row")
+            warnings.warn("alpha/learning_rate='auto': " + note, NumericalWarning, stacklevel=3)
+            tuning = {"alpha": [], "learning_rate": [], "block_cap": [], "risk": [],
+                      "stderr": [], "reliable": [], "effective_rows": [], "noise_energy": [],
+                      "capped": [], "on_sphere": [], "pruned_at_row": [], "chosen": [],
+                      "rule": "grid centre (too few rows to validate)", "n_train": int(n),
+                      "n_validation": 0, "passes": 1.0, "heads": 0,
+                      "variance_cap": variance_cap, "notes": [note]}
+        else:
+            train = PartSource(src, period=period, block=block, validation=False)
+            validation = PartSource(src, period=period, block=block, validation=True)
+            average_start = -(-n_train // batch_size) // 2
+            heads = [_Head(layout, a, s, radius_for(a), variance_cap, c, average_start,
+                           est.fit_intercept) for a, s, c in grid]
+            _train(read(train), layout, heads, label_weight, batch_size)
+            models = [h.model() for h in heads]
+            estimates = _score(read(validation), layout, models, label_weight)
+            risks = [math.inf if e is None else e.risk for e in estimates]
+            # a heavy-tailed estimate that the judge cannot trust is no basis for a choice; with
+            # none trusted, the largest alpha's best head (the least noise energy)
+            trusted = [i for i, e in enumerate(estimates)
+                       if e is not None and e.reliable and math.isfinite(e.risk)]
+            notes = []
+            if not trusted:
+                trusted = [i for i, (a, _, _) in enumerate(grid)
+                           if a == max(alphas) and math.isfinite(risks[i])]
+                notes.append("no head's private risk is reliable: the largest alpha's best head")
+            if not trusted:
+                raise InvalidInputError("every head of the 'auto' grid diverged on this release; "
+                                        "set alpha and learning_rate, or a smaller radius")
+            best = min(trusted, key=lambda i: risks[i])
+            alpha, step, block_cap = grid[best]
+            tuning = _tuning_table(grid, heads, models, estimates, best, layout, variance_cap,
+                                   n_train, n_validation, n, notes)
+    head = _Head(layout, alpha, step, radius_for(alpha), variance_cap, block_cap,
+                 -(-n // batch_size) // 2 if (est.average == "auto" and tuning is not None)
+                 else est._average_start(n, batch_size), est.fit_intercept)
+    rows = _train(read(src), layout, [head], label_weight, batch_size)
+    if rows != n:
+        raise InvalidInputError(f"{src.description}: read {rows} rows but the source declares "
+                                f"{n}; the data changed or is corrupt")
+    theta, b = head.model()
     if not (np.all(np.isfinite(theta)) and math.isfinite(b)):
-        from ..exceptions import DivergenceError
         raise DivergenceError(f"theta became non-finite (alpha={alpha:g}, learning_rate={step:g}); "
                               "use a larger alpha or a smaller learning_rate")
-    est.coef_ = theta
+    _set_fitted(est, X, spec, layout, head, theta, b, n, radius_for(alpha), tuning)
+    return est
+
+
+def _tuning_table(grid, heads, models, estimates, best, layout, variance_cap, n_train,
+                  n_validation, n, notes) -> dict:
+    """``tuning_``: the table of docs/tuning.md (one entry per head) with a ``block_cap``
+    column; ``passes``: the reads of the data (training part, validation part, the refit)."""
+    def energy(theta):
+        theta_f = theta[layout.float_index]
+        return float(np.dot(layout.noise_var, theta_f * theta_f))
+
+    t: dict = {"alpha": [float(a) for a, _, _ in grid],
+               "learning_rate": [float(s) for _, s, _ in grid],
+               "block_cap": [float(c) for _, _, c in grid],
+               "risk": [math.nan if e is None else e.risk for e in estimates],
+               "stderr": [math.nan if e is None else e.stderr for e in estimates],
+               "reliable": [e is not None and bool(e.reliable) for e in estimates],
+               "effective_rows": [math.nan if e is None else e.effective_rows for e in estimates],
+               "noise_energy": [math.nan if e is None else e.noise_energy for e in estimates],
+               "capped": [bool(np.all(np.isfinite(th)) and energy(th) >= variance_cap * (1 - 1e-9))
+                          for th, _ in models],
+               "on_sphere": [bool(np.all(np.isfinite(h.theta)) and math.isfinite(h.radius)
+                                  and np.linalg.norm(h.theta) >= h.radius * (1 - 1e-9))
+                             for h in heads],
+               "pruned_at_row": [None] * len(grid),
+               "chosen": [i == best for i in range(len(grid))],
+               "rule": "lowest reliable private risk, refitted on every row",
+               "n_train": int(n_train), "n_validation": int(n_validation),
+               "passes": (n_train + n_validation) / n + 1.0, "heads": len(grid),
+               "variance_cap": float(variance_cap), "notes": notes}
+    return t
+
+
+def _set_fitted(est, X, spec, layout, head, theta, b, n, radius, tuning) -> None:
+    """The fitted attributes, and the pass as an ordinary single head over the feature map's
+    coordinates (what ``save`` writes: ``_document``)."""
+    from ..sgd.state import HeadConfig
+    from ._heads import SingleHead
+    from ._noise import NoiseModel
+    from ._state import PassState
+    fm = spec.feature_map
+    est.coef_ = theta.reshape(1, -1).copy()
     est.intercept_ = np.array([b if est.fit_intercept else 0.0])
     est.classes_ = np.asarray(spec_label_classes(X))
     est.features_ = list(fm.coordinates)
@@ -197,25 +406,33 @@ def fit_rr(est, X, spec, v: dict):
     est.noise_var_ = np.zeros(len(fm.coordinates))
     est.noise_var_[layout.float_index] = layout.noise_var
     est.label_keep_prob_ = spec.label_keep_prob
-    est.target_noise_var_ = None
+    est.target_noise_var_ = 0.0
     est.truncation_ = 0
-    est.alpha_ = float(alpha)
-    est.learning_rate_ = float(step)
-    est.radius_ = radius_for(alpha)
-    est.variance_cap_ = variance_cap
-    est.block_cap_ = float(block_cap)
+    est.alpha_ = head.alpha
+    est.learning_rate_ = head.step
+    est.radius_ = radius
+    est.variance_cap_ = head.variance_cap
+    est.block_cap_ = head.block_cap
     est.n_rows_seen_ = int(n)
+    est.n_iter_ = int(head.counters[0])
     est.mode_ = "iwp"
     est.categorical_mechanism_ = "rr"
     if tuning is not None:
-        est.tuning_ = {"grid": [{"alpha": a, "learning_rate": s, "block_cap": c,
-                                 "private_risk": r, "reliable": ok}
-                                for a, s, c, r, ok in tuning],
-                       "chosen": {"alpha": float(alpha), "learning_rate": float(step),
-                                  "block_cap": float(block_cap)}}
-    est.telemetry_ = {"rows_seen": int(n), "batches": int(updates)}
-    return est
-
+        est.tuning_ = tuning
+    est.telemetry_ = {"rows_seen": int(n), "batches": int(head.counters[0]),
+                      "max_noise_energy": _noise_energy(layout, theta)}
+    # the pass as the model file describes one: exponential loss, IWP mode, the step schedule,
+    # alpha, radius and cap it ran with; no SGD state (partial_fit does not continue an rr pass)
+    config = HeadConfig(loss="exponential", mode="iwp", n_features=len(fm.coordinates),
+                        noise_var=est.noise_var_, label_keep_prob=spec.label_keep_prob,
+                        batch_size=int(est._validated()["batch_size"]), alpha=head.alpha,
+                        schedule="inverse", learning_rate=head.step, mu=head.alpha, radius=radius,
+                        variance_cap=head.variance_cap, fit_intercept=bool(est.fit_intercept),
+                        average_start=head.average_start)
+    est._pass = PassState(heads=SingleHead(configs=[config], states=None),
+                          features=list(fm.coordinates), label=spec.label,
+                          noise=NoiseModel(est.noise_var_, spec.label_keep_prob, 0.0, est.feature_bound_,
+                                           spec.to_metadata()))
 
 def spec_label_classes(X) -> list:
     """The release's binary ``label_classes`` (-1/+1 stand for them), default [0, 1]."""
