@@ -124,7 +124,14 @@ def model_info(path, args) -> str | None:
             else:
                 name = c["name"]
                 cats = ", ".join(f"{v}={coef[f'{name}={v}']:+.5g}" for v in c["categories"])
-                lines.append(f"  {c['name']} (one-hot{', public' if c.get('public') else ''}): {cats}")
+                kind = ("randomized response" if c.get("mechanism") == "rr"
+                        else "one-hot" + (", public" if c.get("public") else ""))
+                lines.append(f"  {c['name']} ({kind}): {cats}")
+    if f.get("categorical_mechanism") == "rr":
+        lines.append("learned from randomized-response codes by the exponential loss's exact "
+                     "inverse: schedule gamma0 / (1 + alpha gamma0 t), variance cap "
+                     f"{float(f['variance_cap']):g}, block cap {float(f['block_cap']):g} "
+                     "(docs/math.md \"Categorical columns by randomized response\")")
     if fmap is not None:
         lines.append("raw units: raw tables are mapped by the release's feature map (numeric "
                      "columns by their ranges, categorical ones one-hot)")

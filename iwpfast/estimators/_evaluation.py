@@ -336,13 +336,21 @@ class EvaluationMixin(EstimatorFields):
         """
         X = on_filesystem(X, filesystem)
         self._check_fitted()
-        plan = self._holdout(
-            X, y, dict(noise_var=noise_var, epsilon_y=epsilon_y, label_keep_prob=label_keep_prob,
-                       target_noise_var=target_noise_var, feature_bound=None),
-            features=features, label=label, override=override, sample_weight=sample_weight)
-        # one head: the mean of the rows' IWP losses; k heads: the sum over the heads, each
-        # debiased with the hold-out's k-ary label weights
-        est = self._fitted_heads().risk_estimate(self, plan, epsilon_y)
+        from ._rr import rr_private_risk, rr_release_spec
+        rr_spec = rr_release_spec(X) if y is None else None
+        if rr_spec is not None:
+            # a hold-out with randomized-response codes: the exponential loss's exact inverse
+            # (its noise is the file's; explicit noise arguments do not apply)
+            est = rr_private_risk(self, X, rr_spec)
+        else:
+            plan = self._holdout(
+                X, y, dict(noise_var=noise_var, epsilon_y=epsilon_y,
+                           label_keep_prob=label_keep_prob, target_noise_var=target_noise_var,
+                           feature_bound=None),
+                features=features, label=label, override=override, sample_weight=sample_weight)
+            # one head: the mean of the rows' IWP losses; k heads: the sum over the heads, each
+            # debiased with the hold-out's k-ary label weights
+            est = self._fitted_heads().risk_estimate(self, plan, epsilon_y)
         if not est.reliable:
             warnings.warn("private_risk: the estimate is not reliable: " + " ".join(est.warnings),
                           NumericalWarning, stacklevel=2)

@@ -46,13 +46,17 @@ RR_VARIANCE_CAP = 2.0
 def rr_release_spec(X):
     """The ReleaseSpec of ``X`` when it is a release with randomized-response categorical columns,
     else None (arrays and other sources go the usual way)."""
-    if not isinstance(X, (str, os.PathLike)):
+    from ..io.source_base import Source
+    if isinstance(X, Source):
+        meta = X.release_metadata
+    elif not isinstance(X, (str, os.PathLike)):
         return None
-    from ..io.sources import open_source
-    try:
-        meta = open_source(X).release_metadata
-    except Exception:           # not readable here: the usual path names the problem
-        return None
+    else:
+        from ..io.sources import open_source
+        try:
+            meta = open_source(X).release_metadata
+        except Exception:           # not readable here: the usual path names the problem
+            return None
     if not meta:
         return None
     import json
@@ -270,7 +274,8 @@ def fit_rr(est, X, spec, v: dict):
                                 "categorical columns is learned with correction='iwp' only")
     _check_learnable(spec)
     layout = RRLayout.from_spec(spec)
-    src = open_source(X)
+    from ..io.source_base import Source
+    src = X if isinstance(X, Source) else open_source(X)
     n = src.num_rows
     if n is None:
         raise InvalidInputError(f"{src.description}: its number of rows is unknown; a release with "
@@ -438,8 +443,9 @@ def spec_label_classes(X) -> list:
     """The release's binary ``label_classes`` (-1/+1 stand for them), default [0, 1]."""
     import json
 
+    from ..io.source_base import Source
     from ..io.sources import open_source
-    meta = open_source(X).release_metadata
+    meta = (X if isinstance(X, Source) else open_source(X)).release_metadata
     if isinstance(meta, (bytes, str)):
         meta = json.loads(meta)
     return list((meta or {}).get("label_classes") or [0, 1])
