@@ -284,11 +284,18 @@ def test_streamed_fit_is_the_in_memory_pass_bit_for_bit(tmp_path):
         assert m.intercept_[0] == b_avg[0] and m.n_iter_ == 44 and m.n_rows_seen_ == 700
 
 
-def test_auto_grid_streams_its_blocks_and_does_not_depend_on_the_chunks(tmp_path):
+def test_auto_grid_streams_its_blocks_and_does_not_depend_on_the_chunks(tmp_path, monkeypatch):
+    from iwpfast.estimators import _rr
     df = _table(3000)
     out = _release(tmp_path, df, epsilon_x=4.0, epsilon_categorical=2.0, epsilon_y=2.0)
+    monkeypatch.setattr(_rr, "head_threads", lambda n: 1)
     a = iwpfast.IWPClassifier().fit(out)
+    # the 18 heads cut over 4 threads: every head's bits, so the same scores and choice
+    monkeypatch.setattr(_rr, "head_threads", lambda n: min(n, 4))
     b = iwpfast.IWPClassifier(chunk_rows=101).fit(out)
+    threaded = iwpfast.IWPClassifier().fit(out)
+    assert threaded.tuning_["risk"] == a.tuning_["risk"]
+    assert threaded.coef_.tobytes() == a.coef_.tobytes()
     t = a.tuning_
     # 3000 rows, period 10: blocks of 3000 // 200 = 15 rows, every 10th held out
     assert (t["n_train"], t["n_validation"], t["heads"]) == (2700, 300, 18)

@@ -157,20 +157,53 @@ class _Head:
         return self.theta, float(self.b[0])
 
 
-def _train(chunks, layout: RRLayout, heads: list[_Head], label_weight, batch_size) -> int:
+def head_threads(n_heads: int) -> int:
+    """Threads for a scan's heads: one per usable core, at most one per head (1 on one core).
+    The kernel releases the GIL and every head has its own state: the same bits as one thread."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:                      # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(int(n_heads), cores))
+
+
+def _train(chunks, layout: RRLayout, heads: list[_Head], label_weight, batch_size,
+           threads: int | None = None) -> int:
     """One scan: every head's kernel once per chunk over the chunk's whole minibatches; the rows
     of an incomplete one are carried (copied: fewer than ``batch_size``) and completed from the
     next chunk, and the last, short, batch runs at the end, so the batches are those of one call
-    over all the rows: the same bits.  A head whose theta became non-finite is left out from the
-    next chunk on (its model stays non-finite: diverged).  Returns the rows read."""
-    carry = None
-    n = 0
+    over all the rows: the same bits.  The heads are cut into ``threads`` groups (default
+    ``head_threads``) that run concurrently, each group's heads one after the other.  A head whose
+    theta became non-finite is left out from the next chunk on (its model stays non-finite:
+    diverged).  Returns the rows read."""
+    from concurrent.futures import ThreadPoolExecutor
+    threads = head_threads(len(heads)) if threads is None else max(1, min(int(threads), len(heads)))
+    groups = [heads[i::threads] for i in range(threads)]
+    pool = ThreadPoolExecutor(threads, "iwpfast-rr-heads") if threads > 1 else None
 
-    def run(X, codes, y, order):
-        for h in heads:
+    def run_group(group, X, codes, y, order):
+        for h in group:
             if not h.diverged:
                 h.run(layout, X, codes, y, order, label_weight, batch_size)
 
+    def run(X, codes, y, order):
+        if pool is None:
+            run_group(heads, X, codes, y, order)
+            return
+        for job in [pool.submit(run_group, g, X, codes, y, order) for g in groups]:
+            job.result()
+
+    try:
+        return _scan_chunks(chunks, run, heads, batch_size)
+    finally:
+        if pool is not None:
+            pool.shutdown()
+
+
+def _scan_chunks(chunks, run, heads, batch_size) -> int:
+    """``_train``'s loop: ``run(X, codes, y, order)`` on whole minibatches, the carry between."""
+    carry = None
+    n = 0
     for X, codes, y in chunks:
         rows = y.shape[0]
         n += rows
