@@ -9,7 +9,11 @@ Layout (``format_version`` 1)::
                 "noise_var": [...], "label_keep_prob": .. | null, "target_noise_var": ..,
                 "radius": .., "truncation": K, "mode": "iwp", "average_start": t0,
                 "schedule": "constant", "learning_rate": step, "telemetry": {...},
-                "sample_weight": "w" | null  (the weight column of a weighted pass)},
+                "sample_weight": "w" | null  (the weight column of a weighted pass),
+                "feature_map": {...}  (categorical columns: the release's feature map),
+                "categorical_mechanism": "rr", "block_cap": c  (a model learned from
+                randomized-response codes: the coefficients are those of the feature map's
+                one-hot coordinates, "release" its spec, "state" null)},
      "release": {...the release metadata...} | null,
      "state": {"theta": [...], ...} | null,
      "sha256": "..."}

@@ -246,10 +246,38 @@ def test_rr_without_a_private_numeric_feature_is_refused():
         _spec(features=["c", "d"])
 
 
-def test_partial_fit_refuses_an_rr_release(tmp_path):
-    out = _release(tmp_path, _table(300))
-    with pytest.raises(InvalidInputError, match="partial_fit"):
-        iwpfast.IWPClassifier().partial_fit(out)
+def test_partial_fit_over_parts_is_the_fit_bit_for_bit(tmp_path):
+    out = _release(tmp_path, _table(700))
+    table = pq.read_table(out)
+    parts = []
+    for i, (a, b) in enumerate(((0, 333), (333, 340), (340, 700))):    # one shorter than a batch
+        parts.append(str(tmp_path / f"part{i}.parquet"))
+        pq.write_table(table.slice(a, b - a), parts[-1])
+    kw = dict(alpha=0.01, learning_rate=0.1, batch_size=16, average=True)
+    whole = iwpfast.IWPClassifier(**kw).fit(out)
+    stream = iwpfast.IWPClassifier(**kw)
+    for part in parts:
+        stream.partial_fit(part)
+    # 43 whole batches run, the last 12 rows carried until finalize
+    assert (stream.n_rows_seen_, stream.n_iter_) == (700, 43)
+    stream.finalize()
+    assert stream.n_iter_ == whole.n_iter_ == 44
+    assert stream.coef_.tobytes() == whole.coef_.tobytes()
+    assert stream.intercept_.tobytes() == whole.intercept_.tobytes()
+    # a fit's pass goes on; 'auto' is the grid's centre, nothing validated
+    assert whole.partial_fit(parts[2]).n_rows_seen_ == 1060
+    auto = iwpfast.IWPClassifier().partial_fit(parts[0])
+    assert (auto.alpha_, auto.learning_rate_, auto.block_cap_) == (0.01, 0.1, 1.0)
+    other = tmp_path / "other"
+    other.mkdir()
+    with pytest.raises(ReleaseSpecError, match="one pass must read one release"):
+        auto.partial_fit(_release(other, _table(300), epsilon_categorical=2.0))
+    path = tmp_path / "m.json"
+    stream.save(path)
+    with pytest.raises(InvalidInputError, match="keeps no SGD state"):
+        iwpfast.load(path).partial_fit(parts[0])
+    with pytest.raises(InvalidInputError, match="plan_pass"):
+        iwpfast.IWPClassifier(alpha=0.01, learning_rate=0.1).plan_pass(out)
 
 
 def _in_memory_pass(path, spec, alpha, step, batch_size, average_start, variance_cap, block_cap):

@@ -296,6 +296,15 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
                     f"partial_fit cannot choose {name} from a list: choosing needs a private "
                     "validation over a whole pass, which only fit runs. Pass a number, 'auto' (a "
                     f"value derived from public quantities only), or the {name}_ of a fit")
+        if y is None:
+            from ._rr import partial_fit_rr, rr_release_spec
+            rr_spec = rr_release_spec(X)
+            if rr_spec is not None:
+                # randomized-response codes: their own pass (estimators/_rr.py)
+                if self._task != "classification":
+                    raise InvalidInputError("a release with randomized-response categorical "
+                                            "columns is a classification release; use IWPClassifier")
+                return partial_fit_rr(self, X, rr_spec, v, n_rows_total)
         continuing = ps.started and hasattr(self, "coef_")
         if y is None:
             plan = self._prepare_source(X, None, noise_kw=noise_kw, features=features, label=label,
@@ -361,6 +370,10 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         batch, as ``fit`` does at the end of its pass."""
         self._check_fitted()
         ps = self._pass
+        if ps is not None and ps.rr is not None:
+            from ._rr import finalize_rr
+            finalize_rr(self)
+            return self
         telemetry = None if ps is None or ps.heads is None else ps.heads.finish(ps, ENGINE)
         if telemetry is not None:
             self._update_fitted(telemetry)

@@ -232,8 +232,8 @@ class InputsMixin(EstimatorFields):
             # its code columns are category indices, not features: only fit() reads them right
             raise InvalidInputError(
                 "a release with randomized-response categorical columns (categorical_mechanism="
-                "'rr') is learned by IWPClassifier.fit in one call; partial_fit, plan_pass and "
-                "validation= do not read it (not supported yet)")
+                "'rr') is learned by IWPClassifier.fit or partial_fit; plan_pass and validation= "
+                "do not read it (not supported yet)")
         if y is not None:
             return self._prepare_arrays(X, y, noise_kw=noise_kw, features=features,
                                         sample_weight=sample_weight)

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -168,14 +170,15 @@ def head_threads(n_heads: int) -> int:
 
 
 def _train(chunks, layout: RRLayout, heads: list[_Head], label_weight, batch_size,
-           threads: int | None = None) -> int:
+           threads: int | None = None, carry=None, finish: bool = True) -> tuple[int, tuple | None]:
     """One scan: every head's kernel once per chunk over the chunk's whole minibatches; the rows
     of an incomplete one are carried (copied: fewer than ``batch_size``) and completed from the
     next chunk, and the last, short, batch runs at the end, so the batches are those of one call
     over all the rows: the same bits.  The heads are cut into ``threads`` groups (default
     ``head_threads``) that run concurrently, each group's heads one after the other.  A head whose
     theta became non-finite is left out from the next chunk on (its model stays non-finite:
-    diverged).  Returns the rows read."""
+    diverged).  ``carry``: rows carried from an earlier call (``partial_fit``); ``finish=False``
+    leaves the last incomplete batch carried.  Returns (rows read, the rows still carried)."""
     from concurrent.futures import ThreadPoolExecutor
     threads = head_threads(len(heads)) if threads is None else max(1, min(int(threads), len(heads)))
     groups = [heads[i::threads] for i in range(threads)]
@@ -194,15 +197,14 @@ def _train(chunks, layout: RRLayout, heads: list[_Head], label_weight, batch_siz
             job.result()
 
     try:
-        return _scan_chunks(chunks, run, heads, batch_size)
+        return _scan_chunks(chunks, run, heads, batch_size, carry, finish)
     finally:
         if pool is not None:
             pool.shutdown()
 
 
-def _scan_chunks(chunks, run, heads, batch_size) -> int:
+def _scan_chunks(chunks, run, heads, batch_size, carry, finish) -> tuple[int, tuple | None]:
     """``_train``'s loop: ``run(X, codes, y, order)`` on whole minibatches, the carry between."""
-    carry = None
     n = 0
     for X, codes, y in chunks:
         rows = y.shape[0]
@@ -227,9 +229,10 @@ def _scan_chunks(chunks, run, heads, batch_size) -> int:
         for h in heads:
             h.diverged = h.diverged or not (np.all(np.isfinite(h.theta))
                                             and math.isfinite(float(h.b[0])))
-    if carry is not None:
+    if finish and carry is not None:
         run(*carry, np.arange(carry[2].shape[0], dtype=np.int64))
-    return n
+        carry = None
+    return n, carry
 
 
 def _noise_energy(layout: RRLayout, theta) -> float:
@@ -359,7 +362,7 @@ def fit_rr(est, X, spec, v: dict):
             average_start = -(-n_train // batch_size) // 2
             heads = [_Head(layout, a, s, radius_for(a), variance_cap, c, average_start,
                            est.fit_intercept) for a, s, c in grid]
-            _train(read(train), layout, heads, label_weight, batch_size)
+            _train(read(train), layout, heads, label_weight, batch_size)[0]
             models = [h.model() for h in heads]
             estimates = _score(read(validation), layout, models, label_weight)
             risks = [math.inf if e is None else e.risk for e in estimates]
@@ -382,7 +385,7 @@ def fit_rr(est, X, spec, v: dict):
     head = _Head(layout, alpha, step, radius_for(alpha), variance_cap, block_cap,
                  -(-n // batch_size) // 2 if (est.average == "auto" and tuning is not None)
                  else est._average_start(n, batch_size), est.fit_intercept)
-    rows = _train(read(src), layout, [head], label_weight, batch_size)
+    rows = _train(read(src), layout, [head], label_weight, batch_size)[0]
     if rows != n:
         raise InvalidInputError(f"{src.description}: read {rows} rows but the source declares "
                                 f"{n}; the data changed or is corrupt")
@@ -391,7 +394,112 @@ def fit_rr(est, X, spec, v: dict):
         raise DivergenceError(f"theta became non-finite (alpha={alpha:g}, learning_rate={step:g}); "
                               "use a larger alpha or a smaller learning_rate")
     _set_fitted(est, X, spec, layout, head, theta, b, n, radius_for(alpha), tuning)
+    # partial_fit may continue this pass (every batch run: nothing carried)
+    est._pass.rr = RRStream(spec, layout, head, None, int(n), label_weight, batch_size,
+                            radius_for(alpha))
     return est
+
+
+@dataclass
+class RRStream:
+    """A randomized-response pass that ``partial_fit`` continues: the release it reads (its spec
+    and layout), the head's SGD state, the rows of an incomplete batch carried to the next call,
+    the rows read so far."""
+
+    spec: Any
+    layout: RRLayout
+    head: _Head
+    carry: tuple | None
+    rows: int
+    label_weight: float
+    batch_size: int
+    radius: float
+
+    def same_release(self, layout: RRLayout, spec) -> bool:
+        """Whether ``layout`` / ``spec`` describe the release this pass started on (the same
+        coordinates, noise, randomized-response probabilities and label keep probability)."""
+        mine = self.layout
+        return (mine.n_coords == layout.n_coords
+                and all(np.array_equal(getattr(mine, f), getattr(layout, f))
+                        for f in ("float_index", "noise_var", "offsets", "sizes", "keep", "other"))
+                and self.spec.label_keep_prob == spec.label_keep_prob
+                and list(self.spec.feature_map.coordinates) == list(spec.feature_map.coordinates))
+
+
+def partial_fit_rr(est, X, spec, v: dict, n_rows_total):
+    """``partial_fit`` on a randomized-response release (a part of one): continue the pass of
+    ``est`` (started by ``fit`` or an earlier ``partial_fit`` in this process) or start one.
+    'auto' is the grid's centre (``RR_ALPHAS``, ``RR_STEPS`` middle values, the largest block
+    cap), nothing validated, as ``partial_fit`` does on other releases; the rows of an incomplete
+    batch stay carried until the next call, ``finalize`` runs them (``finalize_rr``)."""
+    from ..exceptions import ReleaseSpecError
+    check_rr_loss(v["loss"])
+    if est.correction != "iwp":
+        raise InvalidInputError(f"correction={est.correction!r}: a release with randomized-response "
+                                "categorical columns is learned with correction='iwp' only")
+    _check_learnable(spec)
+    layout = RRLayout.from_spec(spec)
+    stream = None if est._pass is None else est._pass.rr
+    if stream is None and getattr(est, "categorical_mechanism_", None) == "rr":
+        raise InvalidInputError(
+            "this model was learned from randomized-response codes and loaded from a file, which "
+            "keeps no SGD state: partial_fit continues only a pass of this process; call "
+            "partial_fit on a new IWPClassifier to start one")
+    if stream is not None and not stream.same_release(layout, spec):
+        raise ReleaseSpecError(
+            "partial_fit got a release with other columns, categories or noise than the pass "
+            "started with; one pass must read one release (call fit to start a new pass)")
+    if stream is None:
+        if n_rows_total is not None and not (isinstance(n_rows_total, int) and n_rows_total >= 1):
+            raise InvalidInputError(f"n_rows_total={n_rows_total!r} must be an integer >= 1")
+        alpha = v["alpha"] if isinstance(v["alpha"], float) else RR_ALPHAS[len(RR_ALPHAS) // 2]
+        step = (v["learning_rate"] if isinstance(v["learning_rate"], float)
+                else RR_STEPS[len(RR_STEPS) // 2])
+        batch_size = v["batch_size"]
+        tuned = not (isinstance(v["alpha"], float) and isinstance(v["learning_rate"], float))
+        if est.average == "auto":
+            # as partial_fit's 'auto' elsewhere: tail-averaged when the pass's length is known
+            average_start = (-(-int(n_rows_total) // batch_size) // 2
+                             if tuned and n_rows_total is not None else -1)
+        else:
+            average_start = est._average_start(n_rows_total, batch_size)
+        bound = spec.feature_map.vector_bound(spec.bound)
+        radius = (math.inf if est.radius is None and alpha <= 0 else
+                  float(est.radius) if est.radius is not None else bound / alpha)
+        variance_cap = RR_VARIANCE_CAP if est.variance_cap is None else float(est.variance_cap)
+        head = _Head(layout, alpha, step, radius, variance_cap, max(RR_BLOCK_CAPS),
+                     average_start, est.fit_intercept)
+        stream = RRStream(spec, layout, head, None, 0, label_tilde_from_keep(spec.label_keep_prob),
+                          batch_size, radius)
+    rows, stream.carry = _train(_chunks(X, spec, layout, est.chunk_rows), layout, [stream.head],
+                                stream.label_weight, stream.batch_size, carry=stream.carry,
+                                finish=False)
+    stream.rows += rows
+    _fitted_from_stream(est, X, stream)
+    return est
+
+
+def finalize_rr(est) -> None:
+    """Run the rows a randomized-response ``partial_fit`` pass carries as its last, short batch."""
+    stream = est._pass.rr
+    if stream.carry is not None:
+        _train(iter(()), stream.layout, [stream.head], stream.label_weight, stream.batch_size,
+               carry=stream.carry, finish=True)
+        stream.carry = None
+    _fitted_from_stream(est, None, stream)
+
+
+def _fitted_from_stream(est, X, stream: RRStream) -> None:
+    from ..exceptions import DivergenceError
+    head = stream.head
+    theta, b = head.model()
+    if not (np.all(np.isfinite(theta)) and math.isfinite(b)):
+        raise DivergenceError(f"theta became non-finite (alpha={head.alpha:g}, learning_rate="
+                              f"{head.step:g}); use a larger alpha or a smaller learning_rate")
+    classes = (spec_label_classes(X) if X is not None else list(est.classes_))
+    _set_fitted(est, classes, stream.spec, stream.layout, head, theta, b, stream.rows,
+                stream.radius, None)
+    est._pass.rr = stream
 
 
 def _tuning_table(grid, heads, models, estimates, best, layout, variance_cap, n_train,
@@ -425,6 +533,7 @@ def _tuning_table(grid, heads, models, estimates, best, layout, variance_cap, n_
 
 
 def _set_fitted(est, X, spec, layout, head, theta, b, n, radius, tuning) -> None:
+    # X: the release, or its label classes (a list)
     """The fitted attributes, and the pass as an ordinary single head over the feature map's
     coordinates (what ``save`` writes: ``_document``)."""
     from ..sgd.state import HeadConfig
@@ -434,7 +543,7 @@ def _set_fitted(est, X, spec, layout, head, theta, b, n, radius, tuning) -> None
     fm = spec.feature_map
     est.coef_ = theta.reshape(1, -1).copy()
     est.intercept_ = np.array([b if est.fit_intercept else 0.0])
-    est.classes_ = np.asarray(spec_label_classes(X))
+    est.classes_ = np.asarray(X if isinstance(X, list) else spec_label_classes(X))
     est.features_ = list(fm.coordinates)
     est.n_features_in_ = len(fm.coordinates)
     est.label_ = spec.label

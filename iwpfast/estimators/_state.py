@@ -77,6 +77,7 @@ class PassState:
     noise: NoiseModel | None = None        # the noise the pass debiases for
     classes: np.ndarray | None = None      # the two classes found so far (classifier)
     classes_hint: np.ndarray | None = None  # partial_fit(classes=...)
+    rr: Any = None                         # a randomized-response pass (``_rr.RRStream``)
 
     def running(self) -> Heads:
         """The pass's heads (an error before the pass started)."""
