@@ -388,7 +388,8 @@ def test_cli_release_fit_info_evaluate_an_rr_release(tmp_path, capsys):
                      "--epsilon-y", "2", "--bound", "1", "--seed", "5"]) == 0
     assert main(["fit", str(rel), "--out", str(model)]) == 0
     text = capsys.readouterr().out
-    assert "tuning: 18 heads" in text and "model written to" in text
+    assert "tuning: 18 heads (alpha x learning rate x block cap)" in text
+    assert "model written to" in text and "projection hits" not in text
     assert main(["info", str(model)]) == 0
     text = capsys.readouterr().out
     assert "c (randomized response): x=" in text and "k-ary randomized response" in text

@@ -274,8 +274,12 @@ def run(args) -> int:
     if getattr(model, "tuning_", None):
         print_tuning(model.tuning_, table=getattr(args, "table", False),
                      validation=validation_kind(model.mode_))
-    print(f"updates: {tel.get('batches')}, projection hits: {tel.get('projection_hits')}, "
-          f"cap hits: {tel.get('cap_hits')}, largest sigma^2|theta|^2: {tel.get('max_noise_energy', 0):.3g}")
+    # a randomized-response pass (estimators/_rr.py) counts no projection or cap hits
+    print(", ".join([f"updates: {tel.get('batches')}"]
+                    + [f"{what}: {tel[key]}" for key, what in (("projection_hits", "projection hits"),
+                                                               ("cap_hits", "cap hits"))
+                       if tel.get(key) is not None]
+                    + [f"largest sigma^2|theta|^2: {tel.get('max_noise_energy', 0):.3g}"]))
     print(f"model written to {args.out}")
     return 0
 
@@ -297,6 +301,9 @@ def print_tuning(t: dict, table: bool = False, validation: str = "private") -> N
     pruned_at = t.get("pruned_at_row") or [None] * n_heads      # models saved before pruning
     pruned = sum(r is not None for r in pruned_at)
     per = f" x {len(set(t['class']))} classes" if t.get("class") else ""
+    # a randomized-response release's grid also has the cap on its blocks (estimators/_rr.py)
+    caps = t.get("block_cap")
+    per = (" x block cap" if caps else "") + per
     dropped = (f", {n_heads - reliable - pruned} discarded (unreliable or diverged)"
                if reliable + pruned < n_heads else "")
     if pruned:
@@ -317,8 +324,9 @@ def print_tuning(t: dict, table: bool = False, validation: str = "private") -> N
     if table:
         # k classes: one row per (class, grid point) head, the class first
         classes = t.get("class")
-        print(("  class " if classes else "") +
-              "    alpha   learning_rate   private risk +- se    reliable  sigma^2|theta|^2  capped")
+        print(("  class " if classes else "") + "    alpha   learning_rate"
+              + ("  block cap" if caps else "")
+              + "   private risk +- se    reliable  sigma^2|theta|^2  capped")
         for i in range(len(t["alpha"])):
             risk, se = float(t["risk"][i]), float(t["stderr"][i])
             mark = "  <- chosen" if t["chosen"][i] else ""
@@ -327,7 +335,8 @@ def print_tuning(t: dict, table: bool = False, validation: str = "private") -> N
                          if pruned_at[i] is not None else f"{'nan':>20}")
             print((f"  {str(classes[i]):>5} " if classes else "") +
                   f"  {float(t['alpha'][i]):7.4g}   {float(t['learning_rate'][i]):13.4g}   "
-                  f"{risk_text}   {str(bool(t['reliable'][i])):>8}  "
+                  + (f"{float(caps[i]):9.3g}   " if caps else "")
+                  + f"{risk_text}   {str(bool(t['reliable'][i])):>8}  "
                   f"{float(t['noise_energy'][i]):16.3g}  {str(bool(t['capped'][i])):>6}{mark}")
     for note in t.get("notes") or []:
         print(f"tuning note: {note}")
