@@ -411,3 +411,13 @@ def test_a_code_outside_its_categories_is_refused_with_its_row(tmp_path):
     pq.write_table(table.set_column(2, "d", pa.array(codes, pa.uint8())), bad)
     with pytest.raises(InvalidInputError, match=r"'d' holds the code 4 at .*row 123"):
         iwpfast.IWPClassifier(alpha=0.01, learning_rate=0.1).fit(bad)
+
+
+def test_auto_on_too_few_rows_to_validate_runs_the_grid_centre(tmp_path):
+    from iwpfast.exceptions import NumericalWarning
+    out = _release(tmp_path, _table(200))
+    # 200 rows: blocks of 1 row, every 10th held out: 20 validation rows, fewer than 30
+    with pytest.warns(NumericalWarning, match="20 validation rows"):
+        m = iwpfast.IWPClassifier().fit(out)
+    assert (m.alpha_, m.learning_rate_, m.block_cap_) == (0.01, 0.1, 1.0)
+    assert m.tuning_["n_validation"] == 0 and m.n_rows_seen_ == 200

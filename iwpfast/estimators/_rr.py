@@ -95,11 +95,12 @@ def _check_learnable(spec) -> None:
                                 "for a binary label only (k-class labels: not supported yet)")
 
 
-def _chunks(source, spec, layout: RRLayout, chunk_rows: int | None):
+def _chunks(source, spec, layout: RRLayout, chunk_rows: int | None, bar=None):
     """Yield (X (P, n) float64 released float columns, codes (m, n) uint16, y (n,) int8) per chunk
     of ``source`` (``ChunkReader``: decoded one chunk ahead, nulls and NaN refused with their
     row); a code outside its column's 0..k-1 or a label other than -1/+1 is an error naming the
-    column and the row (the kernel indexes its tables by the code)."""
+    column and the row (the kernel indexes its tables by the code).  ``bar``: a progress bar
+    (``iwpfast.progress``) counting the rows."""
     from ..io.reader import ChunkReader
     floats, coded = _columns(spec)
     # the codes and the label are read as labels: their own integer type, views of Arrow memory
@@ -126,6 +127,8 @@ def _chunks(source, spec, layout: RRLayout, chunk_rows: int | None):
             raise InvalidInputError(
                 f"label column {spec.label!r} holds {y[i]!r} at {chunk.describe(i)}; a release's "
                 "binary labels are -1/+1")
+        if bar is not None:
+            bar.update(n)
         yield X, codes, np.ascontiguousarray(y, dtype=np.int8)
 
 
@@ -299,11 +302,9 @@ def _split(n: int, fraction: float) -> tuple[int, int]:
 
 def fit_rr(est, X, spec, v: dict):
     """Fit ``est`` (an IWPClassifier) on the randomized-response release ``X`` (spec ``spec``)."""
-    import warnings
-
-    from ..exceptions import DivergenceError, NumericalWarning
+    from ..exceptions import DivergenceError
     from ..io.sources import open_source
-    from ..io.views import PartSource, split_counts
+    from ..progress import progress_bar
     check_rr_loss(v["loss"])
     if est.correction != "iwp":
         raise InvalidInputError(f"correction={est.correction!r}: a release with randomized-response "
@@ -329,7 +330,7 @@ def fit_rr(est, X, spec, v: dict):
             float(est.radius) if est.radius is not None else bound / alpha)
 
     def read(source):
-        return _chunks(source, spec, layout, est.chunk_rows)
+        return _chunks(source, spec, layout, est.chunk_rows, bar)
 
     alphas = RR_ALPHAS if not isinstance(v["alpha"], float) else (v["alpha"],)
     steps = RR_STEPS if not isinstance(v["learning_rate"], float) else (v["learning_rate"],)
@@ -340,52 +341,19 @@ def fit_rr(est, X, spec, v: dict):
     block_caps = RR_BLOCK_CAPS if tune else (max(RR_BLOCK_CAPS),)
     tuning = None
     alpha, step, block_cap = alphas[0], steps[0], block_caps[0]
-    if tune:
-        period, block = _split(n, v["validation_fraction"])
-        n_train, n_validation = split_counts(n, period, block)
-        grid = [(a, s, c) for c in block_caps for a in alphas for s in steps]
-        if n_validation < MIN_VALIDATION_ROWS:
-            alpha, step, block_cap = (alphas[len(alphas) // 2], steps[len(steps) // 2],
-                                      max(block_caps))
-            note = (f"{n_validation} validation rows (fewer than {MIN_VALIDATION_ROWS}): nothing "
-                    "validated; the grid's centre on every row")
-            warnings.warn("alpha/learning_rate='auto': " + note, NumericalWarning, stacklevel=3)
-            tuning = {"alpha": [], "learning_rate": [], "block_cap": [], "risk": [],
-                      "stderr": [], "reliable": [], "effective_rows": [], "noise_energy": [],
-                      "capped": [], "on_sphere": [], "pruned_at_row": [], "chosen": [],
-                      "rule": "grid centre (too few rows to validate)", "n_train": int(n),
-                      "n_validation": 0, "passes": 1.0, "heads": 0,
-                      "variance_cap": variance_cap, "notes": [note]}
-        else:
-            train = PartSource(src, period=period, block=block, validation=False)
-            validation = PartSource(src, period=period, block=block, validation=True)
-            average_start = -(-n_train // batch_size) // 2
-            heads = [_Head(layout, a, s, radius_for(a), variance_cap, c, average_start,
-                           est.fit_intercept) for a, s, c in grid]
-            _train(read(train), layout, heads, label_weight, batch_size)[0]
-            models = [h.model() for h in heads]
-            estimates = _score(read(validation), layout, models, label_weight)
-            risks = [math.inf if e is None else e.risk for e in estimates]
-            # a heavy-tailed estimate that the judge cannot trust is no basis for a choice; with
-            # none trusted, the largest alpha's best head (the least noise energy)
-            trusted = [i for i, e in enumerate(estimates)
-                       if e is not None and e.reliable and math.isfinite(e.risk)]
-            notes = []
-            if not trusted:
-                trusted = [i for i, (a, _, _) in enumerate(grid)
-                           if a == max(alphas) and math.isfinite(risks[i])]
-                notes.append("no head's private risk is reliable: the largest alpha's best head")
-            if not trusted:
-                raise InvalidInputError("every head of the 'auto' grid diverged on this release; "
-                                        "set alpha and learning_rate, or a smaller radius")
-            best = min(trusted, key=lambda i: risks[i])
-            alpha, step, block_cap = grid[best]
-            tuning = _tuning_table(grid, heads, models, estimates, best, layout, variance_cap,
-                                   n_train, n_validation, n, notes)
-    head = _Head(layout, alpha, step, radius_for(alpha), variance_cap, block_cap,
-                 -(-n // batch_size) // 2 if (est.average == "auto" and tuning is not None)
-                 else est._average_start(n, batch_size), est.fit_intercept)
-    rows = _train(read(src), layout, [head], label_weight, batch_size)[0]
+    # one bar over every read: the grid's scan and hold-out (n rows), then the refit (n)
+    bar = progress_bar(est.progress, n * (2 if tune else 1))
+    try:
+        if tune:
+            alpha, step, block_cap, tuning = _choose(est, v, read, src, layout, n, label_weight,
+                                                     alphas, steps, block_caps, variance_cap,
+                                                     radius_for)
+        head = _Head(layout, alpha, step, radius_for(alpha), variance_cap, block_cap,
+                     -(-n // batch_size) // 2 if (est.average == "auto" and tuning is not None)
+                     else est._average_start(n, batch_size), est.fit_intercept)
+        rows = _train(read(src), layout, [head], label_weight, batch_size)[0]
+    finally:
+        bar.close()
     if rows != n:
         raise InvalidInputError(f"{src.description}: read {rows} rows but the source declares "
                                 f"{n}; the data changed or is corrupt")
@@ -398,6 +366,55 @@ def fit_rr(est, X, spec, v: dict):
     est._pass.rr = RRStream(spec, layout, head, None, int(n), label_weight, batch_size,
                             radius_for(alpha))
     return est
+
+
+def _choose(est, v, read, src, layout, n, label_weight, alphas, steps, block_caps, variance_cap,
+            radius_for):
+    """'auto': (alpha, step, block cap, ``tuning_``), every head of the grid trained in one scan
+    of the training blocks and scored on the validation blocks (docs/tuning.md "Split")."""
+    import warnings
+
+    from ..exceptions import NumericalWarning
+    from ..io.views import PartSource, split_counts
+    batch_size = v["batch_size"]
+    period, block = _split(n, v["validation_fraction"])
+    n_train, n_validation = split_counts(n, period, block)
+    grid = [(a, s, c) for c in block_caps for a in alphas for s in steps]
+    if n_validation < MIN_VALIDATION_ROWS:
+        note = (f"{n_validation} validation rows (fewer than {MIN_VALIDATION_ROWS}): nothing "
+                "validated; the grid's centre on every row")
+        warnings.warn("alpha/learning_rate='auto': " + note, NumericalWarning, stacklevel=4)
+        tuning = {"alpha": [], "learning_rate": [], "block_cap": [], "risk": [], "stderr": [],
+                  "reliable": [], "effective_rows": [], "noise_energy": [], "capped": [],
+                  "on_sphere": [], "pruned_at_row": [], "chosen": [],
+                  "rule": "grid centre (too few rows to validate)", "n_train": int(n),
+                  "n_validation": 0, "passes": 1.0, "heads": 0, "variance_cap": variance_cap,
+                  "notes": [note]}
+        return (alphas[len(alphas) // 2], steps[len(steps) // 2], max(block_caps), tuning)
+    train = PartSource(src, period=period, block=block, validation=False)
+    validation = PartSource(src, period=period, block=block, validation=True)
+    average_start = -(-n_train // batch_size) // 2
+    heads = [_Head(layout, a, s, radius_for(a), variance_cap, c, average_start, est.fit_intercept)
+             for a, s, c in grid]
+    _train(read(train), layout, heads, label_weight, batch_size)
+    models = [h.model() for h in heads]
+    estimates = _score(read(validation), layout, models, label_weight)
+    risks = [math.inf if e is None else e.risk for e in estimates]
+    # a heavy-tailed estimate that the judge cannot trust is no basis for a choice; with none
+    # trusted, the largest alpha's best head (the least noise energy)
+    trusted = [i for i, e in enumerate(estimates)
+               if e is not None and e.reliable and math.isfinite(e.risk)]
+    notes = []
+    if not trusted:
+        trusted = [i for i, (a, _, _) in enumerate(grid)
+                   if a == max(alphas) and math.isfinite(risks[i])]
+        notes.append("no head's private risk is reliable: the largest alpha's best head")
+    if not trusted:
+        raise InvalidInputError("every head of the 'auto' grid diverged on this release; set "
+                                "alpha and learning_rate, or a smaller radius")
+    best = min(trusted, key=lambda i: risks[i])
+    return (*grid[best], _tuning_table(grid, heads, models, estimates, best, layout, variance_cap,
+                                       n_train, n_validation, n, notes))
 
 
 @dataclass
