@@ -272,6 +272,14 @@ def test_partial_fit_over_parts_is_the_fit_bit_for_bit(tmp_path):
     other.mkdir()
     with pytest.raises(ReleaseSpecError, match="one pass must read one release"):
         auto.partial_fit(_release(other, _table(300), epsilon_categorical=2.0))
+    # one pass reads one kind of release
+    X, y = np.random.default_rng(0).normal(size=(50, 2)), np.tile([0, 1], 25)
+    arrays = iwpfast.IWPClassifier(alpha=0.01, learning_rate=0.1).partial_fit(
+        X, y, noise_var=0.1, epsilon_y=1.0)
+    with pytest.raises(ReleaseSpecError, match="started on one without them"):
+        arrays.partial_fit(parts[0])
+    with pytest.raises(ReleaseSpecError, match="started on one with them"):
+        auto.partial_fit(X, y, noise_var=0.1, epsilon_y=1.0)
     path = tmp_path / "m.json"
     stream.save(path)
     with pytest.raises(InvalidInputError, match="keeps no SGD state"):

@@ -305,6 +305,10 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
                     raise InvalidInputError("a release with randomized-response categorical "
                                             "columns is a classification release; use IWPClassifier")
                 return partial_fit_rr(self, X, rr_spec, v, n_rows_total)
+        if ps.rr is not None:
+            raise ReleaseSpecError(
+                "partial_fit got a release without randomized-response codes, but the pass started "
+                "on one with them; one pass must read one release (call fit to start a new pass)")
         continuing = ps.started and hasattr(self, "coef_")
         if y is None:
             plan = self._prepare_source(X, None, noise_kw=noise_kw, features=features, label=label,

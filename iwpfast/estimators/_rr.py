@@ -462,6 +462,10 @@ def partial_fit_rr(est, X, spec, v: dict, n_rows_total):
             "this model was learned from randomized-response codes and loaded from a file, which "
             "keeps no SGD state: partial_fit continues only a pass of this process; call "
             "partial_fit on a new IWPClassifier to start one")
+    if stream is None and hasattr(est, "coef_"):
+        raise ReleaseSpecError(
+            "partial_fit got a release with randomized-response codes, but the pass started on "
+            "one without them; one pass must read one release (call fit to start a new pass)")
     if stream is not None and not stream.same_release(layout, spec):
         raise ReleaseSpecError(
             "partial_fit got a release with other columns, categories or noise than the pass "
