@@ -4,23 +4,29 @@ Such a release (``categorical_mechanism="rr"``, format version 4) is learned by 
 ``iwpfast._kernels.categorical.rr_sgd_pass`` with the exponential loss's exact inverse
 (``iwpfast.categorical_rr``), streamed as every pass of the house is: the release is read in
 chunks (``iwpfast.io.reader.ChunkReader``), one kernel call per head per chunk, rows in the
-stream's order, the SGD state (theta, b, their averages, the update counters) carried from one call
-to the next and the rows of an incomplete minibatch carried to the next chunk (``_Scan``), so the
-model is bit for bit the in-memory pass over the same rows whatever the chunk size, in memory that
-does not grow with the rows.  ``alpha='auto'`` / ``learning_rate='auto'`` choose alpha x step x
-block cap from ``RR_ALPHAS``, ``RR_STEPS``, ``RR_BLOCK_CAPS``: every head of the grid is trained in
-one scan of the training part, scored on the validation part (the deterministic blocks of
-docs/tuning.md "Split": every m-th block of consecutive rows, m = round(1/validation_fraction),
-read again chunk by chunk, never held) by the unbiased per-row loss estimate averaged, trusted only
-where the reliability judge of every private risk trusts it; then the chosen head is refitted on
-every row (a third read).  Every head runs with the variance cap sigma^2|theta_F|^2 <= 2 on the
-noised float columns (as the other learners' 'auto') and each attribute's coefficients shrunk
-towards their mean until the log of its inverse-variance factor (``block_log_factor``) is at most
-the block cap: the exponential estimate's variance grows like exp(sigma^2|theta_F|^2) times the
-attributes' factors, and without both caps SGD diverged on the benchmark tables
-(docs/release.md).  The model's coordinates are the one-hot coordinates of the feature map, so
-``predict`` & co. read raw tables (strings) as for any categorical release, and ``save`` writes it
-as an ordinary linear model over them with the release's spec (``_document``).
+stream's order, the SGD state (theta, b, their averages, the update counters) carried from one
+call to the next and the rows of an incomplete minibatch carried to the next chunk (``_train``),
+so the model is bit for bit the in-memory pass over the same rows whatever the chunk size, in
+memory that does not grow with the rows; ``partial_fit`` continues such a pass from call to call
+(``RRStream``) and ``finalize`` runs its last batch.
+
+``alpha='auto'`` / ``learning_rate='auto'`` choose alpha x step x block cap from ``RR_ALPHAS``,
+``RR_STEPS``, ``RR_BLOCK_CAPS`` (``_choose``): every head of the grid is trained in one scan of the
+training part (the heads on one thread per core), scored on the validation part (the
+deterministic blocks of docs/tuning.md "Split": every m-th block of consecutive rows,
+m = round(1/validation_fraction), read again chunk by chunk, never held) by the unbiased per-row
+loss estimate averaged, trusted only where the reliability judge of every private risk trusts it;
+then the chosen head is refitted on every row (a third read).  Every head runs with the variance
+cap sigma^2|theta_F|^2 <= 2 on the noised float columns (as the other learners' 'auto') and each
+attribute's coefficients shrunk towards their mean until the log of its inverse-variance factor
+(``block_log_factor``) is at most the block cap: the exponential estimate's variance grows like
+exp(sigma^2|theta_F|^2) times the attributes' factors, and without both caps SGD diverged on the
+benchmark tables (docs/release.md).
+
+The model's coordinates are the one-hot coordinates of the feature map, so ``predict`` & co. read
+raw tables (strings) as for any categorical release, ``save`` writes it as an ordinary linear model
+over them with the release's spec (``_document``), and ``private_risk`` scores an rr hold-out
+with the same inverse (``rr_private_risk``).
 """
 from __future__ import annotations
 
