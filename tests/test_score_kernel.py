@@ -53,7 +53,10 @@ def _table(n, *, seed, dtype, labels, weights=False):
 
 
 def _score(table, names, states, configs, loss, engine, **kw):
-    return tuning.score_heads(table, [f"x{j}" for j in range(P)], "y", names, states, configs,
+    # sources re-cut a table to record_batch_rows: keep the 777-row batches _table made
+    from iwpfast.io.sources import open_source
+    source = open_source(table, record_batch_rows=777)
+    return tuning.score_heads(source, [f"x{j}" for j in range(P)], "y", names, states, configs,
                               loss=loss, engine=engine, **kw)
 
 
