@@ -87,6 +87,9 @@ def peek_stream(src: Source, period: int, declared: int | None = None,
         rows += batch.num_rows
         size += batch.nbytes
         if rows >= enough or size >= budget:
-            return PeekedSource(src, held, iterator, None, None if rows >= enough else rows)
+            peeked = PeekedSource(src, held, iterator, None, None if rows >= enough else rows)
+            # planned for a length that does not depend on the stream's batch sizes
+            peeked.assumed_rows = min(rows, enough)
+            return peeked
     table = pa.Table.from_batches(held, schema=src.schema)
     return TableSource(table, None, src.batch_rows, description=src.description)

@@ -453,7 +453,8 @@ def _race(train, held, points: dict, heads_of, kw: dict, groups: dict | None = N
     None (no held hold-out, unknown length, a checkpoint, a cluster's pass, pruning off, or too
     few validation rows for any rung)."""
     from .driver import stream_runner
-    if (held is None or not PRUNE_AT or pass_rows(train) is None or "checkpoint" in kw
+    n_train = pass_rows(train)
+    if (held is None or not PRUNE_AT or n_train is None or "checkpoint" in kw
             or stream_runner() is not None):
         return None
     from .scoring import SCORE_KERNEL_MIN_VALUES
@@ -463,7 +464,7 @@ def _race(train, held, points: dict, heads_of, kw: dict, groups: dict | None = N
     # (it is then compiled anyway; the NumPy step on a rung's few heads costs 3x more), on two
     # threads when two cores are usable (the heads' threads wait for the rung)
     expected = held.n_rows if held.n_rows is not None else (
-        int(pass_rows(train)) // max(1, train.period - 1))      # a stream's: at least these
+        n_train // max(1, train.period - 1))      # a stream's: at least these
     compiled = expected * len(points) >= SCORE_KERNEL_MIN_VALUES
 
     def score(n_val, alive, states):
@@ -479,7 +480,7 @@ def _race(train, held, points: dict, heads_of, kw: dict, groups: dict | None = N
         with _blas_single_threaded():
             return score_heads(source, heads=alive, states=states, configs=configs, **score_kw)
 
-    race = _Race(points, held, train.period, train.block, int(pass_rows(train)), score,
+    race = _Race(points, held, train.period, train.block, int(n_train), score,
                  groups=groups)
     return race if race.rows else None
 
