@@ -142,3 +142,21 @@ def test_a_stream_too_short_to_hold_out_falls_back_as_a_small_file(released, tmp
     model = fit(b for b in small.to_batches(max_chunksize=64))
     assert model.tuning_["rule"].startswith("too few rows")
     same_fit(model, expected)
+
+
+def test_cli_fit_auto_from_stdin_is_the_file_fit(released, file_model, tmp_path):
+    import json
+    import subprocess
+    import sys
+    path, table = released
+    stream = tmp_path / "rel.arrows"
+    with pa.OSFile(str(stream), "wb") as f, pa.ipc.new_stream(f, table.schema) as writer:
+        writer.write_table(table)
+    out = tmp_path / "m.json"
+    with open(stream, "rb") as stdin:
+        subprocess.run([sys.executable, "-m", "iwpfast.cli", "fit", "-", "--out", str(out),
+                        "--progress", "none"], stdin=stdin, check=True, capture_output=True)
+    fitted = json.loads(out.read_text())["fitted"]
+    assert fitted["coef"] == file_model.coef_.reshape(-1).tolist()
+    assert (fitted["alpha"], fitted["learning_rate"]) == (file_model.alpha_,
+                                                          file_model.learning_rate_)
