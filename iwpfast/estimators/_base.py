@@ -158,6 +158,13 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         release : path or ReleaseSpec, optional
             The same from the release itself: its file / folder / URI (the metadata is read) or
             its spec.  ``fit(privatize(X, y, spec))`` needs neither (the result carries its spec).
+        n_rows_total : int >= 1, optional
+            The exact number of rows of a source that does not know it (a stream, CSV), as for
+            ``partial_fit``: "auto" then splits, halves and tail-averages as on a file of that
+            many rows, without reading ahead (docs/streaming.md "'auto' on a stream"); a wrong
+            count is an InvalidInputError.  Without it "auto" reads the stream ahead until it
+            ends or its split no longer depends on the length.  Also the length a fixed fit's
+            ``average`` fraction is taken of.
 
         Returns
         -------
