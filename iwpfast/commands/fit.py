@@ -93,8 +93,7 @@ def register(subparsers) -> None:
 def add_fit_arguments(p) -> None:
     """The options of ``fit`` (``tune`` takes the same)."""
     p.add_argument("data", metavar="DATA", help="release: Parquet/IPC/CSV file, directory or glob; "
-                                                "- reads an Arrow IPC stream from stdin (with "
-                                                "numeric --alpha and --learning-rate)")
+                                                "- reads an Arrow IPC stream from stdin")
     p.add_argument("--out", required=True, metavar="MODEL.json", help="where to write the model")
     p.add_argument("--task", choices=["auto", "classification", "regression"], default="auto",
                    help="default: the release's task")
@@ -113,6 +112,11 @@ def add_fit_arguments(p) -> None:
                         "--validation-fraction of DATA)")
     p.add_argument("--validation-fraction", type=float, default=0.1,
                    help="with auto: share of DATA's rows held out, in blocks over the file (0.1)")
+    p.add_argument("--n-rows-total", type=int, default=None, metavar="N",
+                   help="with auto on - (stdin) or CSV: DATA's exact number of rows, so that the "
+                        "split, tail average and halving are a file's of N rows (default: rows "
+                        "are read ahead until the stream ends or 20 validation blocks of 8192 "
+                        "rows are known; docs/streaming.md)")
     p.add_argument("--ranges", nargs="+", default=None, metavar="NAME=LO:HI",
                    help="DATA is raw clean data: scale each feature from its declared range and clip "
                         "at --bound as a release would, add no noise (the clean baseline)")
@@ -232,7 +236,7 @@ def run(args) -> int:
                       override=args.override, checkpoint=args.checkpoint,
                       checkpoint_every=args.checkpoint_every, resume=args.resume,
                       overwrite=args.overwrite, ranges=args.ranges, feature_bound=args.bound,
-                      validation=args.validation, **noise)
+                      validation=args.validation, n_rows_total=args.n_rows_total, **noise)
     from . import print_warnings
     print_warnings(caught)
     model.save(args.out, overwrite=args.overwrite)

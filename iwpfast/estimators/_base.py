@@ -22,6 +22,7 @@ from ..losses import LOSS_RECORDS
 from ..progress import logger
 from ..sgd.schedules import default_radius
 from ..sgd.state import HeadConfig, HeadState
+from ._checks import is_integral
 from ._evaluation import EvaluationMixin
 from ._heads import HEAD_NAME, SingleHead
 from ._inputs import (
@@ -98,7 +99,7 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
             label_keep_prob=None, target_noise_var=None, feature_bound=None, features=None,
             label=None, override: bool = False, checkpoint=None, checkpoint_every=None,
             resume: bool = False, overwrite: bool = False, ranges=None, validation=None,
-            filesystem=None, release_spec=None, release=None):
+            filesystem=None, release_spec=None, release=None, n_rows_total=None):
         """Fit in one pass over ``X`` (a new model: earlier fitted attributes are dropped).
 
         Parameters
@@ -157,6 +158,13 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         release : path or ReleaseSpec, optional
             The same from the release itself: its file / folder / URI (the metadata is read) or
             its spec.  ``fit(privatize(X, y, spec))`` needs neither (the result carries its spec).
+        n_rows_total : int >= 1, optional
+            The exact number of rows of a source that does not know it (a stream, CSV), as for
+            ``partial_fit``: "auto" then splits, halves and tail-averages as on a file of that
+            many rows, without reading ahead (docs/streaming.md "'auto' on a stream"); a wrong
+            count is an InvalidInputError.  Without it "auto" reads the stream ahead until it
+            ends or its split no longer depends on the length.  Also the length a fixed fit's
+            ``average`` fraction is taken of.
 
         Returns
         -------
@@ -190,8 +198,9 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         self._fit_pass(X, y, dict(noise_var=noise_var, epsilon_y=epsilon_y,
                                   label_keep_prob=label_keep_prob,
                                   target_noise_var=target_noise_var, feature_bound=feature_bound),
-                       features=features, label=label, override=override, n_rows_total=None,
-                       finish=True, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
+                       features=features, label=label, override=override,
+                       n_rows_total=n_rows_total, finish=True, checkpoint=checkpoint,
+                       checkpoint_every=checkpoint_every,
                        resume=resume, overwrite=overwrite, ranges=ranges,
                        validation=validation, sample_weight=sample_weight)
         seconds = time.perf_counter() - started
@@ -458,7 +467,8 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         try:
             return self._fit_prepared(plan, y, v, ranges, validation,
                                       dict(checkpoint=checkpoint, checkpoint_every=checkpoint_every,
-                                           resume=resume, overwrite=overwrite))
+                                           resume=resume, overwrite=overwrite),
+                                      n_rows_total=n_rows_total)
         except DivergenceError as exc:
             raise self._explained_divergence(exc, plan.source, plan.features, ranges, plan.noise,
                                              v) from None
@@ -478,8 +488,10 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         err.config, err.where = exc.config, exc.where
         return err
 
-    def _fit_prepared(self, plan: PassPlan, y, v, ranges, validation, ckpt):
-        """``fit``'s pass once the source is open: the tuned grid or one head."""
+    def _fit_prepared(self, plan: PassPlan, y, v, ranges, validation, ckpt, n_rows_total=None):
+        """``fit``'s pass once the source is open: the tuned grid or one head.  ``n_rows_total``:
+        the declared length of a source that does not know its own (a stream)."""
+        plan.rows = _declared_rows(plan.rows, n_rows_total, plan.source)
         self._pass.sample_weight = plan.sample_weight
         source, feats, lab, noise = plan.source, plan.features, plan.label, plan.noise
         mapper = None
@@ -499,7 +511,8 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
                                                      and self.schedule != "paper")
         plan.source = source
         if tune:
-            self._fit_tuned(plan, mapper, v, validation, scaling, ckpt)
+            self._fit_tuned(plan, mapper, v, validation, scaling, ckpt,
+                            declared=n_rows_total is not None)
             return self
         if not isinstance(v["learning_rate"], float):   # schedule='paper' resolves the step itself
             v = dict(v, learning_rate=1.0)
@@ -635,3 +648,18 @@ def _unscaled_hint(source, feats) -> str | None:
     return ("The features look unscaled (" + ", ".join(large[:4]) + "): give their declared ranges "
             "so they are scaled into [-1, 1] and clipped as a release would: ranges={name: (lo, hi)} "
             "(CLI: --ranges NAME=LO:HI ...).")
+
+
+def _declared_rows(rows: int | None, n_rows_total, source) -> int | None:
+    """The pass's length: the source's own, else the declared ``n_rows_total`` (which must then
+    be a whole number >= 1, and agree with a length the source knows)."""
+    if n_rows_total is None:
+        return rows
+    if not is_integral(n_rows_total) or int(n_rows_total) < 1:
+        raise InvalidInputError(f"n_rows_total={n_rows_total!r} must be the whole number of rows "
+                                "of X (>= 1), or None")
+    if rows is not None and int(rows) != int(n_rows_total):
+        desc = getattr(source, "description", "X")
+        raise InvalidInputError(f"n_rows_total={int(n_rows_total)} but {desc} holds {rows} rows; "
+                                "leave n_rows_total out for a source that knows its length")
+    return int(n_rows_total)

@@ -27,7 +27,7 @@ from ._state import ENGINE, PassPlan
 class TunedFitMixin(EstimatorFields):
     """The "auto" side of ``IWPBase`` (hyper-parameters chosen by private validation)."""
 
-    def _auto_grid(self, v, noise: NoiseModel, p: int, n_train: int) -> AutoGrid:
+    def _auto_grid(self, v, noise: NoiseModel, p: int, n_train: int | None) -> AutoGrid:
         """The derived grid of "auto" for a pass over ``n_train`` rows (docs/tuning.md), from
         public quantities only: the feature bound, the noise, the label keep probability, the
         loss, the batch size and n_train."""
@@ -91,29 +91,36 @@ class TunedFitMixin(EstimatorFields):
             ps.heads = SingleHead(task=self._task)
         return ps.heads
 
-    def _fit_tuned(self, plan: PassPlan, mapper, v, validation, scaling, ckpt):
+    def _fit_tuned(self, plan: PassPlan, mapper, v, validation, scaling, ckpt,
+                   declared: bool = False):
         """alpha / learning_rate = 'auto': a grid of heads in one scan, chosen on a private hold-out
         (``iwpfast.sgd.tuning``; docs/tuning.md).  With sample weights every head is weighted and
-        the hold-out scores the same weighted risk."""
+        the hold-out scores the same weighted risk.  A source of unknown length (a stream, CSV)
+        is read ahead until it ends or its split no longer depends on the length
+        (``iwpfast.io.peek``; ``declared``: ``plan.rows`` is the caller's ``n_rows_total``)."""
+        from ..io.sources import open_source
         from ..sgd import tuning
-        feats, lab, noise, n_rows = plan.features, plan.label, plan.noise, plan.rows
+        feats, lab, noise = plan.features, plan.label, plan.noise
         p = len(feats)
         val_src = None
+        plan.source = open_source(plan.source)
         if validation is not None:
             val_src = self._validation_source(validation, feats, lab, noise)
-            n_train = n_rows
-        else:
-            period = tuning.validation_period(v["validation_fraction"])
-            n_train = None if n_rows is None else n_rows - n_rows // period
-        if n_train is None or n_rows is None:
-            raise InvalidInputError(
-                "learning_rate/alpha='auto' needs the number of rows to derive the grid, which this "
-                "source does not know (CSV or a stream): convert it to Parquet/IPC, or pass numbers")
+        elif plan.rows is None or declared:
+            from ..io.peek import peek_stream
+            plan.source = peek_stream(plan.source,
+                                      tuning.validation_period(v["validation_fraction"]),
+                                      declared=plan.rows)
+            plan.rows = plan.source.num_rows
+        n_rows = plan.rows
+        # the grid does not depend on the length (docs/tuning.md); a pass of unknown length has
+        # no tail average and no halving rungs (docs/streaming.md "'auto' on a stream")
+        n_train = None if n_rows is None else (
+            n_rows if val_src is not None
+            else n_rows - n_rows // tuning.validation_period(v["validation_fraction"]))
         grid = self._auto_grid(v, noise, p, n_train)
-        from ..io.sources import open_source
-        plan.source = open_source(plan.source)
-        if val_src is None and tuning.validation_rows(n_rows, v["validation_fraction"]) \
-                < tuning.MIN_VALIDATION_ROWS:
+        if val_src is None and n_rows is not None and tuning.validation_rows(
+                n_rows, v["validation_fraction"]) < tuning.MIN_VALIDATION_ROWS:
             self._fit_untuned_centre(plan, mapper, grid, scaling)
             return
         mode = grid.mode

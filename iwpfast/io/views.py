@@ -90,10 +90,17 @@ class HeldRows:
     alike, so the validation read decodes every row).  ``source()`` is the held rows as an
     in-memory Source once every one of the ``n_rows`` validation rows was held, else None (over
     the budget, a column that is not a plain number, nulls: the caller reads the validation part
-    as before, which reports bad values itself)."""
+    as before, which reports bad values itself).
 
-    def __init__(self, n_rows: int, budget_bytes: int):
-        self.n_rows, self.budget_bytes = int(n_rows), int(budget_bytes)
+    ``one_shot``: the source is a stream read once (``iwpfast.io.peek``), so the validation part
+    cannot be read again: ``n_rows`` may be None (the arrays grow as the rows come), and what
+    would make ``source()`` None raises instead, as soon as it happens, with the fix."""
+
+    def __init__(self, n_rows: int | None, budget_bytes: int, one_shot: bool = False,
+                 description: str = "the stream"):
+        self.n_rows = None if n_rows is None else int(n_rows)
+        self.budget_bytes = int(budget_bytes)
+        self.one_shot, self.description = bool(one_shot), description
         self.reset()
 
     def reset(self) -> None:
@@ -103,44 +110,83 @@ class HeldRows:
         self.filled = 0
         self.failed = False
 
-    def _allocate(self, schema: pa.Schema) -> None:
+    def _fail(self, why: str) -> None:
+        self.failed = True
+        if self.one_shot:
+            raise InvalidInputError(
+                f"{self.description}: an 'auto' fit of a stream holds its validation rows in "
+                f"memory (the stream cannot be read again), but {why}; pass a smaller "
+                "validation_fraction, a separate validation release (validation=...), numbers "
+                "for alpha and learning_rate, or write the stream to Parquet first")
+
+    def _allocate(self, schema: pa.Schema, rows: int) -> None:
         dtypes = []
         for field in schema:
             if not (pa.types.is_integer(field.type) or pa.types.is_floating(field.type)
                     or pa.types.is_boolean(field.type)):
-                self.failed = True
+                self._fail(f"column {field.name!r} is {field.type}, not a number")
                 return
             dtypes.append(np.dtype(field.type.to_pandas_dtype()))
-        if self.n_rows * sum(d.itemsize for d in dtypes) > self.budget_bytes:
-            self.failed = True
+        self.row_bytes = sum(d.itemsize for d in dtypes)
+        if rows * self.row_bytes > self.budget_bytes:
+            self._fail(self._over(rows))
             return
         self.names = list(schema.names)
-        self.arrays = [np.empty(self.n_rows, d) for d in dtypes]
+        self.arrays = [np.empty(rows, d) for d in dtypes]
+
+    def _over(self, rows: int) -> str:
+        return (f"{rows:,} validation rows of {self.row_bytes} bytes are over the "
+                f"{self.budget_bytes / 2**20:.0f} MiB it may hold (HELD_VALIDATION_BYTES)")
+
+    def _grow(self, rows: int) -> bool:
+        """Room for ``rows`` rows in all (a stream of unknown length: doubling, within the
+        budget)."""
+        capacity = len(self.arrays[0]) if self.arrays else 0
+        if rows <= capacity:
+            return True
+        if self.n_rows is not None:        # more rows than declared
+            self._fail(f"it holds more than the {self.n_rows:,} validation rows of its "
+                       "declared length (n_rows_total)")
+            return False
+        if rows * self.row_bytes > self.budget_bytes:
+            self._fail(self._over(rows))
+            return False
+        new = min(max(2 * capacity, rows, 1 << 12), self.budget_bytes // self.row_bytes)
+        for i, old in enumerate(self.arrays):
+            grown = np.empty(new, old.dtype)
+            grown[:self.filled] = old[:self.filled]
+            self.arrays[i] = grown
+        return True
 
     def add(self, batch: pa.RecordBatch) -> None:
         """Copy the rows of one validation piece (in the order of the validation part)."""
         if self.failed:
             return
         if self.names is None:
-            self._allocate(batch.schema)
+            self._allocate(batch.schema, 0 if self.n_rows is None else self.n_rows)
             if self.failed:
                 return
         m, at = batch.num_rows, self.filled
-        if list(batch.schema.names) != self.names or at + m > self.n_rows:
+        if list(batch.schema.names) != self.names:
+            self._fail("its columns changed")
+            return
+        if not self.one_shot and at + m > (self.n_rows or 0):
             self.failed = True
             return
-        for target, column in zip(self.arrays, batch.columns, strict=True):
+        if self.one_shot and not self._grow(at + m):
+            return
+        for name, target, column in zip(self.names, self.arrays, batch.columns, strict=True):
             if column.null_count:
-                self.failed = True
+                self._fail(f"column {name!r} has missing values")
                 return
             target[at:at + m] = column.to_numpy(zero_copy_only=False)
         self.filled = at + m
 
     def source(self, columns) -> Source | None:
         """The held rows as a Source with ``columns``, or None when they are not all held."""
-        if self.filled != self.n_rows:
+        if self.filled != self.n_rows and not (self.one_shot and self.n_rows is None):
             return None
-        table = self._table(columns, self.n_rows)
+        table = self._table(columns, self.filled)
         if table is None:
             return None
         from .sources import open_source

@@ -156,7 +156,7 @@ def step_scale(*, loss: str, alpha: float, bound: float, noise_var, label_keep_p
     return 1.0 / (kappa * math.sqrt(label * feature * score))
 
 
-def default_grid(*, loss: str, n_rows: int, bound: float, batch_size: int, noise_var,
+def default_grid(*, loss: str, n_rows: int | None, bound: float, batch_size: int, noise_var,
                  label_keep_prob: float | None, n_features: int, variance_cap: float,
                  radius_of: Callable[[float], float], alphas: Sequence[float] | None = None,
                  learning_rates: Sequence[float] | None = None,

@@ -130,14 +130,29 @@ def make_split(source, fraction: float, mapper=None):
     from ..io.sources import Source, open_source
     from ..io.views import PartSource
     src = source if isinstance(source, Source) else open_source(source)
-    if not src.rereadable:
+    from ..io.peek import PeekedSource
+    if not src.rereadable and not isinstance(src, PeekedSource):
         raise InvalidInputError(
             f"{src.description} can be read only once, but a validation split reads it twice; pass a "
             "file, a Table or arrays, or a separate validation release (validation=...)")
     period = validation_period(fraction)
-    block = _block_rows(src.num_rows, period)
+    # a stream (``iwpfast.io.peek``): blocks for its declared length, or its peeked rows
+    block = _block_rows(getattr(src, "split_rows", src.num_rows), period)
     return (PartSource(src, period=period, block=block, validation=False, mapper=mapper),
             PartSource(src, period=period, block=block, validation=True, mapper=mapper))
+
+
+def pass_rows(train) -> int | None:
+    """The training rows a tuning scan plans for (the tail average's start, the rungs): the
+    part's own, else for a stream of unknown length those of the rows it read ahead
+    (``iwpfast.io.peek.PeekedSource.assumed_rows``: it is tuned as those rows alone would be)."""
+    if train.num_rows is not None:
+        return train.num_rows
+    assumed = getattr(getattr(train, "inner", None), "assumed_rows", None)
+    if assumed is None or getattr(train, "period", None) is None:
+        return assumed
+    from ..io.views import part_rows
+    return part_rows(0, assumed, train.period, train.block, False)
 
 
 def _split_counts(n: int, period: int, block: int) -> tuple[int, int]:
@@ -263,7 +278,14 @@ def _hold_validation(train, val, validation):
     from ..io.views import HeldRows, PartSource
     from .driver import stream_runner
     if (validation is not None or stream_runner() is not None or not isinstance(train, PartSource)
-            or train.period is None or val.num_rows is None):
+            or train.period is None):
+        return None
+    if not train.rereadable:
+        # a stream read once: its validation rows can only be held (or the fit stops, saying so)
+        train.hold = HeldRows(val.num_rows, HELD_VALIDATION_BYTES, one_shot=True,
+                              description=train.inner.description)
+        return train.hold
+    if val.num_rows is None:
         return None
     train.hold = HeldRows(val.num_rows, HELD_VALIDATION_BYTES)
     return train.hold
@@ -343,7 +365,8 @@ class _Race:
         if row <= 0:
             return 0
         group = (row - 1) // self.block // (self.period - 1)
-        return min(self.held.n_rows, group * self.block)
+        return group * self.block if self.held.n_rows is None else min(self.held.n_rows,
+                                                                       group * self.block)
 
     def chunk_rows(self, n_features: int) -> int:
         """Rows per chunk for a raced scan: about the first rung's rows (a power of two), so
@@ -430,7 +453,8 @@ def _race(train, held, points: dict, heads_of, kw: dict, groups: dict | None = N
     None (no held hold-out, unknown length, a checkpoint, a cluster's pass, pruning off, or too
     few validation rows for any rung)."""
     from .driver import stream_runner
-    if (held is None or not PRUNE_AT or train.num_rows is None or "checkpoint" in kw
+    n_train = pass_rows(train)
+    if (held is None or not PRUNE_AT or n_train is None or "checkpoint" in kw
             or stream_runner() is not None):
         return None
     from .scoring import SCORE_KERNEL_MIN_VALUES
@@ -439,7 +463,9 @@ def _race(train, held, points: dict, heads_of, kw: dict, groups: dict | None = N
     # the rungs use the compiled scoring step whenever the final scoring of the whole grid would
     # (it is then compiled anyway; the NumPy step on a rung's few heads costs 3x more), on two
     # threads when two cores are usable (the heads' threads wait for the rung)
-    compiled = held.n_rows * len(points) >= SCORE_KERNEL_MIN_VALUES
+    expected = held.n_rows if held.n_rows is not None else (
+        n_train // max(1, train.period - 1))      # a stream's: at least these
+    compiled = expected * len(points) >= SCORE_KERNEL_MIN_VALUES
 
     def score(n_val, alive, states):
         source = held.prefix_source(columns, n_val)
@@ -454,7 +480,7 @@ def _race(train, held, points: dict, heads_of, kw: dict, groups: dict | None = N
         with _blas_single_threaded():
             return score_heads(source, heads=alive, states=states, configs=configs, **score_kw)
 
-    race = _Race(points, held, train.period, train.block, int(train.num_rows), score,
+    race = _Race(points, held, train.period, train.block, int(n_train), score,
                  groups=groups)
     return race if race.rows else None
 
@@ -623,7 +649,7 @@ def tune_stream(source, features: Sequence[str], label: str, points: Sequence[Gr
     by_name = {pt.name: pt for pt in points}
 
     def heads_of(names):
-        return [driver.Head(n, make_config(by_name[n], train.num_rows), list(features), label,
+        return [driver.Head(n, make_config(by_name[n], pass_rows(train)), list(features), label,
                             sample_weight=sample_weight) for n in names]
 
     held = _hold_validation(train, val, validation)
@@ -704,7 +730,7 @@ def tune_stream_classes(source, features: Sequence[str], label: str, points: Seq
         for n in names:
             pt, c = owner[n]
             if pt.name not in cache:
-                cache[pt.name] = make_configs(pt, train.num_rows)
+                cache[pt.name] = make_configs(pt, pass_rows(train))
             heads.append(driver.Head(n, cache[pt.name][c], list(features), label,
                                      sample_weight=sample_weight))
         return heads
