@@ -51,7 +51,8 @@ from .losses import (
 
 __all__ = ["iwp_loss", "iwp_gradient", "label_tilde", "label_weight_table", "glm_scalars",
            "glm_loss_values", "glm_scalars_table", "glm_loss_values_table",
-           "RiskEstimate", "RiskAccumulator", "noise_variance_factor"]
+           "RiskEstimate", "RiskAccumulator", "ConstantRisk", "ConstantBaseline",
+           "noise_variance_factor"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -511,6 +512,7 @@ class RiskEstimate(NamedTuple):
     variance_factor: float = 1.0
     reliable: bool = True
     warnings: tuple = ()
+    baseline: ConstantRisk | None = None
 
     @property
     def ci95(self) -> tuple[float, float] | None:
@@ -526,9 +528,133 @@ class RiskEstimate(NamedTuple):
                 f"{self.largest_share:.3g}, sigma^2|theta|^2 {self.noise_energy:.3g}")
         if self.reliable:
             lo, hi = self.ci95
-            return f"{head}; 95% CI [{lo:.5f}, {hi:.5f}]; {diag}"
-        return (f"{head}; UNRELIABLE, no interval shown: " + " ".join(self.warnings)
-                + f" ({diag})")
+            text = f"{head}; 95% CI [{lo:.5f}, {hi:.5f}]; {diag}"
+        else:
+            text = (f"{head}; UNRELIABLE, no interval shown: " + " ".join(self.warnings)
+                    + f" ({diag})")
+        return text if self.baseline is None else text + "\n" + self.baseline.describe()
+
+
+class ConstantRisk(NamedTuple):
+    """The best constant model's private risk beside a model's (``RiskEstimate.baseline``).
+
+    The constant model is the intercept-only model (theta = 0, one b per head) that minimizes the
+    private risk of the same hold-out: each head's b is the loss's link of its class's debiased
+    share (docs/math.md "The best constant model").  ``risk`` +- ``stderr``: its private risk;
+    ``difference`` = the model's risk minus it, ``difference_stderr`` the standard error of the
+    per-row differences (paired: both models score the same released rows).
+    """
+
+    intercept: tuple            # b of each head
+    shares: tuple               # each head's class share, debiased from the released labels
+    risk: float
+    stderr: float
+    difference: float
+    difference_stderr: float
+    warnings: tuple = ()
+
+    def describe(self) -> str:
+        b = ", ".join(f"{v:.4g}" for v in self.intercept)
+        lines = [f"best constant model (intercept only, b = {b}): risk {self.risk:.5f} +- "
+                 f"{self.stderr:.5f}; the model minus it: {self.difference:+.5f} +- "
+                 f"{self.difference_stderr:.5f} (paired standard error)"]
+        lines += [f"warning: {w}" for w in self.warnings]
+        return "\n".join(lines)
+
+
+def constant_intercept(loss: str, share: float) -> float:
+    """The b minimizing ``share f(b) + (1 - share) f(-b)``: the link of the loss at the class
+    share (exponential: half the log-odds; logistic: the log-odds; quadratic: 2 share - 1)."""
+    if loss == "quadratic":
+        return 2.0 * share - 1.0
+    return math.log(share / (1.0 - share)) / loss_record(loss).log_odds_scale
+
+
+class ConstantBaseline:
+    """Streaming sums for the best constant model beside a model on a private hold-out.
+
+    ``add(values, groups, weights)`` per batch: the model's per-row IWP values (already times the
+    row weights), each row's released class (0..G-1) and the row weights (None: 1).  The constant
+    model's per-row value depends only on the released class and the weight (``s_i v0(g)``), so
+    per class a two-column accumulator of (model value, weight) gives, once b is known after the
+    pass, the constant's risk and the paired difference's mean and variance without a second read.
+    ``tables``: each head's 2 x 2 label weights, ``head_classes``: the released class each head
+    calls its own (binary: one head, class 1 = the positive label).
+    """
+
+    def __init__(self, loss: str, tables, head_classes, n_groups: int):
+        self.loss = loss
+        self.tables = [tuple(float(w) for w in t) for t in tables]
+        self.head_classes = [int(c) for c in head_classes]
+        self.groups = [RiskAccumulator(2) for _ in range(int(n_groups))]
+
+    def add(self, values, groups, weights=None) -> None:
+        values = np.asarray(values, dtype=np.float64)
+        groups = np.asarray(groups)
+        w = np.ones_like(values) if weights is None else np.asarray(weights, dtype=np.float64)
+        for g, acc in enumerate(self.groups):
+            mask = groups == g
+            if mask.any():
+                acc.add(np.column_stack([values[mask], w[mask]]))
+
+    def result(self) -> ConstantRisk | None:
+        from .losses import derivative
+        n = sum(acc.n for acc in self.groups)
+        if n < 2:
+            return None
+        weight_sums = np.array([acc.n * acc.mean[1] if acc.n else 0.0 for acc in self.groups])
+        total = float(weight_sums.sum())
+        if not total > 0:
+            return None
+        intercepts, shares = [], []
+        # v0[g]: the constant model's IWP value of a row of released class g (weight 1)
+        v0 = np.zeros(len(self.groups))
+        for table, own in zip(self.tables, self.head_classes, strict=True):
+            match_z, match_minus_z, other_z, other_minus_z = table
+            rest = total - weight_sums[own]
+            # the private risk of b is A f(b) + B f(-b): A, B the debiased weighted shares
+            a = weight_sums[own] * match_z + rest * other_minus_z
+            b_ = weight_sums[own] * match_minus_z + rest * other_z
+            share = a / (a + b_)
+            # a share estimated outside (0, 1) (a rare class under strong label noise) makes
+            # the risk unbounded below in b: keep b finite at the share of half a row
+            share = min(max(share, 0.5 / n), 1.0 - 0.5 / n)
+            b = constant_intercept(self.loss, share)
+            intercepts.append(b)
+            shares.append(float(share))
+            f_plus, f_minus = (float(v) for v in derivative(self.loss, 0, np.array([b, -b])))
+            for g in range(len(self.groups)):
+                v0[g] += (match_z * f_plus + match_minus_z * f_minus if g == own
+                          else other_z * f_minus + other_minus_z * f_plus)
+        # per class g: difference d_i = v_i - v0[g] s_i, constant c_i = v0[g] s_i
+        counts, d_mean, d_m2, c_mean, c_m2 = [], [], [], [], []
+        for g, acc in enumerate(self.groups):
+            if acc.n == 0:
+                continue
+            cov = acc.comoment
+            counts.append(acc.n)
+            d_mean.append(acc.mean[0] - v0[g] * acc.mean[1])
+            d_m2.append(cov[0, 0] + v0[g] ** 2 * cov[1, 1] - 2.0 * v0[g] * cov[0, 1])
+            c_mean.append(v0[g] * acc.mean[1])
+            c_m2.append(v0[g] ** 2 * cov[1, 1])
+
+        def pooled(means, m2s):
+            counts_ = np.asarray(counts, dtype=np.float64)
+            means_ = np.asarray(means)
+            mean = float(np.dot(counts_, means_) / n)
+            m2 = float(np.sum(m2s) + np.dot(counts_, (means_ - mean) ** 2))
+            return mean, math.sqrt(max(m2, 0.0) / (n - 1) / n)
+
+        risk, stderr = pooled(c_mean, c_m2)
+        diff, diff_se = pooled(d_mean, d_m2)
+        why = []
+        if math.isfinite(diff) and diff + 1.96 * diff_se > 0:
+            why.append(
+                f"the model's private risk is not below the best constant model's by 1.96 "
+                f"standard errors (difference {diff:+.5f} +- {diff_se:.5f}): on this hold-out "
+                "the model is not shown to beat predicting from the class shares alone")
+        return ConstantRisk(tuple(float(b) for b in intercepts), tuple(shares), risk, stderr,
+                            diff, diff_se, tuple(why))
 
 
 class RiskAccumulator:

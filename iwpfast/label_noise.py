@@ -29,7 +29,8 @@ import numpy as np
 from .exceptions import InvalidInputError
 
 __all__ = ["check_label_epsilon", "keep_probability", "label_tilde", "label_tilde_from_keep",
-           "kary_probabilities", "label_weight_table", "check_classes"]
+           "kary_probabilities", "label_weight_table", "check_classes", "debiased_class_shares",
+           "balanced_class_weights", "class_weighted_table"]
 
 MAX_CLASSES = 32767        # class indices are stored as int16
 
@@ -117,6 +118,69 @@ def label_weight_table(epsilon_y, n_classes: int) -> tuple[float, float, float, 
     q, r = kary_probabilities(epsilon_y, k)
     gap = q - r
     return ((1.0 - r) / gap, -r * (k - 1) / gap, q / gap, -r / gap)
+
+
+def debiased_class_shares(counts, keep_prob=None) -> tuple[np.ndarray, np.ndarray]:
+    """(shares, standard errors) of the true classes from the counts of the *released* classes.
+
+    ``counts``: how many rows were released as each class (k >= 2, in class order; binary: the
+    negative class first).  ``keep_prob``: the probability q that randomized response keeps a
+    class (binary: S; k classes: q of ``kary_probabilities``); None for public labels.  With
+    r = (1 - q)/(k - 1) the released shares o satisfy E[o] = (q - r) pi + r, so
+
+        pi_hat = (o - r) / (q - r)        (binary: (mean(y~ == c) - (1 - S)) / (2S - 1))
+
+    is unbiased: the inverse of the k x k randomized-response matrix (q - r) I + r 11^T applied
+    to the observed shares (its rows sum to 1, so it maps the shares' sum 1 to 1).  Its standard
+    error is that of a multinomial share divided by (q - r): sqrt(o (1 - o) / n) / (q - r).  An
+    estimate may leave [0, 1] when a class is rare and the budget small; it is returned as is.
+    """
+    counts = np.asarray(counts, dtype=np.float64)
+    if counts.ndim != 1 or counts.size < 2 or np.any(counts < 0) or not counts.sum() > 0:
+        raise InvalidInputError(f"counts={counts.tolist()!r}: pass the number of rows released as "
+                                "each class (at least 2 classes, >= 0, not all 0)")
+    n = float(counts.sum())
+    k = counts.size
+    observed = counts / n
+    q = 1.0 if keep_prob is None else float(keep_prob)
+    r = (1.0 - q) / (k - 1)
+    if not q > r:
+        raise InvalidInputError(f"keep probability {keep_prob!r} must exceed (1 - q)/(k - 1) = "
+                                f"{r:g}: randomized response with eps_y > 0")
+    shares = (observed - r) / (q - r)
+    stderr = np.sqrt(observed * (1.0 - observed) / n) / (q - r)
+    return shares, stderr
+
+
+def balanced_class_weights(shares, classes=None) -> np.ndarray:
+    """scikit-learn's 'balanced' weights n / (k n_c) = 1 / (k pi_c) from class shares pi (one
+    per class); a share <= 0 (a class too rare for its randomized-response estimate to be
+    positive) is an error naming the class."""
+    shares = np.asarray(shares, dtype=np.float64)
+    bad = np.flatnonzero(~(shares > 0))
+    if bad.size:
+        c = int(bad[0])
+        name = classes[c] if classes is not None else c
+        raise InvalidInputError(
+            f"class_weight='balanced': the share of class {name!r} estimated from the released "
+            f"labels is {shares[c]:.4g} (<= 0: the class is too rare for this label budget and "
+            "number of rows); give the weights yourself, class_weight={class: weight, ...}")
+    return 1.0 / (shares.size * shares)
+
+
+def class_weighted_table(weights, keep_prob=None) -> tuple[float, float, float, float]:
+    """The binary head's label weights (match_z, match_minus_z, other_z, other_minus_z) of the
+    class-weighted risk w_+ [y = +1] f(u) + w_- [y = -1] f(-u) (``weights`` = (w_-, w_+)), from a
+    released label with keep probability S (None: public labels): with S~ = S/(2S - 1),
+
+        y~ = +1:  (w_+ S~, w_- (1 - S~)),        y~ = -1:  (w_- S~, w_+ (1 - S~)),
+
+    each candidate true label's weight on the term f(y u) of that label (docs/math.md "Class
+    weights").  Weights (1, 1) give the unweighted table (S~, 1 - S~) twice."""
+    w_negative, w_positive = (float(w) for w in weights)
+    tilde = label_tilde_from_keep(keep_prob)
+    return (w_positive * tilde, w_negative * (1.0 - tilde),
+            w_negative * tilde, w_positive * (1.0 - tilde))
 
 
 def check_classes(classes) -> tuple:

@@ -7,7 +7,8 @@ EXAMPLES = """\
   # clean hold-out in its original units (scaled and clipped as the release did)
   iwpfast evaluate model.json acs_test.parquet
 
-  # a private hold-out (itself a release): unbiased estimate of the clean risk +- its standard error
+  # a private hold-out (itself a release): unbiased estimate of the clean risk +- its standard error,
+  # beside the best constant model's (the class shares debiased) and the paired difference
   iwpfast evaluate model.json acs_test_ldp.parquet --private
 
   # clean data already in the training scale ([-1, 1] features), other column names
@@ -21,13 +22,18 @@ def register(subparsers) -> None:
         help="evaluate a model: accuracy and risk on clean data, or the debiased risk on a release",
         description="On clean data: accuracy (or R^2) and mean loss. With --private, DATA is a "
                     "local-DP release and the estimate uses the same inverse transforms as "
-                    "training, so it is unbiased for the clean risk; its standard error is shown.",
+                    "training, so it is unbiased for the clean risk; its standard error is shown, "
+                    "beside the best constant model's private risk (a classifier: the intercept "
+                    "from the debiased class shares) and the difference with its paired standard "
+                    "error. A `warning:` line says when the model is below the majority class "
+                    "(clean data) or not clearly below the constant's risk (--private).",
         examples=EXAMPLES,
     )
     p.add_argument("model", metavar="MODEL", help="model file written by `iwpfast fit` or model.save")
     p.add_argument("data", metavar="DATA", help="Parquet/IPC/CSV file, directory or glob")
     p.add_argument("--private", action="store_true",
-                   help="DATA is a private hold-out (a release): print the debiased risk estimate")
+                   help="DATA is a private hold-out (a release): print the debiased risk estimate "
+                        "and the best constant model's beside it")
     p.add_argument("--scaled", action="store_true",
                    help="clean DATA is already in the model's [-1, 1] space (default: raw units, "
                         "scaled by the model's declared ranges when it has them)")
@@ -58,6 +64,12 @@ def run(args) -> int:
                    reliable=est.reliable, effective_rows=est.effective_rows,
                    largest_share=est.largest_share, noise_energy=est.noise_energy,
                    ci95=None if est.ci95 is None else list(est.ci95), warnings=list(est.warnings))
+        if est.baseline is not None:
+            c = est.baseline
+            out.update(constant_risk=c.risk, constant_stderr=c.stderr,
+                       constant_intercept=list(c.intercept), constant_shares=list(c.shares),
+                       difference=c.difference, difference_stderr=c.difference_stderr,
+                       constant_warnings=list(c.warnings))
         text = f"debiased risk estimate on the private hold-out {args.data}: " + est.describe()
         if not args.private:
             text = "DATA is a release, so only the debiased estimate applies:\n" + text

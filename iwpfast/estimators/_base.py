@@ -79,7 +79,14 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
             # K only matters for the logistic IWP series: without noise (or correction) or with
             # another loss every K gives the same gradient, so 'auto' is simply ignored
             truncation = 0
+        class_weights = None if self._pass is None else self._pass.class_weights
+        label_weights = None
+        if class_weights is not None:
+            from ..label_noise import class_weighted_table
+            label_weights = class_weighted_table(
+                class_weights, noise.label_keep_prob if mode == "iwp" else None)
         return HeadConfig(
+            label_weights=label_weights,
             loss=v["loss"], mode=mode, n_features=p,
             noise_var=(np.zeros(p) if mode == "clean" else noise.noise_var.astype(np.float64)),
             label_keep_prob=noise.label_keep_prob if mode != "clean" else None,
@@ -93,6 +100,9 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
 
     def _resolve_truncation(self, truncation, noise, radius, cap):
         return truncation
+
+    def _prepare_class_weight(self, source, mapper, lab, noise) -> None:
+        """The class weights of the pass, before its configs are made (the classifier's)."""
 
     # ---- fitting -----------------------------------------------------------------------------
     def fit(self, X, y=None, sample_weight=None, *, noise_var=None, epsilon_y=None,
@@ -507,6 +517,7 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
             label_mapper = self._label_mapper_for(source, lab)
             from ..io.views import chain_mappers
             mapper = chain_mappers(mapper, label_mapper)
+        self._prepare_class_weight(source, mapper, lab, noise)
         tune = not isinstance(v["alpha"], float) or (not isinstance(v["learning_rate"], float)
                                                      and self.schedule != "paper")
         plan.source = source

@@ -131,6 +131,14 @@ def from_document(cls, doc: dict):
         heads = OneVsRestHeads.read(f, doc, config, est.classes_, parse_float,
                                     lambda arrays: _head_state(arrays, p))
     else:
+        if f.get("label_weights") is not None:       # a class-weighted binary head
+            import dataclasses
+            config = dataclasses.replace(
+                config, label_weights=tuple(parse_float(w) for w in f["label_weights"]))
+            for name, key in (("class_weight_", "class_weight"), ("class_shares_", "class_shares")):
+                value = f.get(key)
+                setattr(est, name, None if value is None
+                        else np.array([parse_float(w) for w in value]))
         state = doc.get("state")
         heads = SingleHead(configs=[config], states=None if state is None else [_head_state(state, p)],
                            task=est._task)

@@ -36,6 +36,7 @@ class EstimatorFields:
     random_state: Any
     progress: Any
     validation_fraction: Any
+    class_weight: Any
 
     # the estimator's kind, and its pass: typed as there because every part reads it only once a
     # pass started (fit, partial_fit, load); before that it is None (IWPBase's class attribute)

@@ -228,6 +228,12 @@ class SingleHead(Heads):
     # -- the model file
     def write(self, est, fitted: dict, doc: dict, jsonable, state_arrays) -> None:
         doc["state"] = None if self.state is None else state_arrays(self.state)
+        # a class-weighted head's label weights (partial_fit after load continues with them)
+        cfg = self.config
+        if cfg is not None and cfg.label_weights is not None:
+            fitted["label_weights"] = jsonable([float(w) for w in cfg.label_weights])
+            fitted["class_weight"] = jsonable(getattr(est, "class_weight_", None))
+            fitted["class_shares"] = jsonable(getattr(est, "class_shares_", None))
 
     # -- the classifier's prediction side (two classes)
     @staticmethod
@@ -267,7 +273,7 @@ class SingleHead(Heads):
     @staticmethod
     def risk_estimate(est, plan, epsilon_y):
         """The mean of the rows' IWP losses at the fitted (theta, b) (``private_risk``)."""
-        from ..estimates import RiskAccumulator, glm_loss_values, noise_tau
+        from ..estimates import ConstantBaseline, RiskAccumulator, glm_loss_values, noise_tau
         from ..label_noise import label_tilde_from_keep
         theta, b = est._theta_b()
         noise = plan.noise
@@ -276,6 +282,9 @@ class SingleHead(Heads):
         weight = label_tilde_from_keep(noise.label_keep_prob)
         truncation = int(getattr(est, "truncation_", 0))
         acc = RiskAccumulator(1)
+        # the best constant model beside the model (classification): released class 1 = +1
+        baseline = None if est._task == "regression" else ConstantBaseline(
+            est.loss, [(weight, 1.0 - weight, weight, 1.0 - weight)], [1], 2)
         for cols, yv, sw in est._iter_xy(plan.source, plan.features, plan.label,
                                          plan.sample_weight):
             u = est._linear_scores(theta, b, cols)
@@ -284,8 +293,12 @@ class SingleHead(Heads):
                 vals = 0.5 * r * r - tau - 0.5 * noise.target_noise_var
             else:
                 vals = glm_loss_values(est.loss, yv * u, tau, weight, truncation)
-            acc.add(vals if sw is None else vals * sw)
-        return acc.estimates(est.loss, 2.0 * tau)[0]
+            vals = vals if sw is None else vals * sw
+            acc.add(vals)
+            if baseline is not None:
+                baseline.add(vals, (yv > 0).astype(np.int64), sw)
+        estimate = acc.estimates(est.loss, 2.0 * tau)[0]
+        return estimate if baseline is None else estimate._replace(baseline=baseline.result())
 
 
 @dataclass

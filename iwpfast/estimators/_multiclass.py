@@ -188,7 +188,7 @@ def one_vs_rest_risk(est, plan, epsilon_y):
     """``private_risk`` of k > 2 classes: the estimate of the one-vs-rest risk (the sum over the
     heads of f(y_c u_c), mean over rows), each head debiased with the k-ary label weights of the
     hold-out (a k-class release, or ``epsilon_y`` for arrays)."""
-    from ..estimates import RiskAccumulator, glm_loss_values_table
+    from ..estimates import ConstantBaseline, RiskAccumulator, glm_loss_values_table
     from ..io.arrays import ArraySource
     from ..sgd.state import first_invalid_weight
     theta, b = est._theta_b()
@@ -229,6 +229,7 @@ def one_vs_rest_risk(est, plan, epsilon_y):
                                         "finite and >= 0")
             yield cols, (labels if encoded else class_codes(labels, list(est.classes_))), weights
 
+    baseline = ConstantBaseline(est.loss, [table] * k, range(k), k)
     for cols, codes, weights in batches():
         codes = np.asarray(codes)
         u = est._linear_scores(theta, b, cols)
@@ -237,5 +238,8 @@ def one_vs_rest_risk(est, plan, epsilon_y):
             signs = np.where(codes == c, 1.0, -1.0)
             vals += glm_loss_values_table(est.loss, signs * u[:, c], signs, float(taus[c]), table,
                                           truncation)
-        acc.add(vals if weights is None else vals * weights)
-    return acc.estimates(est.loss, 2.0 * float(np.max(taus)))[0]
+        vals = vals if weights is None else vals * weights
+        acc.add(vals)
+        baseline.add(vals, codes.astype(np.int64), weights)
+    estimate = acc.estimates(est.loss, 2.0 * float(np.max(taus)))[0]
+    return estimate._replace(baseline=baseline.result())

@@ -78,6 +78,8 @@ class PassState:
     classes: np.ndarray | None = None      # the two classes found so far (classifier)
     classes_hint: np.ndarray | None = None  # partial_fit(classes=...)
     rr: Any = None                         # a randomized-response pass (``_rr.RRStream``)
+    # (w_-, w_+) of class_weight (classifier, two classes), set before the configs are made
+    class_weights: tuple | None = None
 
     def running(self) -> Heads:
         """The pass's heads (an error before the pass started)."""

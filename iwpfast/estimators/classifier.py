@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Iterable
 from types import MappingProxyType
 
 import numpy as np
@@ -60,6 +61,11 @@ class _Classifier(IWPBase):
         k-ary randomized response's weights) or read from a k-class release: k one-vs-rest heads
         updated from every batch, as ``fit`` trains them.  Later calls may repeat ``classes``
         (the same list) or leave it out; a label outside them is an error naming its row."""
+        if self.class_weight is not None:
+            raise InvalidInputError(
+                "class_weight is applied by fit, which knows the classes and (for 'balanced') "
+                "their shares before the first update; partial_fit cannot: use fit, or weigh the "
+                "rows with sample_weight")
         ovr = None if self._pass is None else self._pass.ovr
         declared = None if classes is None else check_classes(classes)
         if ovr is not None and self._pass.started:
@@ -92,8 +98,77 @@ class _Classifier(IWPBase):
     def __init__(self, *, loss="exponential", correction="iwp", alpha="auto", learning_rate="auto",
                  schedule="constant", mu=None, batch_size=128, radius=None, variance_cap=None,
                  average="auto", fit_intercept=True, truncation=2, chunk_rows=None, shuffle=False,
-                 random_state=None, progress=True, validation_fraction=0.1):
+                 random_state=None, progress=True, validation_fraction=0.1, class_weight=None):
         self._store_params(locals())
+
+    # ---- class weights ----------------------------------------------------------------------
+    def _prepare_class_weight(self, source, mapper, lab, noise) -> None:
+        """``class_weight`` of a fit: the pass's (w_-, w_+), before its configs are made.
+
+        'balanced' is scikit-learn's n / (k n_c) with the shares n_c / n estimated from the
+        released labels by the unbiased inverse of randomized response (one read of the label
+        column; ``label_noise.debiased_class_shares``), never from clean labels; a dict gives
+        {class: weight} (classes it omits weigh 1).  The weights enter the label-weight table of
+        the head (``label_noise.class_weighted_table``; docs/math.md "Class weights"): the
+        gradient stays unbiased for the class-weighted clean risk."""
+        self.class_weight_ = None
+        self.class_shares_ = None
+        cw = self.class_weight
+        if cw is None:
+            return
+        if not (cw == "balanced" if isinstance(cw, str) else isinstance(cw, dict)):
+            raise InvalidInputError(f"class_weight={cw!r}; use None, 'balanced' or a dict "
+                                    "{class: weight} (CLI: --class-weight balanced)")
+        ps = self._pass
+        if ps.ovr is not None:
+            raise InvalidInputError(
+                f"class_weight is implemented for two classes; this fit has {len(ps.ovr.classes)} "
+                "(k-ary randomized response needs a per-class weight inside each head's label "
+                "weights, which the kernels do not take yet): drop class_weight")
+        counts = self._released_label_counts(source, mapper, lab)
+        found = self._pass.classes if self._pass.classes is not None else np.array([-1, 1])
+        classes = [c.item() if hasattr(c, "item") else c for c in np.asarray(found)]
+        if cw == "balanced":
+            from ..label_noise import balanced_class_weights, debiased_class_shares
+            shares, _ = debiased_class_shares(counts, noise.label_keep_prob)
+            weights = balanced_class_weights(shares, classes)
+            self.class_shares_ = shares
+        else:
+            weights = np.ones(2)
+            keys = {str(c): i for i, c in enumerate(classes)}
+            for key, value in cw.items():
+                where = keys.get(str(key.item() if hasattr(key, "item") else key))
+                if where is None:
+                    raise InvalidInputError(f"class_weight has the key {key!r}, not one of the "
+                                            f"classes {classes!r}; name the classes of y")
+                if not (isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
+                        and math.isfinite(value) and value >= 0):
+                    raise InvalidInputError(f"class_weight[{key!r}] = {value!r} must be a finite "
+                                            "number >= 0")
+                weights[where] = float(value)
+        ps.class_weights = (float(weights[0]), float(weights[1]))
+        self.class_weight_ = np.asarray(weights, dtype=np.float64)
+
+    @staticmethod
+    def _released_label_counts(source, mapper, lab) -> np.ndarray:
+        """(rows released negative, rows released positive): one read of the label column in the
+        kernel's +-1 encoding (the same mapper as the pass)."""
+        from ..io.sources import open_source
+        from ..io.views import PartSource
+        labels: Iterable
+        if isinstance(source, dict):
+            labels = [np.asarray(source[lab])]
+        else:
+            src = open_source(source)
+            if mapper is not None:
+                src = PartSource(src, mapper=mapper)
+            labels = (batch.column(lab).to_numpy(zero_copy_only=False)
+                      for batch in src.batches([lab]))
+        counts = np.zeros(2)
+        for y in labels:
+            positive = np.count_nonzero(np.asarray(y) > 0)
+            counts += (len(y) - positive, positive)
+        return counts
 
     def _validated_truncation(self):
         t = self.truncation
@@ -317,10 +392,11 @@ class _Classifier(IWPBase):
                         filesystem=None):
         """The verdict on clean labelled data: an ``EvaluationReport`` with the accuracy beside
         the majority class's, the AUC (binary; macro one-vs-rest for k classes), each class's
-        recall and share of the predictions, the risk, and ``warnings`` when 99% or more of the
-        predictions are one class or a class is never predicted (``iwpfast evaluate`` prints
-        it).  X, y as for ``score``: arrays, or a source with the label column, in raw units
-        unless ``scaled=True``.  The scores are held in memory (n x k floats).
+        recall and share of the predictions, the risk, and ``warnings`` when the accuracy is
+        below the majority class's, when 99% or more of the predictions are one class or when a
+        class is never predicted (``iwpfast evaluate`` prints it).  X, y as for ``score``:
+        arrays, or a source with the label column, in raw units unless ``scaled=True``.
+        The scores are held in memory (n x k floats).
 
         Examples
         --------

@@ -133,8 +133,9 @@ class HeadConfig:
     @property
     def label_table(self) -> tuple[float, float, float, float]:
         """(match_z, match_minus_z, other_z, other_minus_z) as the kernel uses it: the given
-        ``label_weights`` in mode iwp, else (S~, 1 - S~) twice (public labels: (1, 0) twice)."""
-        if self.label_weights is not None and self.mode == "iwp":
+        ``label_weights`` (in every mode: a class-weighted head of a clean fit has (w_+, 0, w_-,
+        0)), else (S~, 1 - S~) twice (public labels: (1, 0) twice)."""
+        if self.label_weights is not None:
             match_z, match_minus_z, other_z, other_minus_z = (float(w) for w in self.label_weights)
             return (match_z, match_minus_z, other_z, other_minus_z)
         tilde = self.label_tilde
@@ -263,9 +264,8 @@ def check_config(cfg: HeadConfig) -> CheckedConfig:
             raise InvalidInputError(f"HeadConfig.label_weights={cfg.label_weights!r} must be 4 finite "
                                     "numbers (match_z, match_minus_z, other_z, other_minus_z): use "
                                     "iwpfast.label_noise.label_weight_table(epsilon_y, k)")
-        if cfg.mode == "iwp":
-            match_z, match_minus_z, other_z, other_minus_z = (float(w) for w in weights.ravel())
-            table = (match_z, match_minus_z, other_z, other_minus_z)
+        match_z, match_minus_z, other_z, other_minus_z = (float(w) for w in weights.ravel())
+        table = (match_z, match_minus_z, other_z, other_minus_z)
     label_class = None
     if cfg.label_class is not None:
         if cfg.loss not in CLASSIFICATION_LOSSES:
