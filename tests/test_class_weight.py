@@ -206,3 +206,46 @@ def test_class_weight_on_a_clean_fit_and_the_refusals():
         IWPClassifier(class_weight="balanced", **kw).partial_fit(X, y, noise_var=0.0)
     with pytest.raises(InvalidInputError, match="implemented for two classes"):
         IWPClassifier(class_weight="balanced", **kw).fit(X, np.arange(3000) % 3, noise_var=0.0)
+
+
+def test_cli_fit_class_weight_balanced_on_a_label_only_release(tmp_path, capsys):
+    """iwpfast release (labels only, eps_y = 1) -> fit --class-weight balanced: the shares are
+    the file's released labels debiased; the model file keeps class_weight; evaluate --private
+    prints the best constant model and its paired difference."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from iwpfast import load
+    from iwpfast.cli import main
+    rng = np.random.default_rng(8)
+    n = 3000
+    age = rng.uniform(18, 90, n)
+    y = (rng.random(n) < 1 / (1 + np.exp(-(age - 70) / 8))).astype(np.int64)
+    pq.write_table(pa.table({"AGEP": age, "y": y}), tmp_path / "train.parquet")
+    assert main(["release", str(tmp_path / "train.parquet"), str(tmp_path / "r.parquet"),
+                 "--features", "AGEP", "--label", "y", "--ranges", "AGEP=0:99", "--public", "AGEP",
+                 "--epsilon-y", "1",
+                 "--seed", "3"]) == 0
+    capsys.readouterr()
+    model_path = tmp_path / "m.json"
+    assert main(["fit", str(tmp_path / "r.parquet"), "--out", str(model_path), "--alpha", "0.001",
+                 "--learning-rate", "0.05", "--class-weight", "balanced", "--no-progress"]) == 0
+    released = pq.read_table(tmp_path / "r.parquet").column("y").to_numpy()
+    S = 1 / (1 + math.exp(-1.0))
+    share = (np.mean(released > 0) - (1 - S)) / (2 * S - 1)
+    model = load(model_path)
+    assert model.get_params()["class_weight"] == "balanced"
+    np.testing.assert_allclose(model.class_shares_, [1 - share, share], rtol=1e-12)
+    capsys.readouterr()
+    assert main(["evaluate", str(model_path), str(tmp_path / "r.parquet"), "--private"]) == 0
+    out = capsys.readouterr().out
+    assert "best constant model (intercept only, b = " in out and "paired standard error" in out
+    assert main(["evaluate", str(model_path), str(tmp_path / "r.parquet"), "--private",
+                 "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["difference_stderr"] > 0 and len(doc["constant_intercept"]) == 1
+    assert main(["fit", str(tmp_path / "r.parquet"), "--out", str(tmp_path / "x.json"),
+                 "--class-weight", "1=", "--no-progress"]) == 2
+    assert "CLASS=WEIGHT" in capsys.readouterr().err
