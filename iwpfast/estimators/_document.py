@@ -94,7 +94,12 @@ def to_document(est) -> dict:
     if getattr(est, "release_spec_", None) is not None:
         spec = est.release_spec_
         release = spec.to_metadata() if hasattr(spec, "to_metadata") else dict(spec)
-    doc = {"estimator": type(est).__name__, "params": jsonable(est.get_params()),
+    params = est.get_params()
+    if params.get("class_weight", 0) is None:
+        # a parameter newer than the format: written only when set, so that a model without
+        # class weights keeps the document of before (older files load with its default)
+        del params["class_weight"]
+    doc = {"estimator": type(est).__name__, "params": jsonable(params),
            "fitted": fitted, "release": jsonable(release)}
     # the heads write their part: one state, or k > 2 classes' rows of coefficients, label
     # weights, per-head hyper-parameters and states
