@@ -87,9 +87,10 @@ def glm_loss_values(loss: str, z: np.ndarray, tau: float | np.ndarray, label_wei
     return value
 
 
-def _table_weights(signs: np.ndarray, table) -> tuple[np.ndarray, np.ndarray]:
+def _table_weights(signs: np.ndarray, table, boost=None) -> tuple[np.ndarray, np.ndarray]:
     match = signs > 0
-    return np.where(match, table[0], table[2]), np.where(match, table[1], table[3])
+    w_z = np.where(match, table[0], table[2])
+    return (w_z if boost is None else w_z + boost), np.where(match, table[1], table[3])
 
 
 def _symmetric(table) -> bool:
@@ -97,13 +98,14 @@ def _symmetric(table) -> bool:
 
 
 def glm_scalars_table(loss: str, z: np.ndarray, signs: np.ndarray, tau: float, table,
-                      truncation: int) -> tuple[np.ndarray, np.ndarray]:
+                      truncation: int, boost=None) -> tuple[np.ndarray, np.ndarray]:
     """``glm_scalars`` with a 2 x 2 label-weight table (``label_weight_table``): the row's weights
     of (F(z), F(-z)) are table[0:2] where signs > 0 (label = the head's class), table[2:4] elsewhere.
-    A table with two equal rows is ``glm_scalars`` with S~ = table[0] (same bits)."""
-    if _symmetric(table):
+    A table with two equal rows is ``glm_scalars`` with S~ = table[0] (same bits).  ``boost``:
+    None, or per row an addition to the weight of F(z) (class weights of k classes)."""
+    if boost is None and _symmetric(table):
         return glm_scalars(loss, z, tau, table[0], truncation)
-    w_z, w_minus_z = _table_weights(signs, table)
+    w_z, w_minus_z = _table_weights(signs, table, boost)
     record = LOSS_RECORDS[loss]
     a, c = record.both_series(z, tau, truncation)
     a_neg, c_neg = record.both_series(-z, tau, truncation)
@@ -111,13 +113,13 @@ def glm_scalars_table(loss: str, z: np.ndarray, signs: np.ndarray, tau: float, t
 
 
 def glm_loss_values_table(loss: str, z: np.ndarray, signs: np.ndarray, tau: float | np.ndarray,
-                          table, truncation: int) -> np.ndarray:
+                          table, truncation: int, boost=None) -> np.ndarray:
     """Per-row IWP loss W_+ F_0(z) + W_- F_0(-z) with the table's weights for each row (``signs``
     broadcasts against ``z``: an (m, 1) column weighs the (m, G) margins of G heads of one class,
-    ``tau`` then their (G,) taus)."""
-    if _symmetric(table):
+    ``tau`` then their (G,) taus); ``boost`` as for ``glm_scalars_table``."""
+    if boost is None and _symmetric(table):
         return glm_loss_values(loss, z, tau, table[0], truncation)
-    w_z, w_minus_z = _table_weights(signs, table)
+    w_z, w_minus_z = _table_weights(signs, table, boost)
     return w_z * series_F_unchecked(loss, 0, z, tau, truncation) \
         + w_minus_z * series_F_unchecked(loss, 0, -z, tau, truncation)
 

@@ -204,8 +204,137 @@ def test_class_weight_on_a_clean_fit_and_the_refusals():
         IWPClassifier(class_weight="weird", **kw).fit(X, y, noise_var=0.0)
     with pytest.raises(InvalidInputError, match="partial_fit cannot"):
         IWPClassifier(class_weight="balanced", **kw).partial_fit(X, y, noise_var=0.0)
-    with pytest.raises(InvalidInputError, match="implemented for two classes"):
-        IWPClassifier(class_weight="balanced", **kw).fit(X, np.arange(3000) % 3, noise_var=0.0)
+
+
+
+def _kary_head_configs(w, eps, k, **kw):
+    """The k one-vs-rest heads of class weights w under k-ary RR (eps; None: public labels)."""
+    from iwpfast.estimators._heads import OneVsRestHeads
+    from iwpfast.label_noise import label_weight_table
+    heads = OneVsRestHeads(classes=np.arange(k), table=label_weight_table(eps, k),
+                           class_weights=tuple(w))
+    base = make_head_config(**kw)
+    return heads.head_configs(base)
+
+
+@pytest.mark.parametrize("loss", ["exponential", "quadratic", "logistic"])
+@pytest.mark.parametrize("eps", [None, 1.0, 3.0])
+def test_k_class_weights_are_unbiased_for_each_heads_weighted_loss(loss, eps):
+    """k = 4 classes, weights w: for each true class y and head c, the exact expectation over
+    k-ary randomized response, sum_o P(o | y) (row loss of a row released as o), of the head's
+    table-plus-boost loss (and of its gradient scalar a y~_c) is w_y f(+-u) (and w_y (+-1)
+    f'(+-u)), + for y = c; closed form, to 1e-12 (tau = 0)."""
+    k, w = 4, np.array([0.5, 1.0, 2.0, 3.5])
+    cfgs = _kary_head_configs(w, eps, k, loss=loss, mode="iwp")
+    q, r = (1.0, 0.0) if eps is None else kary_probabilities(eps, k)
+    u = np.linspace(-2, 2, 7)
+    for c, cfg in enumerate(cfgs):
+        boost = np.asarray(cfg.class_boost)
+        for y in range(k):
+            loss_mean = np.zeros_like(u)
+            slope_mean = np.zeros_like(u)
+            for o in range(k):
+                prob = q if o == y else r
+                sign = np.full(u.size, 1.0 if o == c else -1.0)
+                rows = np.full(u.size, boost[o])
+                loss_mean += prob * glm_loss_values_table(loss, sign * u, sign, 0.0,
+                                                          cfg.label_weights, 2, rows)
+                a, _ = glm_scalars_table(loss, sign * u, sign, 0.0, cfg.label_weights, 2, rows)
+                slope_mean += prob * a * sign
+            truth = 1.0 if y == c else -1.0
+            np.testing.assert_allclose(loss_mean, w[y] * derivative(loss, 0, truth * u),
+                                       rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(slope_mean, w[y] * truth * derivative(loss, 1, truth * u),
+                                       rtol=1e-12, atol=1e-12)
+
+
+def test_k_class_weighted_kernel_matches_its_twin_and_is_unbiased():
+    """Three one-vs-rest heads with class weights (eps_y = 1, feature noise sigma = 0.5): the
+    kernel equals its NumPy twin (several chunks, a carried batch), and over R = 600 releases of
+    the same 64 clean rows at a fixed theta its one-batch gradient has, per head and coordinate,
+    the class-weighted clean gradient (1/n) sum w_{y_i} grad f(y_ic u_ic) + alpha theta as mean
+    within 4 SE (SE = sample sd of the R gradients / sqrt(R))."""
+    from iwpfast.sgd.engine import finish_heads, run_chunk_heads
+    from iwpfast.sgd.reference import reference_finish_heads, reference_run_chunk_heads
+    rng = np.random.default_rng(31)
+    k, p, sigma, eps = 3, 3, 0.5, 1.0
+    w = np.array([0.6, 1.0, 2.4])
+    q, _ = kary_probabilities(eps, k)
+    common = dict(loss="exponential", mode="iwp", n_features=p, noise_var=np.full(p, sigma ** 2),
+                  fit_intercept=True, alpha=0.01)
+    n = 601
+    X = rng.uniform(-1, 1, (p, n))
+    y = np.digitize(X[0] + 0.3 * rng.standard_normal(n), [-0.3, 0.5]).astype(np.float64)
+    cfgs = _kary_head_configs(w, eps, k, learning_rate=0.01, average_start=0, variance_cap=1.0,
+                              radius=2.0, **common)
+    kernel = [HeadState.new(c) for c in cfgs]
+    twin = [HeadState.new(c) for c in cfgs]
+    for start in range(0, n, 250):
+        run_chunk_heads(cfgs, kernel, X[:, start:start + 250], y[start:start + 250])
+        reference_run_chunk_heads(cfgs, twin, X[:, start:start + 250], y[start:start + 250])
+    finish_heads(cfgs, kernel)
+    reference_finish_heads(cfgs, twin)
+    for a, b in zip(kernel, twin, strict=True):
+        np.testing.assert_allclose(a.theta, b.theta, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(a.intercept, b.intercept, rtol=1e-12, atol=1e-12)
+    m, R = 64, 600
+    Xc, yc = X[:, :m], y[:m].astype(np.int64)
+    theta0, b0 = np.array([0.4, -0.3, 0.2]), 0.1
+    cfgs = _kary_head_configs(w, eps, k, learning_rate=1.0, batch_size=m, **common)
+    gradients = np.empty((R, k, p + 1))
+    for r in range(R):
+        Xr = Xc + sigma * rng.standard_normal((p, m))
+        yr = np.where(rng.random(m) < q, yc, (yc + rng.integers(1, k, m)) % k)
+        states = [HeadState.new(c, theta0=theta0, intercept0=b0) for c in cfgs]
+        run_chunk_heads(cfgs, states, Xr, yr.astype(np.float64))
+        for c, st in enumerate(states):
+            gradients[r, c, :p] = theta0 - st.theta
+            gradients[r, c, p] = b0 - st.intercept[0]
+    mean = gradients.mean(axis=0)
+    se = gradients.std(axis=0, ddof=1) / math.sqrt(R)
+    u = theta0 @ Xc + b0
+    far = []
+    for c in range(k):
+        sign = np.where(yc == c, 1.0, -1.0)
+        coefficient = -sign * np.exp(-sign * u) * w[yc]
+        exact = np.append(Xc @ coefficient / m + 0.01 * theta0, coefficient.sum() / m)
+        assert np.all(np.abs(mean[c] - exact) <= 4 * se[c]), (c, mean[c], exact, se[c])
+        # power: the unweighted clean gradient is far outside the bound for some head
+        plain = -sign * np.exp(-sign * u)
+        far.append(np.max(np.abs(mean[c] - np.append(Xc @ plain / m + 0.01 * theta0,
+                                                     plain.sum() / m)) / se[c]))
+    assert max(far) > 8, far
+
+
+def test_k_class_balanced_fit_raises_the_mean_recall(tmp_path):
+    """3 classes (shares ~0.4, 0.42, 0.18) released by 3-ary RR at eps_y = 2: 'balanced' takes the
+    shares debiased from the released labels and raises the mean recall (balanced accuracy) by
+    more than 0.05; saved and loaded, the model predicts the same and keeps its weights."""
+    rng = np.random.default_rng(9)
+    n, k, eps = 6000, 3, 2.0
+    X = rng.uniform(-1, 1, (n, 2))
+    y = np.digitize(X[:, 0] + 0.4 * rng.standard_normal(n), [-0.2, 0.7])
+    q, _ = kary_probabilities(eps, k)
+    yt = np.where(rng.random(n) < q, y, (y + rng.integers(1, k, n)) % k)
+    kw = dict(alpha=1e-3, learning_rate=0.05, progress=False)
+    plain = IWPClassifier(**kw).fit(X, yt, epsilon_y=eps, noise_var=0.0, classes=[0, 1, 2])
+    model = IWPClassifier(class_weight="balanced", **kw).fit(X, yt, epsilon_y=eps, noise_var=0.0,
+                                                             classes=[0, 1, 2])
+    shares, _ = debiased_class_shares(np.bincount(yt, minlength=k), q)
+    np.testing.assert_allclose(model.class_shares_, shares, rtol=1e-12)
+    np.testing.assert_allclose(model.class_weight_, 1 / (k * shares), rtol=1e-12)
+
+    def mean_recall(m):
+        pred = m.predict(X)
+        return np.mean([np.mean(pred[y == c] == c) for c in range(k)])
+
+    assert mean_recall(model) > mean_recall(plain) + 0.05, (mean_recall(model), mean_recall(plain))
+    model.save(tmp_path / "k.json")
+    from iwpfast import load
+    back = load(tmp_path / "k.json")
+    np.testing.assert_array_equal(back.decision_function(X), model.decision_function(X))
+    np.testing.assert_allclose(back.class_weight_, model.class_weight_)
+    assert back._pass.heads.configs[0].class_boost == model._pass.heads.configs[0].class_boost
 
 
 def test_cli_fit_class_weight_balanced_on_a_label_only_release(tmp_path, capsys):
@@ -249,3 +378,7 @@ def test_cli_fit_class_weight_balanced_on_a_label_only_release(tmp_path, capsys)
     assert main(["fit", str(tmp_path / "r.parquet"), "--out", str(tmp_path / "x.json"),
                  "--class-weight", "1=", "--no-progress"]) == 2
     assert "CLASS=WEIGHT" in capsys.readouterr().err
+    # a pass run by another driver (iwpfast.distributed) gets the same weights in its config
+    plan = IWPClassifier(alpha=0.001, learning_rate=0.05, class_weight="balanced",
+                         progress=False).plan_pass(str(tmp_path / "r.parquet"))
+    assert plan.config.label_weights == model._pass.config.label_weights

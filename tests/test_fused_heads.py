@@ -409,9 +409,10 @@ def test_discrete_laplace_heads_beside_gaussian_coded_ones_keep_their_bits(dtype
 
 
 def test_only_heads_that_need_them_compile_the_laplace_tau_and_the_sample_weights():
-    # the kernel's laplace_law / weighted arguments are None (their code is not compiled) unless a
-    # head is an IWP head of the discrete Laplace law / the heads are weighted; a naive head of
-    # the law runs as Gaussian (the kernel reads its variances only)
+    # the kernel's laplace_law / weighted / class_boost arguments are None (their code is not
+    # compiled) unless a head is an IWP head of the discrete Laplace law / the heads are weighted /
+    # one-vs-rest heads have class weights; a naive head of the law runs as Gaussian (the kernel
+    # reads its variances only)
     from iwpfast.laplace import DiscreteLaplace
     from iwpfast.sgd.engine import _pack_heads
     law = DiscreteLaplace([0.375, 0.5, 0.0, 0.3, 0.45], [2.0**-19] * P)
@@ -424,7 +425,14 @@ def test_only_heads_that_need_them_compile_the_laplace_tau_and_the_sample_weight
     def forms(*cfgs):
         return _pack_heads(cfgs, [HeadState.new(c) for c in cfgs])[5]
 
-    assert forms(HeadConfig(**gaussian), HeadConfig(**gaussian, alpha=0.5)) == (None, None, None)
-    assert forms(HeadConfig(**naive_laplace)) == (None, None, None)
-    assert forms(HeadConfig(**gaussian), HeadConfig(**laplace)) == (None, True, None)
-    assert forms(HeadConfig(**gaussian, weighted=True)) == (None, None, True)
+    assert forms(HeadConfig(**gaussian), HeadConfig(**gaussian, alpha=0.5)) == \
+        (None, None, None, None)
+    assert forms(HeadConfig(**naive_laplace)) == (None, None, None, None)
+    assert forms(HeadConfig(**gaussian), HeadConfig(**laplace)) == (None, True, None, None)
+    assert forms(HeadConfig(**gaussian, weighted=True)) == (None, None, True, None)
+    # class weights of one-vs-rest heads: the boost array, and the table form even when a head's
+    # table has two equal rows (public labels: all zeros)
+    boosted = [HeadConfig(**gaussian, label_class=c, label_weights=(0.0, 0.0, 0.0, 0.0),
+                          class_boost=(1.0, 2.0)) for c in range(2)]
+    table_form, _, _, boost = forms(*boosted)
+    assert table_form is True and boost.tolist() == [1.0, 2.0]

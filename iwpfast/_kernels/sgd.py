@@ -309,7 +309,7 @@ def _logistic_rows(y, m, margin, tau, truncation, label_tilde, private, eulerian
 
 @jit
 def _row_scalars(loss, table_form, iwp, y, m, margin, tau, fparams, truncation, eulerian,
-                 weight, curvature):
+                 weight, curvature, boost):
     """weight[i] = coefficient of x_i in the row gradient (a_i y_i, or u_i - y_i), curvature[i] = c_i.
 
     Label weights: the 2 x 2 table (fparams[F_MATCH_Z], [F_MATCH_MINUS_Z]; [F_OTHER_Z],
@@ -319,14 +319,17 @@ def _row_scalars(loss, table_form, iwp, y, m, margin, tau, fparams, truncation, 
     read one weight; a k-class one-vs-rest head has two different rows (``_table_row_scalars``).
     ``table_form`` None (a compile-time type) says that the rows are equal: the table form is then
     not compiled at all (a binary fit does not pay its compile time); True checks at run time.
+    ``boost``: None (a compile-time type), or per row an addition to the weight of F(z) (class
+    weights of k-class heads, docs/math.md "Class weights"); it takes the table form.
     Loops have no data-dependent branches so that LLVM vectorizes them (fast_exp included).
     """
     label_tilde = fparams[F_MATCH_Z]
-    if table_form is not None and not (fparams[F_OTHER_Z] == label_tilde
-                                       and fparams[F_OTHER_MINUS_Z] == fparams[F_MATCH_MINUS_Z]):
+    if table_form is not None and (boost is not None or not (
+            fparams[F_OTHER_Z] == label_tilde
+            and fparams[F_OTHER_MINUS_Z] == fparams[F_MATCH_MINUS_Z])):
         _table_row_scalars(loss, y, m, margin, tau, fparams[F_MATCH_Z], fparams[F_MATCH_MINUS_Z],
                            fparams[F_OTHER_Z], fparams[F_OTHER_MINUS_Z], truncation, eulerian,
-                           weight, curvature)
+                           weight, curvature, boost)
         return
     private = label_tilde != 1.0
     if loss == LOSS_EXPONENTIAL:
@@ -384,18 +387,21 @@ def _row_scalars(loss, table_form, iwp, y, m, margin, tau, fparams, truncation, 
 
 @jit
 def _table_row_scalars(loss, y, m, margin, tau, match_z, match_minus_z, other_z, other_minus_z,
-                       truncation, eulerian, weight, curvature):
+                       truncation, eulerian, weight, curvature, boost):
     """``_row_scalars`` for a one-vs-rest head of a k-class label (docs/math.md): the weights of
     (F(z), F(-z)) are (match_z, match_minus_z) where y_i = +1 (the released class is the head's)
     and (other_z, other_minus_z) where y_i = -1; chosen by a select, so the loops vectorize.
     Exponential loss: exp(-tau + z) = (exp(-tau) / exp(-tau - z)) exp(-tau), one division instead
-    of a second exp (~15% of a k-head scan; within a few ulps of exp, the twin's np.exp to 1e-12)."""
+    of a second exp (~15% of a k-head scan; within a few ulps of exp, the twin's np.exp to 1e-12).
+    ``boost`` (None, or (m,)): added to row i's weight of F(z) (class weights of k classes)."""
     e_minus_tau = fast_exp(-tau)
     if loss == LOSS_EXPONENTIAL:
         for i in range(m):
             yi = np.float64(y[i])
             match = yi > 0.0
             w_z = match_z if match else other_z
+            if boost is not None:
+                w_z += boost[i]
             w_minus_z = match_minus_z if match else other_minus_z
             z = yi * margin[i]
             e_z = fast_exp(-tau - z)                # -F_1(z) = F_2(z) = exp(-tau - z)
@@ -408,6 +414,8 @@ def _table_row_scalars(loss, y, m, margin, tau, match_z, match_minus_z, other_z,
             yi = np.float64(y[i])
             match = yi > 0.0
             w_z = match_z if match else other_z
+            if boost is not None:
+                w_z += boost[i]
             w_minus_z = match_minus_z if match else other_minus_z
             z = yi * margin[i]
             a = w_z * (z - 1.0) - w_minus_z * (-z - 1.0)
@@ -420,6 +428,8 @@ def _table_row_scalars(loss, y, m, margin, tau, match_z, match_minus_z, other_z,
             yi = np.float64(y[i])
             match = yi > 0.0
             w_z = match_z if match else other_z
+            if boost is not None:
+                w_z += boost[i]
             w_minus_z = match_minus_z if match else other_minus_z
             a, c = _logistic_scalars(yi * margin[i], curvature[i], tau, truncation, w_z, w_minus_z,
                                      True, eulerian)
@@ -536,7 +546,7 @@ def _batch(table_form, addresses, like, y, offset, m, fparams, iparams, noise_va
     for i in range(m):
         labels[i] = np.float64(y[i])
     _row_scalars(loss, table_form, iwp, labels, m, margin, tau, fparams, truncation, eulerian, weight,
-                 curvature)
+                 curvature, None)
     if iparams[I_WEIGHTED] != 0:
         _weigh_rows(addresses, n_features, like, offset, m, weight, curvature)
     # 3. mean gradient
@@ -894,7 +904,7 @@ def _heads_batch(table_form, classes, laplace_law, weighted, addresses, like, co
                  theta_avg_t, intercept, intercept_avg, step, n_avg,
                  counters, telemetry, traces, trace_steps, margins, signs, group_weights, curvature,
                  gradient_t, lanes, group_lanes, ones, theta_column, per_head, fit_intercept,
-                 head_iwp, head_alpha):
+                 head_iwp, head_alpha, class_boost, boost_rows):
     """One SGD update of every head on rows [offset, offset + m) of the columns (labels
     codes[0:m]), with the bits of each head's own ``_batch`` (docs/internals.md "One SGD update").
 
@@ -940,6 +950,11 @@ def _heads_batch(table_form, classes, laplace_law, weighted, addresses, like, co
     if classes is None:
         for i in range(m):
             signs[i] = np.float64(codes[i])
+    elif class_boost is not None:
+        # class weights of k classes: every head adds the row's released class's boost to its
+        # weight of F(z) (docs/math.md "Class weights")
+        for i in range(m):
+            boost_rows[i] = class_boost[np.int64(codes[i])]
     # the gradient sums of each complete group of HEAD_GROUP heads in one pass over the columns
     # (gradient_blocks_heads, the bits of _column_means) when the batch is whole blocks of LANES
     # rows; the other heads (and a batch with a tail) one head at a time
@@ -950,8 +965,12 @@ def _heads_batch(table_form, classes, laplace_law, weighted, addresses, like, co
             _class_signs(codes, classes[h], m, signs)
         iwp = iparams[h, I_MODE] == MODE_IWP
         weight = group_weights[h % HEAD_GROUP]
-        _row_scalars(loss, table_form, iwp, signs, m, margins[h], tau[h], fparams[h], truncation,
-                     eulerian, weight, curvature)
+        if classes is not None and class_boost is not None:
+            _row_scalars(loss, table_form, iwp, signs, m, margins[h], tau[h], fparams[h],
+                         truncation, eulerian, weight, curvature, boost_rows)
+        else:
+            _row_scalars(loss, table_form, iwp, signs, m, margins[h], tau[h], fparams[h],
+                         truncation, eulerian, weight, curvature, None)
         if weighted is not None and iparams[h, I_WEIGHTED] != 0:
             _weigh_rows(addresses, n_features, like, offset, m, weight, curvature)
         mean_curvature[h] = _sum_lanes(curvature, m, lanes, ones) / m if iwp else 0.0
@@ -1125,7 +1144,7 @@ def _store_heads(theta_t, theta_avg_t, intercept, intercept_avg, step, n_avg, th
 def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, fparams, iparams, noise_var,
                     eulerian, classes, thetas, theta_avgs, intercepts, intercept_avgs, carry_X,
                     carry_y, counters, telemetry, traces, trace_steps, table_form, final,
-                    laplace_law, weighted):
+                    laplace_law, weighted, class_boost):
     """Several heads over the same rows in one scan: each batch is read once and used by every
     head while it is in cache (docs/internals.md "Several heads in one scan").
 
@@ -1145,7 +1164,10 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, fparams, iparams
     ``table_form``: None when every head's label-weight table has two equal rows (see
     ``_row_scalars``); ``laplace_law``: None when no head is an IWP head of the discrete Laplace
     law, ``weighted``: None when the heads are unweighted (else True; then the per-head codes
-    decide).  Like ``table_form``, a None is a compile-time type whose ``is not None`` branches
+    decide); ``class_boost``: None, or per class index the addition to every head's weight of
+    F(z) of a row released as that class (class weights of k classes, docs/math.md "Class
+    weights"; the heads' tables then take the table form).  Like ``table_form``, a None is a
+    compile-time type whose ``is not None`` branches
     Numba prunes before typing: a first fit does not compile code it cannot run (the Laplace
     tau and sample weights cost ~0.4 s of a first fit's compile, ``bench/compile_cost.py``).
     Returns -1, or the global index of the last row of the batch after which
@@ -1194,6 +1216,7 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, fparams, iparams
     group_lanes = np.empty(GRADIENT_GROUP * LANES)
     ones = np.ones(batch_size)
     signs = np.empty(batch_size)        # a head's labels for the batch, in float64
+    boost_rows = np.empty(batch_size)   # the rows' class boosts (class_boost)
     theta_column = np.empty(n_features)
     fit_intercept = np.empty(n_heads, np.bool_)
     head_iwp = np.empty(n_heads)            # 1.0 for an IWP head (its gradient's curvature term)
@@ -1221,7 +1244,7 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, fparams, iparams
     owned = (theta_t, theta_avg_t, noise_t, laplace, direction_t, direction, intercept,
              intercept_avg, step, n_avg, gradient_t, per_head, margins, group_weights, curvature,
              lanes, group_lanes, ones, signs, theta_column, fit_intercept, head_iwp, head_alpha,
-             carry_stage, carry_labels, carry_addresses, stage, stage_addresses)
+             carry_stage, carry_labels, carry_addresses, stage, stage_addresses, boost_rows)
     theta_t, theta_avg_t, noise_t = borrowed(theta_t), borrowed(theta_avg_t), borrowed(noise_t)
     laplace, direction_t, direction = borrowed(laplace), borrowed(direction_t), borrowed(direction)
     intercept, intercept_avg = borrowed(intercept), borrowed(intercept_avg)
@@ -1229,6 +1252,7 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, fparams, iparams
     per_head, margins, group_weights = borrowed(per_head), borrowed(margins), borrowed(group_weights)
     curvature, lanes, group_lanes = borrowed(curvature), borrowed(lanes), borrowed(group_lanes)
     ones, signs, theta_column = borrowed(ones), borrowed(signs), borrowed(theta_column)
+    boost_rows = borrowed(boost_rows)
     fit_intercept, head_iwp, head_alpha = (borrowed(fit_intercept), borrowed(head_iwp),
                                            borrowed(head_alpha))
     carry_stage, carry_labels = borrowed(carry_stage), borrowed(carry_labels)
@@ -1237,6 +1261,7 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, fparams, iparams
     addresses, fparams, iparams = borrowed(addresses), borrowed(fparams), borrowed(iparams)
     like, y_like = borrowed(like), borrowed(y_like)
     noise_var, eulerian, classes = borrowed(noise_var), borrowed(eulerian), borrowed(classes)
+    class_boost = borrowed(class_boost)
     carry_X, carry_y, counters = borrowed(carry_X), borrowed(carry_y), borrowed(counters)
     telemetry, traces, trace_steps = borrowed(telemetry), borrowed(traces), borrowed(trace_steps)
     while True:
@@ -1286,7 +1311,7 @@ def sgd_chunk_heads(addresses, like, y_address, y_like, n_rows, fparams, iparams
                                 telemetry, traces, trace_steps, margins, signs, group_weights,
                                 curvature,
                                 gradient_t, lanes, group_lanes, ones, theta_column, per_head,
-                                fit_intercept, head_iwp, head_alpha):
+                                fit_intercept, head_iwp, head_alpha, class_boost, boost_rows):
                 # the carried batch is spent, as after any batch: a caller that drops the
                 # diverged heads continues the others on the rows after this batch
                 if from_carry:

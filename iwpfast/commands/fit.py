@@ -143,7 +143,7 @@ def add_fit_arguments(p) -> None:
                    help="column of public per-row weights >= 0: minimize the weighted risk "
                         "(never a weight computed from the private data; see docs/usage.md)")
     p.add_argument("--class-weight", default=None, metavar="balanced|CLASS=W,...",
-                   help="weigh the classes (classifier, two classes): 'balanced' = n / (2 n_c) with "
+                   help="weigh the classes (classifier): 'balanced' = n / (k n_c) with "
                         "the class shares estimated from the released labels (unbiased inverse of "
                         "randomized response), or CLASS=WEIGHT pairs such as 1=3,0=1; raises "
                         "balanced accuracy at a cost in accuracy (docs/usage.md)")

@@ -250,6 +250,8 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
                                     features=features, label=label, override=False,
                                     sample_weight=sample_weight)
         plan.source = self._label_mapped_source(plan.source, plan.label)
+        # class weights: their shares from one read of the label column, before the config
+        self._prepare_class_weight(plan.source, None, plan.label, plan.noise)
         plan.engine = ENGINE
         p = len(plan.features)
         plan.make_config = lambda rows: self._make_config(v, plan.noise, p, rows)

@@ -140,13 +140,12 @@ def from_document(cls, doc: dict):
             import dataclasses
             config = dataclasses.replace(
                 config, label_weights=tuple(parse_float(w) for w in f["label_weights"]))
-            for name, key in (("class_weight_", "class_weight"), ("class_shares_", "class_shares")):
-                value = f.get(key)
-                setattr(est, name, None if value is None
-                        else np.array([parse_float(w) for w in value]))
         state = doc.get("state")
         heads = SingleHead(configs=[config], states=None if state is None else [_head_state(state, p)],
                            task=est._task)
+    for name, key in (("class_weight_", "class_weight"), ("class_shares_", "class_shares")):
+        value = f.get(key)
+        setattr(est, name, None if value is None else np.array([parse_float(w) for w in value]))
     est._pass = PassState(heads=heads, features=list(est.features_),
                           label=est.label_ if est.label_ is not None else ARRAY_LABEL,
                           noise=noise, sample_weight=f.get("sample_weight"))

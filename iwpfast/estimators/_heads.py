@@ -308,6 +308,7 @@ class OneVsRestHeads(Heads):
 
     classes: np.ndarray = field(default_factory=lambda: np.zeros(0))
     table: tuple = PUBLIC_TABLE
+    class_weights: tuple | None = None      # one weight per class (class_weight), or None
 
     @property
     def n_classes(self) -> int:
@@ -319,9 +320,36 @@ class OneVsRestHeads(Heads):
     def head_configs(self, base: HeadConfig) -> list:
         """k configs from the pass's base config: head c reads class index c; mode iwp uses the
         k-ary label weights (the binary keep probability of the base config does not apply)."""
+        if self.class_weights is not None:
+            return self._weighted_head_configs(base)
         weights = self.table if base.mode == "iwp" else None
         return [dataclasses.replace(base, label_keep_prob=None, label_class=c, label_weights=weights)
                 for c in range(self.n_classes)]
+
+    def _weighted_head_configs(self, base: HeadConfig) -> list:
+        """Class weights w: head c's target w_y f(+-u_c) through the k-ary inverse gives the
+        weight of F(z) w_{y~}/(q - r) - (r/(q - r)) W_same and of F(-z) -(r/(q - r)) W_other,
+        W_same / W_other the weight of the candidate labels on the row's / the other side of c
+        (docs/math.md "Class weights"): a per-class boost g w_{y~} (g = 1/(q - r)) and the table
+        -h (w_c, W_rest, W_rest, w_c) (h = r/(q - r)).  Public labels (and clean or naive
+        heads): g = 1, h = 0, i.e. the plain weight of the released (= true) class."""
+        table = self.table if base.mode == "iwp" else PUBLIC_TABLE
+        gain = float(table[0] - table[3])           # 1/(q - r)
+        share_weight = float(-table[3])             # r/(q - r)
+        w = np.asarray(self.class_weights, dtype=np.float64)
+        rest = float(w.sum()) - w
+        boost = tuple(float(v) for v in gain * w)
+        return [dataclasses.replace(
+            base, label_keep_prob=None, label_class=c, class_boost=boost,
+            label_weights=(-share_weight * w[c], -share_weight * rest[c],
+                           -share_weight * rest[c], -share_weight * w[c]))
+            for c in range(self.n_classes)]
+
+    def keep_probability(self) -> float:
+        """q of the k-ary randomized response of the labels (1 for public labels), from the
+        table: q - r = 1/(table[0] - table[3]), r = -table[3] (q - r)."""
+        gap = 1.0 / float(self.table[0] - self.table[3])
+        return gap * (1.0 - float(self.table[3]))
 
     def start(self, config: HeadConfig) -> None:
         self.configs, self.states = self.head_configs(config), None
@@ -404,6 +432,9 @@ class OneVsRestHeads(Heads):
         fitted["coef"] = jsonable(np.asarray(est.coef_, dtype=np.float64))
         fitted["intercept"] = jsonable(np.asarray(est.intercept_, dtype=np.float64))
         fitted["label_weights"] = jsonable(list(self.table))
+        if self.class_weights is not None:
+            fitted["class_weight"] = jsonable(list(self.class_weights))
+            fitted["class_shares"] = jsonable(getattr(est, "class_shares_", None))
         fitted["telemetry_per_class"] = jsonable(list(est.telemetry_per_class_))
         # every head's own hyper-parameters ("auto" chooses them per class)
         fitted["head_configs"] = [{k: jsonable(getattr(c, k)) for k in PER_HEAD_FIELDS}
@@ -416,6 +447,8 @@ class OneVsRestHeads(Heads):
              head_state) -> OneVsRestHeads:
         heads = cls(classes=np.asarray(classes),
                     table=tuple(parse_float(w) for w in fitted["label_weights"]))
+        if fitted.get("class_weight") is not None:
+            heads.class_weights = tuple(parse_float(w) for w in fitted["class_weight"])
         heads.configs = heads.head_configs(config)
         if fitted.get("head_configs"):
             heads.configs = [dataclasses.replace(c, **{k: parse_float(v) for k, v in own.items()})

@@ -108,9 +108,10 @@ class _Classifier(IWPBase):
         'balanced' is scikit-learn's n / (k n_c) with the shares n_c / n estimated from the
         released labels by the unbiased inverse of randomized response (one read of the label
         column; ``label_noise.debiased_class_shares``), never from clean labels; a dict gives
-        {class: weight} (classes it omits weigh 1).  The weights enter the label-weight table of
-        the head (``label_noise.class_weighted_table``; docs/math.md "Class weights"): the
-        gradient stays unbiased for the class-weighted clean risk."""
+        {class: weight} (classes it omits weigh 1).  The weights enter the label weights of the
+        heads (two classes: ``label_noise.class_weighted_table``; k classes: each head's table
+        and a per-class boost, ``OneVsRestHeads._weighted_head_configs``; docs/math.md "Class
+        weights"): the gradient stays unbiased for the class-weighted clean risk."""
         self.class_weight_ = None
         self.class_shares_ = None
         cw = self.class_weight
@@ -120,21 +121,22 @@ class _Classifier(IWPBase):
             raise InvalidInputError(f"class_weight={cw!r}; use None, 'balanced' or a dict "
                                     "{class: weight} (CLI: --class-weight balanced)")
         ps = self._pass
-        if ps.ovr is not None:
-            raise InvalidInputError(
-                f"class_weight is implemented for two classes; this fit has {len(ps.ovr.classes)} "
-                "(k-ary randomized response needs a per-class weight inside each head's label "
-                "weights, which the kernels do not take yet): drop class_weight")
-        counts = self._released_label_counts(source, mapper, lab)
-        found = self._pass.classes if self._pass.classes is not None else np.array([-1, 1])
-        classes = [c.item() if hasattr(c, "item") else c for c in np.asarray(found)]
+        ovr = ps.ovr
+        if ovr is not None:
+            found = np.asarray(ovr.classes)
+            keep = ovr.keep_probability()
+        else:
+            found = ps.classes if ps.classes is not None else np.array([-1, 1])
+            keep = noise.label_keep_prob
+        classes = [c.item() if hasattr(c, "item") else c for c in found]
+        counts = self._released_label_counts(source, mapper, lab, len(classes), ovr is not None)
         if cw == "balanced":
             from ..label_noise import balanced_class_weights, debiased_class_shares
-            shares, _ = debiased_class_shares(counts, noise.label_keep_prob)
+            shares, _ = debiased_class_shares(counts, keep)
             weights = balanced_class_weights(shares, classes)
             self.class_shares_ = shares
         else:
-            weights = np.ones(2)
+            weights = np.ones(len(classes))
             keys = {str(c): i for i, c in enumerate(classes)}
             for key, value in cw.items():
                 where = keys.get(str(key.item() if hasattr(key, "item") else key))
@@ -146,13 +148,17 @@ class _Classifier(IWPBase):
                     raise InvalidInputError(f"class_weight[{key!r}] = {value!r} must be a finite "
                                             "number >= 0")
                 weights[where] = float(value)
-        ps.class_weights = (float(weights[0]), float(weights[1]))
+        if ovr is not None:
+            ovr.class_weights = tuple(float(w) for w in weights)
+        else:
+            ps.class_weights = (float(weights[0]), float(weights[1]))
         self.class_weight_ = np.asarray(weights, dtype=np.float64)
 
     @staticmethod
-    def _released_label_counts(source, mapper, lab) -> np.ndarray:
-        """(rows released negative, rows released positive): one read of the label column in the
-        kernel's +-1 encoding (the same mapper as the pass)."""
+    def _released_label_counts(source, mapper, lab, k: int = 2, codes: bool = False) -> np.ndarray:
+        """The rows released as each class: one read of the label column in the kernel's encoding
+        (the same mapper as the pass): +-1 (negative first), or with ``codes`` the class indices
+        0..k-1."""
         from ..io.sources import open_source
         from ..io.views import PartSource
         labels: Iterable
@@ -164,10 +170,14 @@ class _Classifier(IWPBase):
                 src = PartSource(src, mapper=mapper)
             labels = (batch.column(lab).to_numpy(zero_copy_only=False)
                       for batch in src.batches([lab]))
-        counts = np.zeros(2)
+        counts = np.zeros(k)
         for y in labels:
-            positive = np.count_nonzero(np.asarray(y) > 0)
-            counts += (len(y) - positive, positive)
+            y = np.asarray(y)
+            if codes:
+                counts += np.bincount(y.astype(np.int64), minlength=k)[:k]
+            else:
+                positive = np.count_nonzero(y > 0)
+                counts += (len(y) - positive, positive)
         return counts
 
     def _validated_truncation(self):
@@ -433,7 +443,7 @@ CLASS_WEIGHT_EXTREME = (
     "one pass over 50 unscaled rows (|x| ~ 40, fewer than a batch: one SGD update) with class "
     "weights 1000 and 0.0001: that update moves the coefficients as far as the intercept, so "
     "the test rows do not all get the heavy class as after the 1000 iterations the check gives "
-    "other estimators; and class_weight takes two classes only, while the check also fits three")
+    "other estimators")
 
 
 def _distinct_values(y: np.ndarray) -> np.ndarray:

@@ -448,7 +448,7 @@ def _pack_heads(cfgs, states):
                 f"label_class={first.label_class!r}; the heads of one scan read one label column: "
                 "all one-vs-rest heads of class indices (label_class set) or all heads of the "
                 "labels as they are (label_class=None)")
-        for name in ("n_features", "batch_size", "loss", "truncation", "weighted"):
+        for name in ("n_features", "batch_size", "loss", "truncation", "weighted", "class_boost"):
             if getattr(cfg, name) != getattr(first, name):
                 raise InvalidInputError(f"head {c}: {name}={getattr(cfg, name)!r} differs from head 0's "
                                         f"{getattr(first, name)!r}; heads of one scan share it")
@@ -466,8 +466,12 @@ def _pack_heads(cfgs, states):
         noise_var[c, :p[2].shape[0]] = p[2]
     classes = (None if first.label_class is None
                else np.array([float(cfg.label_class) for cfg in cfgs]))
+    # the class weights of k-class heads: per class index, the addition to the weight of F(z)
+    class_boost = (None if first.class_boost is None
+                   else np.ascontiguousarray(first.class_boost, dtype=np.float64))
     # None: every head's label-weight table has two equal rows (the table form is not compiled)
-    table_form = None if all(_table_form(p[0]) is None for p in packed) else True
+    table_form = None if class_boost is None and all(_table_form(p[0]) is None for p in packed) \
+        else True
     # None: no IWP head of the discrete Laplace law / unweighted heads (that code is not compiled)
     laplace_law = (True if np.any((iparams[:, I_MODE] == MODE_IWP)
                                   & (iparams[:, I_NOISE_LAW] == LAW_LAPLACE)) else None)
@@ -479,8 +483,8 @@ def _pack_heads(cfgs, states):
     for c, st in enumerate(states):
         traces[c, :st.trace.shape[0]] = st.trace
         trace_steps[c, :st.trace.shape[0]] = st.trace_steps
-    return fparams, iparams, noise_var, packed[0][3], classes, (table_form, laplace_law, weighted), \
-        stacked, traces, trace_steps
+    return fparams, iparams, noise_var, packed[0][3], classes, \
+        (table_form, laplace_law, weighted, class_boost), stacked, traces, trace_steps
 
 
 def _unpack_heads(states, stacked, traces, trace_steps):
@@ -528,6 +532,10 @@ def run_chunk_heads(cfgs, states, X, y, sample_weight=None, drop_diverged: bool 
         _pack_heads(cfgs, states)
     columns, addresses, dtype, n = _columns(X, cfgs[0].n_features)
     codes = _labels(cfgs[0], y, n) if classes is None else _class_labels(y, n)
+    if forms[3] is not None and n and np.max(codes) >= forms[3].shape[0]:
+        row = int(np.argmax(codes >= forms[3].shape[0]))
+        raise InvalidInputError(f"y[{row}] = {codes[row]!r} (row {row} of this chunk) is not a class "
+                                f"index 0..{forms[3].shape[0] - 1} of the heads' class_boost")
     if not _carry_is_exact(states[0], dtype, codes.dtype):
         columns, addresses, dtype, codes = _in_float64(columns, codes)
     weights = check_sample_weight(cfgs[0], sample_weight, n, dtype)
@@ -581,7 +589,8 @@ def finish_heads(cfgs, states, drop_diverged: bool = False) -> list:
     # sgd_chunk_heads on no rows with final=True, in column and label dtypes it already runs with
     # (so nothing more compiles; with no rows only the carried ones are read)
     like, y_like = _compiled_dtypes(kernels.sgd_chunk_heads,
-                                    {9: classes, 20: forms[0], 22: forms[1], 23: forms[2]})
+                                    {9: classes, 20: forms[0], 22: forms[1], 23: forms[2],
+                                     24: forms[3]})
     if not _carry_is_exact(states[0], like, y_like):
         like = y_like = np.dtype(np.float64)
     row = kernels.sgd_chunk_heads(

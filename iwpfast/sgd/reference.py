@@ -139,6 +139,7 @@ class _Head:
         self.regression = cfg.loss in REGRESSION_LOSSES
         self.label_table = cfg.label_table
         self.label_class = None if cfg.label_class is None else float(cfg.label_class)
+        self.class_boost = None if cfg.class_boost is None else np.asarray(cfg.class_boost)
         self.truncation = cfg.truncation
         self.alpha = cfg.alpha
         self.gamma0 = cfg.learning_rate
@@ -176,9 +177,12 @@ def _update(h: _Head, state: HeadState, Xb: np.ndarray, yb: np.ndarray,
         w = u - yb                      # per-row weight of x_i; c_i = 1 (times s = 0 unless iwp)
         c_mean = 1.0
     else:
+        boost = None
         if h.label_class is not None:   # class indices -> +1 for the head's class, -1 elsewhere
+            if h.class_boost is not None:   # class weights: the released class's boost
+                boost = h.class_boost[yb.astype(np.int64)]
             yb = np.where(yb == h.label_class, 1.0, -1.0)
-        a, c = glm_scalars_table(h.loss, yb * u, yb, tau, h.label_table, h.truncation)
+        a, c = glm_scalars_table(h.loss, yb * u, yb, tau, h.label_table, h.truncation, boost)
         w = a * yb
         if sb is not None:
             c = c * sb

@@ -84,7 +84,11 @@ class HeadConfig:
     label_weights:   the 2 x 2 table of label weights (match_z, match_minus_z, other_z,
                      other_minus_z) of (F(z), F(-z)) for rows whose label is / is not the head's
                      class (docs/math.md "k classes"; ``iwpfast.estimates.label_weight_table``);
-                     None: from ``label_keep_prob`` (the binary S~, 1 - S~).  Mode iwp only.
+                     None: from ``label_keep_prob`` (the binary S~, 1 - S~).  Any mode (a
+                     class-weighted head of a clean fit has its own table).
+    class_boost:     None, or per class index an addition to the weight of F(z) of the rows
+                     released as that class: the class weights of a one-vs-rest head
+                     (``label_class`` set; docs/math.md "Class weights"), with ``label_weights``.
     noise_law:       None (Gaussian feature noise of variances ``noise_var``) or the
                      ``iwpfast.laplace.DiscreteLaplace`` of a pure-epsilon release; ``noise_var``
                      is then its exact variance.  Mode iwp with the exponential loss needs
@@ -110,6 +114,7 @@ class HeadConfig:
     trace_every: int = 0
     label_class: int | None = None
     label_weights: tuple | None = None
+    class_boost: tuple | None = None
     weighted: bool = False
     noise_law: DiscreteLaplace | None = None
 
@@ -171,6 +176,7 @@ class CheckedConfig(NamedTuple):
     fit_intercept: bool
     label_table: tuple          # (match_z, match_minus_z, other_z, other_minus_z)
     label_class: int | None
+    class_boost: tuple | None   # per class index, added to the weight of F(z) (k-class weights)
     weighted: bool
     noise_law: int              # LAW_GAUSSIAN or LAW_LAPLACE (_kernels/abi.py)
     noise_packed: np.ndarray    # what the kernel reads: noise_var, or (Var | c | L) for LAW_LAPLACE
@@ -272,6 +278,16 @@ def check_config(cfg: HeadConfig) -> CheckedConfig:
             raise InvalidInputError(f"HeadConfig.label_class is for classification losses, not "
                                     f"{cfg.loss!r}; drop it")
         label_class = _integer(cfg.label_class, "label_class", 0)
+    class_boost = None
+    if cfg.class_boost is not None:
+        boost = np.asarray(cfg.class_boost, dtype=np.float64) if np.ndim(cfg.class_boost) == 1 \
+            else np.zeros(0)
+        if label_class is None or boost.size <= label_class or not np.all(np.isfinite(boost)):
+            raise InvalidInputError(
+                f"HeadConfig.class_boost={cfg.class_boost!r} must be one finite number per class "
+                "index of a one-vs-rest head (label_class set, below the number of classes): use "
+                "the estimator's class_weight, which derives it")
+        class_boost = tuple(float(b) for b in boost)
     if cfg.mode != "iwp":
         noise_var = np.zeros(p)
     law_code, packed, laplace = _check_noise_law(cfg, p, noise_var, variance_cap)
@@ -281,7 +297,8 @@ def check_config(cfg: HeadConfig) -> CheckedConfig:
         trace_every=trace_every, average_start=int(cfg.average_start), alpha=alpha,
         learning_rate=learning_rate, mu=mu, radius=radius, variance_cap=variance_cap,
         fit_intercept=bool(cfg.fit_intercept), label_table=table, label_class=label_class,
-        weighted=bool(cfg.weighted), noise_law=law_code, noise_packed=packed, laplace=laplace)
+        class_boost=class_boost, weighted=bool(cfg.weighted), noise_law=law_code,
+        noise_packed=packed, laplace=laplace)
 
 
 def _check_noise_law(cfg: HeadConfig, p: int, noise_var: np.ndarray, variance_cap: float):
