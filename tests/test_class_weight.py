@@ -382,3 +382,17 @@ def test_cli_fit_class_weight_balanced_on_a_label_only_release(tmp_path, capsys)
     plan = IWPClassifier(alpha=0.001, learning_rate=0.05, class_weight="balanced",
                          progress=False).plan_pass(str(tmp_path / "r.parquet"))
     assert plan.config.label_weights == model._pass.config.label_weights
+
+
+def test_class_weight_dict_on_a_clean_file_whose_labels_are_zero_and_one(tmp_path):
+    """A streamed {0, 1} label column finds its classes in its first batch: the dict's keys are
+    those classes (not +-1), and the weights reach the head's table."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    X, y, _ = _rr_data(2000, 12)
+    pq.write_table(pa.table({"a": X[:, 0], "b": X[:, 1], "y": y}), tmp_path / "c.parquet")
+    model = IWPClassifier(alpha=1e-3, learning_rate=0.05, progress=False,
+                          class_weight={0: 1.0, 1: 3.0}).fit(
+        str(tmp_path / "c.parquet"), features=["a", "b"], label="y", noise_var=0.0)
+    np.testing.assert_allclose(model.class_weight_, [1.0, 3.0])
+    assert model._pass.config.label_weights == (3.0, 0.0, 1.0, 0.0)

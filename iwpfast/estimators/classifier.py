@@ -122,6 +122,9 @@ class _Classifier(IWPBase):
                                     "{class: weight} (CLI: --class-weight balanced)")
         ps = self._pass
         ovr = ps.ovr
+        k = 2 if ovr is None else len(ovr.classes)
+        # read first: a streamed label column finds its two classes in its first batch
+        counts = self._released_label_counts(source, mapper, lab, k, ovr is not None)
         if ovr is not None:
             found = np.asarray(ovr.classes)
             keep = ovr.keep_probability()
@@ -129,7 +132,6 @@ class _Classifier(IWPBase):
             found = ps.classes if ps.classes is not None else np.array([-1, 1])
             keep = noise.label_keep_prob
         classes = [c.item() if hasattr(c, "item") else c for c in found]
-        counts = self._released_label_counts(source, mapper, lab, len(classes), ovr is not None)
         if cw == "balanced":
             from ..label_noise import balanced_class_weights, debiased_class_shares
             shares, _ = debiased_class_shares(counts, keep)
@@ -567,6 +569,12 @@ class IWPClassifier(_Classifier):
     validation_fraction : float in (0, 0.5], default 0.1
         Share of the rows held out (in blocks spread over the stream) when alpha or
         learning_rate is "auto"; or pass a separate release with ``fit(..., validation=...)``.
+    class_weight : None, "balanced" or dict {class: weight}, default None
+        Minimize the class-weighted risk (1/n) sum_i w_{y_i} loss_i (scikit-learn's meaning;
+        "balanced": w_c = n / (k n_c) with the class shares estimated from the *released* labels
+        by the unbiased inverse of randomized response).  The weight of the private true label
+        enters the label inverse, so the gradient stays unbiased (docs/math.md "Class weights").
+        ``fit`` only.
 
     Attributes
     ----------
@@ -576,6 +584,8 @@ class IWPClassifier(_Classifier):
     n_rows_seen_ : int
     release_spec_ : ReleaseSpec or None (the release the model was trained on)
     telemetry_ : dict (projection and cap hits, largest noise energy, gradient-norm statistics)
+    class_weight_, class_shares_ : ndarray (one per class, ``classes_`` order) or None
+        The class weights the fit used, and the shares "balanced" estimated.
 
     Examples
     --------
