@@ -368,6 +368,8 @@ def test_cli_fit_class_weight_balanced_on_a_label_only_release(tmp_path, capsys)
     assert model.get_params()["class_weight"] == "balanced"
     np.testing.assert_allclose(model.class_shares_, [1 - share, share], rtol=1e-12)
     capsys.readouterr()
+    assert main(["info", str(model_path)]) == 0
+    assert "class_weight 'balanced': weights [" in capsys.readouterr().out
     assert main(["evaluate", str(model_path), str(tmp_path / "r.parquet"), "--private"]) == 0
     out = capsys.readouterr().out
     assert "best constant model (intercept only, b = " in out and "paired standard error" in out

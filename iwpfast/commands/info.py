@@ -98,6 +98,11 @@ def model_info(path, args) -> str | None:
            + (" (chosen by truncation='auto')" if prm.get("truncation") == "auto" else "")
            if _truncated(prm["loss"]) and f["mode"] == "iwp" else ""),
     ]
+    if f.get("class_weight") is not None:
+        shares = f.get("class_shares")
+        lines.append(f"class_weight {prm.get('class_weight')!r}: weights {f['class_weight']} per class"
+                     + ("" if shares is None else
+                        f" (shares estimated from the released labels: {shares})"))
     if isinstance(f["intercept"], list):      # k > 2 classes: one-vs-rest heads
         lines.append(f"{len(f['intercept'])} classes, one-vs-rest heads (k-ary label weights "
                      f"{f.get('label_weights')}):")
