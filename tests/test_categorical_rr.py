@@ -208,6 +208,8 @@ def test_fit_on_rr_release_learns_and_predicts_raw_strings(tmp_path):
     assert accuracy > majority + 0.05
     with pytest.raises(InvalidInputError, match="loss='exponential'"):
         iwpfast.IWPClassifier(loss="logistic").fit(out)
+    with pytest.raises(InvalidInputError, match="class_weight is not implemented"):
+        iwpfast.IWPClassifier(class_weight="balanced").fit(out)
 
 
 def test_block_cap_bounds_the_inverse_factor_kernel_and_twin_alike():

@@ -173,12 +173,14 @@ def add_fit_arguments(p) -> None:
                         "default 1)")
 
 
-def _class_weight(text):
+def _class_weight(text, task: str):
     """--class-weight: None, 'balanced', or CLASS=WEIGHT pairs (a class that reads as a number
-    is that number, as the label column's values)."""
+    is that number, as the label column's values); classification only."""
+    from ..exceptions import InvalidInputError
+    if text is not None and task == "regression":
+        raise InvalidInputError("--class-weight is for classification; drop it for a regression fit")
     if text is None or text == "balanced":
         return text
-    from ..exceptions import InvalidInputError
     out: dict = {}
     for pair in text.split(","):
         key, sep, value = pair.partition("=")
@@ -235,15 +237,13 @@ def run(args) -> int:
                   variance_cap=args.variance_cap, average=args.average,
                   fit_intercept=not args.no_intercept, chunk_rows=args.chunk_rows,
                   progress=cli_progress(args), validation_fraction=args.validation_fraction)
+    weights = _class_weight(args.class_weight, task)
     if task == "regression":
-        if args.class_weight is not None:
-            raise InvalidInputError("--class-weight is for classification; drop it for a "
-                                    "regression fit")
         model = IWPRegressor(loss=args.loss or "squared_error", **common)
         noise = dict(target_noise_var=None)
     else:
         model = IWPClassifier(loss=args.loss or "exponential", truncation=args.truncation,
-                              class_weight=_class_weight(args.class_weight), **common)
+                              class_weight=weights, **common)
         noise = dict(epsilon_y=args.epsilon_y)
         if args.classes:
             from .release import parse_classes

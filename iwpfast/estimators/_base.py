@@ -201,6 +201,10 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
             if self._task != "classification":
                 raise InvalidInputError("a release with randomized-response categorical columns "
                                         "is a classification release; use IWPClassifier")
+            if getattr(self, "class_weight", None) is not None:
+                raise InvalidInputError(
+                    "class_weight is not implemented for a release with randomized-response "
+                    "categorical columns (their learner has its own inverse); drop class_weight")
             return fit_rr(self, X, rr_spec, self._validated())
         X, y = with_release(X, y, release_spec, release, filesystem)
         validation = on_filesystem(validation, filesystem, "validation", paths_only=True)
