@@ -9,8 +9,10 @@ partition is released by ``mapInArrow`` on its executor through iwpfast's per-ba
 (``iwpfast.privacy.multipart.release_batches``) into part ``part-<partition>.parquet`` of the
 release, with the release metadata in the file (Spark's own writer would drop it); the driver
 then writes the manifest, which publishes the release.  A rerun refuses an existing release and
-leaves it readable; ``--overwrite`` replaces it whole.  ``--fit`` then trains on the released
-DataFrame on the executors (``iwpfast.spark.fit_dataframe``, 'auto' hyper-parameters).
+leaves it readable; ``--overwrite`` replaces it whole; ``--resume`` makes a run resumable (a
+failed run's finished parts are kept, and ``--resume`` again releases the others).  ``--fit``
+then trains on the released DataFrame on the executors (``iwpfast.spark.fit_dataframe``, 'auto'
+hyper-parameters).
 ``iwpfast.io.open_source(OUTPUT)`` or ``iwpfast fit OUTPUT`` read the folder as one release.
 
 Keys: without ``--seed`` the driver draws one fresh key from OS entropy for the release and each
@@ -61,6 +63,12 @@ def main(argv=None):
     ap.add_argument("--rows", type=int, default=100_000, help="rows of the demo DataFrame")
     ap.add_argument("--seed", type=int, help="simulations only: reproducible noise")
     ap.add_argument("--overwrite", action="store_true", help="replace an existing release whole")
+    ap.add_argument("--resume", action="store_true",
+                    help="a resumable run: a failed run keeps its finished parts, and --resume "
+                         "again releases the other partitions (refused if a kept partition's "
+                         "rows changed)")
+    ap.add_argument("--progress", choices=["auto", "bar", "log", "none"], default="log",
+                    help="rows of the finished partitions (log: a line every 5 s on stderr)")
     ap.add_argument("--fit", action="store_true",
                     help="then fit an IWPClassifier on the release on the executors")
     args = ap.parse_args(argv)
@@ -82,8 +90,13 @@ def main(argv=None):
                            bound=len(private) ** 0.5 if private else None,
                            epsilon_y=args.epsilon_y, features=tuple(features),
                            ranges=args.ranges, label=args.label, public_features=public)
+        from iwpfast.progress import CLI_PROGRESS, log_to_stderr
+
+        if args.progress in ("auto", "log"):
+            log_to_stderr()
         manifest = release_dataframe(df, args.output, spec, features=features, label=args.label,
-                                     seed=args.seed, overwrite=args.overwrite)
+                                     seed=args.seed, overwrite=args.overwrite, resume=args.resume,
+                                     progress=CLI_PROGRESS[args.progress])
         if args.fit:
             from iwpfast import IWPClassifier
             model = fit_dataframe(spark.read.parquet(args.output), IWPClassifier())

@@ -1,7 +1,8 @@
 """Spark DataFrames (optional extra: ``pip install iwpfast[spark]``): release one under local DP,
 and fit an estimator on one, where the rows are -- on the executors.
 
-- ``release_dataframe(df, destination, spec, *, features, label, overwrite=False, seed=None)``:
+- ``release_dataframe(df, destination, spec, *, features, label, overwrite=False, seed=None,
+  resume=False, progress=False)``:
   each partition of ``df`` is released by ``mapInArrow`` on its executor into part
   ``part-<partition>`` of the multi-part release ``destination`` (iwpfast writes the part, with
   the release metadata Spark's own writer would drop; the partition's Arrow batches are gathered
@@ -9,12 +10,19 @@ and fit an estimator on one, where the rows are -- on the executors.
   publishes the release.  An existing release is refused (and left as it is, readable) unless
   ``overwrite=True``, which replaces it whole: its manifest is removed first, the new parts
   written, the old parts the new release does not have deleted, and the new manifest written.
+  ``resume=True``: a failed or killed run keeps its finished parts (unpublished) and the next
+  ``resume=True`` releases the other partitions, publishing only if each kept partition still
+  holds the rows it was released from (row digests: ``iwpfast.privacy.part_rows``).
 - ``fit_dataframe(df, estimator, *, rounds=1)``: ``estimator.fit`` with its passes run on the
   executors, one shard per partition (``iwpfast.distributed.ShardedStreams``: the step times the
   shards, merged by row-weighted averaging after each of ``rounds`` rounds); every setting of
   ``fit`` works, ``alpha``/``learning_rate='auto'`` and k classes included.  The release's
   metadata (its noise) comes from the files ``df`` was read from (``spark.read.parquet(
   "release/")``: ``df.inputFiles()``) or from ``release=`` (the release's path, or its metadata).
+
+Progress (``progress=``, the estimator's for the fit): the rows of each finished partition, from
+an accumulator each task adds its rows to (``_PartitionProgress``).  Where the time goes, and
+what bounds it (Spark's hand-over of the rows to Python): docs/distributed.md "Spark".
 
 Keys: one key is drawn for the release on the driver (``NoiseKey.from_os_entropy()``, never
 written or logged; with a seed -- simulations only -- ``NoiseKey.from_seed(seed)``), and partition
@@ -31,6 +39,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import time
 
 import numpy as np
 
@@ -39,8 +48,8 @@ from .privacy.options import DEFAULT_BATCH_ROWS
 
 __all__ = ["release_dataframe", "fit_dataframe", "release_partition"]
 
-_SUMMARY_SCHEMA = "part long, rows long"
-_PAYLOAD_SCHEMA = "shard long, payload binary"
+_SUMMARY_SCHEMA = "part long, rows long, digest string, kept boolean"
+_PAYLOAD_SCHEMA = "shard long, rows long, payload binary"
 
 
 def arrow_schema(df):
@@ -78,8 +87,8 @@ def release_partition(index: int, batches, destination: str, spec, release_id: s
 
 
 def release_dataframe(df, destination, spec, *, features, label, overwrite: bool = False,
-                      seed=None, filesystem=None,
-                      record_batch_rows: int = DEFAULT_BATCH_ROWS) -> dict:
+                      seed=None, filesystem=None, record_batch_rows: int = DEFAULT_BATCH_ROWS,
+                      resume: bool = False, progress=False) -> dict:
     """Release the Spark DataFrame ``df`` under local DP into the folder / prefix
     ``destination``: one part per partition, written on the executors, and the manifest last.
 
@@ -87,11 +96,14 @@ def release_dataframe(df, destination, spec, *, features, label, overwrite: bool
     own); ``features``, ``label`` (None: features only) override it.  ``overwrite``: replace an
     existing release whole (without it an existing release is refused and left readable).
     ``seed``: simulations only.  ``record_batch_rows``: rows per row group of the parts.
+    ``resume``: a resumable run, which a failed or killed run leaves unpublished with its
+    finished parts; ``resume=True`` again keeps those parts and releases the other partitions,
+    publishing only if every kept partition still holds the rows it was released from
+    (``iwpfast.privacy.part_rows``; docs/distributed.md "Spark").  ``progress``: as the
+    release's (True, False, "force", "log"): the rows of each finished partition.
     Returns the manifest (``row_count``, ``parts``, ``release_id``, the release's metadata).
     """
     from .io.filesystem import is_uri, resolve
-    from .io.parts import folder_manifest, part_name, write_manifest_document
-    from .privacy.multipart import new_release_id, prepare_release_folder
     from .privacy.options import resolve_spec
     from .privacy.randomness import NoiseKey
 
@@ -100,6 +112,9 @@ def release_dataframe(df, destination, spec, *, features, label, overwrite: bool
         raise InvalidInputError("release_dataframe releases every partition on its own: declare "
                                 "every feature's range (ranges_from_data cannot be used)")
     spec.scaler_ranges()                          # every range declared, or an error naming it
+    if resume and overwrite:
+        raise InvalidInputError("resume keeps the parts of an unfinished run and overwrite "
+                                "replaces them: choose one")
     columns = list(spec.features) + ([spec.label] if spec.label is not None else [])
     missing = [c for c in columns if c not in df.columns]
     if missing:
@@ -108,27 +123,69 @@ def release_dataframe(df, destination, spec, *, features, label, overwrite: bool
     df = df.select(*columns)
     schema = arrow_schema(df)
     text = os.fspath(destination)
-    folder = resolve(text, None if is_uri(text) else filesystem)
+    local_fs = None if is_uri(text) else filesystem
+    folder = resolve(text, local_fs)
     if folder.local:
         text = os.path.abspath(folder.path)       # the executors' working folder may differ
-    # an existing release refused (left as it is) or, with overwrite, removed whole before any
-    # partition runs; files of another run refused: old and new parts never mix
-    prepare_release_folder(text, overwrite=overwrite, filesystem=None if is_uri(text) else filesystem)
+        folder = resolve(text, local_fs)
+    partitions = df.rdd.getNumPartitions()
+    if resume:
+        # the unfinished run's plan checked, its finished parts kept, everything else of it
+        # (staging files, unfinished parts) removed before any noise is drawn
+        run = _resumable_run(df, folder, spec, schema, partitions)
+    else:
+        from .privacy.multipart import new_release_id, prepare_release_folder
+
+        # an existing release refused (left as it is) or, with overwrite, removed whole before
+        # any partition runs; files of another run refused: old and new parts never mix
+        prepare_release_folder(text, overwrite=overwrite, filesystem=local_fs)
+        run = _Run(new_release_id())
     if seed is None:
         # one key for the release, drawn here: each partition derives its part's key from it, so
         # a retried or speculative task writes the same noise again (never a second noisy copy)
         seed = NoiseKey.from_os_entropy()
-    release_id = new_release_id()
-    rows = int(record_batch_rows)
+    _warn_speculation(df)
+    task = _release_task(text, spec, run, schema, seed, filesystem, int(record_batch_rows))
+    t0 = time.perf_counter()
+    try:
+        with _PartitionProgress(df, progress, run.rows, "release") as tracker:
+            summary = df.mapInArrow(tracker.counting(task), _SUMMARY_SCHEMA).collect()
+        manifest = _publish(folder, run, summary, partitions)
+    except BaseException:
+        _await_tasks(df)
+        _discard(folder, run, partitions)
+        raise
+    seconds = time.perf_counter() - t0
+    from .progress import logger
+    logger.info("released %s rows in %d parts to %s in %.2f s (%.3g M rows/s)%s",
+                f"{manifest['row_count']:,}", len(manifest["parts"]), folder.display, seconds,
+                (manifest["row_count"] - run.kept_rows) / max(seconds, 1e-9) / 1e6,
+                f"; {len(run.kept)} parts ({run.kept_rows:,} rows) kept from the unfinished run"
+                if run.kept else "")
+    return manifest
 
-    def per_partition(batches):
-        from pyspark import TaskContext
 
-        yield from release_partition(TaskContext.get().partitionId(), batches, text, spec,
-                                     release_id, schema, seed=seed, filesystem=filesystem,
-                                     record_batch_rows=rows)
+class _Run:
+    """One run of ``release_dataframe``: its release id; resumable runs also the key of their row
+    digests and the parts kept from the unfinished run ({index: {"rows", "digest"}})."""
 
-    partitions = df.rdd.getNumPartitions()
+    rows = None         # the DataFrame's rows are not counted before the job
+
+    def __init__(self, release_id: str, digest_key: bytes | None = None, kept=None):
+        self.release_id = release_id
+        self.digest_key = digest_key
+        self.kept = dict(kept or {})
+
+    @property
+    def resumable(self) -> bool:
+        return self.digest_key is not None
+
+    @property
+    def kept_rows(self) -> int:
+        return int(sum(v["rows"] for v in self.kept.values()))
+
+
+def _warn_speculation(df) -> None:
     if str(df.sparkSession.conf.get("spark.speculation", "false")).lower() == "true":
         import warnings
 
@@ -136,37 +193,281 @@ def release_dataframe(df, destination, spec, *, features, label, overwrite: bool
             "spark.speculation is on: a losing speculative attempt that Spark has not yet killed "
             "when the job ends can leave its owner-only staging file in the folder after the "
             "release is published (never a second published part: docs/release.md \"No second "
-            "noisy copy\"); run releases with spark.speculation=false", UserWarning, stacklevel=2)
-    try:
-        summary = df.mapInArrow(per_partition, _SUMMARY_SCHEMA).collect()
-        released = _released_rows(summary, partitions)
-        # every staging file removed first (a killed attempt's noisy copy), then the parts'
-        # rows checked against the tasks' before anything is published
-        manifest = folder_manifest(folder)
-        written = {int(p["index"]): int(p["rows"]) for p in manifest["parts"]}
-        if written != released:
-            differ = sorted(i for i in set(written) | set(released)
-                            if written.get(i) != released.get(i))
-            raise InvalidInputError(
-                f"part(s) {differ[:5]} of {folder.display!r} hold other rows than their tasks "
-                f"released (e.g. part {differ[0]}: {written.get(differ[0])} rows written, "
-                f"{released.get(differ[0])} released): a part was written twice or changed while "
-                f"the job ran; nothing is published: release again with overwrite=True")
-        write_manifest_document(folder, manifest)
-    except BaseException:
-        # nothing is published: the manifest (if written), the parts and every staging file of
-        # this job are deleted
-        from .io.parts import MANIFEST_NAME, remove_temporaries
+            "noisy copy\"); run releases with spark.speculation=false", UserWarning, stacklevel=3)
 
-        folder.child(MANIFEST_NAME).delete()
-        for i in range(partitions):
-            folder.child(part_name(i)).delete()
-        try:
-            remove_temporaries(folder)
-        except Exception:
-            pass
-        raise
+
+def _release_task(text: str, spec, run: _Run, schema, seed, filesystem, rows: int):
+    """What each task runs: its partition released into its part (resumable runs: with the row
+    digest written next to it), or, for a part kept from the unfinished run, only the digest of
+    the partition's rows; yields the one-row summary (part, rows, digest)."""
+    release_id, key, kept = run.release_id, run.digest_key, set(run.kept)
+
+    def per_partition(batches):
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        from .io.filesystem import is_uri, resolve
+        from .privacy.part_rows import RowDigest, digested, write_sidecar
+
+        pid = TaskContext.get().partitionId()
+        digest = RowDigest(key) if key is not None else None
+        if pid in kept:
+            for batch in batches:
+                digest.update(batch)
+            n = digest.value()["rows"]
+        else:
+            if digest is not None:
+                batches = digested(batches, digest)
+            n = next(iter(release_partition(pid, batches, text, spec, release_id, schema,
+                                            seed=seed, filesystem=filesystem,
+                                            record_batch_rows=rows)))["rows"][0].as_py()
+            if digest is not None:
+                # after the part: a part without its digest is not kept by a resumed run
+                write_sidecar(resolve(text, None if is_uri(text) else filesystem), pid,
+                              release_id, digest.value())
+        value = digest.value()["digest"] if digest is not None else ""
+        yield pa.RecordBatch.from_pydict({"part": [pid], "rows": [int(n)], "digest": [value],
+                                          "kept": [pid in kept]})
+
+    return per_partition
+
+
+def _publish(folder, run: _Run, summary, partitions: int) -> dict:
+    """Check the job's parts and write the manifest: every staging file removed first (a killed
+    attempt's noisy copy), each kept partition's rows unchanged (resume), each part holding the
+    rows its task released; then the plan and the row digests removed."""
+    from .io.parts import PLAN_NAME, folder_manifest, write_manifest_document
+    from .privacy.part_rows import remove_sidecars
+
+    released = _released_rows(summary, partitions)
+    unsafe = _resume_unsafe(run, summary) if run.kept else None
+    if unsafe is not None:
+        for i in set(range(partitions)) - set(run.kept):   # this run's parts: never kept
+            _delete_part(folder, i)
+        raise InvalidInputError(
+            f"resume: {unsafe}, so the other parts could release rows of the kept ones a second "
+            f"time, with other noise. Nothing is published and this run's parts are deleted; "
+            f"make the partitioning deterministic (e.g. read the same files without a shuffle), "
+            f"or release again with overwrite=True")
+    manifest = folder_manifest(folder)
+    written = {int(p["index"]): int(p["rows"]) for p in manifest["parts"]}
+    if written != released:
+        differ = sorted(i for i in set(written) | set(released)
+                        if written.get(i) != released.get(i))
+        raise InvalidInputError(
+            f"part(s) {differ[:5]} of {folder.display!r} hold other rows than their tasks "
+            f"released (e.g. part {differ[0]}: {written.get(differ[0])} rows written, "
+            f"{released.get(differ[0])} released): a part was written twice or changed while "
+            f"the job ran; nothing is published: release again with overwrite=True")
+    write_manifest_document(folder, manifest)
+    folder.child(PLAN_NAME).delete()
+    remove_sidecars(folder)
     return manifest
+
+
+def _resume_unsafe(run: _Run, summary) -> str | None:
+    """Why the parts kept from the unfinished run cannot be published with this run's (None:
+    every kept partition holds the rows it was released from)."""
+    now = {int(r["part"]): {"rows": int(r["rows"]), "digest": r["digest"]} for r in summary}
+    changed = sorted(i for i in run.kept if now.get(i) != run.kept[i])
+    if changed:
+        first = changed[0]
+        return (f"partition(s) {changed[:5]} of the DataFrame hold other rows than the parts kept "
+                f"from the unfinished run (e.g. partition {first}: {run.kept[first]['rows']:,} "
+                f"rows then, {now.get(first, {}).get('rows', 0):,} now, or other values): the "
+                f"partitioning is not deterministic (a repartition or shuffle without a fixed "
+                f"order) or the data changed")
+    return None
+
+
+def _delete_part(folder, index: int) -> None:
+    from .io.parts import part_name
+    from .privacy.part_rows import sidecar_name
+
+    folder.child(part_name(index)).delete()
+    folder.child(sidecar_name(index)).delete()
+
+
+def _await_tasks(df, timeout_s: float = 10.0) -> None:
+    """After a failed job, wait (up to ``timeout_s``) until Spark has no active stage: the job's
+    other tasks are cancelled asynchronously, and one still writing would create its staging
+    file after the cleanup (owner-only and hidden, then removed or refused by the next run)."""
+    try:
+        tracker = df.sparkSession.sparkContext.statusTracker()
+        end = time.monotonic() + timeout_s
+        while tracker.getActiveStageIds() and time.monotonic() < end:
+            time.sleep(0.1)
+    except Exception:                  # a stopped context: nothing is running any more
+        pass
+
+
+def _discard(folder, run: _Run, partitions: int) -> None:
+    """A failed job publishes nothing: the manifest (if written) and every staging file are
+    deleted, and the parts -- but a resumable run's finished parts, kept (unpublished) with
+    their digests for the next ``resume=True``."""
+    from .io.parts import MANIFEST_NAME, remove_temporaries
+
+    folder.child(MANIFEST_NAME).delete()
+    if not run.resumable:
+        for i in range(partitions):
+            _delete_part(folder, i)
+    try:
+        remove_temporaries(folder)
+    except Exception:
+        pass
+
+
+def _resumable_run(df, folder, spec, schema, partitions: int) -> _Run:
+    """The run of ``release_dataframe(..., resume=True)``: the unfinished run's (its plan file
+    checked against this one: the same spec, columns, partition count and input files), with
+    the parts it finished kept; or, with none in the folder, a new resumable run whose plan is
+    written first."""
+    import secrets
+
+    from .io.parts import MANIFEST_NAME, PLAN_NAME, part_name, read_manifest
+    from .privacy.multipart import _leftovers_of_other_runs, new_release_id
+    from .privacy.part_rows import read_sidecars, remove_sidecars, write_private_atomic
+
+    kind = folder.kind()
+    if kind == "file":
+        raise InvalidInputError(f"destination {folder.display!r} is a file; a multi-part release "
+                                f"needs a folder / prefix")
+    if kind == "missing" and folder.local:
+        os.makedirs(folder.path, exist_ok=True)
+    if kind == "dir" and read_manifest(folder) is not None:
+        raise InvalidInputError(
+            f"{folder.display!r} holds a published release ({MANIFEST_NAME}): there is nothing "
+            f"to resume; pass overwrite=True to release again")
+    mine = _spark_plan(df, spec, schema, partitions)
+    try:
+        doc = json.loads(folder.child(PLAN_NAME).read_bytes())
+    except (FileNotFoundError, OSError, ValueError):
+        doc = None
+    if doc is None or doc.get("engine") != "spark":
+        if kind == "dir":
+            # parts or staging files without a plan: a run that cannot be resumed
+            _leftovers_of_other_runs(folder, False, False)
+        mine.update(release_id=new_release_id(), digest_key=secrets.token_hex(16))
+        write_private_atomic(folder.child(PLAN_NAME), json.dumps(mine, sort_keys=True).encode())
+        return _Run(mine["release_id"], bytes.fromhex(mine["digest_key"]))
+    differ = [k for k in mine if json.dumps(doc.get(k), sort_keys=True)
+              != json.dumps(mine[k], sort_keys=True)]
+    if differ:
+        raise InvalidInputError(
+            f"resume: the unfinished release in {folder.display!r} was started with other "
+            f"{' and '.join(differ)}; resume with the same DataFrame and spec, or pass "
+            f"overwrite=True to release everything again")
+    run = _Run(str(doc["release_id"]), bytes.fromhex(doc["digest_key"]))
+    digests = read_sidecars(folder, run.release_id)
+    listed = {e.name for e in folder.listdir()}
+    for i, value in digests.items():
+        if part_name(i) in listed and _part_rows(folder.child(part_name(i)), run.release_id, i) \
+                == value["rows"]:
+            run.kept[i] = value
+    for entry in folder.listdir():               # the killed run's unfinished parts
+        if entry.name.startswith("part-") and entry.name not in {part_name(i) for i in run.kept}:
+            entry.delete()
+    remove_sidecars(folder, keep=run.kept)
+    from .io.parts import remove_temporaries
+
+    remove_temporaries(folder)
+    return run
+
+
+def _spark_plan(df, spec, schema, partitions: int) -> dict:
+    """What makes two runs of ``release_dataframe`` the same release (the plan file's fields a
+    resumed run compares): the spec, the columns, the partition count, the input files'
+    fingerprints (``df.inputFiles()``, where readable)."""
+    from .io.filesystem import resolve
+    from .privacy.multipart import input_fingerprint
+
+    inputs = []
+    for name in sorted(df.inputFiles()):
+        try:
+            fp = input_fingerprint(resolve(name))
+        except Exception:                    # a scheme this process cannot read: its name only
+            fp = None
+        inputs.append([name, fp])
+    return {"engine": "spark", "spec": spec.to_metadata(), "schema": schema.to_string(),
+            "partitions": int(partitions), "inputs": inputs}
+
+
+def _part_rows(loc, release_id: str, index: int) -> int | None:
+    """The rows of part file ``loc`` if it is part ``index`` of ``release_id``, else None."""
+    from .exceptions import ReleaseSpecError
+    from .io.format_readers import open_file
+    from .io.parts import PART_KEY
+    from .io.source_base import parse_release_metadata
+
+    try:
+        f = open_file(loc, 1 << 16)
+        part = (parse_release_metadata(f.schema, f.path) or {}).get(PART_KEY) or {}
+    except (InvalidInputError, ReleaseSpecError, OSError):
+        return None
+    if part.get("release_id") != release_id or int(part.get("index", -1)) != index:
+        return None
+    return int(f.num_rows)
+
+
+class _PartitionProgress:
+    """Progress of a Spark job as its partitions finish: each task adds its rows to an
+    accumulator, which the driver polls (``iwpfast.progress`` modes: a bar, log lines through
+    the ``iwpfast.progress`` logger, or nothing)."""
+
+    POLL_S = 0.25
+
+    def __init__(self, df, progress, total, desc: str, bar=None):
+        from .progress import progress_bar
+
+        self.sc = df.sparkSession.sparkContext
+        self.own_bar = bar is None
+        self.bar = progress_bar(progress, total, desc=desc) if bar is None else bar
+        self.total = total
+        self.accumulator = self.sc.accumulator(0) if progress is not False or bar else None
+        self.shown = 0
+
+    def counting(self, task):
+        """``task`` (a ``mapInArrow`` function yielding summaries with a ``rows`` column) with
+        each summary's rows added to the accumulator."""
+        acc = self.accumulator
+        if acc is None:
+            return task
+
+        def counted(batches):
+            for out in task(batches):
+                acc.add(int(sum(out.column("rows").to_pylist())))
+                yield out
+
+        return counted
+
+    def _show(self) -> None:
+        value = int(self.accumulator.value)
+        if self.total is not None:
+            value = min(value, int(self.total))     # a retried task counts again
+        if value > self.shown:
+            self.bar.update(value - self.shown)
+            self.shown = value
+
+    def __enter__(self):
+        import threading
+
+        self.stop = threading.Event()
+        if self.accumulator is not None:
+            def poll():
+                while not self.stop.wait(self.POLL_S):
+                    self._show()
+            self.thread = threading.Thread(target=poll, daemon=True, name="iwpfast-progress")
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        if self.accumulator is not None:
+            self.thread.join()
+            if exc[0] is None:
+                self._show()
+        if self.own_bar:
+            self.bar.close()
 
 
 def _released_rows(summary, partitions: int) -> dict:
@@ -213,19 +514,28 @@ def _release_metadata(df, release) -> dict:
 
 
 def _partition_rows(df) -> list[int]:
-    """The rows of each partition of ``df`` (one Spark job)."""
-    import pyarrow as pa
-
-    def count(batches):
-        from pyspark import TaskContext
-
-        n = sum(b.num_rows for b in batches)
-        yield pa.RecordBatch.from_pydict({"part": [TaskContext.get().partitionId()], "rows": [n]})
+    """The rows of each partition of ``df``: counted in the JVM (``spark_partition_id``: no row is
+    handed to Python; on a file scan only the row-group counts are read -- a ``mapInArrow`` count
+    handed every row over, which cost as much as a pass of the fit)."""
+    from pyspark.sql.functions import spark_partition_id
 
     rows = [0] * df.rdd.getNumPartitions()
-    for row in df.mapInArrow(count, _SUMMARY_SCHEMA).collect():
-        rows[int(row["part"])] = int(row["rows"])
+    for row in df.groupBy(spark_partition_id().alias("part")).count().collect():
+        rows[int(row["part"])] = int(row["count"])
     return rows
+
+
+def _rereads_the_same(df) -> bool:
+    """Whether every job on ``df`` sees the same rows in the same partitions without persisting
+    it: a deterministic plan over files, with no shuffle (whose fetch order is not fixed).  Then
+    the passes read the files again instead of a cache built first (the count of each
+    partition reads only row-group counts, and nothing is held in executor memory)."""
+    try:
+        execution = df._jdf.queryExecution()
+        return (bool(df.inputFiles()) and bool(execution.optimizedPlan().deterministic())
+                and "Exchange" not in execution.executedPlan().toString())
+    except Exception:                    # another Spark's internals: persist, as is safe
+        return False
 
 
 def _dataframe_source(schema, meta: dict, n_rows: int):
@@ -307,9 +617,10 @@ def _make_streams():
                        for p in active]
             return (view, active), weights
 
-        def _job(self, task):
-            """Run ``task(partition, table) -> object`` on every partition; the objects by
-            partition (pickled through a binary column)."""
+        def _job(self, task, bar=None):
+            """Run ``task(partition, table) -> (object, rows)`` on every partition; the objects
+            by partition (pickled through a binary column); ``bar`` counts the rows of each
+            finished partition."""
             import pyarrow as pa
             schema, metadata = self.schema, self.metadata
 
@@ -319,13 +630,15 @@ def _make_streams():
                 pid = TaskContext.get().partitionId()
                 table = pa.Table.from_batches(list(batches), schema=schema)
                 table = table.replace_schema_metadata(metadata)
-                out = task(pid, table)
+                out, rows = task(pid, table)
                 if out is not None:
-                    yield pa.RecordBatch.from_pydict({"shard": [pid],
+                    yield pa.RecordBatch.from_pydict({"shard": [pid], "rows": [int(rows)],
                                                       "payload": [pickle.dumps(out)]})
 
-            return {int(row["shard"]): pickle.loads(row["payload"])
-                    for row in self.df.mapInArrow(per_partition, _PAYLOAD_SCHEMA).collect()}
+            with _PartitionProgress(self.df, bar is not None, None, "fit", bar=bar) as tracker:
+                rows = self.df.mapInArrow(tracker.counting(per_partition),
+                                          _PAYLOAD_SCHEMA).collect()
+            return {int(row["shard"]): pickle.loads(row["payload"]) for row in rows}
 
         def _run_round(self, layout, r, shard_heads, shard_states, kw, bar):
             from .distributed import run_piece, shard_bounds
@@ -335,15 +648,14 @@ def _make_streams():
 
             def task(pid, table):
                 if pid not in shard_of:
-                    return None
+                    return None, 0
                 k = shard_of[pid]
                 lo, hi = shard_bounds(table.num_rows, rounds)[r]
                 piece = _open_piece(table.slice(lo, hi - lo), view, offsets[pid] + lo)
-                return run_piece(piece, shard_heads[k], shard_states[k], kw)
+                out = run_piece(piece, shard_heads[k], shard_states[k], kw)
+                return out, (out[2] if isinstance(out, tuple) else 0)
 
-            done = self._job(task)
-            if bar is not None:
-                bar.update(sum(d[2] for d in done.values() if isinstance(d, tuple)))
+            done = self._job(task, bar)
             return [done[p] for p in active]
 
         def _run_scores(self, layout, scorer):
@@ -352,7 +664,7 @@ def _make_streams():
 
             def task(pid, table):
                 scorer.add_source(_open_piece(table, view, offsets[pid]))
-                return scorer
+                return scorer, table.num_rows
 
             return list(self._job(task).values())
 
@@ -367,7 +679,8 @@ def fit_dataframe(df, estimator, *, rounds: int = 1, release=None, features=None
 
     release: where the noise parameters come from -- the release's path (or its metadata dict);
     None: the files ``df`` was read from (``spark.read.parquet("release/")``).  The DataFrame is
-    persisted while the passes run (every pass must see the same rows in the same partitions).
+    persisted while the passes run (every pass must see the same rows in the same partitions),
+    unless it is a deterministic read of files with no shuffle, which every pass reads again.
     """
     import pyarrow as pa
 
@@ -379,7 +692,9 @@ def fit_dataframe(df, estimator, *, rounds: int = 1, release=None, features=None
         raise InvalidInputError(f"rounds={rounds}: use 1 (one merge at the end) or more")
     meta = _release_metadata(df, release)
     schema = arrow_schema(df)
-    df = df.persist()
+    persist = not df.is_cached and not _rereads_the_same(df)
+    if persist:
+        df = df.persist()
     try:
         rows = _partition_rows(df)
         total = int(sum(rows))
@@ -392,7 +707,8 @@ def fit_dataframe(df, estimator, *, rounds: int = 1, release=None, features=None
         with streams_on(streams):
             estimator.fit(src, sample_weight=sample_weight, features=features, label=label)
     finally:
-        df.unpersist()
+        if persist:
+            df.unpersist()
     estimator.telemetry_ = dict(estimator.telemetry_, shards=streams.shards, rounds=int(rounds))
     estimator.n_iter_ = int(estimator.telemetry_["batches"])
     return estimator

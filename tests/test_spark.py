@@ -2,6 +2,7 @@
 tests/test_spark.py`, with `pip install iwpfast[spark]` and Java 17): release_dataframe rerun with
 and without overwrite, its parts' row groups, fit_dataframe against one machine's fit."""
 import hashlib
+import os
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -91,3 +92,127 @@ def test_fit_dataframe_with_auto_is_one_machines_fit(spark, tmp_path):
                           iwpfast.IWPClassifier(alpha=1.0, learning_rate=0.005, average="tail"),
                           rounds=2)
     assert fixed.n_rows_seen_ == 40000 and fixed.telemetry_["rounds"] == 2
+
+
+# ------------------------------------------------------------------ resume and progress
+def failing_frame(spark, n, partitions, flag, fail_part):
+    """frame(), whose partition ``fail_part`` fails while the file ``flag`` exists: the job dies
+    after some parts are written (a kill of a task that Spark does not retry in local mode)."""
+    base = frame(spark, n, partitions)
+
+    def maybe_fail(batches):
+        from pyspark import TaskContext
+
+        if TaskContext.get().partitionId() == fail_part and os.path.exists(flag):
+            raise RuntimeError("killed for the test")
+        yield from batches
+
+    return base.mapInArrow(maybe_fail, base.schema)
+
+
+def test_a_killed_resumable_release_resumes_keeping_its_parts_and_publishing_each_row_once(
+        spark, tmp_path):
+    from iwpfast.spark import release_dataframe
+
+    out = str(tmp_path / "rel") + "/"
+    flag = str(tmp_path / "fail")
+    open(flag, "w").close()
+    n, parts = 24000, 6
+    df = failing_frame(spark, n, parts, flag, fail_part=4)
+    with pytest.raises(Exception, match="killed for the test"):
+        release_dataframe(df, out, spec(), features=FEATURES, label="y", resume=True)
+    names = sorted(os.listdir(out))
+    kept = [x for x in names if x.startswith("part-")]
+    assert len(kept) >= 2        # two task slots: two partitions ended before partition 4 began
+    assert "_iwpfast_manifest.json" not in names and "part-000004.parquet" not in names
+    assert "_iwpfast_plan.json" in names
+    before = {k: v for k, v in digests(tmp_path / "rel").items() if k in kept}
+    # unpublished: the folder is refused by readers, and a run without resume refuses it
+    with pytest.raises(Exception, match="resume"):
+        open_source(out)
+    with pytest.raises(InvalidInputError, match="another release run"):
+        release_dataframe(df, out, spec(), features=FEATURES, label="y")
+    os.remove(flag)
+    m = release_dataframe(df, out, spec(), features=FEATURES, label="y", resume=True)
+    after = digests(tmp_path / "rel")
+    # the kept parts published as they were written (bytes unchanged), the rest released now
+    assert {k: after[k] for k in kept} == before
+    assert m["row_count"] == n and len(m["parts"]) == parts
+    assert sorted(os.listdir(out)) == ["_iwpfast_manifest.json"] + [
+        f"part-{i:06d}.parquet" for i in range(parts)]          # plan and digests removed
+    # each raw row published once: every part holds exactly its partition's rows (the raw
+    # labels' counts per partition against the released parts' row counts, and the total)
+    rows = partition_sizes(df)
+    assert [p["rows"] for p in sorted(m["parts"], key=lambda p: p["index"])] == rows
+    assert open_source(out).num_rows == n
+
+
+def partition_sizes(df):
+    """The rows of each partition of ``df``, in partition order (a nested function: the Python
+    workers cannot import this test module)."""
+    import pyarrow as pa
+
+    def count(batches):
+        from pyspark import TaskContext
+
+        yield pa.RecordBatch.from_pydict({"part": [TaskContext.get().partitionId()],
+                                          "rows": [sum(b.num_rows for b in batches)]})
+
+    rows = df.mapInArrow(count, "part long, rows long").collect()
+    return [int(r["rows"]) for r in sorted(rows, key=lambda r: r["part"])]
+
+
+def test_a_resume_on_other_partitions_is_refused_and_publishes_nothing(spark, tmp_path):
+    from iwpfast.spark import release_dataframe
+
+    out = str(tmp_path / "rel") + "/"
+    flag = str(tmp_path / "fail")
+    open(flag, "w").close()
+    df = failing_frame(spark, 12000, 4, flag, fail_part=3)
+    with pytest.raises(Exception, match="killed for the test"):
+        release_dataframe(df, out, spec(), features=FEATURES, label="y", resume=True)
+    kept = sorted(x for x in os.listdir(out) if x.startswith("part-"))
+    if not kept:            # the failing task ended the job before any other part was written
+        pytest.fail("no part was kept: the test needs a part written before the failure")
+    def published(folder):   # (a cancelled task may leave its owner-only staging file behind)
+        return {k: v for k, v in digests(folder).items() if not k.endswith(".tmp")}
+
+    before = published(tmp_path / "rel")
+    os.remove(flag)
+    # the same rows dealt to the partitions another way (another row order before the
+    # round-robin): a kept part's rows are now partly in parts this run would write
+    other = frame(spark, 12000, 1).orderBy("b").repartition(4)
+    with pytest.raises(InvalidInputError, match="hold other rows than the parts kept"):
+        release_dataframe(other, out, spec(), features=FEATURES, label="y", resume=True)
+    assert digests(tmp_path / "rel") == before       # this run's parts deleted, kept ones kept
+    assert not any(k.endswith(".tmp") for k in os.listdir(out))
+    assert "_iwpfast_manifest.json" not in os.listdir(out)
+
+
+def test_release_and_fit_log_the_rows_of_each_finished_partition(spark, tmp_path, caplog,
+                                                                   monkeypatch):
+    import logging
+
+    import iwpfast.progress
+    from iwpfast.spark import fit_dataframe, release_dataframe
+
+    monkeypatch.setattr(iwpfast.progress, "LOG_INTERVAL_S", 0.0)
+    df = frame(spark, 20000, 4)
+    sizes = partition_sizes(df)
+    sums = {sum(s for s, keep in zip(sizes, mask, strict=True) if keep)
+            for mask in np.ndindex(*([2] * len(sizes)))}   # rows of any set of finished partitions
+    out = str(tmp_path / "rel") + "/"
+    with caplog.at_level(logging.INFO, logger="iwpfast"):
+        release_dataframe(df, out, spec(), features=FEATURES, label="y", progress="log")
+    lines = [r.getMessage() for r in caplog.records if r.name == "iwpfast.progress"]
+    counts = [int(x.split(": ", 1)[1].split(" ")[0].replace(",", "")) for x in lines]
+    assert counts and counts[-1] == 20000 and "done in" in lines[-1]
+    assert set(counts) <= sums and counts == sorted(counts)
+    assert any(r.name == "iwpfast" and "released 20,000 rows in 4 parts" in r.getMessage()
+               for r in caplog.records)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="iwpfast"):
+        fit_dataframe(spark.read.parquet(out), iwpfast.IWPClassifier(
+            alpha=1.0, learning_rate=0.005, average="tail", progress="log"))
+    lines = [r.getMessage() for r in caplog.records if r.name == "iwpfast.progress"]
+    assert lines and "20,000 rows of 20,000" in lines[-1]
