@@ -128,3 +128,19 @@ def make_feature_table(n: int = 2000, p: int = 3, *, seed: int = BASE_SEED):
     columns["y"] = y.astype(np.int8)
     return pa.table(columns)
 
+
+
+def write_raw_parts(folder, rows, *, seed: int = 0, row_group_size: int = 100):
+    """``folder`` created with one Parquet input per entry of ``rows`` (``f0.parquet``, ...):
+    float64 features a, b uniform on [-1, 1] and a 0/1 label y -- the inputs of a multi-part
+    release; returns ``folder``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder.mkdir()
+    r = np.random.default_rng(seed)
+    for i, n in enumerate(rows):
+        pq.write_table(pa.table({"a": r.uniform(-1, 1, n), "b": r.uniform(-1, 1, n),
+                                 "y": r.integers(0, 2, n)}), folder / f"f{i}.parquet",
+                       row_group_size=row_group_size)
+    return folder

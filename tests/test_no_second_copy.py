@@ -6,8 +6,6 @@ on the code before), and the staging files owner-only (0600)."""
 import os
 import stat
 
-import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -15,6 +13,7 @@ from iwpfast.exceptions import InvalidInputError
 from iwpfast.io import open_source
 from iwpfast.io.writer import AtomicArrowWriter
 from iwpfast.privacy import ReleaseSpec, multipart, release
+from tests.conftest import write_raw_parts
 
 FEATURES = ["a", "b"]
 ROWS = [700, 500, 800]
@@ -27,14 +26,7 @@ def spec():
 
 @pytest.fixture
 def raw(tmp_path):
-    d = tmp_path / "raw"
-    d.mkdir()
-    r = np.random.default_rng(0)
-    for i, n in enumerate(ROWS):
-        pq.write_table(pa.table({"a": r.uniform(-1, 1, n), "b": r.uniform(-1, 1, n),
-                                 "y": r.integers(0, 2, n)}), d / f"f{i}.parquet",
-                       row_group_size=100)
-    return d
+    return write_raw_parts(tmp_path / "raw", ROWS)
 
 
 def _mode(path) -> int:

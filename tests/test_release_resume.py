@@ -7,7 +7,6 @@ import subprocess
 import sys
 import textwrap
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -16,6 +15,7 @@ from iwpfast.exceptions import InvalidInputError
 from iwpfast.io import open_source
 from iwpfast.io.formats import RELEASE_METADATA_KEY_BYTES
 from iwpfast.privacy import ReleaseSpec, multipart, release
+from tests.conftest import write_raw_parts
 
 FEATURES = ["a", "b"]
 ROWS = [700, 500, 800, 600, 400]
@@ -28,14 +28,7 @@ def spec():
 
 @pytest.fixture
 def raw(tmp_path):
-    d = tmp_path / "raw"
-    d.mkdir()
-    r = np.random.default_rng(0)
-    for i, n in enumerate(ROWS):
-        pq.write_table(pa.table({"a": r.uniform(-1, 1, n), "b": r.uniform(-1, 1, n),
-                                 "y": r.integers(0, 2, n)}), d / f"f{i}.parquet",
-                       row_group_size=100)
-    return d
+    return write_raw_parts(tmp_path / "raw", ROWS)
 
 
 def digests(folder):
