@@ -88,7 +88,7 @@ def test_row_scalars_exponential_loop_vectorized():
     fparams[[0, 6, 7, 8]] = label_tilde, 1 - label_tilde, label_tilde, 1 - label_tilde
     # table_form None: the binary form only, as a binary fit compiles it
     row_scalars(sgd.LOSS_EXPONENTIAL, None, True, y, m, margin, 0.1, fparams, 0,
-                np.zeros((1, 1)), weight, curvature)
+                np.zeros((1, 1)), weight, curvature, None)
     z = y * margin
     e_z, e_minus_z = np.exp(-0.1 - z), np.exp(-0.1 + z)
     np.testing.assert_allclose(curvature, label_tilde * e_z + (1 - label_tilde) * e_minus_z,
@@ -110,7 +110,7 @@ def test_one_vs_rest_row_scalars_exponential_loop_vectorized():
     weight, curvature = np.empty(m), np.empty(m)
     table = (1.6, -0.6, 1.3, -0.3)
     row_scalars(sgd.LOSS_EXPONENTIAL, y, m, margin, 0.1, *table, 0, np.zeros((1, 1)), weight,
-                curvature)
+                curvature, None)    # boost None: no class weights, as a plain k-class fit
     z = y * margin
     w_z = np.where(y > 0, table[0], table[2])
     w_minus_z = np.where(y > 0, table[1], table[3])
