@@ -39,8 +39,8 @@ def main() -> None:
     released = np.where(rng.random(cut) < keep, y[train], -y[train])
     print(f"rows {y.size:,} (train {cut:,}), positives {np.mean(y > 0):.3f}, "
           f"test majority {max(np.mean(y[test] > 0), np.mean(y[test] < 0)):.4f}")
-    print("| fit | class_weight | accuracy | balanced accuracy | shares used |")
-    print("|---|---|---|---|---|")
+    print("| fit | class_weight | accuracy | balanced accuracy | shares used | 'auto' chose (alpha, step) |")
+    print("|---|---|---|---|---|---|")
     for name, labels, kw in (("label-only release, eps_y = 1", released,
                               dict(noise_var=0.0, epsilon_y=1.0)),
                              ("clean (no noise)", y[train], dict(noise_var=0.0))):
@@ -53,7 +53,9 @@ def main() -> None:
                 f"{model.class_shares_[1]:.4f} positive"
             print(f"| {name} | {cw} | {np.mean(pred == y[test]):.4f} | "
                   f"{balanced_accuracy(pred, y[test]):.4f} | {shares} "
-                  f"({time.perf_counter() - start:.1f} s) |")
+                  f"({time.perf_counter() - start:.1f} s) | "
+                  f"({float(np.ravel(model.alpha_)[0]):.3g}, "
+                  f"{float(np.ravel(model.learning_rate_)[0]):.3g}) |")
     try:
         from sklearn.linear_model import LogisticRegression
     except ImportError:
@@ -62,7 +64,7 @@ def main() -> None:
         lr = LogisticRegression(class_weight=cw).fit(X[train], y[train])
         pred = lr.predict(X[test])
         print(f"| scikit-learn LogisticRegression, clean | {cw} | {np.mean(pred == y[test]):.4f} | "
-              f"{balanced_accuracy(pred, y[test]):.4f} | |")
+              f"{balanced_accuracy(pred, y[test]):.4f} | | |")
 
 
 if __name__ == "__main__":

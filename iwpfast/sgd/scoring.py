@@ -56,6 +56,12 @@ def score_heads(source, features: Sequence[str], label: str, heads: Sequence, st
     ``sample_weight``: a column of public row weights s_i; each row's IWP loss is multiplied by
     s_i, an unbiased estimate of the weighted clean risk the weighted heads minimize.
 
+    Heads trained with class weights (``class_weight``; docs/math.md "Class weights") are scored
+    by the class-weighted private risk they minimize, the training's per-row loss: two classes
+    with the heads' weighted table (``HeadConfig.label_weights``, rebuilt for the validation's
+    keep probability; the heads of one call must share it), k classes with each head's table and
+    the per-class boost (``class_boost``; the NumPy step, the compiled one has no boost).
+
     Inside ``driver.streams_on(runner)`` (a cluster's pass) the source is scored by the runner:
     each worker scores its shard of the rows with a copy of the ``HeadScorer`` and the copies
     are merged (``HeadScorer.merge``), the same sums as one read.
@@ -116,7 +122,26 @@ class HeadScorer:
         # threads on 2 busy cores made a 75-column product 140x slower than a 25-column one)
         self.groups = [list(range(k))]
         self.head_class = None
-        self.table = None
+        self.table: tuple | None = None
+        # per group: None, or per class index the boost added to a row's weight of F(z)
+        self.boosts: list = [None]
+        group_tables: list | None = None
+        if not self.one_vs_rest and any(
+                (configs[h].label_weights is None) != (cfg0.label_weights is None)
+                or configs[h].label_weights is not None
+                and tuple(configs[h].label_weights) != tuple(cfg0.label_weights) for h in heads):
+            from ..exceptions import InvalidInputError
+            raise InvalidInputError("the scored heads have different class weights "
+                                    "(HeadConfig.label_weights); score each weighting on its own")
+        if cfg0.label_weights is not None and not self.one_vs_rest:
+            # class weights of two classes: the hold-out scores the class-weighted risk the heads
+            # minimize, with the weighted table rebuilt for the validation's keep probability
+            # (the weights are the head's table over its own S~: docs/math.md "Class weights")
+            from ..label_noise import class_weighted_table
+            own = float(cfg0.label_tilde)
+            self.table = class_weighted_table(
+                (float(cfg0.label_weights[2]) / own, float(cfg0.label_weights[0]) / own),
+                noise[1])
         if self.one_vs_rest:
             self.head_class = np.array([float(configs[h].label_class) for h in heads])
             table = label_table
@@ -126,9 +151,21 @@ class HeadScorer:
             self.table = tuple(float(w) for w in table)
             self.groups = [list(np.flatnonzero(self.head_class == c))
                            for c in np.unique(self.head_class)]
+            self.boosts = [None] * len(self.groups)
+            if cfg0.class_boost is not None:
+                # class weights of k classes: each class's heads score with their own table and
+                # the per-class boost (the weighted risk they minimize; the validation rows share
+                # the training's label budget), by the NumPy step (the compiled one has no boost)
+                group_tables = [tuple(float(w) for w in configs[heads[g[0]]].label_weights)
+                                for g in self.groups]
+                self.boosts = [np.asarray(configs[heads[g[0]]].class_boost, dtype=np.float64)
+                               for g in self.groups]
+        self.group_tables: list = (group_tables if group_tables is not None
+                                   else [self.table] * len(self.groups))
         self.accs = [RiskAccumulator(len(g)) for g in self.groups]
         # the compiled step for the losses it knows (the logistic's F_0 is a truncated series)
-        self.compiled = resolve_engine(engine) in ("numba", "auto") and loss in SCORE_KERNEL_LOSSES
+        self.compiled = (resolve_engine(engine) in ("numba", "auto") and loss in SCORE_KERNEL_LOSSES
+                         and self.boosts[0] is None)
         self.compiled_from = SCORE_KERNEL_MIN_VALUES if compiled_from is None else int(compiled_from)
         self.threads_from = SCORE_THREADS_MIN_VALUES if threads_from is None else int(threads_from)
 
@@ -166,17 +203,22 @@ class HeadScorer:
                 # of the class's heads, so they are (m, 1) columns broadcast over its G heads;
                 # each class's own (m, G) product, as a two-class grid's (BLAS picks its
                 # summation order by the shape: the same shape gives the same bits)
-                for g, acc in zip(self.groups, self.accs, strict=True):
+                for g, acc, table, boost in zip(self.groups, self.accs, self.group_tables,
+                                                self.boosts, strict=True):
                     sign = np.where(y == self.head_class[g[0]], 1.0, -1.0)[:, None]
                     U = X @ theta[:, g] + b[g]
-                    vals = glm_loss_values_table(self.loss, sign * U, sign, tau[g],
-                                                 self.table, self.truncation)
+                    vals = glm_loss_values_table(
+                        self.loss, sign * U, sign, tau[g], table, self.truncation,
+                        None if boost is None else boost[y.astype(np.int64)][:, None])
                     acc.add(vals if sample_weight is None else vals * row_weights[:, None])
                 continue
             U = X @ theta + b                                                 # (m, k)
             if record.task == "regression":
                 r = U - y[:, None]
                 vals = 0.5 * r * r - tau - 0.5 * self.target_var
+            elif self.table is not None:
+                vals = glm_loss_values_table(self.loss, y[:, None] * U, y[:, None], tau,
+                                             self.table, self.truncation)
             else:
                 vals = glm_loss_values(self.loss, y[:, None] * U, tau, self.weight,
                                        self.truncation)
