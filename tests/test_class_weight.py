@@ -519,3 +519,54 @@ def test_weighted_hold_out_risk_is_unbiased_for_the_clean_weighted_risk():
     se = np.std(risks, ddof=1) / math.sqrt(R)
     assert abs(np.mean(risks) - clean) < 4 * se, (np.mean(risks), clean, se)
     assert abs(np.mean(naive) - clean) > 8 * se
+
+
+def test_auto_chooses_a_class_weighted_head_by_the_weighted_risk(monkeypatch):
+    """'auto' with class_weight='balanced' (20% positives, eps_y = 1): the final hold-out scoring
+    of the grid (and every halving rung) gives each head the mean over the hold-out rows of its
+    weighted training loss (its weighted table, S~ of the release) to 1e-12, and the tuning_
+    table shows those risks; weights (1, 1) give the unweighted fit's risks bit for bit."""
+    import warnings
+
+    from iwpfast.estimates import noise_tau
+    from iwpfast.io.sources import open_source
+    from iwpfast.sgd import tuning
+    real = tuning.score_heads
+    calls = []
+
+    def recording(source, *args, **kw):
+        out = real(source, *args, **kw)
+        calls.append((source, args, kw, out))
+        return out
+
+    monkeypatch.setattr(tuning, "score_heads", recording)
+    X, _, yt = _rr_data(3000, 8)
+    fits = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, cw in (("plain", None), ("ones", {0: 1.0, 1: 1.0}), ("balanced", "balanced")):
+            calls.clear()
+            model = IWPClassifier(progress=False, class_weight=cw).fit(
+                X, yt, epsilon_y=1.0, noise_var=0.0)
+            fits[name] = model.tuning_
+    np.testing.assert_array_equal(fits["ones"]["risk"], fits["plain"]["risk"])
+    source, (features, label, heads, states, configs), kw, (estimates, _) = calls[-1]
+    assert configs[heads[0]].label_weights == class_weighted_table(
+        model.class_weight_, 1 / (1 + math.exp(-1.0)))
+    batches = list(open_source(source).batches([*features, label]))
+    Xv = np.concatenate([np.column_stack([b.column(f).to_numpy() for f in features])
+                         for b in batches])
+    yv = np.concatenate([b.column(label).to_numpy() for b in batches]).astype(np.float64)
+    for name, est in zip(heads, estimates, strict=True):
+        cfg = configs[name]
+        theta, b = states[name].coef(cfg.average_start >= 0)
+        tau = noise_tau("exponential", cfg.noise_var, theta, None)[0]
+        rows = glm_loss_values_table("exponential", yv * (Xv @ theta + b), yv, tau,
+                                     cfg.label_table, cfg.truncation)
+        assert est.risk == pytest.approx(rows.mean(), rel=1e-12, abs=1e-12)
+    chosen = [r for r, c in zip(fits["balanced"]["risk"], fits["balanced"]["chosen"],
+                                strict=True) if c]
+    assert chosen and chosen[0] == pytest.approx(
+        estimates[list(heads).index(next(h for h in heads if np.isclose(
+            configs[h].learning_rate, model.learning_rate_) and np.isclose(
+            configs[h].alpha, model.alpha_)))].risk, rel=1e-12)
