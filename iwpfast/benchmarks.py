@@ -29,6 +29,7 @@ import platform
 import statistics
 import time
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -124,11 +125,10 @@ def run_bench(rows: int = 2_000_000, features: int = 10, *, loss: str = "logisti
 
     alpha = 1e-3
     radius = default_radius(loss, data.bound, alpha)
-    common = dict(loss=loss, n_features=features, batch_size=batch_size, alpha=alpha,
-                  learning_rate=1e-3, radius=radius, truncation=2)
-    cfg_iwp = HeadConfig(mode="iwp", noise_var=np.full(features, data.sigma ** 2),
-                         label_keep_prob=data.keep, **common)
-    cfg_clean = HeadConfig(mode="clean", noise_var=np.zeros(features), **common)
+    config = partial(HeadConfig, loss=loss, n_features=features, batch_size=batch_size, alpha=alpha,
+                     learning_rate=1e-3, radius=radius, truncation=2)
+    cfg_iwp = config(mode="iwp", noise_var=np.full(features, data.sigma ** 2), label_keep_prob=data.keep)
+    cfg_clean = config(mode="clean", noise_var=np.zeros(features))
 
     from .sgd import engine
     t0 = time.perf_counter()

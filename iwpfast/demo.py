@@ -184,7 +184,7 @@ def run_demo(*, rows: int = 1_000_000, features: int = 10, epsilon: float | None
             tmp, Xtr, ytr, names, ranges, spec, seed, real)
         # the learner's noise parameters come from the release's metadata (the law applied)
         found = noise_from_release(spec.to_metadata(rows_written), list(names))
-        keep = float(found.label_keep_prob)
+        keep = 1.0 if found.label_keep_prob is None else float(found.label_keep_prob)
         heads = _heads(names, found.noise_var, keep, common)
         result, traces, compile_s = _scan(sim_path, heads, loss, progress, trace_every)
 
@@ -253,7 +253,8 @@ def _release_with_clean_columns(tmp: str, Xtr, ytr, names, ranges, spec, seed: i
     # Clean features in the released space: scaled by the declared ranges (identity for [-1, 1]).
     sim = pq.read_table(released_path)
     Xtr_scaled = scale_to_unit(Xtr, np.array([ranges[f] for f in names])) if real else Xtr
-    Xtr_scaled = clip_rows(Xtr_scaled.T, rel.spec.bound).T   # the release's L2 clip (a no-op at B = sqrt(p))
+    if rel.spec.bound is not None:          # the release's L2 clip (a no-op at B = sqrt(p))
+        Xtr_scaled = clip_rows(Xtr_scaled.T, rel.spec.bound).T
     for j, f in enumerate(names):
         sim = sim.append_column(f"clean_{f}", pa.array(Xtr_scaled[:, j]))
     sim = sim.append_column("clean_y", pa.array(ytr))

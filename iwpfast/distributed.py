@@ -25,11 +25,15 @@ import math
 import os
 import uuid
 import warnings
+import weakref
 
 import numpy as np
 
 from .exceptions import DivergenceError, InvalidInputError
 from .privacy.options import _UNSET, DEFAULT_BATCH_ROWS
+
+#: the local cluster each client made by ``local_client`` runs on (closed with it by close_client)
+_LOCAL_CLUSTERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 __all__ = ["release_files", "fit_files", "shard_bounds", "merge_states", "local_client"]
 
@@ -66,7 +70,7 @@ def local_client(n_workers: int, *, dashboard: bool = False):
         cluster = LocalCluster(n_workers=int(n_workers), threads_per_worker=1, processes=True,
                                dashboard_address=":0", scheduler_kwargs={"dashboard": dashboard})
     client = Client(cluster)
-    client._iwpfast_cluster = cluster  # closed with the client by close_client
+    _LOCAL_CLUSTERS[client] = cluster
     return client
 
 
@@ -84,7 +88,7 @@ def connect(address: str):
 
 
 def close_client(client) -> None:
-    cluster = getattr(client, "_iwpfast_cluster", None)
+    cluster = _LOCAL_CLUSTERS.pop(client, None)
     client.close()
     if cluster is not None:
         cluster.close()

@@ -194,7 +194,7 @@ def _prepare(theta, X, y, loss, noise_var, epsilon_y, truncation, intercept, cor
     if loss in CLASSIFICATION_LOSSES:
         if epsilon_y is not None:
             if isinstance(epsilon_y, bool) or not isinstance(epsilon_y, numbers.Real) \
-                    or not epsilon_y > 0:
+                    or not float(epsilon_y) > 0:
                 raise InvalidInputError(f"epsilon_y={epsilon_y!r} must be > 0 (the label budget), "
                                         "or None for public labels")
         bad = np.flatnonzero((y != 1.0) & (y != -1.0))
@@ -443,7 +443,7 @@ def _one_vs_rest(theta, X, y, classes, loss, noise_var, epsilon_y, truncation, i
             raise InvalidInputError(f"intercept has shape {intercept.shape}; with {k} classes pass "
                                     f"None or one intercept per class, shape ({k},)")
     if epsilon_y is not None and (isinstance(epsilon_y, bool) or not isinstance(epsilon_y, numbers.Real)
-                                  or not epsilon_y > 0):
+                                  or not float(epsilon_y) > 0):
         raise InvalidInputError(f"epsilon_y={epsilon_y!r} must be > 0 (the label budget of k-ary "
                                 "randomized response), or None for public labels")
     if correction not in ("iwp", "none"):
@@ -528,8 +528,9 @@ class RiskEstimate(NamedTuple):
         head = f"{self.risk:.5f} +- {self.stderr:.5f} (standard error, {self.n_rows:,} rows)"
         diag = (f"effective rows {self.effective_rows:,.0f}, largest row's share "
                 f"{self.largest_share:.3g}, sigma^2|theta|^2 {self.noise_energy:.3g}")
-        if self.reliable:
-            lo, hi = self.ci95
+        interval = self.ci95
+        if interval is not None:
+            lo, hi = interval
             text = f"{head}; 95% CI [{lo:.5f}, {hi:.5f}]; {diag}"
         else:
             text = (f"{head}; UNRELIABLE, no interval shown: " + " ".join(self.warnings)

@@ -200,7 +200,11 @@ def check_classes(classes) -> tuple:
         if isinstance(value, numbers.Real) and not isinstance(value, str):
             if not math.isfinite(value):
                 raise InvalidInputError(f"classes holds {value!r}; classes must be finite numbers or strings")
-            value = int(value) if float(value).is_integer() else float(value)
+            if isinstance(value, numbers.Integral):
+                value = int(value)
+            else:
+                number = float(value)
+                value = int(number) if number.is_integer() else number
         out.append(value)
     if len(out) < 2:
         raise InvalidInputError(f"classes={out!r}: declare at least 2 classes")

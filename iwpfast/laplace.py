@@ -63,12 +63,14 @@ class DiscreteLaplace:
     (numbers or (p,) arrays; ``a_j = exp(-L_j / b_j)``).  A scale of 0 is a feature without noise
     (a public column): a_j = 0, variance 0, kappa_j = 1."""
 
-    scale: np.ndarray | float
-    grid: np.ndarray | float
+    scale: np.ndarray
+    grid: np.ndarray
 
-    def __post_init__(self):
-        scale = _positive_array(self.scale, "scale", zero_ok=True)
-        grid = _positive_array(self.grid, "grid")
+    # numbers or arrays in, (p,) arrays stored: the fields are typed as stored so that the methods
+    # index them without a cast
+    def __init__(self, scale: np.ndarray | float, grid: np.ndarray | float):
+        scale = _positive_array(scale, "scale", zero_ok=True)
+        grid = _positive_array(grid, "grid")
         try:
             scale, grid = np.broadcast_arrays(scale, grid)
         except ValueError:

@@ -150,7 +150,7 @@ class Loss:
     name: str
     task: str
     derivative: Callable[[int, np.ndarray], np.ndarray]
-    series: Callable[[int, np.ndarray, float, int], np.ndarray]
+    series: Callable[[int, np.ndarray, float | np.ndarray, int], np.ndarray]
     f2_at_0: float
     slope_at_0: float | None
     derivative_bounds: Callable[[float, float], tuple[float, float]]
@@ -192,7 +192,7 @@ def _exponential_derivative(n: int, v: np.ndarray) -> np.ndarray:
     return -e if n % 2 else e
 
 
-def _exponential_series(j: int, v: np.ndarray, tau: float, truncation: int) -> np.ndarray:
+def _exponential_series(j: int, v: np.ndarray, tau: float | np.ndarray, truncation: int) -> np.ndarray:
     e = np.exp(-tau - v)
     return -e if j == 1 else e
 
@@ -221,7 +221,7 @@ def _parabola(shift: float):
             return v - shift
         return np.full_like(v, 1.0 if n == 2 else 0.0)
 
-    def series(j: int, v: np.ndarray, tau: float, truncation: int) -> np.ndarray:
+    def series(j: int, v: np.ndarray, tau: float | np.ndarray, truncation: int) -> np.ndarray:
         if j == 0:
             return 0.5 * (v - shift) ** 2 - tau
         if j == 1:
@@ -248,12 +248,12 @@ def _logistic_derivative(n: int, v: np.ndarray) -> np.ndarray:
     return _logistic_derivative_from_u(n, v, u, v > 0)
 
 
-def _logistic_series(j: int, v: np.ndarray, tau: float, truncation: int) -> np.ndarray:
+def _logistic_series(j: int, v: np.ndarray, tau: float | np.ndarray, truncation: int) -> np.ndarray:
     top = truncation - 1 if j == 2 else truncation
     u = np.exp(-np.abs(v))               # u and the sign mask serve every order of the series
     positive = v > 0
     total = np.zeros_like(v)
-    coefficient = 1.0
+    coefficient: float | np.ndarray = 1.0
     for k in range(top + 1):
         if k > 0:
             coefficient *= -tau / k                 # (-tau)^k / k!, built up term by term

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from .exceptions import InvalidInputError
 from .label_noise import label_tilde_from_keep
@@ -107,9 +108,10 @@ class ReleasePlan:
     def detectable_correlation(self, n_rows: int | None = None) -> float | None:
         """r_min: the smallest feature-label correlation n rows tell from noise (two standard errors)."""
         n = self.n_rows if n_rows is None else n_rows
-        if n is None:
-            return None
-        return 2.0 * math.sqrt(self.label_factor * self.feature_factor / n)
+        return None if n is None else self._correlation_detected_by(n)
+
+    def _correlation_detected_by(self, n_rows: int) -> float:
+        return 2.0 * math.sqrt(self.label_factor * self.feature_factor / n_rows)
 
     def rows_needed(self, correlation: float) -> int:
         """Rows for a correlation ``correlation`` to stand two standard errors above the noise."""
@@ -195,7 +197,7 @@ class ReleasePlan:
         if heavy_tailed:
             lines += self.majority_verdict()
         if self.n_rows is not None:
-            r = self.detectable_correlation()
+            r = self._correlation_detected_by(self.n_rows)
             lines.append(f"with {self.n_rows:,} rows: one pass tells from noise only features whose "
                          f"correlation with the label is above r_min = {r:.3g}")
             if r >= 0.3:
@@ -239,7 +241,7 @@ def plan_release(*, epsilon_x: float | None, delta: float | None, bound: float |
                                 f"{', '.join(allowed)}")
     from .privacy import ReleaseSpec
     features = tuple(f"x{j}" for j in range(n_features))
-    kw = {}
+    kw: dict[str, Any] = {}
     if task == "regression":
         kw = dict(target_range=(-1.0, 1.0), target_bound=target_bound)
     if isinstance(n_public, bool) or not isinstance(n_public, int) or not 0 <= n_public <= n_features:

@@ -130,7 +130,7 @@ class _StderrHandler(logging.StreamHandler):
     """The handler ``log_to_stderr`` installs (recognized so that it is installed once); it
     writes to the ``sys.stderr`` of the moment (the CLI's redacting stream)."""
 
-    @property  # type: ignore[override]
+    @property
     def stream(self):
         return sys.stderr
 

@@ -52,6 +52,14 @@ _SUMMARY_SCHEMA = "part long, rows long, digest string, kept boolean"
 _PAYLOAD_SCHEMA = "shard long, rows long, payload binary"
 
 
+def _partition_id(task_context) -> int:
+    """The running Spark task's partition (``TaskContext.get()`` is None only off a task)."""
+    context = task_context.get()
+    if context is None:
+        raise RuntimeError("iwpfast.spark: a partition function ran outside a Spark task")
+    return context.partitionId()
+
+
 def arrow_schema(df):
     """The Arrow schema of the record batches ``mapInArrow`` hands out for ``df``'s columns (also
     for an empty partition)."""
@@ -209,7 +217,7 @@ def _release_task(text: str, spec, run: _Run, schema, seed, filesystem, rows: in
         from .io.filesystem import is_uri, resolve
         from .privacy.part_rows import RowDigest, digested, write_sidecar
 
-        pid = TaskContext.get().partitionId()
+        pid = _partition_id(TaskContext)
         digest = RowDigest(key) if key is not None else None
         if pid in kept:
             for batch in batches:
@@ -627,7 +635,7 @@ def _make_streams():
             def per_partition(batches):
                 from pyspark import TaskContext
 
-                pid = TaskContext.get().partitionId()
+                pid = _partition_id(TaskContext)
                 table = pa.Table.from_batches(list(batches), schema=schema)
                 table = table.replace_schema_metadata(metadata)
                 out, rows = task(pid, table)

@@ -29,7 +29,7 @@ def feature_delta(args) -> float:
 
 def split_names(values) -> list[str]:
     """Names given as ``A B`` or ``A,B`` (or both) -> ``[A, B]``."""
-    out = []
+    out: list[str] = []
     for v in values or []:
         out.extend(x for x in v.replace(",", " ").split() if x)
     return out

@@ -60,8 +60,8 @@ def run(args) -> int:
         for name, members in GROUPS.items():
             print(f"{name:24s} group: {', '.join(members)}")
         from ..experiments.multiclass import MULTICLASS_GROUP, MULTICLASS_SETTINGS
-        for name, s in MULTICLASS_SETTINGS.items():
-            print(f"{name:24s} {s.title}")
+        for name, multiclass in MULTICLASS_SETTINGS.items():
+            print(f"{name:24s} {multiclass.title}")
         print(f"{'multiclass':24s} group: {', '.join(MULTICLASS_GROUP)}")
         return 0 if args.list else 2
     if args.seeds < 1:

@@ -198,10 +198,11 @@ def _folder_info(path, args) -> int:
     """A folder / prefix: a multi-part release (or a folder of files read as one source)."""
     import json
 
-    from ..io.sources import open_source
+    from ..io.sources import FileSource, open_source
     from ..privacy import ReleaseSpec
 
     src = open_source(path)
+    assert isinstance(src, FileSource)      # a path opens as its files
     if src.release_metadata is None:
         print(f"{path}: {len(src.paths)} {src.format} files with {src.num_rows} rows and columns "
               f"{src.schema.names}; not an iwpfast release (no 'iwpfast.release' metadata)")

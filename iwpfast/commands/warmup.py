@@ -88,7 +88,7 @@ def _fit(kind: str, dtype: str, loss: str) -> None:
     X = rng.uniform(-1.0, 1.0, (1000, 3)).astype(dtype)
     if kind == "release":
         from ..privacy import ReleaseSpec, release
-        names = ["x0", "x1", "x2"]
+        names = ("x0", "x1", "x2")
         spec = ReleaseSpec(epsilon_x=4.0, delta=1e-5, bound=2.0, epsilon_y=2.0, features=names,
                            ranges={f: (-1.0, 1.0) for f in names}, label="y")
         with tempfile.TemporaryDirectory(prefix="iwpfast-warmup-") as folder:

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from ..engines import resolve_engine
-from ..exceptions import PrivacyCalibrationWarning
+from ..exceptions import InvalidInputError, PrivacyCalibrationWarning
 from ..losses import loss_record
 from ..sgd.schedules import default_radius  # re-exported (__all__): one definition of R
 from ..solvers import solve, solve_noisy_exponential
@@ -56,7 +56,7 @@ class Setting:
     epsilon: float
     delta: float = 1e-5
     n_features: int = 0              # synthetic only (ACS: the paper's four features)
-    n_train: int = 1_000_000         # synthetic: rows drawn for training; ACS: None = the 80% split
+    n_train: int | None = 1_000_000         # synthetic: rows drawn for training; ACS: None = the 80% split
     test_fraction: float = 1.0 / 6.0  # synthetic: the last 1/6 of generated rows; ACS: 0.2
     target: str = "label"
     calibrations: tuple[str, ...] = CALIBRATIONS
@@ -116,7 +116,9 @@ def make_dataset(setting: Setting, seed: int, n_train: int | None) -> Dataset:
     if setting.data == "synthetic":
         from ..datasets import make_classification
 
-        n = int(n_train or setting.n_train)
+        n = n_train or setting.n_train
+        if n is None:
+            raise InvalidInputError(f"setting {setting.name!r}: synthetic data needs n_train rows")
         n_total = int(round(n / (1.0 - setting.test_fraction)))
         X, y = make_classification(n_total, n_features=setting.n_features,
                                    random_state=np.random.default_rng([seed, 0]),
@@ -246,7 +248,7 @@ def head_plan(setting: Setting, t_star: dict[str, float]) -> list[dict]:
     for cal in setting.calibrations:
         plan.append({"head": "naive", "mode": "naive", "calibration": cal, "truncation": 2})
         if loss_record(setting.loss).truncated:
-            ks = []
+            ks: list[tuple[int, str]] = []
             for K in setting.truncations or ("mse",):
                 k = choose_truncation_at(t_star[cal], setting.batch_size) if K == "mse" else int(K)
                 label = f"iwp-K{k}" + ("(mse)" if K == "mse" else "")
@@ -290,6 +292,7 @@ def run_seed(setting: Setting, seed: int, *, n_train: int | None = None, engine:
         c = calibrate(setting, data.bound, data.target_bound, cal)
         X_noisy = X_clipped + c["sigma"] * Z
         if setting.task == "regression":
+            assert data.target_bound is not None and Zy is not None     # a regression dataset's
             y_noisy = np.clip(data.y_train, -data.target_bound, data.target_bound) + c["sigma_y"] * Zy
         else:
             y_noisy = np.where(U < c["label_keep_prob"], data.y_train, -data.y_train)
@@ -299,7 +302,7 @@ def run_seed(setting: Setting, seed: int, *, n_train: int | None = None, engine:
     heads = []
     for h in head_plan(setting, t_star):
         if h["calibration"] is None:
-            c, X_fm, y = None, X_clipped, data.y_train
+            X_fm, y = X_clipped, data.y_train
             noise_var, keep, target_var = np.zeros(p), None, 0.0
         else:
             c, X_fm, y = releases[h["calibration"]]

@@ -33,8 +33,11 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+
+from ..exceptions import InvalidInputError
 
 METHODS = ("clean", "naive", "iwp")
 
@@ -59,7 +62,7 @@ class MulticlassSetting:
     classes: tuple = field(default=())
 
 
-_SYN = dict(data="synthetic", n_features=10, epsilon_x=5.0, epsilon_y=2.0, bound=1.0,
+_SYN: dict[str, Any] = dict(data="synthetic", n_features=10, epsilon_x=5.0, epsilon_y=2.0, bound=1.0,
             alpha=1.0, learning_rate=2e-2, n_train=500_000)
 MULTICLASS_SETTINGS: dict[str, MulticlassSetting] = {
     "multiclass-synthetic-k3": MulticlassSetting(
@@ -97,7 +100,10 @@ def _synthetic_weights(k: int, p: int) -> np.ndarray:
 def make_data(setting: MulticlassSetting, seed: int, n_train: int | None):
     """(X_train, y_train, X_test, y_test, ranges, feature names): raw X, labels as class values."""
     if setting.data == "synthetic":
-        n = (n_train or setting.n_train) + setting.n_test
+        n_rows = n_train or setting.n_train
+        if n_rows is None:
+            raise InvalidInputError(f"setting {setting.name!r}: synthetic data needs n_train rows")
+        n = n_rows + setting.n_test
         rng = np.random.default_rng(10_000 + seed)
         p, k = setting.n_features, setting.n_classes
         X = rng.uniform(-1.0, 1.0, (n, p))
@@ -164,7 +170,7 @@ def run_seed(setting: MulticlassSetting, seed: int, *, n_train: int | None = Non
     theta_star = clean_optimum(setting, X, codes)
     spec = ReleaseSpec(epsilon_x=setting.epsilon_x, delta=setting.delta, bound=setting.bound,
                        epsilon_y=setting.epsilon_y, features=names, ranges=ranges, label="y",
-                       classes=classes)
+                       classes=tuple(classes))
     Xt, yt = privatize(X_raw, y, spec, seed=seed)
     sigma2 = spec.sigma ** 2
     common = dict(loss=setting.loss, alpha=setting.alpha, learning_rate=setting.learning_rate,

@@ -5,12 +5,14 @@ and are listed in docs/results.md.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from .common import Setting
 
-_SYN = dict(data="synthetic", loss="exponential", alpha=5.0, batch_size=128, learning_rate=1e-4,
-            n_train=1_000_000, seeds_vary="data")
-_ACS = dict(loss="exponential", alpha=10.0, batch_size=50, learning_rate=2e-5, epsilon=2.0,
-            n_train=None, seeds_vary="noise")
+_SYN: dict[str, Any] = dict(data="synthetic", loss="exponential", alpha=5.0, batch_size=128,
+                            learning_rate=1e-4, n_train=1_000_000, seeds_vary="data")
+_ACS: dict[str, Any] = dict(loss="exponential", alpha=10.0, batch_size=50, learning_rate=2e-5, epsilon=2.0,
+                            n_train=None, seeds_vary="noise")
 
 SETTINGS: dict[str, Setting] = {}
 
@@ -30,7 +32,7 @@ _add(Setting(name="acs-pubcov",
              data="pubcov", **_ACS))
 
 # App. E: the same runs with the log loss; IWP with K by the MSE rule and K = 1, 2, 3.
-_LOG = dict(loss="logistic", truncations=("mse", 1, 2, 3))
+_LOG: dict[str, Any] = dict(loss="logistic", truncations=("mse", 1, 2, 3))
 for base in ("synthetic-p2", "synthetic-p10", "acs-income", "acs-pubcov"):
     b = SETTINGS[base]
     _add(Setting(**{**b.__dict__, **_LOG, "name": f"logloss-{base}",

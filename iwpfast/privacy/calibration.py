@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import overload
 
 from ..exceptions import InvalidInputError, PrivacyCalibrationWarning
 from ..label_noise import keep_probability
@@ -167,7 +168,11 @@ def _analytic_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
     return hi
 
 
-def label_keep_probability(epsilon_y) -> float | None:
+@overload
+def label_keep_probability(epsilon_y: None) -> None: ...
+@overload
+def label_keep_probability(epsilon_y: float) -> float: ...
+def label_keep_probability(epsilon_y: float | None) -> float | None:
     """Probability ``S(eps_y) = 1 / (1 + e^{-eps_y})`` that randomized response keeps a label.
 
     ``None`` means public labels (no label noise) and returns ``None``.
