@@ -13,18 +13,38 @@ from iwpfast.exceptions import InvalidInputError
 from iwpfast.privacy import ReleaseSpec, privatize
 from iwpfast.privacy.calibration import analytic_gaussian_delta, gaussian_noise_scale
 from iwpfast.privacy.discrete import (
+    _COIN_BITS,
+    _LOG_SQRT_2PI,
     DiscreteLaw,
     DiscreteNoise,
+    SamplerTables,
     WordBuffer,
     discrete_delta_grid,
     discrete_gaussian_variance,
-    exact_pmf,
+    log_theta_excess,
     sample_numpy,
     sampler_shape,
     sampler_tables,
-    table_probabilities,
 )
 from iwpfast.privacy.randomness import KeyStream, NoiseKey
+
+
+def exact_pmf(s: float, zmax: int) -> np.ndarray:
+    """P(Z = z) for z = -zmax..zmax of the exact discrete Gaussian (normalized over all of Z): the
+    reference the sampler's draws are tested against."""
+    z = np.arange(-zmax, zmax + 1, dtype=np.float64)
+    log_w = -(z * z) / (2.0 * s * s)
+    log_theta = log_theta_excess(s) + _LOG_SQRT_2PI + math.log(s)
+    return np.exp(log_w - log_theta)
+
+
+def table_probabilities(tables: SamplerTables) -> np.ndarray:
+    """The probability that the alias level proposes each bin (float64)."""
+    n_bins = tables.thresholds.size
+    unit = float(1 << _COIN_BITS)
+    prob = tables.thresholds.astype(np.float64) / unit
+    np.add.at(prob, tables.aliases, (unit - tables.thresholds.astype(np.float64)) / unit)
+    return prob / n_bins
 
 
 def law_for(grid, s):

@@ -346,7 +346,7 @@ def test_default_head_threads_keeps_a_core_for_decoding(table, tmp_path, monkeyp
     parquet, ipc, mem = (open_source(str(tmp_path / "f.parquet")),
                          open_source(str(tmp_path / "f.arrow")), open_source(table))
     assert not parquet.cheap_decode and ipc.cheap_decode and mem.cheap_decode
-    monkeypatch.setattr(driver, "_usable_cores", lambda: 2)
+    monkeypatch.setattr(driver, "usable_cores", lambda: 2)
     assert [driver.default_head_threads(3, s) for s in (parquet, ipc, mem)] == [1, 3, 3]
     assert driver.default_head_threads(1, ipc) == 1
     # heads fused into one unit: one thread per core (the unit cut in two); a grid of heads
@@ -354,8 +354,8 @@ def test_default_head_threads_keeps_a_core_for_decoding(table, tmp_path, monkeyp
     assert [driver.default_head_threads(3, s, 1) for s in (parquet, ipc, mem)] == [1, 2, 2]
     many = driver.MANY_HEADS
     assert [driver.default_head_threads(many, s, 1) for s in (parquet, ipc, mem)] == [2, 2, 2]
-    monkeypatch.setattr(driver, "_usable_cores", lambda: 3)
+    monkeypatch.setattr(driver, "usable_cores", lambda: 3)
     assert driver.default_head_threads(3, parquet) == 3
-    monkeypatch.setattr(driver, "_usable_cores", lambda: 1)
+    monkeypatch.setattr(driver, "usable_cores", lambda: 1)
     assert driver.default_head_threads(3, mem) == 1
     assert driver.default_head_threads(driver.MANY_HEADS, mem) == 1

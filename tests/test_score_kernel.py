@@ -162,7 +162,7 @@ def test_one_signature_per_column_dtype_whatever_arrow_hands_over():
 def _force_threads(monkeypatch, on: bool):
     from iwpfast.sgd import driver
     monkeypatch.setattr(tuning, "SCORE_THREADS_MIN_VALUES", 0 if on else 1 << 62)
-    monkeypatch.setattr(driver, "_usable_cores", lambda: 2)
+    monkeypatch.setattr(driver, "usable_cores", lambda: 2)
 
 
 @pytest.mark.parametrize("classes", [None, 3])

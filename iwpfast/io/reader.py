@@ -66,11 +66,17 @@ def default_chunk_rows(row_bytes: int) -> int:
     return int(min(MAX_DEFAULT_CHUNK_ROWS, max(MIN_DEFAULT_CHUNK_ROWS, rows)))
 
 
-_NUMERIC = (pa.types.is_integer, pa.types.is_floating, pa.types.is_boolean)
-
-
-def _is_numeric(t: pa.DataType) -> bool:
-    return any(f(t) for f in _NUMERIC) or pa.types.is_decimal(t)
+def numeric_kind(arrow_type: pa.DataType) -> str | None:
+    """"bool", "int", "float" or "decimal" for the Arrow types read as numbers; None for others."""
+    if pa.types.is_boolean(arrow_type):
+        return "bool"
+    if pa.types.is_integer(arrow_type):
+        return "int"
+    if pa.types.is_floating(arrow_type):
+        return "float"
+    if pa.types.is_decimal(arrow_type):
+        return "decimal"
+    return None
 
 
 @dataclass
@@ -97,7 +103,7 @@ def _plan(schema: pa.Schema, feature_groups, label_columns, where) -> _Plan:
     dtypes: dict[str, np.dtype] = {}
     for c in columns:
         t = schema.field(c).type
-        if not _is_numeric(t):
+        if numeric_kind(t) is None:
             raise InvalidInputError(
                 f"{where}: column {c!r} has type {t}; features and labels must be numeric. "
                 f"Encode it as numbers (e.g. labels as -1/+1) before training.")

@@ -13,22 +13,9 @@ from typing import Any
 import numpy as np
 
 from ..exceptions import InvalidInputError
+from ..io.reader import numeric_kind
 from .scaling import RangeScaler
 from .spec import ReleaseSpec
-
-
-def numeric_kind(arrow_type) -> str | None:
-    import pyarrow as pa
-
-    if pa.types.is_boolean(arrow_type):
-        return "bool"
-    if pa.types.is_integer(arrow_type):
-        return "int"
-    if pa.types.is_floating(arrow_type):
-        return "float"
-    if pa.types.is_decimal(arrow_type):
-        return "decimal"
-    return None
 
 
 def class_dtype(n_classes: int):

@@ -207,15 +207,6 @@ def sampler_tables(s: float) -> SamplerTables:
     )
 
 
-def table_probabilities(tables: SamplerTables) -> np.ndarray:
-    """The probability that the alias level proposes each bin (float64; for tests)."""
-    n_bins = tables.thresholds.size
-    unit = float(1 << _COIN_BITS)
-    prob = tables.thresholds.astype(np.float64) / unit
-    np.add.at(prob, tables.aliases, (unit - tables.thresholds.astype(np.float64)) / unit)
-    return prob / n_bins
-
-
 # ------------------------------------------------------------------------------ NumPy twin
 def sample_numpy(words: np.ndarray, tables: SamplerTables, n: int) -> tuple[np.ndarray, int]:
     """The first ``n`` samples the keystream ``words`` gives, and how many words they used.
@@ -251,14 +242,6 @@ def sample_numpy(words: np.ndarray, tables: SamplerTables, n: int) -> tuple[np.n
     if accepted.size >= n:
         return z[accepted[:n]], 2 * (int(accepted[n - 1]) + 1) if n else 0
     return z[accepted], 2 * m
-
-
-def exact_pmf(s: float, zmax: int) -> np.ndarray:
-    """P(Z = z) for z = -zmax..zmax of the exact discrete Gaussian (normalized over all of Z)."""
-    z = np.arange(-zmax, zmax + 1, dtype=np.float64)
-    log_w = -(z * z) / (2.0 * s * s)
-    log_theta = log_theta_excess(s) + _LOG_SQRT_2PI + math.log(s)
-    return np.exp(log_w - log_theta)
 
 
 def discrete_gaussian_variance(s: float) -> float:

@@ -137,14 +137,6 @@ def calibrate_laplace(epsilon: float, bound: float, p: int, dtype: str = "float3
     return LaplaceLaw(grid, rate, n_max, float(epsilon), int(p), dtype)
 
 
-def clip_l1(v: np.ndarray, bound: float) -> np.ndarray:
-    """Rows of ``v`` (n, p) scaled onto the L1 ball: v * min(1, bound / |v|_1) (float64)."""
-    v = np.asarray(v, dtype=np.float64)
-    norm = np.abs(v).sum(axis=1)
-    factor = np.where(norm > bound, bound / np.where(norm > 0, norm, 1.0), 1.0)
-    return v * factor[:, None]
-
-
 def snap_clip(v: np.ndarray, law: LaplaceLaw) -> np.ndarray:
     """Integer grid points k (n, p) int64 with |k|_1 <= N: rint(v / L), then, in rows above N, one
     step toward 0 at a time for the coordinate that rounding pushed out the most (largest

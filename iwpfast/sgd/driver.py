@@ -47,6 +47,7 @@ from ..exceptions import (
     NumericalWarning,
     ReleaseSpecError,
 )
+from ..io.format_readers import usable_cores
 from ..io.reader import ChunkReader
 from ..io.source_base import load_lazy_imports
 from ..io.sources import Source, open_source
@@ -379,13 +380,6 @@ def finish_states(configs: dict[str, HeadConfig], states: dict[str, HeadState], 
             raise
 
 
-def _usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))   # respects taskset / container CPU sets
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 #: from this many heads in a scan, their kernels take every core (the decoder shares one)
 MANY_HEADS = 8
 
@@ -405,7 +399,7 @@ def default_head_threads(n_heads: int, source: Source, n_groups: int | None = No
     if n_heads <= 1:
         return 1
     busy = 0 if source.cheap_decode or n_heads >= MANY_HEADS else 1
-    free = _usable_cores() - busy
+    free = usable_cores() - busy
     if free < 2:
         return 1
     return max(n_heads if n_groups is None else n_groups, min(n_heads, free))

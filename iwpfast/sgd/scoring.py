@@ -304,8 +304,8 @@ class HeadScorer:
 def _two_threads(n_rows: int | None, n_heads: int,
                  threshold: int = SCORE_THREADS_MIN_VALUES) -> bool:
     """Whether a hold-out of ``n_rows`` rows scored for ``n_heads`` heads is worth two threads."""
-    from .driver import _usable_cores
-    return (n_rows is not None and n_rows * n_heads >= threshold and _usable_cores() >= 2)
+    from . import driver
+    return (n_rows is not None and n_rows * n_heads >= threshold and driver.usable_cores() >= 2)
 
 
 def scoring_inputs(columns, y, weights):

@@ -124,18 +124,6 @@ class HeadConfig:
         return self.n_features + (1 if self.weighted else 0)
 
     @property
-    def loss_code(self) -> int:
-        return LOSS_CODES[self.loss]
-
-    @property
-    def mode_code(self) -> int:
-        return MODE_CODES[self.mode]
-
-    @property
-    def schedule_code(self) -> int:
-        return SCHEDULE_CODES[self.schedule]
-
-    @property
     def label_table(self) -> tuple[float, float, float, float]:
         """(match_z, match_minus_z, other_z, other_minus_z) as the kernel uses it: the given
         ``label_weights`` (in every mode: a class-weighted head of a clean fit has (w_+, 0, w_-,
