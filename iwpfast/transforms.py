@@ -25,6 +25,7 @@ Example::
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 from functools import lru_cache
 from typing import NamedTuple
@@ -301,5 +302,17 @@ def choose_truncation(t: float, batch_size: int, *, truncations=range(0, 6), v=0
                       j: int = 0) -> int:
     """The K with the smallest ``bias^2 + variance / batch_size`` at ``t = tau`` (docs/design.md section 6:
     the bias alone falls with K, so picking by bias, as App. D.4 does, always picks the largest K)."""
+    if (isinstance(t, numbers.Real) and isinstance(batch_size, numbers.Integral)
+            and not isinstance(batch_size, bool) and np.ndim(v) == 0):
+        # the estimators ask this per head config, often at the same tau; one answer costs seconds
+        # (the logistic series on a fine grid at large tau)
+        return _choose_truncation_memo(float(t), int(batch_size), tuple(truncations), float(v), j)
+    return _choose_truncation(t, batch_size, truncations, v, j)
+
+
+def _choose_truncation(t, batch_size, truncations, v, j) -> int:
     rows = truncation_tradeoff(t, batch_size, truncations=truncations, v=v, j=j)
     return min(rows, key=lambda r: r["mse"])["truncation"]
+
+
+_choose_truncation_memo = lru_cache(maxsize=256)(_choose_truncation)
