@@ -1,6 +1,9 @@
 """pytest-benchmark: reader alone and one-head pass on a 2 M-row in-memory-size Parquet file.
 
-    python -m pytest bench/test_bench_reader.py --benchmark-enable -p no:cacheprovider
+    python -m pytest -o addopts="" bench/test_bench_reader.py -p no:cacheprovider
+
+(``-o addopts=""`` lifts the project defaults ``--benchmark-skip`` and ``-n auto``: benchmarks
+run in this process.)
 
 (Not collected by the default test run: testpaths = tests.)  The large-file figures come from
 bench/stream.py; this file tracks regressions of the per-chunk overhead at a small size.

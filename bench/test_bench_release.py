@@ -1,6 +1,6 @@
 """pytest-benchmark of the release: in memory, Parquet -> Parquet, and their baselines.
 
-    python -m pytest bench/test_bench_release.py --benchmark-only -p no:cacheprovider
+    python -m pytest -o addopts="" bench/test_bench_release.py --benchmark-only -p no:cacheprovider
 
 (Not collected by the default test run: testpaths = tests.)  2 M rows, p = 10 float32; the
 10 M-row table with ratios comes from ``python bench/release.py``.

@@ -27,6 +27,27 @@ import pytest
 BASE_SEED = int(os.environ.get("IWPFAST_TEST_SEED", "0"))
 
 
+def pytest_configure(config):
+    """Before a whole-suite run in parallel processes (pyproject's addopts) on an empty kernel
+    cache: ``iwpfast warmup`` compiles the common kernels once, one fit per core, instead of every
+    test process compiling the same ones at its first fit.  Nothing on a warm cache, in a test
+    process, for a run of chosen files, or with the JIT off."""
+    import subprocess
+    import sys
+
+    workers = config.getoption("numprocesses", None) if config.pluginmanager.hasplugin("xdist") else None
+    whole_suite = getattr(config, "args_source", None) == pytest.Config.ArgsSource.TESTPATHS
+    if (hasattr(config, "workerinput") or not isinstance(workers, int) or workers < 2
+            or not whole_suite or os.environ.get("NUMBA_DISABLE_JIT") == "1"):
+        return
+    from iwpfast._kernels._options import CACHE_FOLDER
+
+    if CACHE_FOLDER is None or any(CACHE_FOLDER.glob("*.nbi")):
+        return
+    subprocess.run([sys.executable, "-m", "iwpfast.cli", "warmup", "--jobs", str(workers)],
+                   check=False, cwd=config.rootpath)
+
+
 def make_linear_data(n: int = 600, p: int = 3, *, seed: int = BASE_SEED, regression: bool = False,
                      layout: str = "rows", dtype=np.float64, label_noise: float = 0.4,
                      intercept: float = 0.0):
