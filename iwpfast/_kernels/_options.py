@@ -218,9 +218,13 @@ def save_lock(folder: Path | None = None):
     except ImportError:             # Windows
         yield
         return
+    folder = CACHE_FOLDER if folder is None else folder
+    if folder is None:              # no cache folder
+        yield
+        return
     try:
-        handle = open((CACHE_FOLDER if folder is None else folder) / ".lock", "a")
-    except (OSError, TypeError):    # TypeError: no cache folder
+        handle = open(folder / ".lock", "a")
+    except OSError:
         yield
         return
     with handle:                    # closing releases the lock
