@@ -570,7 +570,11 @@ def constant_intercept(loss: str, share: float) -> float:
     share (exponential: half the log-odds; logistic: the log-odds; quadratic: 2 share - 1)."""
     if loss == "quadratic":
         return 2.0 * share - 1.0
-    return math.log(share / (1.0 - share)) / loss_record(loss).log_odds_scale
+    scale = loss_record(loss).log_odds_scale
+    if scale is None:
+        raise InvalidInputError(f"loss={loss!r} has no link at a class share; the constant model "
+                                "is defined for classification losses")
+    return math.log(share / (1.0 - share)) / scale
 
 
 class ConstantBaseline:

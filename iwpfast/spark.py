@@ -220,6 +220,7 @@ def _release_task(text: str, spec, run: _Run, schema, seed, filesystem, rows: in
         pid = _partition_id(TaskContext)
         digest = RowDigest(key) if key is not None else None
         if pid in kept:
+            assert digest is not None       # parts are kept only by a resumable run (it has a key)
             for batch in batches:
                 digest.update(batch)
             n = digest.value()["rows"]
@@ -449,6 +450,8 @@ class _PartitionProgress:
         return counted
 
     def _show(self) -> None:
+        if self.accumulator is None:
+            return
         value = int(self.accumulator.value)
         if self.total is not None:
             value = min(value, int(self.total))     # a retried task counts again
