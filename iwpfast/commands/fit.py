@@ -238,9 +238,8 @@ def run(args) -> int:
                   fit_intercept=not args.no_intercept, chunk_rows=args.chunk_rows,
                   progress=cli_progress(args), validation_fraction=args.validation_fraction)
     weights = _class_weight(args.class_weight, task)
-    model: IWPClassifier | IWPRegressor
     if task == "regression":
-        model = IWPRegressor(loss=args.loss or "squared_error", **common)
+        model: IWPClassifier | IWPRegressor = IWPRegressor(loss=args.loss or "squared_error", **common)
         noise = dict(target_noise_var=None)
     else:
         model = IWPClassifier(loss=args.loss or "exponential", truncation=args.truncation,
