@@ -38,21 +38,11 @@ import warnings
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+from iwpfast.benchmarks import cpu_model  # noqa: E402  (after the path: runs from a checkout)
+
 FEATURES = ["x0", "x1", "x2", "x3"]
 SPEC_ARGS = dict(epsilon_x=2.0, delta=1e-5, bound=2.0, epsilon_y=1.0)
 FIT = dict(alpha=1.0, learning_rate=0.002, average="tail", variance_cap=2.0)
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-    return platform.processor() or "unknown"
 
 
 def load() -> str:
