@@ -76,14 +76,6 @@ def rr_release_spec(X):
     return ReleaseSpec.from_metadata(meta)
 
 
-#: the validation split of 'auto' (docs/tuning.md "Split"): blocks of at most this many
-#: consecutive rows, small enough for at least SPLIT_MIN_BLOCKS validation blocks
-SPLIT_BLOCK_ROWS = 8192
-SPLIT_MIN_BLOCKS = 20
-#: fewer validation rows than this: no validation, the grid's centre on every row (as 'auto')
-MIN_VALIDATION_ROWS = 30
-
-
 def _columns(spec) -> tuple[list[str], list[str]]:
     """(the released float columns, the code columns), in the feature map's order."""
     fm = spec.feature_map
@@ -300,12 +292,6 @@ def rr_private_risk(est, X, spec):
     return estimate
 
 
-def _split(n: int, fraction: float) -> tuple[int, int]:
-    """(period m, block rows) of the validation split of n rows (docs/tuning.md "Split")."""
-    period = max(2, int(round(1.0 / fraction)))
-    return period, int(min(SPLIT_BLOCK_ROWS, max(1, n // (SPLIT_MIN_BLOCKS * period))))
-
-
 def fit_rr(est, X, spec, v: dict):
     """Fit ``est`` (an IWPClassifier) on the randomized-response release ``X`` (spec ``spec``)."""
     from ..exceptions import DivergenceError
@@ -381,10 +367,12 @@ def _choose(est, v, read, src, layout, n, label_weight, alphas, steps, block_cap
     import warnings
 
     from ..exceptions import NumericalWarning
-    from ..io.views import PartSource, split_counts
+    from ..sgd.tuning import MIN_VALIDATION_ROWS, make_split
     batch_size = v["batch_size"]
-    period, block = _split(n, v["validation_fraction"])
-    n_train, n_validation = split_counts(n, period, block)
+    # the split of every 'auto' (docs/tuning.md "Split"); fewer than MIN_VALIDATION_ROWS
+    # validation rows: nothing validated, the grid's centre on every row (as 'auto')
+    train, validation = make_split(src, v["validation_fraction"])
+    n_train, n_validation = train.num_rows, validation.num_rows
     grid = [(a, s, c) for c in block_caps for a in alphas for s in steps]
     if n_validation < MIN_VALIDATION_ROWS:
         note = (f"{n_validation} validation rows (fewer than {MIN_VALIDATION_ROWS}): nothing "
@@ -397,8 +385,6 @@ def _choose(est, v, read, src, layout, n, label_weight, alphas, steps, block_cap
                   "n_validation": 0, "passes": 1.0, "heads": 0, "variance_cap": variance_cap,
                   "notes": [note]}
         return (alphas[len(alphas) // 2], steps[len(steps) // 2], max(block_caps), tuning)
-    train = PartSource(src, period=period, block=block, validation=False)
-    validation = PartSource(src, period=period, block=block, validation=True)
     average_start = -(-n_train // batch_size) // 2
     heads = [_Head(layout, a, s, radius_for(a), variance_cap, c, average_start, est.fit_intercept)
              for a, s, c in grid]
