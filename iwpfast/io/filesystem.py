@@ -369,14 +369,16 @@ def _fsspec_filesystem(text: str, scheme: str, arrow_error: Exception):
     return wrap_filesystem(fs), path
 
 
-def write_bytes_atomic(loc: Location, data: bytes, *, overwrite: bool = True) -> None:
+def write_bytes_atomic(loc: Location, data: bytes, *, overwrite: bool = True,
+                       private: bool = False) -> None:
     """Write ``data`` so that ``loc`` holds either its old content or all of ``data``.
 
     Local: a temporary file in the same directory, fsync'ed and renamed.  Elsewhere: a temporary
     key next to the destination, then a move (on S3 a server-side copy and a delete: readers see
     the whole object or nothing); the temporary key is deleted when anything fails (an S3 output
     stream publishes whatever it got when it is closed, even after an error:
-    apache/arrow#40502)."""
+    apache/arrow#40502).  ``private``: on a local disk the file stays owner-only (0600) once
+    published (a plan's digest key, the row digests)."""
     if loc.local:
         directory = os.path.dirname(os.path.abspath(loc.path))
         tmp_path = os.path.join(directory, staging_name(os.path.basename(loc.path)))
@@ -394,7 +396,8 @@ def write_bytes_atomic(loc: Location, data: bytes, *, overwrite: bool = True) ->
                                              f"{exc.strerror or exc}") from None
             if not overwrite and os.path.exists(loc.path):
                 raise InvalidInputError(f"{loc.display!r} already exists")
-            make_public_mode(tmp_path)
+            if not private:
+                make_public_mode(tmp_path)
             os.replace(tmp_path, loc.path)
         except BaseException:
             try:

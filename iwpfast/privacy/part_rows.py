@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 
 import numpy as np
@@ -115,26 +114,9 @@ def write_sidecar(folder, index: int, release_id: str, value: dict) -> None:
 def write_private_atomic(loc, data: bytes) -> None:
     """``data`` written to ``loc`` atomically and, on a local disk, owner-only (0600) for good:
     what a plan's digest key and the digests are (never published)."""
-    from ..io.filesystem import staging_name, write_bytes_atomic
+    from ..io.filesystem import write_bytes_atomic
 
-    if not loc.local:
-        write_bytes_atomic(loc, data, overwrite=True)
-        return
-    directory = os.path.dirname(os.path.abspath(loc.path))
-    tmp = os.path.join(directory, staging_name(os.path.basename(loc.path)))
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, loc.path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_bytes_atomic(loc, data, overwrite=True, private=True)
 
 
 def read_sidecars(folder, release_id: str) -> dict:
