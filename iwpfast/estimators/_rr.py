@@ -93,6 +93,21 @@ def _check_learnable(spec) -> None:
                                 "for a binary label only (k-class labels: not supported yet)")
 
 
+def _check_fit(est, v: dict, spec) -> None:
+    """What ``fit`` and ``partial_fit`` need of the estimator and the release."""
+    check_rr_loss(v["loss"])
+    if est.correction != "iwp":
+        raise InvalidInputError(f"correction={est.correction!r}: a release with randomized-response "
+                                "categorical columns is learned with correction='iwp' only")
+    _check_learnable(spec)
+
+
+def _radius(est, bound: float, alpha: float) -> float:
+    """The projection radius: ``est.radius``, else bound / alpha (none without a ridge)."""
+    return math.inf if est.radius is None and alpha <= 0 else (
+        float(est.radius) if est.radius is not None else bound / alpha)
+
+
 def _chunks(source, spec, layout: RRLayout, chunk_rows: int | None, bar=None):
     """Yield (X (P, n) float64 released float columns, codes (m, n) uint16, y (n,) int8) per chunk
     of ``source`` (``ChunkReader``: decoded one chunk ahead, nulls and NaN refused with their
@@ -297,11 +312,7 @@ def fit_rr(est, X, spec, v: dict):
     from ..exceptions import DivergenceError
     from ..io.sources import open_source
     from ..progress import progress_bar
-    check_rr_loss(v["loss"])
-    if est.correction != "iwp":
-        raise InvalidInputError(f"correction={est.correction!r}: a release with randomized-response "
-                                "categorical columns is learned with correction='iwp' only")
-    _check_learnable(spec)
+    _check_fit(est, v, spec)
     layout = RRLayout.from_spec(spec)
     from ..io.source_base import Source
     src = X if isinstance(X, Source) else open_source(X)
@@ -318,8 +329,7 @@ def fit_rr(est, X, spec, v: dict):
     batch_size = v["batch_size"]
 
     def radius_for(alpha):
-        return math.inf if est.radius is None and alpha <= 0 else (
-            float(est.radius) if est.radius is not None else bound / alpha)
+        return _radius(est, bound, alpha)
 
     def read(source):
         return _chunks(source, spec, layout, est.chunk_rows, bar)
@@ -442,11 +452,7 @@ def partial_fit_rr(est, X, spec, v: dict, n_rows_total):
     cap), nothing validated, as ``partial_fit`` does on other releases; the rows of an incomplete
     batch stay carried until the next call, ``finalize`` runs them (``finalize_rr``)."""
     from ..exceptions import ReleaseSpecError
-    check_rr_loss(v["loss"])
-    if est.correction != "iwp":
-        raise InvalidInputError(f"correction={est.correction!r}: a release with randomized-response "
-                                "categorical columns is learned with correction='iwp' only")
-    _check_learnable(spec)
+    _check_fit(est, v, spec)
     layout = RRLayout.from_spec(spec)
     stream = None if est._pass is None else est._pass.rr
     if stream is None and getattr(est, "categorical_mechanism_", None) == "rr":
@@ -477,8 +483,7 @@ def partial_fit_rr(est, X, spec, v: dict, n_rows_total):
         else:
             average_start = est._average_start(n_rows_total, batch_size)
         bound = spec.feature_map.vector_bound(spec.bound)
-        radius = (math.inf if est.radius is None and alpha <= 0 else
-                  float(est.radius) if est.radius is not None else bound / alpha)
+        radius = _radius(est, bound, alpha)
         variance_cap = RR_VARIANCE_CAP if est.variance_cap is None else float(est.variance_cap)
         head = _Head(layout, alpha, step, radius, variance_cap, max(RR_BLOCK_CAPS),
                      average_start, est.fit_intercept)
