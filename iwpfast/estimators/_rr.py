@@ -65,12 +65,8 @@ def rr_release_spec(X):
             meta = open_source(X).release_metadata
         except Exception:           # not readable here: the usual path names the problem
             return None
-    if not meta:
-        return None
-    import json
-    if isinstance(meta, (bytes, str)):
-        meta = json.loads(meta)
-    if not meta.get("categorical_rr"):
+    # a Source's release_metadata is parsed already (a dict, or None)
+    if not meta or not meta.get("categorical_rr"):
         return None
     from ..privacy import ReleaseSpec
     return ReleaseSpec.from_metadata(meta)
@@ -363,7 +359,8 @@ def fit_rr(est, X, spec, v: dict):
     if not (np.all(np.isfinite(theta)) and math.isfinite(b)):
         raise DivergenceError(f"theta became non-finite (alpha={alpha:g}, learning_rate={step:g}); "
                               "use a larger alpha or a smaller learning_rate")
-    _set_fitted(est, X, spec, layout, head, theta, b, n, radius_for(alpha), tuning)
+    _set_fitted(est, spec_label_classes(src), spec, layout, head, theta, b, n, radius_for(alpha),
+                tuning)
     # partial_fit may continue this pass (every batch run: nothing carried)
     est._pass.rr = RRStream(spec, layout, head, None, int(n), label_weight, batch_size,
                             radius_for(alpha))
@@ -550,8 +547,7 @@ def _tuning_table(grid, heads, models, estimates, best, layout, variance_cap, n_
     return t
 
 
-def _set_fitted(est, X, spec, layout, head, theta, b, n, radius, tuning) -> None:
-    # X: the release, or its label classes (a list)
+def _set_fitted(est, classes: list, spec, layout, head, theta, b, n, radius, tuning) -> None:
     """The fitted attributes, and the pass as an ordinary single head over the feature map's
     coordinates (what ``save`` writes: ``_document``)."""
     from ..sgd.state import HeadConfig
@@ -561,7 +557,7 @@ def _set_fitted(est, X, spec, layout, head, theta, b, n, radius, tuning) -> None
     fm = spec.feature_map
     est.coef_ = theta.reshape(1, -1).copy()
     est.intercept_ = np.array([b if est.fit_intercept else 0.0])
-    est.classes_ = np.asarray(X if isinstance(X, list) else spec_label_classes(X))
+    est.classes_ = np.asarray(classes)
     est.features_ = list(fm.coordinates)
     est.n_features_in_ = len(fm.coordinates)
     est.label_ = spec.label
@@ -601,11 +597,7 @@ def _set_fitted(est, X, spec, layout, head, theta, b, n, radius, tuning) -> None
 
 def spec_label_classes(X) -> list:
     """The release's binary ``label_classes`` (-1/+1 stand for them), default [0, 1]."""
-    import json
-
     from ..io.source_base import Source
     from ..io.sources import open_source
     meta = (X if isinstance(X, Source) else open_source(X)).release_metadata
-    if isinstance(meta, (bytes, str)):
-        meta = json.loads(meta)
     return list((meta or {}).get("label_classes") or [0, 1])
