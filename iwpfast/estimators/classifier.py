@@ -123,8 +123,10 @@ class _Classifier(IWPBase):
         ps = self._pass
         ovr = ps.ovr
         k = 2 if ovr is None else len(ovr.classes)
-        # read first: a streamed label column finds its two classes in its first batch
-        counts = self._released_label_counts(source, mapper, lab, k, ovr is not None)
+        # 'balanced' reads the label column for its counts; a dict only when the classes are not
+        # known yet (a streamed label column of two classes finds them in its first batch)
+        if cw == "balanced" or (ovr is None and ps.classes is None):
+            counts = self._released_label_counts(source, mapper, lab, k, ovr is not None)
         if ovr is not None:
             found = np.asarray(ovr.classes)
             keep = ovr.keep_probability()
