@@ -247,12 +247,16 @@ def _scan_chunks(chunks, run, heads, batch_size, carry, finish) -> tuple[int, tu
     return n, carry
 
 
+def _float_energy(layout: RRLayout, theta) -> float:
+    """The numeric part's sigma^2|theta|^2 (what the variance cap bounds)."""
+    theta_f = theta[layout.float_index]
+    return float(np.dot(layout.noise_var, theta_f * theta_f))
+
+
 def _noise_energy(layout: RRLayout, theta) -> float:
     """The numeric part's sigma^2|theta|^2 plus the log of the attributes' inverse-variance factor
     (the exponential estimate is log-normal-like in both): the reliability judge's energy."""
-    theta_f = theta[layout.float_index]
-    return float(np.dot(layout.noise_var, theta_f * theta_f)) \
-        + math.log(layout.inverse_variance_factor(theta))
+    return _float_energy(layout, theta) + math.log(layout.inverse_variance_factor(theta))
 
 
 def _score(chunks, layout: RRLayout, models: list, label_weight) -> list:
@@ -521,10 +525,6 @@ def _tuning_table(grid, heads, models, estimates, best, layout, variance_cap, n_
                   n_validation, n, notes) -> dict:
     """``tuning_``: the table of docs/tuning.md (one entry per head) with a ``block_cap``
     column; ``passes``: the reads of the data (training part, validation part, the refit)."""
-    def energy(theta):
-        theta_f = theta[layout.float_index]
-        return float(np.dot(layout.noise_var, theta_f * theta_f))
-
     t: dict = {"alpha": [float(a) for a, _, _ in grid],
                "learning_rate": [float(s) for _, s, _ in grid],
                "block_cap": [float(c) for _, _, c in grid],
@@ -533,7 +533,8 @@ def _tuning_table(grid, heads, models, estimates, best, layout, variance_cap, n_
                "reliable": [e is not None and bool(e.reliable) for e in estimates],
                "effective_rows": [math.nan if e is None else e.effective_rows for e in estimates],
                "noise_energy": [math.nan if e is None else e.noise_energy for e in estimates],
-               "capped": [bool(np.all(np.isfinite(th)) and energy(th) >= variance_cap * (1 - 1e-9))
+               "capped": [bool(np.all(np.isfinite(th))
+                               and _float_energy(layout, th) >= variance_cap * (1 - 1e-9))
                           for th, _ in models],
                "on_sphere": [bool(np.all(np.isfinite(h.theta)) and math.isfinite(h.radius)
                                   and np.linalg.norm(h.theta) >= h.radius * (1 - 1e-9))
