@@ -137,6 +137,26 @@ def calibrate_laplace(epsilon: float, bound: float, p: int, dtype: str = "float3
     return LaplaceLaw(grid, rate, n_max, float(epsilon), int(p), dtype)
 
 
+def clip_l1_(X: np.ndarray, bound: float, *, coords_in_unit: bool = False) -> int:
+    """Scale rows of feature-major ``X`` (p, n) in place to L1 norm <= bound; return how many
+    were scaled.  ``coords_in_unit=True`` promises |X| <= 1 elementwise (nothing to clip when
+    bound >= p)."""
+    p, n = X.shape
+    if n == 0 or (coords_in_unit and bound >= p):
+        return 0
+    norm1 = np.abs(X[0]).astype(np.float64)
+    for j in range(1, p):
+        norm1 += np.abs(X[j])
+    over = norm1 > bound
+    count = int(np.count_nonzero(over))
+    if count:
+        idx = np.flatnonzero(over)
+        factor = (bound / norm1[idx]).astype(X.dtype)
+        for j in range(p):
+            X[j, idx] *= factor
+    return count
+
+
 def snap_clip(v: np.ndarray, law: LaplaceLaw) -> np.ndarray:
     """Integer grid points k (n, p) int64 with |k|_1 <= N: rint(v / L), then, in rows above N, one
     step toward 0 at a time for the coordinate that rounding pushed out the most (largest
@@ -322,20 +342,7 @@ class LaplaceFeatureMechanism:
               coords_in_unit: bool = False) -> int:
         """Scale rows of feature-major ``X`` (p, n) in place to L1 norm <= bound; return how many.
         (The snapped integer vector is clipped exactly again in ``add_noise_``.)"""
-        p, n = X.shape
-        if n == 0 or (coords_in_unit and self.bound >= p):
-            return 0
-        norm1 = np.abs(X[0]).astype(np.float64)
-        for j in range(1, p):
-            norm1 += np.abs(X[j])
-        over = norm1 > self.bound
-        count = int(np.count_nonzero(over))
-        if count:
-            idx = np.flatnonzero(over)
-            factor = (self.bound / norm1[idx]).astype(X.dtype)
-            for j in range(p):
-                X[j, idx] *= factor
-        return count
+        return clip_l1_(X, self.bound, coords_in_unit=coords_in_unit)
 
     def add_noise_(self, X: np.ndarray, buf, kernels=None) -> None:
         """In place on feature-major ``X`` (p, n): snap and clip in integers, add Z, write L (k + Z)

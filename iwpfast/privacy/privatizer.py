@@ -235,18 +235,13 @@ class _Privatizer:
 
     def _clip_numeric(self, private: np.ndarray) -> int:
         """Clip the numeric rows of the private block to the bound (L2; Laplace: L1) in place."""
+        from .laplace import clip_l1_
         from .mechanisms import clip_l2_
 
         block = private[self.pre_clip]
         bound = float(self.spec.bound or 0.0)
-        if self.spec.mechanism == "laplace":
-            norm1 = np.abs(block).sum(axis=0, dtype=np.float64)
-            over = norm1 > bound
-            count = int(np.count_nonzero(over))
-            if count:
-                block[:, over] *= (bound / norm1[over]).astype(block.dtype)
-        else:
-            count = clip_l2_(block, bound, coords_in_unit=True)
+        clip = clip_l1_ if self.spec.mechanism == "laplace" else clip_l2_
+        count = clip(block, bound, coords_in_unit=True)
         if count:
             private[self.pre_clip] = block
         return count
