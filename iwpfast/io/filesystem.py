@@ -51,6 +51,30 @@ def map_bounded(fn, items, threads: int | None = None) -> list:
         return list(pool.map(fn, items))
 
 
+def map_ahead(fn, items, depth: int, name: str = "iwpfast-ahead"):
+    """``fn(x) for x in items``, lazily and in order: the calls for up to ``depth`` items after
+    the one handed out run in a pool of threads meanwhile (a request to an object store waits a
+    round trip).  An item's exception is raised when its result is due; no reference to a
+    result is kept once it is handed out; closing the generator cancels the calls not started
+    and waits for those running.  Use it in ``contextlib.closing`` so that this happens when the
+    caller stops."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    items = list(items)
+    pool = ThreadPoolExecutor(min(depth, len(items)) or 1, thread_name_prefix=name)
+    try:
+        futures: list = [pool.submit(fn, x) for x in items[:depth]]
+        for k in range(len(items)):
+            result = futures[k].result()
+            futures[k] = None        # the pool keeps no reference to a consumed result
+            if k + depth < len(items):
+                futures.append(pool.submit(fn, items[k + depth]))
+            yield result
+            del result
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
 @dataclass(frozen=True)
 class Location:
     """A path on a filesystem.  ``fs`` is None for the local disk (``path`` is then an OS path)."""

@@ -17,7 +17,7 @@ import threading
 import pyarrow as pa
 
 from ..exceptions import InvalidInputError
-from .filesystem import Location
+from .filesystem import Location, map_ahead
 from .formats import input_format
 from .handoff import join_draining, put_unless_stopped
 from .source_base import BatchOrigin
@@ -155,8 +155,7 @@ class _ParquetFile:
         windows = self._windows(first)
         if not windows:
             return
-        import threading
-        from concurrent.futures import ThreadPoolExecutor
+        from contextlib import closing
 
         handles = threading.local()
         cols = list(columns)
@@ -173,18 +172,13 @@ class _ParquetFile:
                                                 columns=cols, use_threads=True))
 
         # REMOTE_LOOKAHEAD windows are fetched (concurrently) ahead of the one being handed out
-        pool = ThreadPoolExecutor(REMOTE_LOOKAHEAD)
-        try:
-            futures: list = [pool.submit(load, w) for w in windows[:REMOTE_LOOKAHEAD]]
-            for k, window in enumerate(windows):
+        with closing(map_ahead(load, windows, REMOTE_LOOKAHEAD, "iwpfast-windows")) as ahead:
+            for window in windows:
                 file_row = starts[window[0]]
                 rg = window[0]
                 pieces: list = []
                 try:
-                    batches = futures[k].result()
-                    futures[k] = None
-                    if k + REMOTE_LOOKAHEAD < len(windows):
-                        futures.append(pool.submit(load, windows[k + REMOTE_LOOKAHEAD]))
+                    batches = next(ahead)
                     for batch in batches:
                         # batches may span row groups: collect each group's rows, then hand
                         # them out as the local path does (batches of batch_rows from the
@@ -209,8 +203,6 @@ class _ParquetFile:
                         f"{file_row - starts[window[0]]} rows but the footer says "
                         f"{starts[window[-1] + 1] - starts[window[0]]}; the file is corrupt. "
                         f"Re-create or re-copy it.")
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
 
     def _group_batches(self, pieces, rg, starts, file_index, batch_rows, global_row,
                        start_in_file):

@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from ..deprecation import renamed_keyword
 from ..exceptions import InvalidInputError, ReleaseSpecError
-from .filesystem import Location, map_bounded, resolve
+from .filesystem import Location, map_ahead, map_bounded, resolve
 from .format_readers import FILE_READERS, _file_format, _is_known
 from .formats import CSV_SUFFIXES, IPC_SUFFIXES, PARQUET_SUFFIXES, has_data_suffix
 from .formats import RELEASE_METADATA_KEY_BYTES as RELEASE_METADATA_KEY
@@ -426,7 +426,7 @@ class FileSource(Source):
         server).  The batches are those of ``_gen``, in the same order; memory stays at
         REMOTE_PREFETCH_PARTS files of at most REMOTE_PREFETCH_BYTES each (a larger file is only
         opened ahead, then read in its windows of row groups as before)."""
-        from concurrent.futures import ThreadPoolExecutor
+        from contextlib import closing
 
         todo, row = [], 0
         for i, n in enumerate(self.file_rows):
@@ -445,22 +445,13 @@ class FileSource(Source):
                 return whole(i, columns, batch_rows, first_row, start_in_file)
             return f
 
-        ahead = REMOTE_PREFETCH_PARTS
-        pool = ThreadPoolExecutor(min(ahead, len(todo)) or 1, thread_name_prefix="iwpfast-ahead")
-        try:
-            futures: list = [pool.submit(load, item) for item in todo[:ahead]]
-            for k, (i, first_row, start_in_file) in enumerate(todo):
-                loaded = futures[k].result()
-                futures[k] = None        # the pool keeps no reference to a consumed file
-                if k + ahead < len(todo):
-                    futures.append(pool.submit(load, todo[k + ahead]))
+        with closing(map_ahead(load, todo, REMOTE_PREFETCH_PARTS)) as ahead:
+            for (i, first_row, start_in_file), loaded in zip(todo, ahead, strict=True):
                 if isinstance(loaded, list):
                     while loaded:
                         yield loaded.pop(0)
                 else:
                     yield from loaded.located(i, columns, batch_rows, first_row, start_in_file)
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
 
 
 #: files of a remote multi-file source (object-store parts) read ahead while the one before them
