@@ -570,3 +570,18 @@ def test_auto_chooses_a_class_weighted_head_by_the_weighted_risk(monkeypatch):
         estimates[list(heads).index(next(h for h in heads if np.isclose(
             configs[h].learning_rate, model.learning_rate_) and np.isclose(
             configs[h].alpha, model.alpha_)))].risk, rel=1e-12)
+
+
+def test_balanced_weights_on_a_one_shot_stream_are_refused_with_the_fix():
+    # the shares are a read of the labels before the pass: a generator cannot be read twice, so
+    # the fit says so up front instead of failing inside the pass on an empty stream
+    import pyarrow as pa
+
+    rng = np.random.default_rng(3)
+    n = 600
+    table = pa.table({"a": rng.uniform(-1, 1, n), "y": rng.integers(0, 2, n)})
+    model = IWPClassifier(progress=False, class_weight="balanced", alpha=0.1, learning_rate=0.05)
+    with pytest.raises(InvalidInputError, match="read only once.*class_weight as a dict"):
+        model.fit(iter(table.to_batches(max_chunksize=100)), features=["a"], label="y")
+    model.fit(table, features=["a"], label="y")       # a Table is read twice: the shares, the pass
+    assert model.class_shares_ is not None and model.n_rows_seen_ == n

@@ -170,6 +170,13 @@ class _Classifier(IWPBase):
             labels = [np.asarray(source[lab])]
         else:
             src = open_source(source)
+            if not src.rereadable:
+                # the counts are a read before the pass: a one-shot stream would be used up
+                raise InvalidInputError(
+                    f"class_weight reads the released labels once before training (the class "
+                    f"shares), and {src.description} can be read only once: pass a file, a folder "
+                    f"of parts or a Table, or give class_weight as a dict {{class: weight}} with "
+                    f"the classes known (a release's label classes)")
             if mapper is not None:
                 src = PartSource(src, mapper=mapper)
             labels = (batch.column(lab).to_numpy(zero_copy_only=False)
