@@ -289,3 +289,15 @@ def test_ranges_from_data_refuses_a_string_column(tmp_path):
         spec = ReleaseSpec(epsilon_y=2.0, epsilon_x=4.0, delta=1e-5, bound=1.0,
                            ranges_from_data=True, categories={"w": CATS})
         release(_table(20), tmp_path / "x.parquet", spec, features=["a", "w"], label="y")
+
+
+def test_cli_categories_from_data_refuses_stdin(tmp_path, capsys):
+    # the values are a read of their own: stdin would be used up before the release
+    from iwpfast.cli import main
+    rc = main(["release", "-", str(tmp_path / "rel.arrow"), "--features", "a=0:10", "w",
+               "--categories-from-data", "w", "--epsilon-x", "4", "--epsilon-y", "2",
+               "--bound", "1"])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "--categories-from-data" in err and "stdin" in err and "--categories NAME" in err
+    assert not (tmp_path / "rel.arrow").exists()

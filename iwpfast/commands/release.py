@@ -240,6 +240,11 @@ def run(args) -> int:
                                     "--categories-file; give them once")
         categories[name] = values
     if args.categories_from_data:
+        if args.source == "-":
+            # reading the values is a pass of its own: stdin would be used up before the release
+            raise InvalidInputError("--categories-from-data reads the source twice and stdin "
+                                    "(-) can be read once: declare the categories "
+                                    "(--categories NAME=A,B or --categories-file F.json)")
         from_data = [c for c in split_names(args.categories_from_data) if c not in categories]
         with warnings.catch_warnings():
             warnings.simplefilter("always")
