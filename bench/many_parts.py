@@ -30,9 +30,10 @@ import iwpfast  # noqa: E402
 from iwpfast.io import open_source  # noqa: E402
 
 
-def make_release(folder: str, parts: int, rows: int) -> None:
+def make_release(folder: str, parts: int, rows: int, name: str = "rel") -> str:
+    """A release of ``parts`` parts of ``rows`` rows (p = 3) written to ``folder/name``."""
     r = np.random.default_rng(0)
-    raw = os.path.join(folder, "raw")
+    raw = os.path.join(folder, name + "-raw")
     os.makedirs(raw)
     for i in range(parts):
         x = r.uniform(-1, 1, (rows, 3))
@@ -43,8 +44,9 @@ def make_release(folder: str, parts: int, rows: int) -> None:
                                ranges="a=-1:1,b=-1:1,c=-1:1")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        iwpfast.release(raw, os.path.join(folder, "rel") + "/", spec, ["a", "b", "c"], "y",
+        iwpfast.release(raw, os.path.join(folder, name) + "/", spec, ["a", "b", "c"], "y",
                         seed=1)
+    return os.path.join(folder, name)
 
 
 def timed(fn) -> float:

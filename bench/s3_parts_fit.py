@@ -21,34 +21,15 @@ import time
 import warnings
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from many_parts import make_release  # noqa: E402
 from s3_read import moto_process  # noqa: E402
 
 import iwpfast  # noqa: E402
 import iwpfast.io.sources as sources  # noqa: E402
-
-
-def make_release(folder: str, name: str, parts: int, rows: int) -> str:
-    r = np.random.default_rng(0)
-    raw = os.path.join(folder, name + "-raw")
-    os.makedirs(raw)
-    for i in range(parts):
-        x = r.uniform(-1, 1, (rows, 3))
-        pq.write_table(pa.table({"a": x[:, 0], "b": x[:, 1], "c": x[:, 2],
-                                 "y": (x[:, 0] > 0).astype(np.int64)}),
-                       os.path.join(raw, f"f{i:05d}.parquet"))
-    spec = iwpfast.ReleaseSpec(epsilon_x=2.0, delta=1e-5, bound=1.0, epsilon_y=1.0,
-                               ranges="a=-1:1,b=-1:1,c=-1:1")
-    out = os.path.join(folder, name)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        iwpfast.release(raw, out + "/", spec, ["a", "b", "c"], "y", seed=1)
-    return out
 
 
 def fit(source):
@@ -69,8 +50,8 @@ def main():
     args = ap.parse_args()
     default_prefetch = getattr(sources, "REMOTE_PREFETCH_PARTS", None)   # None: before it existed
     with tempfile.TemporaryDirectory() as tmp, moto_process() as s3:
-        many = make_release(tmp, "many", args.parts, args.rows)
-        two = make_release(tmp, "two", 2, args.big_rows)
+        many = make_release(tmp, args.parts, args.rows, "many")
+        two = make_release(tmp, 2, args.big_rows, "two")
         fs = s3.filesystem()
         fs.create_dir("bkt")
         for name, local in (("many", many), ("two", two)):
