@@ -150,17 +150,25 @@ def manifest_document(release_id: str, parts: list[dict], release_meta: dict) ->
     }
 
 
+def temporary_uploads(folder: Location) -> list:
+    """The keys of the incomplete S3 multipart uploads of staging files in ``folder``
+    (``is_release_temporary``; none elsewhere, or without boto3)."""
+    from .filesystem import incomplete_uploads
+
+    return [k for k in incomplete_uploads(folder) if is_release_temporary(k.rsplit("/", 1)[-1])]
+
+
 def remove_temporaries(folder: Location) -> None:
     """Remove the staging files of parts, manifest and plan in ``folder`` (``is_release_temporary``)
     and, on S3 with boto3, abort the incomplete multipart uploads of such keys: what killed or
     retried attempts left.  Then check that none is left: a release is never published next to a
     noisy copy of its rows (an error names what could not be removed)."""
-    from .filesystem import abort_uploads, incomplete_uploads
+    from .filesystem import abort_uploads
 
     for entry in folder.listdir():
         if is_release_temporary(entry.name):
             entry.delete()
-    uploads = [k for k in incomplete_uploads(folder) if is_release_temporary(k.rsplit("/", 1)[-1])]
+    uploads = temporary_uploads(folder)
     if uploads:
         abort_uploads(folder, uploads)
     left = [e.name for e in folder.listdir() if is_release_temporary(e.name)]

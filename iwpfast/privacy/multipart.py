@@ -216,11 +216,11 @@ def _leftovers_of_other_runs(folder, published: bool, overwrite: bool) -> None:
     """Temporary files (and, with no manifest, part files) of another run in ``folder``: a run
     that was killed, or one still writing.  Each holds noisy copies of rows under another key, so
     they are never left next to a new release: refused, or (``overwrite``) removed, saying so."""
-    from ..io.parts import is_release_temporary
+    from ..io.parts import is_release_temporary, temporary_uploads
 
     found = [e for e in folder.listdir() if is_release_temporary(e.name)
              or (not published and e.name.startswith("part-"))]
-    uploads = _incomplete_uploads(folder)
+    uploads = temporary_uploads(folder)
     if not found and not uploads:
         return
     names = [e.name for e in found] + [u + " (incomplete upload)" for u in uploads]
@@ -237,21 +237,6 @@ def _leftovers_of_other_runs(folder, published: bool, overwrite: bool) -> None:
     _abort_uploads(folder, uploads)
     warnings.warn(f"removed {len(names)} file(s) of an earlier release run that did not publish "
                   f"from {folder.display!r} ({shown})", UserWarning, stacklevel=4)
-
-
-def _remove_temporaries(folder) -> None:
-    """Staging files of this run's (or a killed run's) attempts, removed (never left next to a
-    release: ``iwpfast.io.parts.remove_temporaries``)."""
-    from ..io.parts import remove_temporaries
-
-    remove_temporaries(folder)
-
-
-def _incomplete_uploads(folder) -> list:
-    from ..io.filesystem import incomplete_uploads
-    from ..io.parts import is_release_temporary
-
-    return [key for key in incomplete_uploads(folder) if is_release_temporary(key.rsplit("/", 1)[-1])]
 
 
 def _abort_uploads(folder, keys) -> None:
@@ -336,13 +321,13 @@ def finish_parts(plan: PartPlan, results: list[ReleaseResult], elapsed_s: float,
                  overwrite: bool) -> MultiPartResult:
     """Write the manifest (publishing the release), clear parts of an overwritten release, and
     sum the parts' results."""
-    from ..io.parts import manifest_document, write_manifest_document
+    from ..io.parts import manifest_document, remove_temporaries, write_manifest_document
     from ..io.sources import FileSource
 
     parts = [{"path": plan.part_location(i).name, "index": i, "rows": r.rows_written}
              for i, r in enumerate(results)]
     try:
-        _remove_temporaries(plan.folder)
+        remove_temporaries(plan.folder)
         if sum(r.rows_written for r in results) == 0:
             raise InvalidInputError(
                 f"the {len(results)} input file(s) of the release hold no rows"
@@ -532,7 +517,7 @@ def _resumed(plan: PartPlan, fingerprints: list) -> PartPlan:
 
     from ..io.filesystem import map_bounded
     from ..io.format_readers import open_file
-    from ..io.parts import PART_KEY
+    from ..io.parts import PART_KEY, remove_temporaries
     from ..io.source_base import parse_release_metadata
 
     try:
@@ -579,7 +564,7 @@ def _resumed(plan: PartPlan, fingerprints: list) -> PartPlan:
     rows = map_bounded(finished, range(len(plan.inputs)))
     # the temporary files (and incomplete uploads) of the parts a killed run was writing:
     # never published, never to be
-    _remove_temporaries(plan.folder)
+    remove_temporaries(plan.folder)
     return replace(plan, kept={i: n for i, n in enumerate(rows) if n is not None})
 
 
