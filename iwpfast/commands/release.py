@@ -207,25 +207,13 @@ def _target_range(text):
     return check_range("--target-range", parts)
 
 
-def run(args) -> int:
+def _categories(args) -> dict:
+    """The declared categories of the command line: --categories-file, then --categories (a
+    column in both is an error), then --categories-from-data for the columns left (a read of the
+    source, with its PrivacyLeakWarning)."""
     import warnings
 
     from ..exceptions import InvalidInputError
-    from ..privacy import ReleaseSpec, parse_ranges
-    from ..privacy.options import release_options
-    from ..privacy.release import run_release
-
-    if STDIO in (args.source, args.destination) and (args.scheduler or args.workers):
-        raise InvalidInputError("- (stdin/stdout) is a stream of this process: a release on a "
-                                "cluster reads and writes files; drop --scheduler/--workers")
-    features, inline = [], []
-    for token in split_names(args.features):
-        if "=" in token:
-            inline.append(token)
-            features.append(token.split("=", 1)[0])
-        else:
-            features.append(token)
-    ranges = {**parse_ranges(inline), **parse_ranges(args.ranges)}
     from ..privacy.feature_map import (
         categories_from_source,
         parse_categories,
@@ -250,6 +238,29 @@ def run(args) -> int:
             warnings.simplefilter("always")
             warnings.showwarning = _show_warning
             categories.update(categories_from_source(args.source, from_data))
+    return categories
+
+
+def run(args) -> int:
+    import warnings
+
+    from ..exceptions import InvalidInputError
+    from ..privacy import ReleaseSpec, parse_ranges
+    from ..privacy.options import release_options
+    from ..privacy.release import run_release
+
+    if STDIO in (args.source, args.destination) and (args.scheduler or args.workers):
+        raise InvalidInputError("- (stdin/stdout) is a stream of this process: a release on a "
+                                "cluster reads and writes files; drop --scheduler/--workers")
+    features, inline = [], []
+    for token in split_names(args.features):
+        if "=" in token:
+            inline.append(token)
+            features.append(token.split("=", 1)[0])
+        else:
+            features.append(token)
+    ranges = {**parse_ranges(inline), **parse_ranges(args.ranges)}
+    categories = _categories(args)
     label = None if args.no_label else args.label
     if label is not None and args.epsilon_y is None and not args.public_labels:
         raise InvalidInputError(
