@@ -21,6 +21,7 @@ import warnings
 import numpy as np
 
 from ..exceptions import InvalidInputError, UnitsWarning
+from ..privacy.scaling import clip_columns_l2
 
 #: warn when more than this share of a feature's values lies outside its declared range
 OUT_OF_RANGE_SHARE = 0.01
@@ -59,12 +60,7 @@ def scale_and_clip(cols: list[np.ndarray], lo: np.ndarray, hi: np.ndarray,
     clipped = [True] * len(out) if private is None else [bool(c) for c in private]
     if not any(clipped) or not np.isfinite(bound):
         return out
-    norm2 = np.zeros(len(out[0]))
-    for o, keep in zip(out, clipped, strict=True):
-        if keep:
-            norm2 += o * o
-    factor = np.minimum(1.0, float(bound) / np.sqrt(np.maximum(norm2, 1e-300)))
-    return [o * factor if c else o for o, c in zip(out, clipped, strict=True)]
+    return clip_columns_l2(out, bound, clipped)
 
 
 class UnitsCheck:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..exceptions import InvalidInputError, PrivacyLeakWarning
+from .scaling import clip_columns_l2
 
 #: the kinds of input column
 NUMERIC, CATEGORICAL = "numeric", "categorical"
@@ -462,12 +463,9 @@ class FeatureMap:
                 self.one_hot_into(codes, block)
                 out.extend(block)
         if private_numeric and bound is not None and math.isfinite(bound) and n:
-            norm2 = np.zeros(n)
-            for j in private_numeric:
-                norm2 += out[j] * out[j]
-            factor = np.minimum(1.0, float(bound) / np.sqrt(np.maximum(norm2, 1e-300)))
-            for j in private_numeric:
-                out[j] = out[j] * factor
+            which = np.zeros(len(out), dtype=bool)
+            which[private_numeric] = True
+            out = clip_columns_l2(out, bound, which)
         return out
 
 

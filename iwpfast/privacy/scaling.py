@@ -128,3 +128,16 @@ class RangeScaler:
         if vmin >= lo and vmax <= hi:  # two fast reductions; the count is rarely needed
             return 0
         return int(np.count_nonzero((raw < lo) | (raw > hi)))
+
+
+def clip_columns_l2(cols: list[np.ndarray], bound: float, which) -> list[np.ndarray]:
+    """The rows of the columns ``cols`` (a list of equal-length float64 arrays) clipped to the L2
+    ball of ``bound`` over the columns whose ``which`` entry is true (the private ones; the others
+    are returned as they are): what a release does before adding noise, for the clean data a model
+    reads in raw units.  Returns new arrays for the clipped columns."""
+    norm2 = np.zeros(len(cols[0]))
+    for o, keep in zip(cols, which, strict=True):
+        if keep:
+            norm2 += o * o
+    factor = np.minimum(1.0, float(bound) / np.sqrt(np.maximum(norm2, 1e-300)))
+    return [o * factor if keep else o for o, keep in zip(cols, which, strict=True)]
