@@ -71,10 +71,13 @@ def main(argv=None) -> int:
         print("iwpfast: interrupted", file=sys.stderr)
         return 130
     finally:
-        # once the output is published, a Ctrl-C while the process exits is let pass too (the
-        # handler stays); otherwise the caller's handler comes back
-        if main_thread and not FINAL_OUTPUT_PUBLISHED.is_set():
-            signal.signal(signal.SIGINT, previous)
+        # once the output is published, a Ctrl-C while the process exits is let pass too: as
+        # SIG_IGN, which the interpreter's shutdown keeps (it resets a Python handler to the
+        # default action, so a late Ctrl-C killed a finished release with -2); otherwise the
+        # caller's handler comes back
+        if main_thread:
+            signal.signal(signal.SIGINT, signal.SIG_IGN if FINAL_OUTPUT_PUBLISHED.is_set()
+                          else previous)
         from .progress import stop_logging_to_stderr
 
         stop_logging_to_stderr()
