@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .exceptions import InvalidInputError
+from .exceptions import InvalidInputError, ReleaseSpecError
 
 __all__ = ["DiscreteLaplace", "check_laplace_cap", "second_difference", "compose_inverse",
            "lattice_expectation"]
@@ -225,3 +225,18 @@ def lattice_expectation(g: Callable[[np.ndarray], np.ndarray], u: float, law: Di
         weight = (weight[:, None] * pj[None, :]).ravel()
     values = np.asarray(g(u + shift), dtype=np.float64)
     return math.fsum((weight * values).tolist())
+
+
+def law_from_metadata(noise: dict, p: int, noised=None) -> DiscreteLaplace:
+    """The learner's law of a discrete Laplace release from its metadata's ``noise`` block (grid
+    and scale b, the same for every noised feature; scale 0, no noise, for a public one:
+    ``noised`` is the features' noise variances, or None when every feature is noised).  The
+    ``learner_law`` of the law's record in ``iwpfast.noise_registry``."""
+    try:
+        grid, scale = float(noise["grid"]), float(noise["scale"])
+    except (KeyError, TypeError, ValueError):
+        raise ReleaseSpecError(
+            f"release metadata: noise {noise!r} names the discrete Laplace law without a numeric "
+            "grid and scale; the release is corrupt, re-create it.") from None
+    scales = np.full(p, scale) if noised is None else np.where(np.asarray(noised) > 0, scale, 0.0)
+    return DiscreteLaplace(scales, np.full(p, grid))

@@ -42,6 +42,7 @@ from .exceptions import InvalidInputError
 from .label_noise import label_tilde_from_keep
 from .laplace import DEFAULT_REGION_FRACTION
 from .losses import CLASSIFICATION_LOSSES, REGRESSION_LOSSES, loss_record
+from .noise_registry import mechanism_record
 
 #: the |theta| at which the plan tabulates the variance growth
 THETA_NORMS = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0)
@@ -73,6 +74,11 @@ class ReleasePlan:
     mechanism: str = "gaussian"       # "laplace": pure epsilon, L1 bound, discrete Laplace noise
 
     @property
+    def _inverse(self) -> str:
+        """The learner's inverse of the mechanism's law (``iwpfast.noise_registry``)."""
+        return mechanism_record(self.mechanism).inverse
+
+    @property
     def label_factor(self) -> float:
         """Second-moment factor of the label noise: 1/(2S-1)^2, or 1 + sigma_y^2/B_y^2."""
         if self.task == "regression":
@@ -95,7 +101,7 @@ class ReleasePlan:
 
     def score_factor(self, theta_norm: float) -> float:
         energy = self.sigma ** 2 * theta_norm ** 2
-        if self.mechanism == "laplace" and loss_record(self.loss).laplace == "product":
+        if self._inverse == "laplace" and loss_record(self.loss).laplace == "product":
             # the Laplace inverse's second-moment factor with the energy in one coordinate,
             # (1 - E/2)^2 / (1 - 2E), infinite from E = 1/2 (docs/math.md "Pure epsilon")
             return math.inf if energy >= 0.5 else (1.0 - energy / 2) ** 2 / (1.0 - 2.0 * energy)
@@ -160,11 +166,12 @@ class ReleasePlan:
         if self.bound is None:
             lines.append(f"features:      p={p}, all public (no feature noise)")
         else:
-            norm = ("L1 bound B={:g}, discrete Laplace mechanism" if self.mechanism == "laplace"
-                    else "L2 bound B={:g}").format(self.bound)
+            law = mechanism_record(self.mechanism)
+            norm = f"{law.norm} bound B={self.bound:g}" + (
+                "" if law.calibrate is not None else f", {law.wording}")
             lines += [f"features:      p={p}" + (f" ({k} public, {p - k} private)" if k else "")
                       + f", {norm}" + (" over the private ones" if k else "")
-                      + ("" if self.mechanism == "laplace" else f", calibration {self.calibration}"),
+                      + ("" if law.calibrate is None else f", calibration {self.calibration}"),
                       f"sigma:         {self.sigma:.6g} per {'private ' if k else ''}feature (what "
                       f"the release will add; sigma^2 = {self.sigma ** 2:.4g}, "
                       f"(p - K) sigma^2 / (B^2 + K) = {self.feature_factor - 1:.3g})"]
@@ -180,12 +187,12 @@ class ReleasePlan:
         lines.append(f"gradient variance, IWP vs clean, loss {self.loss} (leading order, rows at the bound):")
         lines.append(f"  label x{self.label_factor:.3g}, features x{self.feature_factor:.3g}"
                      + ((", score x (1 - E/2)^2 / (1 - 2E), E = sigma^2 |theta|^2 in one coordinate:"
-                         if self.mechanism == "laplace" else ", score x exp(sigma^2 |theta|^2):")
+                         if self._inverse == "laplace" else ", score x exp(sigma^2 |theta|^2):")
                         if heavy_tailed else ":"))
         lines.append("    |theta|   sigma^2|theta|^2   variance factor")
         for r, v, f in self.variance_rows:
             lines.append(f"    {r:7.3g}   {v:16.4g}   {f:15.4g}")
-        if heavy_tailed and self.sigma > 0 and self.mechanism == "laplace":
+        if heavy_tailed and self.sigma > 0 and self._inverse == "laplace":
             # the default cap's continuous limit: DEFAULT_REGION_FRACTION^2 * Var / (4 b^2), Var ~ 2 b^2
             cap = DEFAULT_REGION_FRACTION ** 2 / 2
             lines.append("  finite only while every |theta_j| < 1/(2b): the learner's default cap keeps "

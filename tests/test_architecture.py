@@ -24,7 +24,7 @@ LAYER_OF = {
     "deprecation": "base",
     "_kernels": "kernels",
     "losses": "spec", "label_noise": "spec", "estimates": "spec", "transforms": "spec", "solvers": "spec",
-    "laplace": "spec", "categorical_rr": "spec",
+    "laplace": "spec", "categorical_rr": "spec", "noise_registry": "spec",
     "io": "io",
     "privacy": "privacy",
     "sgd": "sgd",

@@ -21,10 +21,13 @@ def add_subparser(subparsers, name: str, *, help: str, description: str, example
 
 
 def feature_delta(args) -> float:
-    """``--delta``, or its default: 1e-5, and 0 with ``--mechanism laplace`` (pure epsilon)."""
+    """``--delta``, or its mechanism's default (``iwpfast.noise_registry``): 1e-5, and 0 with
+    ``--mechanism laplace`` (pure epsilon)."""
     if args.delta is not None:
         return args.delta
-    return 0.0 if args.mechanism == "laplace" else 1e-5
+    from ..noise_registry import mechanism_record
+
+    return mechanism_record(args.mechanism).default_delta
 
 
 def split_names(values) -> list[str]:

@@ -1,6 +1,7 @@
 """``iwpfast plan``: the noise a budget implies and what one pass can learn, before releasing."""
 from __future__ import annotations
 
+from ..noise_registry import mechanism_choices, mechanism_help
 from . import add_subparser, feature_delta
 
 EXAMPLES = """\
@@ -35,8 +36,8 @@ def register(subparsers) -> None:
                         "a label-only release")
     p.add_argument("--epsilon-y", type=float, default=None,
                    help="budget of the label / target (default: public labels)")
-    p.add_argument("--mechanism", choices=["gaussian", "laplace"], default="gaussian",
-                   help="feature mechanism (laplace: pure epsilon, delta 0, L1 bound)")
+    p.add_argument("--mechanism", choices=mechanism_choices(), default="gaussian",
+                   help="feature mechanism: " + mechanism_help())
     p.add_argument("--delta", type=float, default=None,
                    help="delta (default 1e-5; 0 with --mechanism laplace)")
     p.add_argument("--bound", type=float, default=1.0,

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..noise_registry import mechanism_choices, mechanism_help, noise_choices, noise_help
 from ..progress import add_progress_arguments, cli_progress
 from . import add_cluster_arguments, add_subparser, feature_delta, split_names
 
@@ -116,9 +117,8 @@ def register(subparsers) -> None:
                         "quote a name with spaces, \"no diploma\"): k >= 3 classes go "
                         "through k-ary randomized response and are written as their index 0..k-1; "
                         "values outside them are an error (or dropped with --on-invalid drop)")
-    p.add_argument("--mechanism", choices=["gaussian", "laplace"], default="gaussian",
-                   help="feature mechanism: gaussian (default; (epsilon, delta), L2 bound) or laplace "
-                        "(pure epsilon, delta 0: L1 bound, exact discrete Laplace noise on a grid)")
+    p.add_argument("--mechanism", choices=mechanism_choices(), default="gaussian",
+                   help="feature mechanism: " + mechanism_help())
     p.add_argument("--delta", type=float, default=None,
                    help="delta of the feature mechanism (default 1e-5; 0 with --mechanism laplace)")
     p.add_argument("--bound", type=float, default=1.0,
@@ -126,11 +126,8 @@ def register(subparsers) -> None:
                         "default 1")
     p.add_argument("--calibration", choices=["analytic", "classic"], default="analytic",
                    help="Gaussian noise calibration (default analytic; classic = the paper's formula)")
-    p.add_argument("--noise", choices=["discrete", "float"], default="discrete",
-                   help="noise law: discrete (default: exact discrete Gaussian on a power-of-two grid "
-                        "from an AES-CTR keystream; the printed guarantee holds for the bits written) or "
-                        "float (floating-point Gaussian, the paper's; its guarantee holds for "
-                        "real-valued noise only, the float implementation leaks low-order bits)")
+    p.add_argument("--noise", choices=noise_choices(), default="discrete",
+                   help="noise law: " + noise_help())
     p.add_argument("--task", choices=["classification", "regression"], default="classification")
     p.add_argument("--target-range", metavar="LO:HI",
                    help="declared range of the regression target (write --target-range=LO:HI when "

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..exceptions import InvalidInputError
 from ..label_noise import kary_probabilities  # noqa: F401 (re-exported; defined there)
+from ..noise_registry import law_record, noise_choices, resolve
 
 if TYPE_CHECKING:                    # discrete.py is imported lazily (only the discrete law needs it)
     from .discrete import DiscreteLaw
@@ -27,19 +28,51 @@ from .calibration import (
     label_keep_probability,
 )
 
-#: the noise laws: "discrete" (default) = exact discrete Gaussian on a power-of-two grid from an
-#: AES-CTR keystream, a guarantee for the bits written; "float" = floating-point Gaussian from
-#: SFC64 (fast, reproduces the paper; its guarantee holds for real-valued noise only)
-NOISES = ("discrete", "float")
-NOISE_LAWS = {"discrete": "discrete_gaussian", "float": "float_gaussian"}
+#: the built-in noise laws of the Gaussian mechanism (``noise=``): "discrete" (default) = exact
+#: discrete Gaussian on a power-of-two grid from an AES-CTR keystream, a guarantee for the bits
+#: written; "float" = floating-point Gaussian from SFC64 (fast, reproduces the paper; its guarantee
+#: holds for real-valued noise only).  The laws themselves are records of ``iwpfast.noise_registry``
+#: (``check_noise`` reads it, so a registered law is accepted).
+NOISES = noise_choices()
 
 
 def check_noise(noise: str) -> str:
-    if noise not in NOISES:
+    if noise not in noise_choices():
         raise InvalidInputError(
-            f"noise must be one of {NOISES}, got {noise!r}; use 'discrete' (default: exact discrete "
-            "Gaussian on a grid, a guarantee for the bits written) or 'float' (speed comparisons)")
+            f"noise must be one of {noise_choices()}, got {noise!r}; use 'discrete' (default: exact "
+            "discrete Gaussian on a grid, a guarantee for the bits written) or 'float' (speed "
+            "comparisons)")
     return noise
+
+
+def calibrate_float_gaussian(mech, dims: int, coord_bound: float, dtype: str) -> None:
+    """The float law's calibration (``noise_registry``): sigma of the continuous Gaussian."""
+    mech.sigma = gaussian_noise_scale(mech.epsilon, mech.delta, mech.calibration_bound,
+                                      mech.calibration)
+    mech.discrete = None
+
+
+def calibrate_discrete_gaussian(mech, dims: int, coord_bound: float, dtype: str) -> None:
+    """The discrete law's calibration (``noise_registry``): ``discrete.calibrate_discrete``."""
+    from .discrete import calibrate_discrete
+
+    fixed = None
+    if mech.calibration == "classic":
+        # the paper's sigma (refused when the exact condition shows it misses delta even for
+        # real-valued noise); the discrete accounting of that sigma is checked below
+        fixed = gaussian_noise_scale(mech.epsilon, mech.delta, mech.calibration_bound, "classic")
+        sigma0 = fixed
+    else:
+        sigma0 = gaussian_noise_scale(mech.epsilon, mech.delta, mech.calibration_bound, "analytic")
+    if mech.onehot_blocks:
+        coord_bound = 1.0                     # a one-hot coordinate is 0 or 1
+    law = calibrate_discrete(mech.epsilon, mech.delta, mech.bound, dims, coord_bound, dtype,
+                             sigma0, fixed_sigma=fixed,
+                             onehot=(mech.onehot_blocks, mech.onehot_coords))
+    if law.terms.total > mech.delta:
+        raise InvalidInputError(classic_refusal(mech.epsilon, mech.delta, law.terms.total))
+    mech.discrete = law
+    mech.sigma = law.sigma
 
 
 class _NoiseLaw:
@@ -75,34 +108,11 @@ class _NoiseLaw:
         return math.sqrt(numeric * numeric + 0.5 * self.onehot_blocks)
 
     def _calibrate(self, dims: int, coord_bound: float, dtype: str) -> None:
-        if self.noise == "float":
-            self.sigma = gaussian_noise_scale(self.epsilon, self.delta, self.calibration_bound,
-                                              self.calibration)
-            self.discrete = None
-            return
-        from .discrete import calibrate_discrete
-
-        fixed = None
-        if self.calibration == "classic":
-            # the paper's sigma (refused when the exact condition shows it misses delta even for
-            # real-valued noise); the discrete accounting of that sigma is checked below
-            fixed = gaussian_noise_scale(self.epsilon, self.delta, self.calibration_bound, "classic")
-            sigma0 = fixed
-        else:
-            sigma0 = gaussian_noise_scale(self.epsilon, self.delta, self.calibration_bound, "analytic")
-        if self.onehot_blocks:
-            coord_bound = 1.0                     # a one-hot coordinate is 0 or 1
-        law = calibrate_discrete(self.epsilon, self.delta, self.bound, dims, coord_bound, dtype,
-                                 sigma0, fixed_sigma=fixed,
-                                 onehot=(self.onehot_blocks, self.onehot_coords))
-        if law.terms.total > self.delta:
-            raise InvalidInputError(classic_refusal(self.epsilon, self.delta, law.terms.total))
-        self.discrete = law
-        self.sigma = law.sigma
+        resolve(law_record("gaussian", self.noise).calibrate)(self, dims, coord_bound, dtype)
 
     @property
     def law(self) -> str:
-        return NOISE_LAWS[self.noise]
+        return law_record("gaussian", self.noise).law
 
     @property
     def grid(self) -> float | None:
@@ -116,7 +126,7 @@ class _NoiseLaw:
     def noise_metadata(self) -> dict:
         if self.discrete is not None:
             return self.discrete.metadata()
-        return {"law": "float_gaussian", "grid": None, "sigma": self.sigma, "variance": self.sigma**2}
+        return {"law": self.law, "grid": None, "sigma": self.sigma, "variance": self.sigma**2}
 
 # Clipping multiplies by bound/||x|| in floating point; aim a little inside the ball so that the
 # rounding of that product and of the norm (a few float32 ulps) never lands outside it.

@@ -14,12 +14,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..exceptions import ReleaseSpecError
-from .mechanisms import NOISE_LAWS
+from ..noise_registry import mechanism_choices, record_of_law
 
 TASKS = ("classification", "regression")
-#: the feature mechanisms: Gaussian-type ((epsilon, delta), L2 bound) or discrete Laplace (pure
-#: epsilon, L1 bound; docs/math.md "Pure epsilon")
-MECHANISMS = ("gaussian", "laplace")
+#: the built-in feature mechanisms: Gaussian-type ((epsilon, delta), L2 bound) or discrete Laplace
+#: (pure epsilon, L1 bound; docs/math.md "Pure epsilon"); the legal values are those of the
+#: registered noise laws (``iwpfast.noise_registry.mechanism_choices``)
+MECHANISMS = mechanism_choices()
 FEATURE_DTYPES = ("float32", "float64")
 
 
@@ -71,7 +72,7 @@ _METADATA_FIELDS: dict[str, tuple[bool, str, Callable[[Any], bool]]] = {
     "target_noise": (False, "an object with a string 'law' and numbers grid/sigma/variance",
                      _is_noise_law),
     "seeded": (False, "true or false", lambda v: isinstance(v, bool)),
-    "mechanism": (False, f"one of {MECHANISMS}", lambda v: v in MECHANISMS),
+    "mechanism": (False, f"one of {MECHANISMS}", lambda v: v in mechanism_choices()),
     "public_features": (False, "a list of column names (a subset of features)",
                         lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)),
     "feature_noise_variance": (False, "a list of numbers >= 0, one per feature",
@@ -124,14 +125,10 @@ def check_metadata_fields(meta: Mapping) -> None:
 
 
 def noise_from_law(law: str) -> str:
-    """The spec's ``noise`` for the metadata's noise law name (releases written before the
-    discrete law carry no law: they were float)."""
-    if law == "discrete_laplace":
-        return "discrete"
-    for noise, name in NOISE_LAWS.items():
-        if name == law:
-            return noise
-    raise ReleaseSpecError(f"release metadata names an unknown noise law {law!r}; upgrade iwpfast")
+    """The spec's ``noise`` for the metadata's noise law name (its record in
+    ``iwpfast.noise_registry``; releases written before the discrete law carry no law: they were
+    float)."""
+    return record_of_law(law).noise
 
 
 def check_exact_noise_fields(noise_meta: dict, expected: dict) -> None:

@@ -8,7 +8,8 @@ the law owns one random source per thread part and knows how to
 - draw the label randomness: binary randomized response (NumPy and fused), the uniforms of k-ary
   randomized response, the stream of a regression target's noise.
 
-Three laws today, chosen by ``spec.mechanism`` and ``spec.noise`` (``law_class``):
+Three laws today, chosen by ``spec.mechanism`` and ``spec.noise`` through their records in
+``iwpfast.noise_registry`` (``law_class``):
 
 - :class:`FloatGaussianLaw` (``noise="float"``): ``Generator(SFC64)`` per thread part, seeded by
   ``SeedSequence.spawn``;
@@ -18,8 +19,9 @@ Three laws today, chosen by ``spec.mechanism`` and ``spec.noise`` (``law_class``
 - :class:`DiscreteLaplaceLaw` (``mechanism="laplace"``): the exact discrete Laplace sampler
   (``iwpfast.privacy.laplace``, pure epsilon), on the same keystreams.
 
-A new law is one more class here and one more case of ``law_class``; its calibration lives with
-its mechanism (``iwpfast.privacy.mechanisms``, ``iwpfast.privacy.laplace``).  Every law consumes
+A new law is one more class here (or an existing one reused) named by its record in
+``iwpfast.noise_registry``, which also holds its calibration (``iwpfast.privacy.mechanisms`` for
+the Gaussian variants; ``iwpfast.privacy.laplace`` calibrates its own mechanism).  Every law consumes
 its streams in the same order on the NumPy and the kernel paths, so both give the same bits for
 the same seed.
 """
@@ -29,6 +31,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ..noise_registry import law_record, resolve
 from .discrete import DiscreteNoise, WordBuffer
 from .randomness import NoiseKey
 
@@ -233,17 +236,9 @@ class DiscreteGaussianLaw(_KeystreamLaw):
                 buf.pos = buf.words.size
 
 
-#: the law of a spec: ``spec.noise`` -> class (a new mechanism adds its row)
-NOISE_LAWS: dict[str, type[NoiseLaw]] = {
-    "float": FloatGaussianLaw,
-    "discrete": DiscreteGaussianLaw,
-}
-
-
 def law_class(spec) -> type[NoiseLaw]:
-    if getattr(spec, "mechanism", "gaussian") == "laplace":
-        return DiscreteLaplaceLaw
-    return NOISE_LAWS[spec.noise]
+    """The sampler of the law the spec selects (its record in ``iwpfast.noise_registry``)."""
+    return resolve(law_record(getattr(spec, "mechanism", "gaussian"), spec.noise).sampler)
 
 
 class _KeystreamUniforms:

@@ -28,6 +28,7 @@ from ..engines import resolve_engine
 from ..exceptions import InvalidInputError
 from .batches import BatchChecker
 from .mechanisms import _CLIP_SAFETY, GaussianTargetMechanism, KaryRandomizedResponse, RandomizedResponse
+from ..noise_registry import law_record
 from .noise_laws import _MAX_THREADS, FUSED_WARM_MIN_ROWS, FloatGaussianLaw, NoiseLaw, law_class
 from .options import RELEASE_ENGINES
 from .scaling import RangeScaler
@@ -240,7 +241,8 @@ class _Privatizer:
 
         block = private[self.pre_clip]
         bound = float(self.spec.bound or 0.0)
-        clip = clip_l1_ if self.spec.mechanism == "laplace" else clip_l2_
+        norm = law_record(self.spec.mechanism, self.spec.noise).norm
+        clip = clip_l1_ if norm == "L1" else clip_l2_
         count = clip(block, bound, coords_in_unit=True)
         if count:
             private[self.pre_clip] = block

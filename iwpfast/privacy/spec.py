@@ -20,8 +20,8 @@ from ..label_noise import check_classes
 from .calibration import check_delta
 from .feature_map import FeatureMap, check_categories, check_unknown, with_catch_all
 from .laplace import LaplaceFeatureMechanism
+from ..noise_registry import law_record, mechanism_choices
 from .mechanisms import (
-    NOISE_LAWS,
     GaussianFeatureMechanism,
     GaussianTargetMechanism,
     KaryRandomizedResponse,
@@ -30,7 +30,6 @@ from .mechanisms import (
 )
 from .metadata_fields import (
     FEATURE_DTYPES,
-    MECHANISMS,
     TASKS,
     check_exact_noise_fields,
     check_metadata_fields,
@@ -210,8 +209,8 @@ class ReleaseSpec:
                 f"feature_dtype must be one of {FEATURE_DTYPES}, got {self.feature_dtype!r}"
             )
         check_noise(self.noise)
-        if self.mechanism not in MECHANISMS:
-            raise InvalidInputError(f"mechanism must be one of {MECHANISMS}, got {self.mechanism!r}; "
+        if self.mechanism not in mechanism_choices():
+            raise InvalidInputError(f"mechanism must be one of {mechanism_choices()}, got {self.mechanism!r}; "
                                     "'laplace' releases pure-epsilon features (delta=0.0)")
         self._check_public_features()
         self._check_categorical()
@@ -610,7 +609,7 @@ class ReleaseSpec:
             "delta_y": self.delta_y if regression else None,
             "guarantee": self._guarantee_metadata(g),
             # label-only: no feature noise; the law still names the randomness of the labels
-            "noise": ({"law": NOISE_LAWS[self.noise], "grid": None, "sigma": 0.0, "variance": 0.0}
+            "noise": ({"law": law_record("gaussian", self.noise).law, "grid": None, "sigma": 0.0, "variance": 0.0}
                       if mech is None else mech.noise_metadata()),
             "target_noise": self._label_mech.noise_metadata()
             if isinstance(self._label_mech, GaussianTargetMechanism) else None,

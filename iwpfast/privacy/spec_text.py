@@ -9,9 +9,61 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from .laplace import LaplaceFeatureMechanism
+from ..noise_registry import law_record, resolve
 from .mechanisms import KaryRandomizedResponse
 from .rr_columns import describe_how, guarantee_clause
+
+
+def _record(spec):
+    """The spec's noise law (``iwpfast.noise_registry``): its words are below, one pair a law."""
+    return law_record(spec.mechanism, spec.noise)
+
+
+# --- each law's words: the guarantee's clause (spec, feature mechanism) and the `iwpfast info`
+# noise line (feature mechanism); named by the laws' records
+def laplace_words(spec, mech) -> str:
+    return (f"the discrete Laplace mechanism on the grid 2^{round(math.log2(mech.grid))} "
+            f"(pure epsilon_x={spec.epsilon_x:g}, delta=0; L1 bound {spec.bound:g}"
+            f"{_blocks_text(spec)}, scale "
+            f"b={mech.law.scale:.4g}: the snapped vector is clipped in integers, the sampler "
+            "is exact integer arithmetic on an AES-CTR keystream, nothing is approximated)")
+
+
+def discrete_gaussian_words(spec, mech) -> str:
+    return (f"the discrete Gaussian mechanism on the grid 2^{mech.discrete.grid_log2} "
+            f"(epsilon_x={spec.epsilon_x:g}, delta={spec.delta:g}, {spec.calibration} "
+            f"calibration, L2 bound {spec.bound:g}{_blocks_text(spec)}, "
+            f"sigma={spec.sigma:.4g}; a proven bound "
+            "for the values as written: snapping, sampler and tail are in delta, the noise "
+            "comes from an AES-CTR keystream)")
+
+
+def float_gaussian_words(spec, mech) -> str:
+    return (f"the Gaussian mechanism with floating-point noise (epsilon_x={spec.epsilon_x:g}, "
+            f"delta={spec.delta:g}, {spec.calibration} calibration, L2 bound "
+            f"{spec.bound:g}{_blocks_text(spec)}, "
+            f"sigma={spec.sigma:.4g}) -- this holds for real-valued noise only: the "
+            "floating-point implementation leaks low-order bits of the data, so the values "
+            "as written do NOT carry this guarantee (use noise='discrete')")
+
+
+def laplace_noise_line(mech) -> str:
+    return (f"noise:         discrete_laplace on the grid 2^{round(math.log2(mech.grid))} "
+            f"(scale b {mech.law.scale:.6g}, variance {mech.variance:.6g}; pure epsilon, "
+            "exact sampler, AES-CTR keystream)")
+
+
+def float_gaussian_noise_line(mech) -> str:
+    return (f"noise:         {mech.law} (floating point, SFC64; variance {mech.variance:.6g}; "
+            "leaks low-order bits)")
+
+
+def discrete_gaussian_noise_line(mech) -> str:
+    law = mech.discrete
+    return (f"noise:         discrete_gaussian on the grid 2^{law.grid_log2} (variance "
+            f"{law.variance:.6g}; delta terms: Gaussian {law.terms.gaussian:.3g}, sampler edge "
+            f"{law.terms.sampler_edge:.2g}, Gaussian tail {law.terms.gaussian_tail:.2g}; "
+            f"AES-CTR keystream)")
 
 
 class Guarantee(NamedTuple):
@@ -31,7 +83,7 @@ def guarantee_metadata(spec, g: Guarantee) -> dict:
     law; "real_valued_noise_only" for float noise, whose low-order bits leak the data."""
     # public columns: the guarantee is for records that agree on them (docs/release.md)
     public = {"not_protected": list(spec.public_features)} if spec.public_features else {}
-    if spec.noise == "discrete":
+    if law_record("gaussian", spec.noise).exact:
         return {"epsilon": g.epsilon, "delta": g.delta, "holds_for": "values_as_written",
                 **public}
     return {"epsilon": g.epsilon, "delta": g.delta, "holds_for": "real_valued_noise_only",
@@ -48,7 +100,7 @@ def _blocks_text(spec) -> str:
     mech = spec._features_mech
     sens = "" if mech is None else f", sensitivity {mech.sensitivity:.4g}"
     return (f" on the numeric part and {blocks} one-hot block(s) of norm 1"
-            f" ({'L1 2B + 2m' if spec.mechanism == 'laplace' else 'L2 sqrt(4B^2 + 2m)'}{sens})")
+            f" ({'L1 2B + 2m' if _record(spec).norm == 'L1' else 'L2 sqrt(4B^2 + 2m)'}{sens})")
 
 
 def spec_guarantee(spec) -> Guarantee:
@@ -79,26 +131,8 @@ def spec_guarantee(spec) -> Guarantee:
         else "private features " + (", ".join(private) if private else "(named at release)")
     if mech is None:
         law = ""
-    elif isinstance(mech, LaplaceFeatureMechanism):
-        law = (f"the discrete Laplace mechanism on the grid 2^{round(math.log2(mech.grid))} "
-               f"(pure epsilon_x={spec.epsilon_x:g}, delta=0; L1 bound {spec.bound:g}"
-               f"{_blocks_text(spec)}, scale "
-               f"b={mech.law.scale:.4g}: the snapped vector is clipped in integers, the sampler "
-               "is exact integer arithmetic on an AES-CTR keystream, nothing is approximated)")
-    elif spec.noise == "discrete" and mech.discrete is not None:
-        law = (f"the discrete Gaussian mechanism on the grid 2^{mech.discrete.grid_log2} "
-               f"(epsilon_x={spec.epsilon_x:g}, delta={spec.delta:g}, {spec.calibration} "
-               f"calibration, L2 bound {spec.bound:g}{_blocks_text(spec)}, "
-               f"sigma={spec.sigma:.4g}; a proven bound "
-               "for the values as written: snapping, sampler and tail are in delta, the noise "
-               "comes from an AES-CTR keystream)")
     else:
-        law = (f"the Gaussian mechanism with floating-point noise (epsilon_x={spec.epsilon_x:g}, "
-               f"delta={spec.delta:g}, {spec.calibration} calibration, L2 bound "
-               f"{spec.bound:g}{_blocks_text(spec)}, "
-               f"sigma={spec.sigma:.4g}) -- this holds for real-valued noise only: the "
-               "floating-point implementation leaks low-order bits of the data, so the values "
-               "as written do NOT carry this guarantee (use noise='discrete')")
+        law = resolve(_record(spec).guarantee_words)(spec, mech)
     if spec._rr_mechs:
         numeric = [f for f in private if not spec._is_rr(f)]
         names = (("features " if not public else "private features ") + ", ".join(numeric)
@@ -147,18 +181,7 @@ def _noise_line(spec) -> str:
     mech = spec._features_mech
     if mech is None:
         return "noise:         none on the features (every feature public: label-only release)"
-    if isinstance(mech, LaplaceFeatureMechanism):
-        return (f"noise:         discrete_laplace on the grid 2^{round(math.log2(mech.grid))} "
-                f"(scale b {mech.law.scale:.6g}, variance {mech.variance:.6g}; pure epsilon, "
-                "exact sampler, AES-CTR keystream)")
-    if mech.discrete is None:
-        return (f"noise:         float_gaussian (floating point, SFC64; variance {mech.variance:.6g}; "
-                "leaks low-order bits)")
-    law = mech.discrete
-    return (f"noise:         discrete_gaussian on the grid 2^{law.grid_log2} (variance "
-            f"{law.variance:.6g}; delta terms: Gaussian {law.terms.gaussian:.3g}, sampler edge "
-            f"{law.terms.sampler_edge:.2g}, Gaussian tail {law.terms.gaussian_tail:.2g}; "
-            f"AES-CTR keystream)")
+    return resolve(_record(spec).noise_line)(mech)
 
 
 def describe_spec(spec) -> str:
@@ -185,7 +208,7 @@ def describe_spec(spec) -> str:
     mech = spec._features_mech
     if mech is not None:
         per = "per private feature" if spec.public_features else "per feature"
-        laplace = spec.mechanism == "laplace"
+        laplace = _record(spec).norm == "L1"
         blocks, _ = spec._onehot_structure()
         lines.append(f"feature bound: {spec.bound:g} ({'L1' if laplace else 'L2'}"
                      + (", over the private numeric features" if blocks else

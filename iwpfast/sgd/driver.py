@@ -52,6 +52,7 @@ from ..io.reader import ChunkReader
 from ..io.source_base import load_lazy_imports
 from ..io.sources import Source, open_source
 from ..laplace import DiscreteLaplace
+from ..noise_registry import NOISE_LAW_RECORDS, resolve
 from ..progress import progress_bar
 from .checkpoint import checkpoint_exists, config_hash, dataset_hash, read_checkpoint
 from .scan import (
@@ -203,20 +204,14 @@ def noise_from_release(metadata: dict | None, features: Sequence[str], *,
 
 
 def laplace_law_of(law: dict | None, p: int, noised=None) -> DiscreteLaplace | None:
-    """The learner's DiscreteLaplace from a release's ``noise`` field (grid and scale b, the same
-    for every noised feature of the release; scale 0, no noise, for a public one: ``noised`` is
-    the features' noise variances, or None when every feature is noised), or None for a
-    Gaussian release."""
-    if law is None or law.get("law") != "discrete_laplace":
+    """The learner's law object (its tau: a DiscreteLaplace) from a release's ``noise`` field, by
+    the law's record in ``iwpfast.noise_registry`` (``learner_law``; ``noised``: the features'
+    noise variances, 0 for a public one, or None when every feature is noised), or None for a
+    law whose inverse reads the variances only (Gaussian)."""
+    record = NOISE_LAW_RECORDS.get(law.get("law")) if isinstance(law, dict) else None
+    if record is None or record.learner_law is None:
         return None
-    try:
-        grid, scale = float(law["grid"]), float(law["scale"])
-    except (KeyError, TypeError, ValueError):
-        raise ReleaseSpecError(
-            f"release metadata: noise {law!r} names the discrete Laplace law without a numeric grid "
-            "and scale; the release is corrupt, re-create it.") from None
-    scales = np.full(p, scale) if noised is None else np.where(np.asarray(noised) > 0, scale, 0.0)
-    return DiscreteLaplace(scales, np.full(p, grid))
+    return resolve(record.learner_law)(law, p, noised)
 
 
 #: a bar on a terminal moves at least this many times a pass (the model does not depend on the

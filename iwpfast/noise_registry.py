@@ -1,0 +1,180 @@
+"""The noise laws of a release, one record each: the one table that the release, the planner, the
+command line and the learner read (docs/extending.md "A noise law").
+
+A record says how a spec selects the law (``mechanism`` and ``noise``), its name in the release
+metadata (``law``), the release's sampler (a ``NoiseLaw`` class of ``iwpfast.privacy.noise_laws``)
+and calibration, the words of its guarantee, its command-line choice, and what the learner
+debiases it with: ``inverse`` (the key of the kernels' ``LAW_CODES``: "gaussian", the
+inverse-Weierstrass transform that reads each feature's variance only, or a law of its own such
+as "laplace") and ``learner_law`` (the law object that gives the learner its tau, from the
+metadata's ``noise`` block; None when the variance is all it needs).
+
+Pure Python and light (the command line reads it to list its choices): the release-side pieces
+are named as ``"module:attribute"`` and imported when first used (``resolve``); a record made at
+run time may hold the objects themselves.  ``register`` adds a record, ``unregister`` removes it.
+
+    >>> from iwpfast.noise_registry import law_record, noise_choices, mechanism_choices
+    >>> law_record("gaussian", "float").law, noise_choices(), mechanism_choices()
+    ('float_gaussian', ('discrete', 'float'), ('gaussian', 'laplace'))
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+from .exceptions import InvalidInputError, ReleaseSpecError
+
+
+@dataclass(frozen=True)
+class NoiseLawRecord:
+    """One noise law of the feature vector (see the module docstring).
+
+    law:          the metadata's ``noise.law`` name (a contract: never renamed once released).
+    mechanism:    ``ReleaseSpec.mechanism`` / ``--mechanism`` of the law ("gaussian": a variant of
+                  the Gaussian mechanism, (epsilon, delta) and an L2 bound).
+    noise:        ``ReleaseSpec.noise`` / ``--noise`` of the law within its mechanism.
+    sampler:      the release's ``iwpfast.privacy.noise_laws.NoiseLaw`` subclass (or its name).
+    calibrate:    ``(mech, dims, coord_bound, dtype) -> None``: sets ``mech.sigma`` and
+                  ``mech.discrete`` of a Gaussian-type mechanism (``iwpfast.privacy.mechanisms``);
+                  None for a mechanism of its own, whose feature mechanism calibrates itself.
+    wording:      the law in a few words (``iwpfast plan``).
+    guarantee_words: ``(spec, feature_mechanism) -> str``: the law's clause in the guarantee's
+                  statement (``ReleaseSpec.guarantee``; ``iwpfast.privacy.spec_text``).
+    noise_line:   ``feature_mechanism -> str``: the ``noise:`` line of ``ReleaseSpec.describe``.
+    exact:        whether the guarantee holds for the values as written (the metadata's
+                  ``guarantee.holds_for``); False for floating-point noise.
+    help:         the command line's words for its ``--noise`` choice (``iwpfast release --help``).
+    mechanism_help: the words for its ``--mechanism`` choice (read from a mechanism's first law).
+    inverse:      the learner's inverse: a key of ``iwpfast._kernels.abi.LAW_CODES``.
+    learner_law:  ``(noise_meta, p, noised) -> law | None``: the learner's law object (its tau) from
+                  the metadata's ``noise`` block; None: the Gaussian inverse (variances only).
+    norm:         the norm of the feature bound ("L2", or "L1" for Laplace).
+    default_delta: the feature delta when none is given (0.0: pure epsilon).
+    """
+
+    law: str
+    mechanism: str
+    noise: str
+    sampler: Any
+    calibrate: Any
+    wording: str
+    guarantee_words: Any
+    noise_line: Any
+    exact: bool = True
+    help: str = ""
+    mechanism_help: str = ""
+    inverse: str = "gaussian"
+    learner_law: Any = None
+    norm: str = "L2"
+    default_delta: float = 1e-5
+
+
+def resolve(ref):
+    """The object a record names: ``"package.module:attribute"`` imported, anything else as is."""
+    if isinstance(ref, str) and ":" in ref:
+        module, attribute = ref.split(":", 1)
+        return getattr(importlib.import_module(module), attribute)
+    return ref
+
+
+#: metadata law name -> record, in the order of the command line's choices
+NOISE_LAW_RECORDS: dict[str, NoiseLawRecord] = {}
+
+
+def register(record: NoiseLawRecord) -> NoiseLawRecord:
+    """Add a law; its ``law`` name and its (mechanism, noise) pair must both be new."""
+    if record.law in NOISE_LAW_RECORDS:
+        raise InvalidInputError(f"a noise law named {record.law!r} is already registered")
+    if any((r.mechanism, r.noise) == (record.mechanism, record.noise)
+           for r in NOISE_LAW_RECORDS.values()):
+        raise InvalidInputError(f"mechanism={record.mechanism!r} with noise={record.noise!r} already "
+                                "selects a registered noise law")
+    NOISE_LAW_RECORDS[record.law] = record
+    return record
+
+
+def unregister(law: str) -> None:
+    """Remove the law named ``law`` (a test's toy law; the built-in laws are a contract)."""
+    NOISE_LAW_RECORDS.pop(law, None)
+
+
+def noise_choices() -> tuple[str, ...]:
+    """The values of ``noise=`` / ``--noise``."""
+    return tuple(dict.fromkeys(r.noise for r in NOISE_LAW_RECORDS.values()))
+
+
+def mechanism_choices() -> tuple[str, ...]:
+    """The values of ``mechanism=`` / ``--mechanism``."""
+    return tuple(dict.fromkeys(r.mechanism for r in NOISE_LAW_RECORDS.values()))
+
+
+def mechanism_help() -> str:
+    """The ``--mechanism`` choices in words."""
+    return " or ".join(mechanism_record(m).mechanism_help or m for m in mechanism_choices())
+
+
+def noise_help() -> str:
+    """The ``--noise`` choices in words."""
+    words = {r.noise: r.help for r in NOISE_LAW_RECORDS.values() if r.help}
+    return " or ".join(words.get(n, n) for n in noise_choices())
+
+
+def mechanism_record(mechanism: str) -> NoiseLawRecord:
+    """The first law of ``mechanism`` (what its norm, default delta and wording come from)."""
+    for record in NOISE_LAW_RECORDS.values():
+        if record.mechanism == mechanism:
+            return record
+    raise InvalidInputError(f"mechanism must be one of {mechanism_choices()}, got {mechanism!r}")
+
+
+def law_record(mechanism: str, noise: str) -> NoiseLawRecord:
+    """The law a spec selects; ``InvalidInputError`` naming the legal pairs otherwise."""
+    for record in NOISE_LAW_RECORDS.values():
+        if record.mechanism == mechanism and record.noise == noise:
+            return record
+    pairs = ", ".join(f"{r.mechanism}/{r.noise}" for r in NOISE_LAW_RECORDS.values())
+    raise InvalidInputError(f"no noise law for mechanism={mechanism!r} with noise={noise!r}; the "
+                            f"registered ones (mechanism/noise) are {pairs}")
+
+
+def record_of_law(law: str) -> NoiseLawRecord:
+    """The record of a metadata law name; ``ReleaseSpecError`` for a name this iwpfast lacks."""
+    record = NOISE_LAW_RECORDS.get(law)
+    if record is None:
+        raise ReleaseSpecError(f"release metadata names an unknown noise law {law!r}; upgrade iwpfast")
+    return record
+
+
+for _record in (
+    NoiseLawRecord(
+        law="discrete_gaussian", mechanism="gaussian", noise="discrete",
+        sampler="iwpfast.privacy.noise_laws:DiscreteGaussianLaw",
+        calibrate="iwpfast.privacy.mechanisms:calibrate_discrete_gaussian",
+        wording="exact discrete Gaussian noise on a power-of-two grid from an AES-CTR keystream",
+        guarantee_words="iwpfast.privacy.spec_text:discrete_gaussian_words",
+        noise_line="iwpfast.privacy.spec_text:discrete_gaussian_noise_line",
+        help="discrete (default: exact discrete Gaussian on a power-of-two grid from an AES-CTR "
+             "keystream; the printed guarantee holds for the bits written)",
+        mechanism_help="gaussian (default; (epsilon, delta), L2 bound)"),
+    NoiseLawRecord(
+        law="float_gaussian", mechanism="gaussian", noise="float",
+        sampler="iwpfast.privacy.noise_laws:FloatGaussianLaw",
+        calibrate="iwpfast.privacy.mechanisms:calibrate_float_gaussian",
+        wording="floating-point Gaussian noise (SFC64)",
+        guarantee_words="iwpfast.privacy.spec_text:float_gaussian_words",
+        noise_line="iwpfast.privacy.spec_text:float_gaussian_noise_line", exact=False,
+        help="float (floating-point Gaussian, the paper's; its guarantee holds for real-valued "
+             "noise only, the float implementation leaks low-order bits)"),
+    NoiseLawRecord(
+        law="discrete_laplace", mechanism="laplace", noise="discrete",
+        sampler="iwpfast.privacy.noise_laws:DiscreteLaplaceLaw", calibrate=None,
+        wording="discrete Laplace mechanism",
+        guarantee_words="iwpfast.privacy.spec_text:laplace_words",
+        noise_line="iwpfast.privacy.spec_text:laplace_noise_line",
+        mechanism_help="laplace (pure epsilon, delta 0: L1 bound, exact discrete Laplace noise on "
+                       "a grid)",
+        inverse="laplace", learner_law="iwpfast.laplace:law_from_metadata", norm="L1",
+        default_delta=0.0),
+):
+    register(_record)
