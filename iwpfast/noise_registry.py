@@ -10,8 +10,8 @@ as "laplace") and ``learner_law`` (the law object that gives the learner its tau
 metadata's ``noise`` block; None when the variance is all it needs).
 
 Pure Python and light (the command line reads it to list its choices): the release-side pieces
-are named as ``"module:attribute"`` and imported when first used (``resolve``); a record made at
-run time may hold the objects themselves.  ``register`` adds a record, ``unregister`` removes it.
+are named as ``"module:attribute"`` and imported when first used (``iwpfast.registry.resolve``);
+a record made at run time may hold the objects themselves.  ``register`` adds a record, ``unregister`` removes it.
 
     >>> from iwpfast.noise_registry import law_record, noise_choices, mechanism_choices
     >>> law_record("gaussian", "float").law, noise_choices(), mechanism_choices()
@@ -19,11 +19,11 @@ run time may hold the objects themselves.  ``register`` adds a record, ``unregis
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Any
 
 from .exceptions import InvalidInputError, ReleaseSpecError
+from .registry import resolve  # noqa: F401 (the records' users import it from here)
 
 
 @dataclass(frozen=True)
@@ -68,14 +68,6 @@ class NoiseLawRecord:
     learner_law: Any = None
     norm: str = "L2"
     default_delta: float = 1e-5
-
-
-def resolve(ref):
-    """The object a record names: ``"package.module:attribute"`` imported, anything else as is."""
-    if isinstance(ref, str) and ":" in ref:
-        module, attribute = ref.split(":", 1)
-        return getattr(importlib.import_module(module), attribute)
-    return ref
 
 
 #: metadata law name -> record, in the order of the command line's choices

@@ -21,7 +21,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "iwpfast"
 # first component of the module path inside iwpfast -> layer
 LAYER_OF = {
     "exceptions": "base", "_version": "base", "progress": "base", "engines": "base",
-    "deprecation": "base",
+    "deprecation": "base", "registry": "base",
     "_kernels": "kernels",
     "losses": "spec", "label_noise": "spec", "estimates": "spec", "transforms": "spec", "solvers": "spec",
     "laplace": "spec", "categorical_rr": "spec", "noise_registry": "spec",

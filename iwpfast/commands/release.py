@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..io.formats import output_formats
 from ..noise_registry import mechanism_choices, mechanism_help, noise_choices, noise_help
 from ..progress import add_progress_arguments, cli_progress
 from . import add_cluster_arguments, add_subparser, feature_delta, split_names
@@ -138,7 +139,8 @@ def register(subparsers) -> None:
     p.add_argument("--feature-dtype", choices=["float32", "float64"], default="float32")
     p.add_argument("--on-invalid", choices=["error", "drop"], default="error",
                    help="rows with null/NaN/inf: stop with an error (default) or drop and count them")
-    p.add_argument("--format", choices=["parquet", "ipc"], help="output format (default: from the extension)")
+    p.add_argument("--format", choices=output_formats(),
+                   help="output format (default: from the extension)")
     p.add_argument("--compression", default="auto",
                    help="auto (default: noisy features uncompressed, labels snappy), snappy, zstd, lz4, none")
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")

@@ -3,10 +3,9 @@
 Each reader opens one file (a ``Location`` on any filesystem), exposes its ``schema``,
 ``num_rows`` (None when unknown: CSV, IPC streams) and ``group_rows`` (Parquet row groups / IPC
 record batches, for seeking and for splitting a file into parts), and yields located batches
-(``located(file_index, columns, batch_rows, global_row, start_in_file)``).  ``FILE_READERS`` maps
-a format name (``iwpfast.io.formats.input_format``) to its reader; :func:`open_file` is the one
-way in.  A new format is a reader class here, a row of the table and its suffixes in
-``iwpfast.io.formats``.
+(``located(file_index, columns, batch_rows, global_row, start_in_file)``).  Each format's record
+in ``iwpfast.io.formats.FILE_FORMATS`` names its reader; :func:`open_file` is the one way in.  A
+new format is a reader class (here or anywhere) and its record there.
 """
 from __future__ import annotations
 
@@ -18,7 +17,7 @@ import pyarrow as pa
 
 from ..exceptions import InvalidInputError
 from .filesystem import Location, map_ahead
-from .formats import input_format
+from .formats import input_format, open_reader
 from .handoff import join_draining, put_unless_stopped
 from .source_base import BatchOrigin
 
@@ -569,17 +568,22 @@ def _cut_groups(groups, walk: _Walk, file_index: int, path: str, batch_rows: int
         walk.file_row += n
 
 
-#: format name -> reader class (``reader(location, batch_rows)``)
-FILE_READERS: dict = {
-    "parquet": lambda loc, batch_rows, whole=False: _ParquetFile(loc, whole),
-    "ipc": lambda loc, batch_rows, whole=False: _IpcFile(loc),
-    "csv": _CsvFile,
-}
+def open_parquet(loc: Location, batch_rows: int, whole: bool = False):
+    return _ParquetFile(loc, whole)
 
 
-def open_file(loc: Location, batch_rows: int):
-    """The reader of one file, by its format (from the suffix)."""
-    return FILE_READERS[_file_format(loc.path)](loc, batch_rows)
+def open_ipc(loc: Location, batch_rows: int, whole: bool = False):
+    return _IpcFile(loc)
+
+
+def open_csv(loc: Location, batch_rows: int, whole: bool = False):
+    return _CsvFile(loc, batch_rows)
+
+
+def open_file(loc: Location, batch_rows: int, whole: bool = False):
+    """The reader of one file, by its format (from the suffix: its record in
+    ``iwpfast.io.formats.FILE_FORMATS``); ``whole``: a remote file read at once."""
+    return open_reader(_file_format(loc.path), loc, batch_rows, whole=whole)
 
 
 def _is_known(path: str) -> bool:

@@ -36,11 +36,13 @@ from .filesystem import (
     resolve,
     staging_name,
 )
-from .formats import OUTPUT_FORMATS, output_format
+from .formats import OUTPUT_FORMATS, open_writer, output_format
 from .outputs import check_writable_folder, local_kind, refuse_existing
 
 # re-exported: callers import the output format from here
-__all__ = ["FORMATS", "output_format", "check_destination", "AtomicArrowWriter"]
+__all__ = ["FORMATS", "output_format", "check_destination", "AtomicArrowWriter",
+           "ParquetFileWriter", "IpcFileWriter"]
+#: the built-in output formats (``formats.output_formats()``: the registered ones)
 FORMATS = OUTPUT_FORMATS
 
 
@@ -99,29 +101,10 @@ class AtomicArrowWriter:
                 # owner-only (0600) until published: the staged rows are noisy copies that
                 # nobody else may read (an object store has no mode to set: its policy decides)
                 create_private_file(str(self._tmp))
-            if self.format == "parquet":
-                import pyarrow.parquet as pq
-
-                if self.remote:
-                    self._sink = self.destination.fs.open_output_stream(self._tmp)
-                # store_schema=False: the footer key/values become the schema metadata readers see,
-                # and those can still be added at close (add_key_value_metadata).  Dictionary
-                # encoding is tried only where it can pay (labels): on noisy floats it is wasted work.
-                self._writer = pq.ParquetWriter(
-                    self._sink if self.remote else str(self._tmp), schema.remove_metadata(),
-                    compression=self.compression or "none",
-                    use_dictionary=list(dictionary_columns or []), store_schema=False,
-                    # CRC32 of every page: readers (iwpfast verifies them) detect flipped bytes
-                    write_page_checksum=True,
-                )
-            else:
-                import pyarrow.ipc as ipc
-
-                self._sink = (self.destination.fs.open_output_stream(self._tmp) if self.remote
-                              else pa.OSFile(str(self._tmp), "wb"))
-                codec = self.compression if isinstance(self.compression, str) else None
-                options = ipc.IpcWriteOptions(compression=codec if codec in ("lz4", "zstd") else None)
-                self._writer = ipc.new_file(self._sink, schema, options=options)
+            self._sink = (self.destination.fs.open_output_stream(self._tmp) if self.remote
+                          else pa.OSFile(str(self._tmp), "wb"))
+            self._writer = open_writer(self.format, self._sink, schema, self.compression,
+                                       list(dictionary_columns or []))
         except OSError as exc:  # e.g. permission denied, read-only file system
             self.abort()
             raise InvalidInputError(
@@ -151,41 +134,26 @@ class AtomicArrowWriter:
 
     def _commit(self, metadata: dict | None) -> Path | Location:
         metadata = {_b(k): _b(v) for k, v in (metadata or {}).items()}
-        if self.format == "parquet":
-            if metadata:
-                self._writer.add_key_value_metadata({k.decode(): v.decode() for k, v in metadata.items()})
-            self._writer.close()
-            self._writer = None
-            if self._sink is not None:  # remote: the stream is ours to close (uploads the rest)
-                self._sink.close()
-                self._sink = None
-        else:
-            self._writer.close()
-            self._writer = None
-            self._sink.close()
-            self._sink = None
-            current = dict(self.schema.metadata or {})
-            wanted = {**current, **metadata}
-            if wanted != current:
-                self._rewrite_ipc(wanted)
+        writer, self._writer = self._writer, None
+        missing = writer.close(metadata)
+        self._sink.close()          # the stream is ours to close (remote: uploads the rest)
+        self._sink = None
+        if missing is not None:
+            self._rewrite(writer.rewrite, missing)
         self._publish()
         self._done = True
         return self.destination
 
-    def _rewrite_ipc(self, metadata: dict) -> None:
-        import pyarrow.ipc as ipc
-
+    def _rewrite(self, rewrite, metadata: dict) -> None:
+        """The closed staging file copied by ``rewrite`` (the format writer's) with the schema
+        ``metadata`` it could not take at its close, then put in its place."""
         if self.remote:
             fs = self.destination.fs
             rewritten = self._tmp_loc.parent().child(self._tmp_loc.name + "2")
             try:
-                with fs.open_input_file(self._tmp) as source:
-                    reader = ipc.open_file(source)
-                    schema = reader.schema.with_metadata(metadata)
-                    with fs.open_output_stream(rewritten.path) as sink, \
-                            ipc.new_file(sink, schema) as writer:
-                        for i in range(reader.num_record_batches):
-                            writer.write_batch(reader.get_batch(i).replace_schema_metadata(metadata))
+                with fs.open_input_file(self._tmp) as source, \
+                        fs.open_output_stream(rewritten.path) as sink:
+                    rewrite(source, sink, metadata)
                 self._tmp_loc.delete()
                 self._tmp_loc, self._tmp = rewritten, rewritten.path
             except BaseException:
@@ -196,12 +164,8 @@ class AtomicArrowWriter:
         rewritten = self._tmp.with_suffix(".tmp2")
         try:
             create_private_file(str(rewritten))
-            with pa.memory_map(str(self._tmp)) as source:
-                reader = ipc.open_file(source)
-                schema = reader.schema.with_metadata(metadata)
-                with pa.OSFile(str(rewritten), "wb") as sink, ipc.new_file(sink, schema) as writer:
-                    for i in range(reader.num_record_batches):
-                        writer.write_batch(reader.get_batch(i).replace_schema_metadata(metadata))
+            with pa.memory_map(str(self._tmp)) as source, pa.OSFile(str(rewritten), "wb") as sink:
+                rewrite(source, sink, metadata)
             os.replace(rewritten, self._tmp)
         finally:
             if rewritten.exists():
@@ -246,7 +210,7 @@ class AtomicArrowWriter:
         for closer in (self._writer, self._sink):
             if closer is not None:
                 try:
-                    closer.close()
+                    closer.abort() if closer is self._writer else closer.close()
                 except Exception:
                     pass
         self._writer = self._sink = None
@@ -272,6 +236,75 @@ class AtomicArrowWriter:
         if exc_type is not None or not self._done:
             self.abort()
         return False
+
+
+class ParquetFileWriter:
+    """The Parquet writer of ``FILE_FORMATS["parquet"]``: the schema metadata goes into the footer
+    at close (written without the embedded Arrow schema, so the footer's key/values are the
+    schema metadata readers see)."""
+
+    def __init__(self, sink, schema: pa.Schema, compression, dictionary_columns: list[str]):
+        import pyarrow.parquet as pq
+
+        # Dictionary encoding is tried only where it can pay (labels): on noisy floats it is
+        # wasted work.  A dict compression sets the codec per column.
+        self._writer = pq.ParquetWriter(
+            sink, schema.remove_metadata(), compression=compression or "none",
+            use_dictionary=dictionary_columns, store_schema=False,
+            # CRC32 of every page: readers (iwpfast verifies them) detect flipped bytes
+            write_page_checksum=True)
+
+    def write_batch(self, batch: pa.RecordBatch) -> None:
+        self._writer.write_batch(batch)
+
+    def close(self, metadata: dict) -> dict | None:
+        if metadata:
+            self._writer.add_key_value_metadata({k.decode(): v.decode() for k, v in metadata.items()})
+        self._writer.close()
+        return None
+
+    def abort(self) -> None:
+        self._writer.close()
+
+    @staticmethod
+    def rewrite(source, sink, metadata: dict) -> None:
+        raise AssertionError("a Parquet file takes its metadata at close")
+
+
+class IpcFileWriter:
+    """The Arrow IPC file-format writer of ``FILE_FORMATS["ipc"]`` (lz4/zstd or no compression):
+    the schema is written first, so metadata only known at the end is added by a rewrite (rare:
+    a release knows its metadata up front but for the row count of a stream)."""
+
+    def __init__(self, sink, schema: pa.Schema, compression, dictionary_columns: list[str]):
+        import pyarrow.ipc as ipc
+
+        self.schema = schema
+        codec = compression if isinstance(compression, str) else None
+        options = ipc.IpcWriteOptions(compression=codec if codec in ("lz4", "zstd") else None)
+        self._writer = ipc.new_file(sink, schema, options=options)
+
+    def write_batch(self, batch: pa.RecordBatch) -> None:
+        self._writer.write_batch(batch)
+
+    def close(self, metadata: dict) -> dict | None:
+        self._writer.close()
+        current = dict(self.schema.metadata or {})
+        wanted = {**current, **metadata}
+        return None if wanted == current else wanted
+
+    def abort(self) -> None:
+        self._writer.close()
+
+    @staticmethod
+    def rewrite(source, sink, metadata: dict) -> None:
+        import pyarrow.ipc as ipc
+
+        reader = ipc.open_file(source)
+        schema = reader.schema.with_metadata(metadata)
+        with ipc.new_file(sink, schema) as writer:
+            for i in range(reader.num_record_batches):
+                writer.write_batch(reader.get_batch(i).replace_schema_metadata(metadata))
 
 
 def _b(value) -> bytes:

@@ -84,7 +84,7 @@ class PartPlan:
     folder: Location        # the destination folder / prefix
     spec: ReleaseSpec       # resolved: features, label and every range known
     release_id: str
-    extension: str          # ".parquet" or ".arrow"
+    extension: str          # the format's (``io.formats.output_extension``): ".parquet", ".arrow"
     #: each part's rows of its input file, (start, stop) on row-group boundaries; None: all
     row_ranges: list | None = None
     #: the release created the (local) destination folder: a failed release removes it again
@@ -149,7 +149,7 @@ def plan_parts(source, destination, spec, features=None, label=_UNSET, *, ranges
 def plan_parts_with(source, destination, spec: ReleaseSpec, options: ReleaseOptions) -> PartPlan:
     """:func:`plan_parts` with resolved options."""
     from ..io.filesystem import is_uri, resolve
-    from ..io.formats import output_format
+    from ..io.formats import output_extension, output_format
     from ..io.outputs import refuse_writing_onto_inputs
     from ..io.parts import MANIFEST_NAME, read_manifest
     from ..io.sources import _expand_path
@@ -164,8 +164,7 @@ def plan_parts_with(source, destination, spec: ReleaseSpec, options: ReleaseOpti
     refuse_writing_onto_inputs(folder, src_loc)
     inputs, _ = _expand_path(src_loc)
     spec = resolve_options_spec(spec, options)
-    fmt = output_format("x.parquet", options.format)
-    extension = ".parquet" if fmt == "parquet" else ".arrow"
+    extension = output_extension(output_format("x.parquet", options.format))
     kind = folder.kind()
     if kind == "file":
         raise InvalidInputError(f"destination {folder.display!r} is a file; a multi-part release "
@@ -698,8 +697,8 @@ def release_batches(batches, destination, spec: ReleaseSpec, *, index: int, rele
     import pyarrow as pa
 
     from ..io.filesystem import is_uri, resolve
+    from ..io.formats import output_extension, output_format
     from ..io.parts import part_name
-    from ..io.writer import output_format
 
     options = release_options(seed=seed, on_invalid=on_invalid, format=format,
                               compression=compression, record_batch_rows=record_batch_rows,
@@ -722,7 +721,7 @@ def release_batches(batches, destination, spec: ReleaseSpec, *, index: int, rele
     reader = pa.RecordBatchReader.from_batches(schema, _rebatched(iterator, options.batch_rows))
     text = os.fspath(destination)
     folder = resolve(text, None if is_uri(text) else filesystem)
-    extension = ".parquet" if output_format("x.parquet", format) == "parquet" else ".arrow"
+    extension = output_extension(output_format("x.parquet", format))
     return release_file(reader, folder.child(part_name(index, extension)), spec,
                         options.for_part(part_seed(seed, index)),
                         part={"release_id": release_id, "index": int(index)})
