@@ -37,7 +37,7 @@ Example::
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 
@@ -141,6 +141,10 @@ class Loss:
                  ``predict_proba`` is sigma(c u) (logistic 1, exponential 2: docs/math.md
                  "Probabilities"); None where the minimizer is no function of the log-odds alone
                  that a linear score can carry (quadratic: 2p - 1), or for regression.
+    truncation_table: ``truncation K -> table`` that the kernel receives with a truncated series
+                 (the logistic's: ``sigmoid_eulerian_table``, the Eulerian numbers of the sigmoid's
+                 derivatives); required with ``truncated=True`` (a truncated loss never borrows
+                 another's table).
     laplace:     how the loss is debiased for a discrete Laplace release (docs/math.md "Pure
                  epsilon"): "product" (the exact inverse is the loss times prod_j kappa_j, and a
                  finite variance needs the law's variance cap), "variance" (the Gaussian formula
@@ -161,6 +165,14 @@ class Loss:
     newton: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
     log_odds_scale: float | None = None
     laplace: str | None = None
+    truncation_table: Callable[[int], np.ndarray] | None = None
+
+    def __post_init__(self):
+        if self.truncated and self.truncation_table is None:
+            raise InvalidInputError(
+                f"loss {self.name!r}: truncated=True needs its truncation_table (K -> the table the "
+                "kernel receives with the K-truncated series; the logistic's is "
+                "sigmoid_eulerian_table, which holds for the sigmoid only)")
 
     def both_series(self, v: np.ndarray, tau: float, truncation: int) -> tuple[np.ndarray, np.ndarray]:
         """(F_1(v), F_2(v)): the scalars a row's gradient is made of."""
@@ -276,6 +288,19 @@ def _logistic_newton(v: np.ndarray):
     return np.logaddexp(0.0, -v), -s_neg, s_neg * (1.0 - s_neg)
 
 
+@cache
+def sigmoid_eulerian_table(truncation: int) -> np.ndarray:
+    """table[d, k] = (-1)^k A(d, k) for d <= 2K: the coefficients of the sigmoid's derivatives
+    (exact in float64), the logistic loss's ``truncation_table``."""
+    order = max(2 * truncation, 1)
+    table = np.zeros((order + 1, order))
+    for d in range(1, order + 1):
+        for k, value in enumerate(eulerian_numbers(d)):
+            table[d, k] = (-1) ** k * float(value)
+    table.setflags(write=False)
+    return table
+
+
 LOSS_RECORDS: dict[str, Loss] = {loss.name: loss for loss in (
     Loss("exponential", "classification", _exponential_derivative, _exponential_series,
          f2_at_0=1.0, slope_at_0=1.0, derivative_bounds=_exponential_bounds, heavy_tailed=True,
@@ -286,17 +311,69 @@ LOSS_RECORDS: dict[str, Loss] = {loss.name: loss for loss in (
          smoothed=_quadratic_smoothed, newton=_quadratic_newton, laplace="variance"),
     Loss("logistic", "classification", _logistic_derivative, _logistic_series,
          f2_at_0=0.25, slope_at_0=0.5, derivative_bounds=lambda zmax, target_bound: (1.0, 0.25),
-         truncated=True, newton=_logistic_newton, log_odds_scale=1.0),
+         truncated=True, newton=_logistic_newton, log_odds_scale=1.0,
+         truncation_table=sigmoid_eulerian_table),
     Loss("squared_error", "regression", _squared_derivative, _squared_series,
          f2_at_0=1.0, slope_at_0=None,
          derivative_bounds=lambda zmax, target_bound: (zmax + target_bound, 1.0),
          smoothed=_squared_smoothed, newton=_squared_newton, laplace="variance"),
 )}
 
-CLASSIFICATION_LOSSES = tuple(n for n, r in LOSS_RECORDS.items() if r.task == "classification")
-REGRESSION_LOSSES = tuple(n for n, r in LOSS_RECORDS.items() if r.task == "regression")
+
+
+class LossNames(Sequence):
+    """The names of the registered losses of a task (None: all, classification first), read from
+    ``LOSS_RECORDS`` when used: a loss added by ``register_loss`` is a legal ``loss=`` everywhere
+    these are checked.  Compares equal to the tuple of the names."""
+
+    def __init__(self, task: str | None = None):
+        self.task = task
+
+    def _names(self) -> tuple[str, ...]:
+        tasks = ("classification", "regression") if self.task is None else (self.task,)
+        return tuple(n for t in tasks for n, r in LOSS_RECORDS.items() if r.task == t)
+
+    def __getitem__(self, i):
+        return self._names()[i]
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __contains__(self, name) -> bool:
+        return name in self._names()
+
+    def __eq__(self, other) -> bool:
+        return self._names() == (tuple(other) if isinstance(other, Sequence) else other)
+
+    __hash__ = None  # type: ignore[assignment]   # (it changes with the registry)
+
+    def __add__(self, other) -> tuple[str, ...]:
+        return self._names() + tuple(other)
+
+    def __repr__(self) -> str:
+        return repr(self._names())
+
+
+CLASSIFICATION_LOSSES = LossNames("classification")
+REGRESSION_LOSSES = LossNames("regression")
 #: every loss name; the kernels' integer code of each is in iwpfast._kernels.abi.LOSS_CODES
-LOSSES = CLASSIFICATION_LOSSES + REGRESSION_LOSSES
+LOSSES = LossNames()
+
+
+def register_loss(record: Loss) -> Loss:
+    """Add a loss record (docs/extending.md "A loss"); its name must be new."""
+    if record.name in LOSS_RECORDS:
+        raise InvalidInputError(f"a loss named {record.name!r} is already registered")
+    if record.task not in ("classification", "regression"):
+        raise InvalidInputError(f"loss {record.name!r}: task must be 'classification' or "
+                                f"'regression', got {record.task!r}")
+    LOSS_RECORDS[record.name] = record
+    return record
+
+
+def unregister_loss(name: str) -> None:
+    """Remove a loss (a test's toy loss; the built-in ones are a contract)."""
+    LOSS_RECORDS.pop(name, None)
 
 
 def check_loss(loss: str, *, allowed: tuple[str, ...] | None = None, parameter: str = "loss") -> str:

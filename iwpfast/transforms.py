@@ -34,7 +34,15 @@ import numpy as np
 
 from .exceptions import InvalidInputError
 from .label_noise import keep_probability, label_tilde
-from .losses import CLASSIFICATION_LOSSES, LOSS_RECORDS, check_loss, check_order, derivative, series_F
+from .losses import (
+    CLASSIFICATION_LOSSES,
+    LOSS_RECORDS,
+    check_loss,
+    check_order,
+    derivative,
+    loss_record,
+    series_F,
+)
 
 __all__ = [
     "weierstrass", "inverse_weierstrass", "inverse_weierstrass_series", "keep_probability",
@@ -283,15 +291,19 @@ def logistic_gradient_truncation_bias(theta, x, y: float, noise_var, truncation:
 
 
 def truncation_tradeoff(t: float, batch_size: int, *, truncations=range(0, 6), v=0.0,
-                        j: int = 0) -> list[dict]:
-    """For each K: bias, sd and ``mse = bias^2 + variance / batch_size`` of the truncated estimate
-    (averaged over the margins ``v`` if an array is given)."""
+                        j: int = 0, loss: str = "logistic") -> list[dict]:
+    """For each K: bias, sd and ``mse = bias^2 + variance / batch_size`` of the K-truncated
+    estimate of ``loss`` (a loss whose record says ``truncated=True``; averaged over the margins
+    ``v`` if an array is given)."""
     if int(batch_size) < 1:
         raise InvalidInputError(f"batch_size={batch_size!r} must be an integer >= 1")
+    if not loss_record(loss).truncated:
+        raise InvalidInputError(f"loss {loss!r} has an exact series (truncated=False in its "
+                                "record): there is no truncation K to choose")
     rows = []
     for K in truncations:
-        mean, var = truncated_series_moments(t, K, v, j=j)
-        bias = mean - derivative("logistic", j, v)
+        mean, var = truncated_series_moments(t, K, v, j=j, loss=loss)
+        bias = mean - derivative(loss, j, v)
         rows.append({"truncation": int(K), "bias": float(np.sqrt(np.mean(bias ** 2))),
                      "sd": float(np.sqrt(np.mean(var))),
                      "mse": float(np.mean(bias ** 2 + var / int(batch_size)))})
@@ -299,19 +311,20 @@ def truncation_tradeoff(t: float, batch_size: int, *, truncations=range(0, 6), v
 
 
 def choose_truncation(t: float, batch_size: int, *, truncations=range(0, 6), v=0.0,
-                      j: int = 0) -> int:
+                      j: int = 0, loss: str = "logistic") -> int:
     """The K with the smallest ``bias^2 + variance / batch_size`` at ``t = tau`` (docs/design.md section 6:
     the bias alone falls with K, so picking by bias, as App. D.4 does, always picks the largest K)."""
     if (isinstance(t, numbers.Real) and isinstance(batch_size, numbers.Integral)
             and not isinstance(batch_size, bool) and np.ndim(v) == 0):
         # the estimators ask this per head config, often at the same tau; one answer costs seconds
         # (the logistic series on a fine grid at large tau)
-        return _choose_truncation_memo(float(t), int(batch_size), tuple(truncations), float(v), j)
-    return _choose_truncation(t, batch_size, truncations, v, j)
+        return _choose_truncation_memo(float(t), int(batch_size), tuple(truncations), float(v), j,
+                                       loss)
+    return _choose_truncation(t, batch_size, truncations, v, j, loss)
 
 
-def _choose_truncation(t, batch_size, truncations, v, j) -> int:
-    rows = truncation_tradeoff(t, batch_size, truncations=truncations, v=v, j=j)
+def _choose_truncation(t, batch_size, truncations, v, j, loss="logistic") -> int:
+    rows = truncation_tradeoff(t, batch_size, truncations=truncations, v=v, j=j, loss=loss)
     return min(rows, key=lambda r: r["mse"])["truncation"]
 
 

@@ -208,7 +208,7 @@ class _Classifier(IWPBase):
             # without a radius or a cap tau is unbounded; judge K at the noise of a unit-norm theta
             energy = float(np.max(noise.noise_var))
         tau = 0.5 * energy
-        best = int(choose_truncation(tau, self.batch_size))
+        best = int(choose_truncation(tau, self.batch_size, loss=self.loss))
         if truncation == "auto":
             return best
         if truncation > best:

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -60,7 +59,7 @@ from .._kernels.abi import (
     pack_iparams,
 )
 from ..exceptions import DivergenceError, InvalidInputError
-from ..losses import CLASSIFICATION_LOSSES, LOSS_RECORDS
+from ..losses import CLASSIFICATION_LOSSES, LOSS_RECORDS, sigmoid_eulerian_table
 from .state import MAX_TRUNCATION, HeadConfig, HeadState, check_config, check_sample_weight
 
 __all__ = ["run_chunk", "finish", "run_chunk_heads", "finish_heads", "warmup", "MAX_TRUNCATION"]
@@ -82,17 +81,8 @@ def _kernels():
 # configuration
 # ------------------------------------------------------------------------------------------
 
-@lru_cache(maxsize=64)
-def _eulerian_table(truncation: int) -> np.ndarray:
-    """table[d, k] = (-1)^k A(d, k) for d <= 2K (sigmoid derivative coefficients, exact in float64)."""
-    from ..losses import eulerian_numbers
-    order = max(2 * truncation, 1)
-    table = np.zeros((order + 1, order))
-    for d in range(1, order + 1):
-        for k, value in enumerate(eulerian_numbers(d)):
-            table[d, k] = (-1) ** k * float(value)
-    table.setflags(write=False)
-    return table
+#: the logistic loss's table (its record's ``truncation_table``), by its former name
+_eulerian_table = sigmoid_eulerian_table
 
 
 # _kernel_config results by id(cfg): the driver calls run_chunk once per head per chunk, and
@@ -130,13 +120,19 @@ def _pack_config(cfg: HeadConfig):
     fparams = pack_fparams(match_z=match_z, alpha=c.alpha, learning_rate=c.learning_rate, mu=c.mu,
                            radius=c.radius, variance_cap=c.variance_cap, match_minus_z=match_minus_z,
                            other_z=other_z, other_minus_z=other_minus_z)
+    record = LOSS_RECORDS[c.loss]
+    if c.loss not in LOSS_CODES:
+        raise InvalidInputError(
+            f"loss {c.loss!r} has no kernel: add its code to LOSS_CODES in iwpfast/_kernels/abi.py "
+            "and its branches to _row_scalars and _table_row_scalars in iwpfast/_kernels/sgd.py "
+            "(docs/extending.md \"A loss\"), or fit with the NumPy twin (engine='numpy')")
     iparams = pack_iparams(loss=LOSS_CODES[c.loss], mode=MODE_CODES[c.mode],
                            schedule=SCHEDULE_CODES[c.schedule], truncation=c.truncation,
                            fit_intercept=int(c.fit_intercept), average_start=c.average_start,
                            trace_every=c.trace_every, batch_size=c.batch_size,
                            weighted=int(c.weighted), noise_law=c.noise_law)
     # the other losses pass None: the kernel is then compiled without the logistic code
-    eulerian = _eulerian_table(c.truncation) if LOSS_RECORDS[c.loss].truncated else None
+    eulerian = record.truncation_table(c.truncation) if record.truncated else None
     return fparams, iparams, c.noise_packed, eulerian
 
 
