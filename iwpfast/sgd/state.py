@@ -201,9 +201,9 @@ def check_config(cfg: HeadConfig) -> CheckedConfig:
     ``-c s*theta`` term, no variance cap, max_noise_energy stays 0; docs/internals.md)."""
     if not isinstance(cfg, HeadConfig):
         raise InvalidInputError(f"cfg must be an iwpfast.sgd.state.HeadConfig, got {type(cfg).__name__}")
-    if cfg.loss not in LOSS_CODES:
+    if cfg.loss not in LOSS_RECORDS:      # the kernels' code: checked where they are called
         raise InvalidInputError(f"HeadConfig.loss={cfg.loss!r} is unknown; choose one of "
-                                f"{', '.join(LOSS_CODES)}")
+                                f"{', '.join(LOSS_RECORDS)}")
     if cfg.mode not in MODE_CODES:
         raise InvalidInputError(f"HeadConfig.mode={cfg.mode!r} is unknown; choose one of "
                                 f"{', '.join(MODE_CODES)}")
