@@ -376,7 +376,7 @@ def unregister_loss(name: str) -> None:
     LOSS_RECORDS.pop(name, None)
 
 
-def check_loss(loss: str, *, allowed: tuple[str, ...] | None = None, parameter: str = "loss") -> str:
+def check_loss(loss: str, *, allowed: Sequence[str] | None = None, parameter: str = "loss") -> str:
     """Return ``loss`` if it is a known loss name (among ``allowed`` if given), else raise.
 
     The error lists the valid choices so the caller can fix the call.
@@ -388,7 +388,7 @@ def check_loss(loss: str, *, allowed: tuple[str, ...] | None = None, parameter: 
     return loss
 
 
-def loss_record(loss: str, *, allowed: tuple[str, ...] | None = None, parameter: str = "loss") -> Loss:
+def loss_record(loss: str, *, allowed: Sequence[str] | None = None, parameter: str = "loss") -> Loss:
     """The :class:`Loss` record of a loss name (checked as by :func:`check_loss`)."""
     return LOSS_RECORDS[check_loss(loss, allowed=allowed, parameter=parameter)]
 

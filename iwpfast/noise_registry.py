@@ -11,7 +11,8 @@ metadata's ``noise`` block; None when the variance is all it needs).
 
 Pure Python and light (the command line reads it to list its choices): the release-side pieces
 are named as ``"module:attribute"`` and imported when first used (``iwpfast.registry.resolve``);
-a record made at run time may hold the objects themselves.  ``register`` adds a record, ``unregister`` removes it.
+a record made at run time may hold the objects themselves.  ``register`` adds a record,
+``unregister`` removes it.
 
     >>> from iwpfast.noise_registry import law_record, noise_choices, mechanism_choices
     >>> law_record("gaussian", "float").law, noise_choices(), mechanism_choices()

@@ -8,7 +8,7 @@ declared here once, as annotations only (no class attributes: an unfitted estima
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ class EstimatorFields:
     # the estimator's kind, and its pass: typed as there because every part reads it only once a
     # pass started (fit, partial_fit, load); before that it is None (IWPBase's class attribute)
     _task: str
-    _losses: tuple[str, ...]
+    _losses: Sequence[str]
     _pass: PassState
 
     # fitted attributes

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,7 @@ class ParamsMixin(EstimatorFields):
     """``get_params``/``set_params``/``repr``/tags and the validation of every hyper-parameter."""
 
     _task = "classification"
-    _losses: tuple[str, ...] = ()
+    _losses: Sequence[str] = ()
 
     # ---- scikit-learn parameter protocol -------------------------------------------------------
     @classmethod

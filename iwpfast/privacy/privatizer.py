@@ -26,9 +26,9 @@ import numpy as np
 
 from ..engines import resolve_engine
 from ..exceptions import InvalidInputError
+from ..noise_registry import law_record
 from .batches import BatchChecker
 from .mechanisms import _CLIP_SAFETY, GaussianTargetMechanism, KaryRandomizedResponse, RandomizedResponse
-from ..noise_registry import law_record
 from .noise_laws import _MAX_THREADS, FUSED_WARM_MIN_ROWS, FloatGaussianLaw, NoiseLaw, law_class
 from .options import RELEASE_ENGINES
 from .scaling import RangeScaler

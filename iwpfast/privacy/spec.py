@@ -17,10 +17,10 @@ from .._version import __version__
 from ..exceptions import InvalidInputError, ReleaseSpecError
 from ..io.formats import RELEASE_METADATA_KEY
 from ..label_noise import check_classes
+from ..noise_registry import law_record, mechanism_choices
 from .calibration import check_delta
 from .feature_map import FeatureMap, check_categories, check_unknown, with_catch_all
 from .laplace import LaplaceFeatureMechanism
-from ..noise_registry import law_record, mechanism_choices
 from .mechanisms import (
     GaussianFeatureMechanism,
     GaussianTargetMechanism,
@@ -210,8 +210,9 @@ class ReleaseSpec:
             )
         check_noise(self.noise)
         if self.mechanism not in mechanism_choices():
-            raise InvalidInputError(f"mechanism must be one of {mechanism_choices()}, got {self.mechanism!r}; "
-                                    "'laplace' releases pure-epsilon features (delta=0.0)")
+            raise InvalidInputError(f"mechanism must be one of {mechanism_choices()}, got "
+                                    f"{self.mechanism!r}; 'laplace' releases pure-epsilon features "
+                                    "(delta=0.0)")
         self._check_public_features()
         self._check_categorical()
         # Building the mechanisms validates epsilon/delta/bound/calibration with errors naming the fix.
@@ -609,8 +610,8 @@ class ReleaseSpec:
             "delta_y": self.delta_y if regression else None,
             "guarantee": self._guarantee_metadata(g),
             # label-only: no feature noise; the law still names the randomness of the labels
-            "noise": ({"law": law_record("gaussian", self.noise).law, "grid": None, "sigma": 0.0, "variance": 0.0}
-                      if mech is None else mech.noise_metadata()),
+            "noise": ({"law": law_record("gaussian", self.noise).law, "grid": None, "sigma": 0.0,
+                       "variance": 0.0} if mech is None else mech.noise_metadata()),
             "target_noise": self._label_mech.noise_metadata()
             if isinstance(self._label_mech, GaussianTargetMechanism) else None,
             "seeded": bool(self.seeded),

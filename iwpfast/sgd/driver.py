@@ -208,7 +208,7 @@ def laplace_law_of(law: dict | None, p: int, noised=None) -> DiscreteLaplace | N
     the law's record in ``iwpfast.noise_registry`` (``learner_law``; ``noised``: the features'
     noise variances, 0 for a public one, or None when every feature is noised), or None for a
     law whose inverse reads the variances only (Gaussian)."""
-    record = NOISE_LAW_RECORDS.get(law.get("law")) if isinstance(law, dict) else None
+    record = NOISE_LAW_RECORDS.get(str(law.get("law"))) if isinstance(law, dict) else None
     if record is None or record.learner_law is None:
         return None
     return resolve(record.learner_law)(law, p, noised)

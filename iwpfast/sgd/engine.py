@@ -132,7 +132,8 @@ def _pack_config(cfg: HeadConfig):
                            trace_every=c.trace_every, batch_size=c.batch_size,
                            weighted=int(c.weighted), noise_law=c.noise_law)
     # the other losses pass None: the kernel is then compiled without the logistic code
-    eulerian = record.truncation_table(c.truncation) if record.truncated else None
+    table = record.truncation_table if record.truncated else None
+    eulerian = None if table is None else table(c.truncation)
     return fparams, iparams, c.noise_packed, eulerian
 
 
