@@ -39,10 +39,11 @@ COUNTED = [
     ("noise_from_release", ["sgd/driver.py:noise_from_release"]),
     ("ReleaseSpec built", ["privacy/spec.py:ReleaseSpec.__post_init__"]),
     ("gaussian_noise_scale", ["privacy/calibration.py:gaussian_noise_scale"]),
+    ("  analytic calibrations", ["privacy/calibration.py:_analytic_sigma"]),
     ("  analytic delta evaluations", ["privacy/calibration.py:analytic_gaussian_delta"]),
     ("calibrate_discrete", ["privacy/discrete.py:calibrate_discrete"]),
     ("calibrate_laplace", ["privacy/laplace.py:calibrate_laplace"]),
-    ("folder listings (os.listdir, scandir, glob)",
+    ("folder listings (os, glob)",
      ["<os.listdir>", "<os.scandir>", "<posix.listdir>", "<posix.scandir>", "glob.py:glob"]),
     ("destination checks", ["io/writer.py:check_destination"]),
     ("  existing-output refusals", ["io/outputs.py:refuse_existing"]),
@@ -141,7 +142,16 @@ def kernel_codes() -> set:
     return codes
 
 
+def clear_calibrations() -> None:
+    """Forget the calibrations this process made (as a fresh process would have none)."""
+    from iwpfast.privacy import calibration, discrete
+    for fn in (calibration._analytic_sigma, discrete.calibrate_discrete):
+        getattr(fn, "cache_clear", lambda: None)()
+
+
 def traced(fn, root: str) -> Trace:
+    """Trace ``fn()``, whose entry point is named ``root``, after the calibrations are forgotten."""
+    clear_calibrations()
     trace = Trace(root, kernel_codes())
     sys.setprofile(trace)
     try:

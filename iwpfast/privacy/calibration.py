@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from functools import lru_cache
 from typing import overload
 
 from ..exceptions import InvalidInputError, PrivacyCalibrationWarning
@@ -143,6 +144,13 @@ def classic_refusal(epsilon: float, delta: float, true_delta: float) -> str:
             "does not give; use calibration='analytic' (CLI: --calibration analytic)")
 
 
+#: a calibration is a pure function of public parameters: each set is computed once per process
+#: (a release builds its spec, reads it back and writes it; a fit reads the spec its release
+#: wrote), the ~116 evaluations of the condition are not repeated
+CALIBRATION_CACHE_SIZE = 256
+
+
+@lru_cache(maxsize=CALIBRATION_CACHE_SIZE)
 def _analytic_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
     def satisfies(sigma: float) -> bool:
         return analytic_gaussian_delta(sigma, epsilon, sensitivity) <= delta

@@ -38,7 +38,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..exceptions import InvalidInputError
-from .calibration import analytic_gaussian_delta
+from .calibration import CALIBRATION_CACHE_SIZE, analytic_gaussian_delta
 
 #: the sampler's support: |Z| <= about TAIL_SD standard deviations (mass beyond ~1e-17); the
 #: support is also the smoothing box of the accounting, so the continuous Gaussian's mass outside
@@ -364,6 +364,9 @@ def outputs_exact(law_grid: float, s: float, coord_bound: float, dtype: str) -> 
     return coord_bound / law_grid + 1 + shape.support <= 2.0 ** _MANTISSA_BITS[dtype]
 
 
+# a pure function of public parameters (its law is frozen): computed once per process and
+# parameter set, not per spec built or read
+@lru_cache(maxsize=CALIBRATION_CACHE_SIZE)
 def calibrate_discrete(epsilon: float, delta: float, bound: float, p: int, coord_bound: float,
                        dtype: str, sigma0: float, fixed_sigma: float | None = None,
                        onehot: tuple[int, int] = (0, 0)) -> DiscreteLaw:

@@ -9,7 +9,6 @@ import logging
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -134,7 +133,7 @@ def _complete_spec(spec: ReleaseSpec, src, seed) -> ReleaseSpec:
             )
     seeded = is_seeded(seed)
     if seeded != spec.seeded:
-        spec = replace(spec, seeded=seeded)
+        spec = spec.with_counts(seeded=seeded)
     if seeded:
         warn_seeded(stacklevel=6)  # the caller of release()
     return spec
@@ -194,7 +193,8 @@ def _write(src, destination, spec: ReleaseSpec, options: ReleaseOptions, part, p
                     if result.rows_read == 0 else
                     f"all {result.rows_read:,} rows of {src.description} were dropped (missing or "
                     "invalid values): nothing to release")
-            spec = ReleaseSpec.from_metadata(spec.to_metadata(result.rows_written))
+            # the rows written complete the spec (built and calibrated once, at the start)
+            spec = spec.with_counts(row_count=result.rows_written)
             writer.commit({METADATA_KEY: metadata_json(spec, result.rows_written, part,
                                                        label_classes)})
     finally:

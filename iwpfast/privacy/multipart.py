@@ -361,7 +361,7 @@ def finish_parts(plan: PartPlan, results: list[ReleaseResult], elapsed_s: float,
         out.targets_clipped += r.targets_clipped
         for k, v in r.values_out_of_range.items():
             out.values_out_of_range[k] = out.values_out_of_range.get(k, 0) + v
-    out.spec = replace(out.spec, row_count=out.rows_written)
+    out.spec = out.spec.with_counts(row_count=out.rows_written)
     out.elapsed_s = elapsed_s
     if out.values_out_of_range:
         detail = ", ".join(f"{k}: {v:,}" for k, v in out.values_out_of_range.items())

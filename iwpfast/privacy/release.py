@@ -283,7 +283,7 @@ def privatize(X, y=None, spec: ReleaseSpec | None = None, *, seed=None, threads:
     finally:
         privatizer.close()
     from .streams import Privatized
-    return Privatized(out.T, label_out, replace(spec, row_count=n, seeded=seed is not None))
+    return Privatized(out.T, label_out, spec.with_counts(row_count=n, seeded=seed is not None))
 
 
 def _is_table_like(X) -> bool:

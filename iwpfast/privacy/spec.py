@@ -7,6 +7,7 @@ deliberately not part of the spec.
 """
 from __future__ import annotations
 
+import copy
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -546,8 +547,9 @@ class ReleaseSpec:
         return len(cats), sum(len(self.categories[f]) for f in cats)
 
     def with_columns(self, features=None, label=None, ranges=None, target_range=None) -> ReleaseSpec:
-        """A copy bound to other feature/label columns or ranges (privacy parameters unchanged)."""
-        changes = {}
+        """A copy bound to other feature/label columns or ranges (privacy parameters unchanged);
+        the spec itself when they are the ones it has (nothing is validated or built again)."""
+        changes: dict = {}
         if features is not None:
             changes["features"] = features
         if label is not None:
@@ -556,7 +558,24 @@ class ReleaseSpec:
             changes["ranges"] = {**self.ranges, **parse_ranges(ranges)}
         if target_range is not None:
             changes["target_range"] = target_range
+        if "features" in changes and not isinstance(features, str) \
+                and tuple(features) == self.features:
+            del changes["features"]
+        for name in ("label", "ranges", "target_range"):
+            if name in changes and changes[name] == getattr(self, name):
+                del changes[name]
         return replace(self, **changes) if changes else self
+
+    def with_counts(self, row_count: int | None = None, seeded: bool | None = None) -> ReleaseSpec:
+        """A copy with the release's ``row_count`` and/or ``seeded`` set.  Neither is part of the
+        spec's identity or of its validation, so the copy shares the validated fields and the
+        calibrated mechanisms: nothing is checked or calibrated again."""
+        out = copy.copy(self)
+        if row_count is not None:
+            object.__setattr__(out, "row_count", row_count)
+        if seeded is not None:
+            object.__setattr__(out, "seeded", bool(seeded))
+        return out
 
     # --- guarantee (its words: spec_text.py) ------------------------------------------------------
     def _guarantee_metadata(self, g: Guarantee) -> dict:
@@ -741,7 +760,8 @@ class ReleaseSpec:
                         f"release metadata is inconsistent: noise.{key} {stored_v!r} does not match "
                         f"{want!r} recomputed from the parameters; the file was edited or is corrupt")
             check_exact_noise_fields(noise_meta, expected)
-        return replace(spec, row_count=meta.get("row_count"), seeded=bool(meta.get("seeded", False)))
+        return spec.with_counts(row_count=meta.get("row_count"),
+                                seeded=bool(meta.get("seeded", False)))
 
     def describe(self) -> str:
         """Multi-line human-readable description (used by ``iwpfast info``; ``spec_text``)."""
