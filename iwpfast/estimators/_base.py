@@ -55,23 +55,31 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
                 "with iwpfast.load) before using it")
 
     # ---- configuration of the single head --------------------------------------------------
-    def _make_config(self, v: dict, noise: NoiseModel, p: int, n_rows: int | None) -> HeadConfig:
+    def _head_mode(self, noise: NoiseModel) -> str:
+        """The head's correction: "clean" without noise, else the estimator's ``correction``."""
         if noise.is_clean:
-            mode = "clean"
-        else:
-            mode = "iwp" if self.correction == "iwp" else "naive"
+            return "clean"
+        return "iwp" if self.correction == "iwp" else "naive"
+
+    def _variance_cap(self, loss: str, noise: NoiseModel, p: int, mode: str) -> float:
+        """The cap on sigma^2 |theta|^2 a head runs with, before "auto" sets its own."""
+        law = noise.noise_law if mode != "clean" else None
+        if law is not None and mode == "iwp" and LOSS_RECORDS[loss].laplace == "product" \
+                and self.variance_cap is None:
+            # a Laplace release: the exponential loss's estimate has a finite variance only for
+            # |theta_j| < 1/(2 b_j); the cap keeps theta inside (docs/math.md "Pure epsilon")
+            return law.broadcast(p).default_variance_cap()
+        return math.inf if self.variance_cap is None else float(self.variance_cap)
+
+    def _make_config(self, v: dict, noise: NoiseModel, p: int, n_rows: int | None) -> HeadConfig:
+        mode = self._head_mode(noise)
         radius = self.radius
         if radius is None:
             bound = noise.feature_bound
             # squared_error: no target bound is known here, so default_radius gives inf
             radius = math.inf if bound is None else default_radius(v["loss"], bound, v["alpha"])
-        cap = math.inf if self.variance_cap is None else float(self.variance_cap)
+        cap = self._variance_cap(v["loss"], noise, p, mode)
         law = noise.noise_law if mode != "clean" else None
-        if law is not None and mode == "iwp" and LOSS_RECORDS[v["loss"]].laplace == "product" \
-                and self.variance_cap is None:
-            # a Laplace release: the exponential loss's estimate has a finite variance only for
-            # |theta_j| < 1/(2 b_j); the cap keeps theta inside (docs/math.md "Pure epsilon")
-            cap = law.broadcast(p).default_variance_cap()
         truncation = v["truncation"]
         if LOSS_RECORDS[v["loss"]].truncated and mode == "iwp":
             truncation = self._resolve_truncation(truncation, noise, radius, cap)
@@ -193,7 +201,9 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         """
         self._new_pass()
         X = on_filesystem(X, filesystem)
-        from ._rr import fit_rr, rr_release_spec
+        from ._rr import fit_rr, opened, rr_release_spec
+        if y is None and release_spec is None and release is None:
+            X = opened(X)           # a path opened once: its metadata read once for this fit
         rr_spec = rr_release_spec(X)
         if rr_spec is not None:
             # categorical columns as randomized-response codes: their own learner (exponential
@@ -322,7 +332,8 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
                     "validation over a whole pass, which only fit runs. Pass a number, 'auto' (a "
                     f"value derived from public quantities only), or the {name}_ of a fit")
         if y is None:
-            from ._rr import partial_fit_rr, rr_release_spec
+            from ._rr import opened, partial_fit_rr, rr_release_spec
+            X = opened(X)           # a path opened once: its metadata read once for this call
             rr_spec = rr_release_spec(X)
             if rr_spec is not None:
                 # randomized-response codes: their own pass (estimators/_rr.py)
@@ -431,10 +442,8 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
             self.feature_names_in_ = np.asarray(names_in, dtype=object)
         self.features_ = list(feats)
         self.label_ = None if lab == ARRAY_LABEL else lab
-        spec = None
-        if noise.metadata is not None:
-            from ..privacy import ReleaseSpec
-            spec = ReleaseSpec.from_metadata(noise.metadata)
+        # the spec read with the metadata (once, in _prepare_source): not parsed again per pass
+        spec = noise.release_spec()
         self.release_spec_ = spec
         # the declared ranges raw data is scaled by (predict & co.; fit(..., ranges=) sets them
         # for raw training data): a release's own, for the features this model reads

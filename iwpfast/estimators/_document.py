@@ -130,7 +130,7 @@ def from_document(cls, doc: dict):
     law = None if release is None else laplace_law_of(release.get("noise"), p)
     config = _config(est, f, p, law)
     noise = NoiseModel(est.noise_var_, est.label_keep_prob_, est.target_noise_var_, None, release,
-                       noise_law=law)
+                       noise_law=law, spec=est.release_spec_)
     heads: Heads
     if multiclass:
         heads = OneVsRestHeads.read(f, doc, config, est.classes_, parse_float,

@@ -73,6 +73,8 @@ class EstimatorFields:
     _validated: Callable[..., dict]
     _check_fitted: Callable[[], None]
     _make_config: Callable[..., Any]
+    _head_mode: Callable[..., str]
+    _variance_cap: Callable[..., float]
     _start_pass: Callable[..., None]
     _set_scaling: Callable[..., None]
     _run: Callable[..., None]

@@ -1,14 +1,23 @@
-"""The noise model an estimator debiases for: from a release's metadata or from explicit arguments."""
+"""The noise model an estimator debiases for: from a release's metadata or from explicit arguments.
+
+A release's metadata is read once into its validated ``ReleaseSpec`` (fields checked, stored
+noise verified against its calibration) and the ``NoiseModel`` the learner layers take is derived
+from the two, carrying the spec: nothing below parses the metadata again.
+"""
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..exceptions import InvalidInputError, ReleaseSpecError
 from ..laplace import DiscreteLaplace
 from ._checks import is_real
+
+if TYPE_CHECKING:
+    from ..privacy.spec import ReleaseSpec
 
 
 @dataclass
@@ -21,6 +30,16 @@ class NoiseModel:
     feature_bound: float | None           # B of the release (used for the default radius)
     metadata: dict | None                 # the release metadata dict, when read from a file
     noise_law: DiscreteLaplace | None = None    # a pure-epsilon (discrete Laplace) release's law
+    #: the release's spec, validated once from ``metadata`` (None for explicit noise)
+    spec: ReleaseSpec | None = None
+
+    def release_spec(self) -> ReleaseSpec | None:
+        """The release's spec: the one read with the metadata, else (a model file's noise) read
+        from ``metadata`` now, once."""
+        if self.spec is None and self.metadata is not None:
+            from ..privacy.spec import ReleaseSpec
+            self.spec = ReleaseSpec.from_metadata(self.metadata)
+        return self.spec
 
     @property
     def is_clean(self) -> bool:
@@ -66,10 +85,12 @@ def check_same_noise(given: dict, meta_noise: NoiseModel, override: bool) -> Non
 
 def noise_from_metadata(meta: dict, features: list[str]) -> NoiseModel:
     """The noise of ``features`` (any subset or order of the released columns: each carries its
-    own independent noise) from a release's metadata, via the driver's by-name lookup."""
-    from ..privacy.spec import check_metadata_fields
+    own independent noise) from a release's metadata, via the driver's by-name lookup, with the
+    release's spec: the metadata validated once (``ReleaseSpec.from_metadata``: its fields, and
+    the stored noise against the calibration of its parameters)."""
+    from ..privacy.spec import ReleaseSpec
     from ..sgd import driver
-    check_metadata_fields(meta)
+    spec = ReleaseSpec.from_metadata(meta)
     try:
         found = driver.noise_from_release(meta, features)
         bound = release_vector_bound(meta)
@@ -80,6 +101,7 @@ def noise_from_metadata(meta: dict, features: list[str]) -> NoiseModel:
             feature_bound=None if bound is None else float(bound),
             metadata=meta,
             noise_law=found.noise_law,
+            spec=spec,
         )
     except (KeyError, TypeError, ValueError) as exc:
         if isinstance(exc, ReleaseSpecError):
@@ -159,4 +181,5 @@ def override_noise(noise: NoiseModel, kw: dict, task: str) -> NoiseModel:
         feature_bound=given.feature_bound or noise.feature_bound,
         metadata=noise.metadata,
         # an explicit noise_var replaces the release's law by Gaussian noise of that variance
-        noise_law=None if kw.get("noise_var") is not None else noise.noise_law)
+        noise_law=None if kw.get("noise_var") is not None else noise.noise_law,
+        spec=noise.spec)

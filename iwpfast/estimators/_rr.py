@@ -51,20 +51,27 @@ RR_BLOCK_CAPS = (0.0, 1.0)
 RR_VARIANCE_CAP = 2.0
 
 
+def opened(X):
+    """``X`` opened as a ``Source`` when it is a path, so that a fit opens its files and decodes
+    their metadata once for every check that follows; anything else, or a path that cannot be
+    opened (the usual path then names the problem), unchanged."""
+    if not isinstance(X, (str, os.PathLike)):
+        return X
+    from ..io.sources import open_source
+    try:
+        return open_source(X)
+    except Exception:           # not readable here: the usual path names the problem
+        return X
+
+
 def rr_release_spec(X):
     """The ReleaseSpec of ``X`` when it is a release with randomized-response categorical columns,
     else None (arrays and other sources go the usual way)."""
     from ..io.source_base import Source
-    if isinstance(X, Source):
-        meta = X.release_metadata
-    elif not isinstance(X, (str, os.PathLike)):
+    X = opened(X)
+    if not isinstance(X, Source):
         return None
-    else:
-        from ..io.sources import open_source
-        try:
-            meta = open_source(X).release_metadata
-        except Exception:           # not readable here: the usual path names the problem
-            return None
+    meta = X.release_metadata
     # a Source's release_metadata is parsed already (a dict, or None)
     if not meta or not meta.get("categorical_rr"):
         return None

@@ -34,9 +34,9 @@ class TunedFitMixin(EstimatorFields):
         import dataclasses
 
         from ..sgd import tuning
-        probe = self._make_config(dict(v, alpha=1.0, learning_rate=1.0, mu=v["mu"]), noise, p,
-                                  n_train)
-        mode = probe.mode
+        # the grid's mode and cap come from the noise (no config is made for them: each grid
+        # point's config is made once, below)
+        mode = self._head_mode(noise)
         bound = noise.feature_bound
         notes = []
         if bound is None:
@@ -51,10 +51,10 @@ class TunedFitMixin(EstimatorFields):
         cap = (tuning.AUTO_VARIANCE_CAP if (self.variance_cap is None and mode == "iwp"
                                             and feature_noise)
                else (math.inf if self.variance_cap is None else float(self.variance_cap)))
-        if probe.noise_law is not None and mode == "iwp" and self.variance_cap is None \
-                and LOSS_RECORDS[probe.loss].laplace == "product":
+        if noise.noise_law is not None and mode == "iwp" and self.variance_cap is None \
+                and LOSS_RECORDS[v["loss"]].laplace == "product":
             # a Laplace release: the cap of the finite-variance region (docs/math.md "Pure epsilon")
-            cap = probe.variance_cap
+            cap = self._variance_cap(v["loss"], noise, p, mode)
         keep = self._grid_label_keep_prob(noise) if mode == "iwp" else None
         paper = self.schedule == "paper"
         points = tuning.default_grid(

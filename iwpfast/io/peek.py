@@ -50,7 +50,8 @@ class PeekedSource(Source):
         #: is unknown: the rows read ahead (``iwpfast.sgd.tuning.pass_rows``)
         self.assumed_rows = num_rows if num_rows is not None else sum(b.num_rows for b in batches)
         self._used = False
-        super().__init__(inner.full_schema, inner.columns, inner.batch_rows, num_rows)
+        super().__init__(inner.full_schema, inner.columns, inner.batch_rows, num_rows,
+                         release_metadata=inner.release_metadata)
 
     def _located(self, columns, start_row, batch_rows):
         from ..exceptions import InvalidInputError

@@ -61,6 +61,10 @@ def load_lazy_imports() -> None:
     pa.array(np.zeros(1))        # pyarrow's own pandas shim, initialized here
 
 
+#: ``Source(release_metadata=...)``'s default: decode the schema's metadata
+READ_FROM_SCHEMA = object()
+
+
 def parse_release_metadata(schema: pa.Schema, where: str) -> dict | None:
     """The JSON dict stored under ``iwpfast.release`` in the schema metadata, or None."""
     meta = schema.metadata or {}
@@ -116,14 +120,19 @@ class Source:
     cheap_decode: bool = False
 
     def __init__(self, schema: pa.Schema, columns: Sequence[str] | None, batch_rows: int,
-                 num_rows: int | None):
+                 num_rows: int | None, release_metadata: dict | None | object = READ_FROM_SCHEMA):
+        """``release_metadata``: the metadata ``schema`` carries, when the caller decoded it
+        already (a file's, a wrapped source's): the JSON is decoded once per source opened, not
+        once per view of it."""
         if int(batch_rows) < 1:
             raise InvalidInputError(f"batch_rows={batch_rows} must be a positive number of rows")
         self.full_schema = schema
         self.columns = _check_columns(schema, columns, self.description)
         self.batch_rows = int(batch_rows)
         self.num_rows = num_rows
-        self.release_metadata = parse_release_metadata(schema, self.description)
+        self.release_metadata: dict | None = (
+            parse_release_metadata(schema, self.description)
+            if release_metadata is READ_FROM_SCHEMA else release_metadata)  # type: ignore[assignment]
 
     @property
     def schema(self) -> pa.Schema:

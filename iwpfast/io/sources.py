@@ -330,7 +330,9 @@ class FileSource(Source):
         schema = first.schema
         metas = [parse_release_metadata(f.schema, f.path) for f in self.files]
         combined = combine_part_metadata(metas, self.paths, [f.num_rows for f in self.files])
+        release = metas[0]
         if combined is not None and metas[0] is not None:
+            release = combined
             schema = schema.with_metadata({**(schema.metadata or {}), RELEASE_METADATA_KEY:
                                            json.dumps(combined, sort_keys=True).encode()})
         cols = _check_columns(schema, columns, self.paths[0])
@@ -339,7 +341,7 @@ class FileSource(Source):
         counts = [f.num_rows for f in self.files]
         num_rows = None if any(c is None for c in counts) else int(sum(counts))
         self.file_rows = counts
-        super().__init__(schema, cols, batch_rows, num_rows)
+        super().__init__(schema, cols, batch_rows, num_rows, release_metadata=release)
 
     def _open_lazily(self, parts, columns, batch_rows: int) -> None:
         from .parts import PART_KEY, combine_part_metadata
@@ -369,7 +371,7 @@ class FileSource(Source):
         self.files = _LazyFiles(self.locations,
                                 lambda loc, whole: self._open(loc, batch_rows, whole), first, check)
         self.file_rows = list(parts.rows)
-        super().__init__(schema, cols, batch_rows, int(sum(parts.rows)))
+        super().__init__(schema, cols, batch_rows, int(sum(parts.rows)), release_metadata=release)
 
     def group_ends(self) -> list[int] | None:
         if self.remote and isinstance(self.files, _LazyFiles):
@@ -488,8 +490,9 @@ class RowRangeSource(Source):
         self.start, self.stop = int(start), int(stop)
         self.description = f"{base.description} (rows {self.start}:{self.stop})"
         self.cheap_decode = base.cheap_decode
-        super().__init__(base.full_schema, base.columns, base.batch_rows, self.stop - self.start)
         # the release metadata stays the whole release's (its row count is the release's)
+        super().__init__(base.full_schema, base.columns, base.batch_rows, self.stop - self.start,
+                         release_metadata=base.release_metadata)
 
     def group_ends(self) -> list[int] | None:
         ends = self.base.group_ends()

@@ -239,7 +239,11 @@ class PartSource(Source):
             n = part_rows(self.row_offset, self.row_offset + int(n), self.period, self.block,
                           self.validation)
         schema = inner.full_schema if mapper is None else mapper[0](inner.full_schema)
-        super().__init__(schema, inner.columns, inner.batch_rows, n)
+        # the release metadata is inner's (decoded once, when inner was opened) unless a mapper
+        # gave the schema other metadata
+        same = schema.metadata == inner.full_schema.metadata
+        super().__init__(schema, inner.columns, inner.batch_rows, n,
+                         **({"release_metadata": inner.release_metadata} if same else {}))
 
     def group_ends(self):
         return self.inner.group_ends() if self.period is None else None
