@@ -43,8 +43,8 @@ COUNTED = [
     ("  analytic delta evaluations", ["privacy/calibration.py:analytic_gaussian_delta"]),
     ("calibrate_discrete", ["privacy/discrete.py:calibrate_discrete"]),
     ("calibrate_laplace", ["privacy/laplace.py:calibrate_laplace"]),
-    ("folder listings (os, glob)",
-     ["<os.listdir>", "<os.scandir>", "<posix.listdir>", "<posix.scandir>", "glob.py:glob"]),
+    ("source folder listings", ["<source listing>", "glob.py:glob"]),
+    ("destination folder listings", ["<destination listing>"]),
     ("destination checks", ["io/writer.py:check_destination"]),
     ("  existing-output refusals", ["io/outputs.py:refuse_existing"]),
     ("  writable-folder checks", ["io/outputs.py:check_writable_folder"]),
@@ -72,7 +72,8 @@ class Trace:
         self.depth = 0                    # Python frames entered and not left
         self.root_depth: int | None = None
         self.callers: Counter = Counter()  # (counted key, the iwpfast caller) for json.loads
-        self.package = str(Path(__file__).resolve().parents[1] / "iwpfast")
+        import iwpfast  # the package imported (PYTHONPATH), not this file's
+        self.package = str(Path(iwpfast.__file__).resolve().parent)
 
     def __call__(self, frame, event, arg):
         if event == "return":
@@ -103,8 +104,11 @@ class Trace:
         elif event == "c_call" and _caller_in(frame, self.package):
             qual = f"{getattr(arg, '__module__', None) or ''}.{getattr(arg, '__name__', '')}"
             if qual in ("posix.listdir", "posix.scandir", "os.listdir", "os.scandir"):
-                self.calls[f"<{qual}>"] += 1
-                self.callers[f"<{qual}> <- {self._chain(frame)}"] += 1
+                chain = self._chain(frame, levels=12)
+                # the destination's folder is listed for a killed run's staging files
+                where = "destination" if "staging_leftovers" in chain else "source"
+                self.calls[f"<{where} listing>"] += 1
+                self.callers[f"<{qual}> <- {chain}"] += 1
 
     def count(self, names: list[str]) -> int:
         return sum(n for key, n in self.calls.items() for want in names

@@ -112,11 +112,13 @@ def local_kind(path) -> str | None:
     return "file" if os.path.exists(path) else None
 
 
-def refuse_writing_onto_inputs(destination, source, filesystem=None, *, what: str = "release") -> None:
+def refuse_writing_onto_inputs(destination, source, filesystem=None, *, what: str = "release",
+                               files: list | None = None) -> None:
     """Refuse a destination that is one of the source's inputs, lies inside an input folder, or
     (a folder destination) holds an input file: a release never writes onto its inputs, with or
     without overwrite.  ``source``: a path, folder, glob or URI (in-memory data: nothing to check);
-    ``destination``: a path, URI or ``Location``."""
+    ``destination``: a path, URI or ``Location``; ``files``: the source's files when the caller
+    listed them already (``io.sources.expand_source``), so that the folder is listed once."""
     from .filesystem import Location, is_uri, resolve
 
     if not isinstance(source, (str, os.PathLike, Location)):
@@ -131,7 +133,7 @@ def refuse_writing_onto_inputs(destination, source, filesystem=None, *, what: st
         return resolve(text, None if is_uri(text) else filesystem)
 
     src, dest = located(source), located(destination)
-    inputs = [src] if src.is_glob else [src] + _input_files(src)
+    inputs = [src] if src.is_glob else [src] + (_input_files(src) if files is None else list(files))
     dest_key = _path_key(dest)
     for item in inputs:
         key = _path_key(item)

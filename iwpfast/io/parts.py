@@ -222,12 +222,15 @@ class ManifestParts(list):
         self.release_id = release_id
 
 
-def read_manifest_parts(folder: Location) -> list[Location] | None:
+def read_manifest_parts(folder: Location, listing: list[Location] | None = None
+                        ) -> list[Location] | None:
     """The part files a folder's manifest lists, in index order (None: no manifest, and no part
-    files either; an error when part files lie there without a manifest)."""
+    files either; an error when part files lie there without a manifest).  ``listing``: the
+    folder's entries, when the caller listed it already (the folder is then not listed again)."""
     doc = read_manifest(folder)
     if doc is None:
-        candidates = [e for e in folder.listdir() if e.name.startswith("part-")]
+        entries = folder.listdir() if listing is None else listing
+        candidates = [e for e in entries if e.name.startswith("part-")]
         stray = [e.name for e in candidates[:1] if _has_part_metadata(e)]
         if stray:
             raise ReleaseSpecError(
@@ -251,7 +254,7 @@ def read_manifest_parts(folder: Location) -> list[Location] | None:
     locations = [folder.child(n) for n in names]
     if all("/" not in n and "\\" not in n for n in names):
         # one listing of the folder, not one request per part
-        listed = {e.name for e in folder.listdir()}
+        listed = {e.name for e in (folder.listdir() if listing is None else listing)}
         present = [loc.name in listed for loc in locations]
     else:
         present = map_bounded(lambda loc: loc.kind() == "file", locations)

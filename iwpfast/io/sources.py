@@ -567,10 +567,10 @@ def _expand_path(loc: Location) -> tuple[list[Location], str]:
         return found, path
     kind = loc.kind()
     if kind == "dir":
-        parts = read_manifest_parts(loc)
+        entries = loc.listdir()          # once, for the manifest's parts and for the data files
+        parts = read_manifest_parts(loc, entries)
         if parts is not None:
             return parts, path
-        entries = loc.listdir()
         found = [e for e in entries if not e.name.startswith((".", "_"))
                  and has_data_suffix(e.name)]
         if not found:
@@ -581,6 +581,27 @@ def _expand_path(loc: Location) -> tuple[list[Location], str]:
     if kind == "missing":
         raise InvalidInputError(f"{path!r} does not exist; check the path")
     return [loc], path
+
+
+def expand_source(source, filesystem=None) -> tuple[list[Location], str] | None:
+    """(files, description) of a path / folder / glob / URI source (``open_source``'s listing),
+    for a caller that needs the files before it opens them (a release checks that it does not
+    write onto them) and then opens them with ``open_files``: the folder is listed once.  None
+    for anything else, or a path that names nothing readable (``open_source`` then says why)."""
+    if not isinstance(source, (str, os.PathLike, Location)):
+        return None
+    try:
+        loc = source if isinstance(source, Location) else resolve(source, filesystem)
+        return _expand_path(loc)
+    except InvalidInputError:
+        return None
+
+
+def open_files(expanded: tuple[list[Location], str], columns: Sequence[str] | None = None, *,
+               record_batch_rows: int = DEFAULT_BATCH_ROWS) -> Source:
+    """The source of ``expand_source``'s files: what ``open_source`` opens for that path."""
+    paths, description = expanded
+    return FileSource(paths, columns, record_batch_rows, description=description)
 
 
 def _numpy_table(arrays: dict) -> pa.Table:

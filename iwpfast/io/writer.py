@@ -75,10 +75,12 @@ class AtomicArrowWriter:
     def __init__(self, destination, schema: pa.Schema, *, format: str | None = None,
                  overwrite: bool = False, compression: str | dict | None = "snappy",
                  dictionary_columns: list[str] | None = None, filesystem=None,
-                 final: bool = False):
+                 final: bool = False, checked: bool = False):
         # a local Path, or a Location on another filesystem (self.remote): each branch below uses
-        # one of them, which a flag cannot tell the type checker (hence Any); same for _tmp
-        self.destination: Any = cast(Any, check_destination(destination, overwrite, filesystem))
+        # one of them, which a flag cannot tell the type checker (hence Any); same for _tmp.
+        # ``checked``: ``destination`` is what check_destination returned to the caller already
+        self.destination: Any = cast(Any, destination if checked else
+                                     check_destination(destination, overwrite, filesystem))
         self.format = output_format(self.destination, format)
         self.overwrite = overwrite
         #: the command's final output (``filesystem.FINAL_OUTPUT_PUBLISHED`` once it is in place)

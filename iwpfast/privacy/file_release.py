@@ -28,7 +28,7 @@ def release_file(source, destination, spec: ReleaseSpec, options: ReleaseOptions
     :func:`iwpfast.privacy.release.release`); ``part``: ``{"release_id", "index"}`` of a part."""
     from ..io.filesystem import is_uri
     from ..io.outputs import refuse_writing_onto_inputs
-    from ..io.sources import open_source
+    from ..io.sources import expand_source, open_files, open_source
     from ..io.writer import check_destination
 
     def local_fs(target):
@@ -37,15 +37,19 @@ def release_file(source, destination, spec: ReleaseSpec, options: ReleaseOptions
 
     from ..io.stream_writer import is_stream_destination
 
+    # a folder / glob source listed once: for the check below and for reading
+    expanded = expand_source(source, local_fs(source))
     if is_stream_destination(destination):
         pass                           # a file-like object or NativeFile: nothing to check
     else:
         if part is None:               # a part's plan checked the whole release's inputs
-            refuse_writing_onto_inputs(destination, source, options.filesystem)
+            refuse_writing_onto_inputs(destination, source, options.filesystem,
+                                       files=None if expanded is None else expanded[0])
         destination = check_destination(destination, options.overwrite, local_fs(destination))
     columns = list(spec.feature_names) + ([spec.label] if spec.label is not None else [])
     src = open_source(source, columns=columns, record_batch_rows=options.batch_rows,
-                      filesystem=local_fs(source))
+                      filesystem=local_fs(source)) if expanded is None else \
+        open_files(expanded, columns, record_batch_rows=options.batch_rows)
     if src.release_metadata is not None:
         raise InvalidInputError(
             f"{src.description} is already an iwpfast release (it has '{METADATA_KEY}' metadata); "
@@ -212,9 +216,10 @@ def _writer(destination, schema, options: ReleaseOptions, compression, dictionar
     if is_stream_destination(destination):
         return StreamArrowWriter(destination, schema, format=options.format,
                                  compression=compression, dictionary_columns=dictionary)
+    # release_file checked the destination (check_destination) before reading anything
     return AtomicArrowWriter(destination, schema, format=options.format,
                              overwrite=options.overwrite, compression=compression,
-                             dictionary_columns=dictionary, final=final)
+                             dictionary_columns=dictionary, final=final, checked=True)
 
 
 class _FixedBatches:
