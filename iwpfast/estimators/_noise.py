@@ -7,44 +7,16 @@ from the two, carrying the spec: nothing below parses the metadata again.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import replace
 
 import numpy as np
 
 from ..exceptions import InvalidInputError, ReleaseSpecError
-from ..laplace import DiscreteLaplace
+from ..sgd.driver import NoiseModel
 from ._checks import is_real
 
-if TYPE_CHECKING:
-    from ..privacy.spec import ReleaseSpec
-
-
-@dataclass
-class NoiseModel:
-    """The noise a dataset went through, from its release metadata or from explicit arguments."""
-
-    noise_var: np.ndarray                 # (p,) sigma_j^2 (zeros for clean data)
-    label_keep_prob: float | None         # S(eps_y), None for public labels / regression
-    target_noise_var: float               # sigma_y^2 (regression)
-    feature_bound: float | None           # B of the release (used for the default radius)
-    metadata: dict | None                 # the release metadata dict, when read from a file
-    noise_law: DiscreteLaplace | None = None    # a pure-epsilon (discrete Laplace) release's law
-    #: the release's spec, validated once from ``metadata`` (None for explicit noise)
-    spec: ReleaseSpec | None = None
-
-    def release_spec(self) -> ReleaseSpec | None:
-        """The release's spec: the one read with the metadata, else (a model file's noise) read
-        from ``metadata`` now, once."""
-        if self.spec is None and self.metadata is not None:
-            from ..privacy.spec import ReleaseSpec
-            self.spec = ReleaseSpec.from_metadata(self.metadata)
-        return self.spec
-
-    @property
-    def is_clean(self) -> bool:
-        return (not np.any(self.noise_var > 0) and self.label_keep_prob is None
-                and self.target_noise_var == 0.0)
+__all__ = ["NoiseModel", "check_same_noise", "explicit_noise", "noise_from_metadata",
+           "override_noise", "release_vector_bound"]
 
 
 def check_same_noise(given: dict, meta_noise: NoiseModel, override: bool) -> None:
@@ -94,15 +66,8 @@ def noise_from_metadata(meta: dict, features: list[str]) -> NoiseModel:
     try:
         found = driver.noise_from_release(meta, features)
         bound = release_vector_bound(meta)
-        return NoiseModel(
-            noise_var=found.noise_var,
-            label_keep_prob=found.label_keep_prob,
-            target_noise_var=found.target_noise_var,
-            feature_bound=None if bound is None else float(bound),
-            metadata=meta,
-            noise_law=found.noise_law,
-            spec=spec,
-        )
+        return replace(found, feature_bound=None if bound is None else float(bound),
+                       metadata=meta, spec=spec)
     except (KeyError, TypeError, ValueError) as exc:
         if isinstance(exc, ReleaseSpecError):
             raise
@@ -171,7 +136,8 @@ def override_noise(noise: NoiseModel, kw: dict, task: str) -> NoiseModel:
     """``noise`` (from a release) with the explicitly given parameters of ``kw`` put in its place."""
     p = len(noise.noise_var)
     given = explicit_noise(p, task=task, **kw)
-    return NoiseModel(
+    return replace(
+        noise,
         noise_var=given.noise_var if kw.get("noise_var") is not None else noise.noise_var,
         label_keep_prob=(given.label_keep_prob if (kw.get("epsilon_y") is not None
                                                    or kw.get("label_keep_prob") is not None)
@@ -179,7 +145,5 @@ def override_noise(noise: NoiseModel, kw: dict, task: str) -> NoiseModel:
         target_noise_var=(given.target_noise_var if kw.get("target_noise_var") is not None
                           else noise.target_noise_var),
         feature_bound=given.feature_bound or noise.feature_bound,
-        metadata=noise.metadata,
         # an explicit noise_var replaces the release's law by Gaussian noise of that variance
-        noise_law=None if kw.get("noise_var") is not None else noise.noise_law,
-        spec=noise.spec)
+        noise_law=None if kw.get("noise_var") is not None else noise.noise_law)

@@ -601,7 +601,7 @@ def _set_fitted(est, classes: list, spec, layout, head, theta, b, n, radius, tun
     est._pass = PassState(heads=SingleHead(configs=[config], states=None),
                           features=list(fm.coordinates), label=spec.label,
                           noise=NoiseModel(est.noise_var_, spec.label_keep_prob, 0.0, est.feature_bound_,
-                                           spec.to_metadata()))
+                                           spec.to_metadata(), spec=spec, origin="release"))
 
 def spec_label_classes(X) -> list:
     """The release's binary ``label_classes`` (-1/+1 stand for them), default [0, 1]."""

@@ -36,6 +36,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -55,6 +56,9 @@ from ..laplace import DiscreteLaplace
 from ..noise_registry import NOISE_LAW_RECORDS, resolve
 from ..progress import progress_bar
 from .checkpoint import checkpoint_exists, config_hash, dataset_hash, read_checkpoint
+
+if TYPE_CHECKING:
+    from ..privacy.spec import ReleaseSpec
 from .scan import (
     Checkpoints,
     Scan,
@@ -120,21 +124,49 @@ class StreamResult:
 
 # ------------------------------------------------------------------------------ noise parameters
 @dataclass(frozen=True)
-class NoiseParameters:
-    """Per-feature noise variances sigma_j^2, label keep probability S(eps_y) (None: public
-    labels), target noise variance (regression), and where they came from ('release'/'explicit')."""
+class NoiseModel:
+    """The noise a dataset went through, in the one shape every learner layer takes (the
+    estimators' passes, "auto"'s grid, the configs): per-feature noise variances sigma_j^2, the
+    label keep probability S(eps_y) (None: public labels), the target noise variance
+    (regression); read from a release, also its feature bound, its metadata and its spec, the
+    metadata validated once (``estimators._noise.noise_from_metadata``)."""
 
     noise_var: np.ndarray
     label_keep_prob: float | None
     target_noise_var: float
-    origin: str
+    #: B of the release (the default radius); None when unknown
+    feature_bound: float | None = None
+    #: the release metadata dict, when read from a release
+    metadata: dict | None = None
     #: the discrete Laplace law of a pure-epsilon release (noise.law "discrete_laplace"), else None
     noise_law: DiscreteLaplace | None = None
+    #: the release's ReleaseSpec, validated once from ``metadata`` (None for explicit noise)
+    spec: ReleaseSpec | None = None
+    #: where the parameters came from: "release" or "explicit"
+    origin: str = "explicit"
+
+    @property
+    def is_clean(self) -> bool:
+        return (not np.any(self.noise_var > 0) and self.label_keep_prob is None
+                and self.target_noise_var == 0.0)
+
+    def release_spec(self) -> ReleaseSpec | None:
+        """The release's spec: the one validated with the metadata (else, for a model built by
+        hand with metadata only, read from it now)."""
+        if self.spec is None and self.metadata is not None:
+            from ..privacy.spec import ReleaseSpec
+            return ReleaseSpec.from_metadata(self.metadata)
+        return self.spec
+
+
+#: the former name of ``NoiseModel`` (``noise_from_release``'s result before the noise took one
+#: shape), kept working
+NoiseParameters = NoiseModel
 
 
 def noise_from_release(metadata: dict | None, features: Sequence[str], *,
                        noise_var=None, label_keep_prob=None, target_noise_var=None,
-                       rtol: float = 1e-9) -> NoiseParameters:
+                       rtol: float = 1e-9) -> NoiseModel:
     """The noise parameters of ``features`` from a release's metadata (docs/internals.md fields
     ``features``, ``feature_noise_variance`` (public columns: 0), else ``noise.variance``, else
     ``feature_noise_scale`` squared, ``label_keep_prob``,
@@ -155,8 +187,8 @@ def noise_from_release(metadata: dict | None, features: Sequence[str], *,
             "no release metadata: using the noise parameters given explicitly "
             f"(noise_var={nv.tolist()}, label_keep_prob={label_keep_prob}); if they differ from "
             "the noise actually added, the model is biased.", UserWarning, stacklevel=2)
-        return NoiseParameters(nv, None if label_keep_prob is None else float(label_keep_prob),
-                               float(target_noise_var or 0.0), "explicit")
+        return NoiseModel(nv, None if label_keep_prob is None else float(label_keep_prob),
+                          float(target_noise_var or 0.0), origin="explicit")
     released = list(metadata.get("features") or [])
     scales = metadata.get("feature_noise_scale")
     if scales is None or len(scales) != len(released):
@@ -200,7 +232,8 @@ def noise_from_release(metadata: dict | None, features: Sequence[str], *,
         raise ReleaseSpecError(
             f"label_keep_prob={label_keep_prob} contradicts the release metadata ({keep}); drop "
             f"the explicit value.")
-    return NoiseParameters(nv, keep, tnv, "release", laplace_law_of(law, len(features), nv))
+    return NoiseModel(nv, keep, tnv, noise_law=laplace_law_of(law, len(features), nv),
+                      origin="release")
 
 
 def laplace_law_of(law: dict | None, p: int, noised=None) -> DiscreteLaplace | None:
