@@ -8,6 +8,7 @@ rows to hold any out.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from collections.abc import Callable
@@ -31,7 +32,6 @@ class TunedFitMixin(EstimatorFields):
         """The derived grid of "auto" for a pass over ``n_train`` rows (docs/tuning.md), from
         public quantities only: the feature bound, the noise, the label keep probability, the
         loss, the batch size and n_train."""
-        import dataclasses
 
         from ..sgd import tuning
         # the grid's mode and cap come from the noise (no config is made for them: each grid
@@ -127,9 +127,9 @@ class TunedFitMixin(EstimatorFields):
         kw = dict(loss=v["loss"], validation_fraction=v["validation_fraction"], validation=val_src,
                   mapper=mapper, engine=ENGINE, progress=self.progress, chunk_rows=self.chunk_rows,
                   feature_bound=noise.feature_bound,
-                  noise=(noise.noise_var if mode != "clean" else np.zeros(p),
-                         noise.label_keep_prob if mode != "clean" else None,
-                         noise.target_noise_var if mode != "clean" else 0.0))
+                  # the pass's noise model (clean heads debias for none)
+                  noise=noise if mode != "clean" else dataclasses.replace(
+                      noise, noise_var=np.zeros(p), label_keep_prob=None, target_noise_var=0.0))
         if ckpt.get("checkpoint") is not None:
             kw.update(ckpt)
         if self._pass.sample_weight is not None:

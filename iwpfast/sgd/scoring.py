@@ -44,9 +44,9 @@ def score_heads(source, features: Sequence[str], label: str, heads: Sequence, st
                 compiled_from: int | None = None, threads_from: int | None = None):
     """(RiskEstimate per head, covariance of the estimates: inf between heads of different
     classes, which are never compared) on a (validation) source: one read,
-    one (rows x p) @ (p x k) product per batch.  ``noise``: (noise_var, label_keep_prob,
-    target_noise_var) of the validation data (default: the heads' own; naive heads need it given,
-    since their configs run without the correction).
+    one (rows x p) @ (p x k) product per batch.  ``noise``: the ``driver.NoiseModel`` (or the
+    triple noise_var, label_keep_prob, target_noise_var) of the validation data (default: the
+    heads' own; naive heads need it given, since their configs run without the correction).
 
     One-vs-rest heads (``HeadConfig.label_class`` set; the label column holds class indices) are
     scored on their own binary problem: the sign of a row is +1 where its class is the head's,
@@ -108,6 +108,8 @@ class HeadScorer:
         if noise is None:
             noise = (cfg0.noise_var, cfg0.label_keep_prob if cfg0.mode == "iwp" else None,
                      cfg0.target_noise_var)
+        elif hasattr(noise, "noise_var"):          # a driver.NoiseModel
+            noise = (noise.noise_var, noise.label_keep_prob, noise.target_noise_var)
         law = cfg0.noise_law if cfg0.mode == "iwp" else None
         if law is not None:
             law = law.broadcast(self.theta.shape[0])

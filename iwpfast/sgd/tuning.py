@@ -632,8 +632,9 @@ def tune_stream(source, features: Sequence[str], label: str, points: Sequence[Gr
     ``iwpfast.io.views``) turns its batches into the kernel's form (labels +-1, features scaled).
     validation: None (hold out ``validation_fraction`` of ``source``) or a separate private
     release (mapped by ``validation_mapper``).  make_config(point, n_train):
-    the HeadConfig of a grid point for a pass over n_train rows.  noise: (noise_var,
-    label_keep_prob, target_noise_var) the validation risk debiases for (default: the heads').
+    the HeadConfig of a grid point for a pass over n_train rows.  noise: the ``NoiseModel`` (or
+    the triple noise_var, label_keep_prob, target_noise_var) the validation risk debiases for
+    (default: the heads').
     checkpoint, checkpoint_every, resume: as ``fit_stream`` (the grid's heads are checkpointed
     together; the split is a function of the row numbers, so a resumed scan sees the same rows).
     sample_weight: a column of public row weights: every head is weighted and the hold-out scores
