@@ -32,7 +32,6 @@ class TunedFitMixin(EstimatorFields):
         """The derived grid of "auto" for a pass over ``n_train`` rows (docs/tuning.md), from
         public quantities only: the feature bound, the noise, the label keep probability, the
         loss, the batch size and n_train."""
-
         from ..sgd import tuning
         # the grid's mode and cap come from the noise (no config is made for them: each grid
         # point's config is made once, below)
