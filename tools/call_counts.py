@@ -1,23 +1,30 @@
 """Count the work done on the way down a warm ``IWPClassifier().fit(path)`` and one ``iwpfast release``.
 
-Generates a small raw table (``--rows`` x ``--features``, one Parquet file in a temporary folder),
-releases it once with the CLI in process (``iwpfast.cli.main``: the traced release), fits the
-release once to warm the kernels, then traces a second default fit.  ``sys.setprofile`` sees every
-Python call (a Numba dispatcher reports its call as one of its Python function) and counts:
+Generates a small raw table (``--rows`` x ``--features``, one Parquet file in a temporary folder:
+the source of the release is that folder), runs the release command once in process
+(``iwpfast.cli.main``) to warm the imports, then traces a second run; fits the release once to
+warm the kernels, then traces a second default fit.  Before each traced call the calibrations
+this process memoized are forgotten, so the counts are a fresh process's.  ``sys.setprofile``
+sees every Python call (a Numba dispatcher reports its call as one of its Python function) and
+counts:
 
 - metadata JSON decoded (``json.loads`` called from iwpfast), ``ReleaseSpec.from_metadata``,
   ``check_metadata_fields`` (the field table's check), ``noise_from_release`` (the by-name lookup);
 - ``ReleaseSpec`` objects built (``__post_init__``: each one validates and calibrates);
-- calibrations: ``gaussian_noise_scale`` (the continuous Gaussian's, analytic or classic), its
-  inner evaluations ``analytic_gaussian_delta``, ``calibrate_discrete`` and ``calibrate_laplace``;
-- folder listings (``Location.listdir`` / ``glob``, ``os.listdir`` / ``os.scandir`` /
-  ``glob.glob`` called from iwpfast) and destination checks (``check_destination``,
-  ``refuse_existing``, ``check_writable_folder``);
-- the call depth (frames) from ``fit`` to its first kernel call, and the iwpfast modules and
-  functions the traced call touched.
+- calibrations: ``gaussian_noise_scale`` (the continuous Gaussian's, analytic or classic), the
+  analytic bisections (``_analytic_sigma``) and their evaluations ``analytic_gaussian_delta``,
+  ``calibrate_discrete`` and ``calibrate_laplace``;
+- folder listings (``os.listdir`` / ``os.scandir`` / ``glob.glob`` called from iwpfast: the
+  source's, and the destination folder's for a killed run's staging files) and destination
+  checks (``check_destination``, ``refuse_existing``, ``check_writable_folder``);
+- the call depth (frames, the kernel's own included) from ``fit`` to its first kernel call on the
+  calling thread (the chunks' kernel calls run on the head threads, which the profile does not
+  see), and the iwpfast modules and functions the traced call touched.
 
     python tools/call_counts.py                      # the table
     python tools/call_counts.py --rows 20000 --features 5 --json counts.json
+    python tools/call_counts.py --why                # where the metadata is decoded, folders listed
+    PYTHONPATH=/path/to/other/checkout python tools/call_counts.py   # another version's counts
 
 tests/test_call_counts.py asserts the counts that must stay at once.
 """
@@ -71,7 +78,7 @@ class Trace:
         self.first_kernel: str | None = None
         self.depth = 0                    # Python frames entered and not left
         self.root_depth: int | None = None
-        self.callers: Counter = Counter()  # (counted key, the iwpfast caller) for json.loads
+        self.callers: Counter = Counter()  # "call <- its iwpfast callers" (TRACED_CALLERS, listings)
         import iwpfast  # the package imported (PYTHONPATH), not this file's
         self.package = str(Path(iwpfast.__file__).resolve().parent)
 
@@ -112,9 +119,7 @@ class Trace:
 
     def count(self, names: list[str]) -> int:
         return sum(n for key, n in self.calls.items() for want in names
-                   if key == want or key.endswith("/" + want) or key.endswith(want)
-                   and want.startswith("<"))
-
+                   if key == want or key.endswith("/" + want))
 
     def _chain(self, frame, levels: int = 6) -> str:
         """The iwpfast functions on the stack above ``frame`` (innermost first)."""
