@@ -16,10 +16,11 @@ EXAMPLES = """\
   # a long pass: checkpoint every 10M rows; after an interruption, the same command with --resume
   iwpfast fit big_ldp/ --out model.json --checkpoint fit.ckpt --checkpoint-every 10000000 --resume
 
-  # a multi-part release in a bucket, 8 shards on a Dask cluster, merged every quarter of the rows
-  # (a cluster fit needs fixed hyper-parameters: e.g. the alpha and step a tune on a sample chose)
+  # a multi-part release in a bucket, 8 shards on a Dask cluster, merged every quarter of the rows;
+  # alpha and step are 'auto' as on one machine (the grid runs on every shard and is scored on the
+  # validation rows of every shard) or fixed values; a cluster fit takes no --checkpoint
   iwpfast fit s3://bucket/release/ --out model.json --scheduler tcp://scheduler:8786 \\
-      --shards 8 --rounds 4 --alpha 0.5 --learning-rate 0.03 --variance-cap 2
+      --shards 8 --rounds 4
 
   # naive SGD on the same release (for comparison)
   iwpfast fit acs_ldp.parquet --correction none --out naive.json
