@@ -1,5 +1,5 @@
-"""The release's edges on an object store (issue 19), against a real S3-compatible server on
-localhost (moto): incomplete multipart uploads of temporary keys, credentials in URIs, a dead
+"""The release on an object store, against a real S3-compatible server on localhost (moto):
+incomplete multipart uploads of temporary keys, credentials in URIs, a dead
 endpoint.  Each test failed on the code before."""
 import socket
 

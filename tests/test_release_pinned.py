@@ -3,7 +3,7 @@
 Each case releases a small fixed data set with a seed and hashes the released columns' values
 (not the file bytes: the writer's version string and the metadata are not the noise). The digests
 were taken on the code before the release was split into options / noise laws / privatizer /
-writing modules (issue 22); any change of a digest means the noise, the clipping, the scaling or
+writing modules; any change of a digest means the noise, the clipping, the scaling or
 the label mechanism changed, which a seeded release promises not to do.  The NumPy and Numba
 engines give the same bits (tests/test_release_kernel.py), so one digest serves both, and the
 JIT-off run checks the twins against the same digests.
