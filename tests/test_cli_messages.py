@@ -1,7 +1,7 @@
-"""Issue 35's message and check defects, each reproduced (every test failed on the code before):
---classes with spaces, outputs checked before any data are read, a full disk named, the
-unpublished release's fix, Dask's dashboard and warnings, the discrete Laplace metadata and
-calibration messages."""
+"""The command line's messages and checks before work, each reproduced as a user met it (every test
+failed on the code before): --classes with spaces, outputs checked before any data are read, a
+full disk named, the unpublished release's fix, Dask's dashboard and warnings, the discrete
+Laplace metadata and calibration messages."""
 import errno
 import json
 import os
