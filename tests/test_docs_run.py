@@ -8,9 +8,9 @@ the first word):
                                             or work of more than a few seconds
     ```text  /  ```json                     not code: output, a listing, a schema, a signature
     ```python illustration  /  ```bash illustration
-                                            code that is shown and not run: a fragment, or a
-                                            command of minutes (a benchmark, every experiment);
-                                            the text beside it says what runs it instead
+                                            code that is shown and not run: an install, a
+                                            fragment (a resume after Ctrl-C, a module setting), a
+                                            command of minutes (benchmarks, every experiment)
 
 A page's blocks run in order, in one fresh folder and one Python namespace per page: a block uses
 the files and names that the page's earlier blocks made (each page says which block makes them).
