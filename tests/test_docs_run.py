@@ -23,7 +23,7 @@ is a local S3-compatible server (moto; tests/s3_server.py, found through AWS_END
 
 Timing (the project's 2 shared cores, warm kernel cache, 2026-11-28): the default pages 31 s
 together, the README 18 s of it (its Python block alone was 10 s before the other pages ran); the
-slow pages 2.5 minutes.  As plain Python (CI's NUMBA_DISABLE_JIT=1 pass) the pages' 10^5-10^6-row
+slow pages 2.5-3.5 minutes.  As plain Python (CI's NUMBA_DISABLE_JIT=1 pass) the pages' 10^5-10^6-row
 releases and 'auto' fits take minutes and cover no kernel line the kernel tests miss, so .ci/run
 deselects test_page_runs_as_written there (every page).
 """
