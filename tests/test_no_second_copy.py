@@ -47,7 +47,7 @@ def _killed_writes(monkeypatch, index=None):
     def dying_commit(self, metadata=None):
         if index is None or self.destination.name.startswith(f"part-{index:06d}"):
             if self._writer is not None:
-                self._writer.close()        # the rows reach the disk, as a killed run's did
+                self._writer.abort()        # the rows reach the disk, as a killed run's did
                 self._writer = None
             self._dead = True
             raise RuntimeError("killed")
