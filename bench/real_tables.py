@@ -236,6 +236,7 @@ def one_se_steps_rule(points, estimates, cov):
 RULES = {
     "in force": None,
     "1 SE": one_se_rule(1.0),
+    "0.75 SE": one_se_rule(0.75),
     "0.5 SE": one_se_rule(0.5),
     "min risk": one_se_rule(0.0),
     "1 SE, alpha <= 10 best": one_se_rule(1.0, 10.0),

@@ -177,12 +177,19 @@ class _E:
         self.risk, self.stderr, self.reliable, self.noise_energy = risk, stderr, reliable, energy
 
 
-def test_select_one_standard_error_rule():
+def test_select_standard_error_rule():
+    from iwpfast.sgd.tuning import SE_RULE, SE_RULE_MULTIPLIER
+    assert SE_RULE_MULTIPLIER == 0.5
     pts = [GridPoint(0.1, 0.01), GridPoint(1.0, 0.01), GridPoint(10.0, 0.01), GridPoint(0.01, 0.1)]
-    est = [_E(0.50, 0.02), _E(0.51, 0.02), _E(0.60, 0.02), _E(0.10, 0.01, reliable=False, energy=9)]
+    est = [_E(0.50, 0.02), _E(0.508, 0.02), _E(0.60, 0.02), _E(0.10, 0.01, reliable=False, energy=9)]
     i, rule, notes = select(pts, est)
-    assert i == 1  # within one SE of the best, more regularized; the unreliable 0.10 is discarded
+    # 0.4 SE above the best, more regularized: chosen; the unreliable 0.10 is discarded
+    assert i == 1 and rule == SE_RULE
     assert notes and "discarded" in notes[0]
+    # 0.6 SE above the best: outside half an SE (the classic one-SE rule would take it)
+    est[1] = _E(0.512, 0.02)
+    i, _, _ = select(pts, est)
+    assert i == 0
     # paired standard errors: a near-perfectly correlated pair is told apart by a tiny difference
     cov = np.full((4, 4), 0.0004) + np.eye(4) * 1e-8
     i, _, _ = select(pts, est, cov)

@@ -173,7 +173,7 @@ def test_cli_clean_baseline_tune_and_defects(tmp_path, capsys):
     assert main(["tune", str(tmp_path / "raw.parquet"), "--out", str(tmp_path / "t.json"),
                  "--ranges", *ranges, "--alpha", "0.01,0.1", *base]) == 0
     out = capsys.readouterr().out
-    assert out.count("<- chosen") == 1 and "one standard error" in out
+    assert out.count("<- chosen") == 1 and "standard error (paired)" in out
     assert main(["info", str(tmp_path / "t.json")]) == 0
     out = capsys.readouterr().out
     assert "raw units: age=0:100, hours=0:80, edu=1:16" in out and "chosen by clean validation" in out

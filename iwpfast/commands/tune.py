@@ -23,7 +23,8 @@ def register(subparsers) -> None:
                     "part, score every head by its unbiased private risk on a private validation "
                     "part (--validation-fraction of DATA in blocks over the file, or --validation "
                     "RELEASE), drop heads whose estimate is unreliable, pick by the "
-                    "one-standard-error rule (paired standard errors), print the table and write "
+                    "standard-error rule (the most regularized head within half a paired "
+                    "standard error of the best), print the table and write "
                     "the chosen model. The default grid is derived from the rows, sigma, the "
                     "bound and the loss (docs/tuning.md). Same options as `iwpfast fit`, whose "
                     "default is the same tuning without the table.",

@@ -539,7 +539,8 @@ class IWPClassifier(_Classifier):
     learning_rate : float > 0, list of floats > 0, or "auto", default "auto"
         The step gamma0.  "auto": a grid of (alpha, step) heads is trained in the same scan of
         (1 - validation_fraction) of the rows and scored by its unbiased private risk on the rest
-        (one-standard-error rule; fitted ``learning_rate_``, ``alpha_``, ``tuning_``; without a
+        (the standard-error rule: the most regularized head within half a paired SE of the
+        best; fitted ``learning_rate_``, ``alpha_``, ``tuning_``; without a
         ``variance_cap`` the IWP heads then run with sigma^2 |theta|^2 <= 2).  k > 2 classes:
         every class's one-vs-rest head chooses its own pair (``alpha_``, ``learning_rate_``
         arrays of k values; ``tuning_`` with a ``class`` column).  ``partial_fit``: the centre

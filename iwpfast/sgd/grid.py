@@ -195,7 +195,7 @@ def default_grid(*, loss: str, n_rows: int | None, bound: float, batch_size: int
 
 def grid_edge(points: Sequence[GridPoint], chosen: int) -> str | None:
     """"largest step" / "smallest step" when no step beyond the chosen one was tried at its
-    alpha, else None.  alpha has no edge: at the largest alpha (kappa) the one-standard-error
+    alpha, else None.  alpha has no edge: at the largest alpha (kappa) the standard-error
     rule lands when the hold-out cannot tell the heads apart (a larger one would be chosen for
     the same reason), and below the smallest (kappa / 1000) the ridge is a thousandth of the
     data's own curvature: smaller values change little but the projection radius."""
