@@ -203,7 +203,7 @@ class TuningResult:
 
 #: the standard-error rule's multiplier m: candidates lie within m paired standard errors of the
 #: best head (``select``).  Half, not the classic one: on bench/real_tables.py's small hold-outs
-#: (fair, label-only: 440 validation rows) one paired SE (0.009-0.032) hid clean risks 0.005-0.055
+#: (fair, label-only: 440 validation rows) one paired SE (up to 0.032) hid clean risks up to 0.055
 #: worse, the largest alpha within it cost 0.0074 accuracy (10 seeds, SE 0.0042), and no table
 #: or release kind lost more than one SE by the half (docs/tuning.md "The final choice")
 SE_RULE_MULTIPLIER = 0.5
