@@ -24,7 +24,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .exceptions import InvalidInputError, ReleaseSpecError
-from .registry import resolve  # noqa: F401 (the records' users import it from here)
+from .registry import check_refs, resolve  # noqa: F401 (resolve: the records' users import it here)
+
+#: the fields a record may fill with a ``"module:attribute"`` name of the piece
+_PIECES = ("sampler", "calibrate", "guarantee_words", "noise_line", "learner_law")
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,9 @@ NOISE_LAW_RECORDS: dict[str, NoiseLawRecord] = {}
 
 
 def register(record: NoiseLawRecord) -> NoiseLawRecord:
-    """Add a law; its ``law`` name and its (mechanism, noise) pair must both be new."""
+    """Add a law; its ``law`` name and its (mechanism, noise) pair must both be new, and a piece
+    it names by a string must be named as ``"module:attribute"``."""
+    check_refs(record, _PIECES, f"noise law {record.law!r}")
     if record.law in NOISE_LAW_RECORDS:
         raise InvalidInputError(f"a noise law named {record.law!r} is already registered")
     if any((r.mechanism, r.noise) == (record.mechanism, record.noise)

@@ -257,3 +257,30 @@ def test_registries_refuse_a_taken_name_and_forget_the_toys():
     from iwpfast.losses import LOSS_RECORDS
     with pytest.raises(InvalidInputError, match="already registered"):
         register_loss(LOSS_RECORDS["logistic"])
+
+
+def test_a_misnamed_piece_is_refused_naming_it():
+    """A record names its pieces lazily ("module:attribute"): a name without its colon is refused
+    when the record is registered (nothing imported), one that does not import where it is first
+    used, naming the piece; every built-in record's names import."""
+    from dataclasses import replace
+
+    from iwpfast.io.formats import FILE_FORMATS, FileFormat, register_format
+    from iwpfast.noise_registry import NOISE_LAW_RECORDS, register
+    from iwpfast.registry import resolve
+
+    dotted = "iwpfast.privacy.noise_laws.FloatGaussianLaw"
+    with pytest.raises(InvalidInputError, match=r"noise law 'typo'.*sampler=.*noise_laws\.Float"):
+        register(replace(NOISE_LAW_RECORDS["float_gaussian"], law="typo", noise="typo",
+                         sampler=dotted))
+    with pytest.raises(InvalidInputError, match=r"file format 'typo'.*reader="):
+        register_format(FileFormat("typo", (".typo",), reader="iwpfast.io.format_readers"))
+    assert "typo" not in NOISE_LAW_RECORDS and "typo" not in FILE_FORMATS
+    for ref in ("iwpfast.privacy.noise_laws:FloatGaussianLw", "iwpfast.no_such_module:x", dotted):
+        with pytest.raises(ImportError, match=ref.replace(".", r"\.")):
+            resolve(ref)
+    pieces = [getattr(r, f) for r in NOISE_LAW_RECORDS.values()
+              for f in ("sampler", "calibrate", "guarantee_words", "noise_line", "learner_law")]
+    pieces += [getattr(f, name) for f in FILE_FORMATS.values() for name in ("reader", "writer")]
+    for ref in pieces:
+        assert ref is None or callable(resolve(ref)), ref

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..exceptions import InvalidInputError
-from ..registry import resolve
+from ..registry import check_refs, resolve
 
 #: schema metadata key of a release's parameters (JSON); ``RELEASE_METADATA_KEY_BYTES`` is the
 #: same key as pyarrow returns it in ``schema.metadata``
@@ -70,7 +70,9 @@ FILE_FORMATS: dict[str, FileFormat] = {}
 
 
 def register_format(record: FileFormat) -> FileFormat:
-    """Add a format; its name, aliases and suffixes must be new."""
+    """Add a format; its name, aliases and suffixes must be new, and a reader or writer named by
+    a string must be named as ``"module:attribute"``."""
+    check_refs(record, ("reader", "writer"), f"file format {record.name!r}")
     taken = {n for f in FILE_FORMATS.values() for n in (f.name, *f.aliases)}
     if taken & {record.name, *record.aliases}:
         raise InvalidInputError(f"format name {record.name!r} (or an alias) is already registered")
