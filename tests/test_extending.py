@@ -284,3 +284,24 @@ def test_a_misnamed_piece_is_refused_naming_it():
     pieces += [getattr(f, name) for f in FILE_FORMATS.values() for name in ("reader", "writer")]
     for ref in pieces:
         assert ref is None or callable(resolve(ref)), ref
+
+
+def test_the_guarantee_holds_for_what_the_specs_own_law_says():
+    """``holds_for`` is read from the record of the spec's (mechanism, noise): a mechanism of its
+    own whose noise is not exact is not described by the Gaussian law of the same noise name."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from iwpfast.noise_registry import NOISE_LAW_RECORDS, register, unregister
+    from iwpfast.privacy.spec_text import Guarantee, guarantee_metadata
+
+    register(replace(NOISE_LAW_RECORDS["discrete_laplace"], law="toy_inexact", mechanism="toy",
+                     noise="discrete", exact=False))
+    try:
+        g = Guarantee(1.0, 0.0, "")
+        toy = SimpleNamespace(mechanism="toy", noise="discrete", public_features=())
+        assert guarantee_metadata(toy, g)["holds_for"] == "real_valued_noise_only"
+        laplace = SimpleNamespace(mechanism="laplace", noise="discrete", public_features=())
+        assert guarantee_metadata(laplace, g)["holds_for"] == "values_as_written"
+    finally:
+        unregister("toy_inexact")

@@ -80,10 +80,11 @@ class Guarantee(NamedTuple):
 def guarantee_metadata(spec, g: Guarantee) -> dict:
     """The guarantee as programs read it: epsilon and delta, and ``holds_for`` (with a
     ``caveat`` where the bits written do not carry it): "values_as_written" for the discrete
-    law; "real_valued_noise_only" for float noise, whose low-order bits leak the data."""
+    law; "real_valued_noise_only" for float noise, whose low-order bits leak the data (the spec's
+    own law says which: its record's ``exact``)."""
     # public columns: the guarantee is for records that agree on them (docs/release.md)
     public = {"not_protected": list(spec.public_features)} if spec.public_features else {}
-    if law_record("gaussian", spec.noise).exact:
+    if _record(spec).exact:
         return {"epsilon": g.epsilon, "delta": g.delta, "holds_for": "values_as_written",
                 **public}
     return {"epsilon": g.epsilon, "delta": g.delta, "holds_for": "real_valued_noise_only",
