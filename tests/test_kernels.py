@@ -434,13 +434,13 @@ def test_logistic_rows_have_the_bits_of_the_row_by_row_series(private, truncatio
     # _logistic_rows (rows innermost, vectorized) against _logistic_scalars row by row: the same
     # operations per row in the same order, so the same bits, margins of both signs and zero
     from iwpfast._kernels import sgd
-    from iwpfast.sgd.engine import _eulerian_table
+    from iwpfast.losses import sigmoid_eulerian_table
     rng = np.random.default_rng(truncation)
     m = 77
     y = np.where(rng.random(m) < 0.5, 1.0, -1.0)
     margin = np.r_[rng.normal(0.0, 3.0, m - 2), 0.0, -0.0]
     tau, label_tilde = 0.37, (1.6 if private else 1.0)
-    eulerian = _eulerian_table(truncation)
+    eulerian = sigmoid_eulerian_table(truncation)
     w = np.exp(-np.abs(y * margin))
     weight, curvature = np.full(sgd.LOGISTIC_ROWS * m, np.nan), w.copy()
     sgd._logistic_rows(y, m, margin, tau, truncation, label_tilde, private, eulerian, weight,

@@ -87,10 +87,6 @@ def unregister_format(name: str) -> None:
     FILE_FORMATS.pop(name, None)
 
 
-def format_record(name: str) -> FileFormat:
-    return FILE_FORMATS[name]
-
-
 def open_reader(name: str, loc, batch_rows: int, whole: bool = False):
     """The format ``name``'s reader of one file (``iwpfast.io.format_readers.open_file``)."""
     return resolve(FILE_FORMATS[name].reader)(loc, batch_rows, whole=whole)
@@ -126,11 +122,6 @@ for _format in (
     FileFormat("csv", CSV_SUFFIXES, "iwpfast.io.format_readers:open_csv"),
 ):
     register_format(_format)
-
-#: the built-in formats' suffixes (``data_suffixes()`` has the registered ones)
-DATA_SUFFIXES = data_suffixes()
-#: the built-in formats a release can be written in (``output_formats()``: the registered ones)
-OUTPUT_FORMATS = output_formats()
 
 
 def _name(path) -> str:

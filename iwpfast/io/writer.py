@@ -36,14 +36,12 @@ from .filesystem import (
     resolve,
     staging_name,
 )
-from .formats import OUTPUT_FORMATS, open_writer, output_format
+from .formats import open_writer, output_format
 from .outputs import check_writable_folder, local_kind, refuse_existing
 
 # re-exported: callers import the output format from here
-__all__ = ["FORMATS", "output_format", "check_destination", "AtomicArrowWriter",
-           "ParquetFileWriter", "IpcFileWriter"]
-#: the built-in output formats (``formats.output_formats()``: the registered ones)
-FORMATS = OUTPUT_FORMATS
+__all__ = ["output_format", "check_destination", "AtomicArrowWriter", "ParquetFileWriter",
+           "IpcFileWriter"]
 
 
 def check_destination(destination, overwrite: bool = False, filesystem=None,

@@ -28,15 +28,12 @@ from .calibration import (
     label_keep_probability,
 )
 
-#: the built-in noise laws of the Gaussian mechanism (``noise=``): "discrete" (default) = exact
-#: discrete Gaussian on a power-of-two grid from an AES-CTR keystream, a guarantee for the bits
-#: written; "float" = floating-point Gaussian from SFC64 (fast, reproduces the paper; its guarantee
-#: holds for real-valued noise only).  The laws themselves are records of ``iwpfast.noise_registry``
-#: (``check_noise`` reads it, so a registered law is accepted).
-NOISES = noise_choices()
-
 
 def check_noise(noise: str) -> str:
+    """``noise`` if a registered law has it (``iwpfast.noise_registry``).  The built-in ones, of
+    the Gaussian mechanism: "discrete" (default) = exact discrete Gaussian on a power-of-two grid
+    from an AES-CTR keystream, a guarantee for the bits written; "float" = floating-point Gaussian
+    from SFC64 (fast, reproduces the paper; its guarantee holds for real-valued noise only)."""
     if noise not in noise_choices():
         raise InvalidInputError(
             f"noise must be one of {noise_choices()}, got {noise!r}; use 'discrete' (default: exact "

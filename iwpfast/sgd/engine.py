@@ -59,7 +59,7 @@ from .._kernels.abi import (
     pack_iparams,
 )
 from ..exceptions import DivergenceError, InvalidInputError
-from ..losses import CLASSIFICATION_LOSSES, LOSS_RECORDS, sigmoid_eulerian_table
+from ..losses import CLASSIFICATION_LOSSES, LOSS_RECORDS
 from .state import MAX_TRUNCATION, HeadConfig, HeadState, check_config, check_sample_weight
 
 __all__ = ["run_chunk", "finish", "run_chunk_heads", "finish_heads", "warmup", "MAX_TRUNCATION"]
@@ -80,10 +80,6 @@ def _kernels():
 # ------------------------------------------------------------------------------------------
 # configuration
 # ------------------------------------------------------------------------------------------
-
-#: the logistic loss's table (its record's ``truncation_table``), by its former name
-_eulerian_table = sigmoid_eulerian_table
-
 
 # _kernel_config results by id(cfg): the driver calls run_chunk once per head per chunk, and
 # validating and packing a config costs ~10 us, as much as ~3000 rows of the kernel at p = 2.
