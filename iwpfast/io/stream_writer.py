@@ -64,13 +64,12 @@ class StreamArrowWriter:
             sink = pa.PythonFile(_Counted(sink), mode="w")
         try:
             if self.format == "parquet":
-                import pyarrow.parquet as pq
+                from .writer import ParquetFileWriter
 
-                # as AtomicArrowWriter: the footer key/values are the schema metadata readers see
-                self._writer = pq.ParquetWriter(
-                    sink, schema.remove_metadata(), compression=codec or "none",
-                    use_dictionary=list(dictionary_columns or []), store_schema=False,
-                    write_page_checksum=True)
+                # the Parquet writer of a file release (FILE_FORMATS["parquet"]): the same
+                # options, the metadata in the footer at commit
+                self._writer = ParquetFileWriter(sink, schema, codec,
+                                                 list(dictionary_columns or []))
             else:
                 options = pa.ipc.IpcWriteOptions(
                     compression=codec if isinstance(codec, str) and codec in ("lz4", "zstd")
@@ -92,9 +91,10 @@ class StreamArrowWriter:
     def commit(self, metadata: dict | None = None) -> str:
         """Finish the stream: the Parquet footer with ``metadata``, or the IPC end-of-stream
         marker (an IPC stream's metadata went out with its schema, first)."""
-        if self.format == "parquet" and metadata:
-            self._writer.add_key_value_metadata({_text(k): _text(v) for k, v in metadata.items()})
-        self._writer.close()
+        if self.format == "parquet":
+            self._writer.close(dict(metadata or {}))
+        else:
+            self._writer.close()
         flush = getattr(self.sink, "flush", None)
         if callable(flush):
             flush()
@@ -146,7 +146,3 @@ class _Counted:
     def close(self) -> None:
         self.flush()
         self.closed = True
-
-
-def _text(value) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -239,9 +239,9 @@ class AtomicArrowWriter:
 
 
 class ParquetFileWriter:
-    """The Parquet writer of ``FILE_FORMATS["parquet"]``: the schema metadata goes into the footer
-    at close (written without the embedded Arrow schema, so the footer's key/values are the
-    schema metadata readers see)."""
+    """The Parquet writer of ``FILE_FORMATS["parquet"]`` (and of a Parquet stream release,
+    ``io.stream_writer``): the schema metadata goes into the footer at close (written without the
+    embedded Arrow schema, so the footer's key/values are the schema metadata readers see)."""
 
     def __init__(self, sink, schema: pa.Schema, compression, dictionary_columns: list[str]):
         import pyarrow.parquet as pq
@@ -259,7 +259,7 @@ class ParquetFileWriter:
 
     def close(self, metadata: dict) -> dict | None:
         if metadata:
-            self._writer.add_key_value_metadata({k.decode(): v.decode() for k, v in metadata.items()})
+            self._writer.add_key_value_metadata({_text(k): _text(v) for k, v in metadata.items()})
         self._writer.close()
         return None
 
@@ -305,6 +305,10 @@ class IpcFileWriter:
         with ipc.new_file(sink, schema) as writer:
             for i in range(reader.num_record_batches):
                 writer.write_batch(reader.get_batch(i).replace_schema_metadata(metadata))
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _b(value) -> bytes:
