@@ -34,8 +34,8 @@ import pyarrow as pa
 from ..deprecation import renamed_keyword
 from ..exceptions import InvalidInputError, ReleaseSpecError
 from .filesystem import Location, map_ahead, map_bounded, resolve
-from .format_readers import _file_format, _is_known, open_file
-from .formats import CSV_SUFFIXES, IPC_SUFFIXES, PARQUET_SUFFIXES, has_data_suffix
+from .format_readers import _file_format, _is_known
+from .formats import CSV_SUFFIXES, IPC_SUFFIXES, PARQUET_SUFFIXES, has_data_suffix, open_reader
 from .formats import RELEASE_METADATA_KEY_BYTES as RELEASE_METADATA_KEY
 from .source_base import (
     DEFAULT_BATCH_ROWS,
@@ -390,7 +390,8 @@ class FileSource(Source):
         return ends
 
     def _open(self, loc, batch_rows, whole: bool = False):
-        return open_file(loc, batch_rows, whole=whole)
+        # every file has the source's format (checked once, in __init__)
+        return open_reader(self.format, loc, batch_rows, whole=whole)
 
     def _located(self, columns, start_row, batch_rows):
         if any(c is None for c in self.file_rows):
