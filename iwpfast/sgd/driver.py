@@ -56,9 +56,6 @@ from ..laplace import DiscreteLaplace
 from ..noise_registry import NOISE_LAW_RECORDS, resolve
 from ..progress import progress_bar
 from .checkpoint import checkpoint_exists, config_hash, dataset_hash, read_checkpoint
-
-if TYPE_CHECKING:
-    from ..privacy.spec import ReleaseSpec
 from .scan import (
     Checkpoints,
     Scan,
@@ -68,6 +65,9 @@ from .scan import (
 )
 from .schedules import resolve_paper_schedule
 from .state import TELEMETRY_INDEX, HeadConfig, HeadState
+
+if TYPE_CHECKING:
+    from ..privacy.spec import ReleaseSpec
 
 #: warn when sigma^2 |theta|^2 exceeded this: the IWP gradient variance grows like
 #: exp(sigma^2 |theta|^2) (exponential loss), e^8 ~ 3000 times the noiseless variance.
