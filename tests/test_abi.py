@@ -1,7 +1,9 @@
 """The kernels' ABI (iwpfast/_kernels/abi.py) pinned: codes, packed-parameter positions, counter
 and telemetry positions.  The compiled kernels, checkpoints written by earlier versions and the
 NumPy twin all rely on these numbers; changing one is a format change, made here on purpose."""
+import ast
 import dataclasses
+import pathlib
 
 import numpy as np
 import pytest
@@ -17,6 +19,32 @@ def test_codes_are_pinned():
     assert abi.MODE_CODES == {"clean": 0, "naive": 1, "iwp": 2}
     assert abi.SCHEDULE_CODES == {"constant": 0, "inverse": 1}
     assert abi.NO_DIVERGENCE == -1
+
+
+def _compared_loss_codes(function: str) -> set[str]:
+    """The ``LOSS_*`` names ``function`` of ``_kernels/sgd.py`` compares ``loss`` with."""
+    source = pathlib.Path(abi.__file__).with_name("sgd.py").read_text()
+    node = next(n for n in ast.walk(ast.parse(source))
+                if isinstance(n, ast.FunctionDef) and n.name == function)
+    return {c.id for n in ast.walk(node)
+            if isinstance(n, ast.Compare) and isinstance(n.left, ast.Name) and n.left.id == "loss"
+            for c in n.comparators if isinstance(c, ast.Name) and c.id.startswith("LOSS_")}
+
+
+def test_the_kernels_loss_codes_are_its_branches():
+    """``SGD_KERNEL_LOSS_CODES`` (what the engine lets into the kernel) is what the branches of
+    ``_row_scalars`` and ``_table_row_scalars`` implement: a code listed without its branches, or
+    a branch without its code listed, fails here."""
+    codes = {name: getattr(abi, name) for name in dir(abi)
+             if name.startswith("LOSS_") and isinstance(getattr(abi, name), int)}
+    listed = {name for name, code in codes.items() if code in abi.SGD_KERNEL_LOSS_CODES}
+    assert len(listed) == len(abi.SGD_KERNEL_LOSS_CODES)
+    # _row_scalars: one branch per code, its final else the squared error
+    assert _compared_loss_codes("_row_scalars") | {"LOSS_SQUARED_ERROR"} == listed
+    # _table_row_scalars (one-vs-rest heads: classification only): its final else the logistic
+    assert _compared_loss_codes("_table_row_scalars") | {"LOSS_LOGISTIC",
+                                                         "LOSS_SQUARED_ERROR"} == listed
+    assert set(abi.LOSS_CODES.values()) <= set(abi.SGD_KERNEL_LOSS_CODES)
 
 
 def test_positions_are_pinned():
@@ -45,6 +73,7 @@ def test_one_definition_everywhere():
     from iwpfast.sgd import engine
 
     assert engine.LOSS_CODES is abi.LOSS_CODES
+    assert engine.SGD_KERNEL_LOSS_CODES is abi.SGD_KERNEL_LOSS_CODES
 
 
 def test_packing_by_name():

@@ -226,6 +226,12 @@ def test_toy_loss_fits_through_the_numpy_twin_and_the_kernel_refuses_it(toy, tmp
     # no kernel branch for a loss added this way: the kernel path says which files to extend
     with pytest.raises(InvalidInputError, match=r"toy_logistic.*_kernels/abi\.py.*_kernels/sgd\.py"):
         _model(loss="toy_logistic", truncation=1).fit(path)
+    # so is a kernel code without its branches, which the kernel would run as the squared error
+    from iwpfast._kernels import abi
+    monkeypatch.setitem(abi.LOSS_CODES, "toy_logistic", max(abi.LOSS_CODES.values()) + 1)
+    with pytest.raises(InvalidInputError, match=r"toy_logistic.*SGD_KERNEL_LOSS_CODES"):
+        _model(loss="toy_logistic", truncation=1).fit(path)
+    monkeypatch.delitem(abi.LOSS_CODES, "toy_logistic")
     monkeypatch.setattr(base, "ENGINE", "numpy")
     toy_fit = _model(loss="toy_logistic", truncation="auto").fit(path)
     logistic_fit = _model(loss="logistic", truncation="auto").fit(path)

@@ -21,6 +21,11 @@ import numpy as np
 LOSS_EXPONENTIAL, LOSS_QUADRATIC, LOSS_LOGISTIC, LOSS_SQUARED_ERROR = 0, 1, 2, 3
 LOSS_CODES = {"exponential": LOSS_EXPONENTIAL, "quadratic": LOSS_QUADRATIC,
               "logistic": LOSS_LOGISTIC, "squared_error": LOSS_SQUARED_ERROR}
+#: the codes the SGD kernel has branches for (``_kernels/sgd.py``: ``_row_scalars``, whose final
+#: ``else`` is the squared error, and ``_table_row_scalars``, whose final ``else`` is the
+#: logistic): ``iwpfast.sgd.engine`` refuses any other code rather than run it as the squared
+#: error.  A code goes here with its two branches (``tests/test_abi.py`` reads them).
+SGD_KERNEL_LOSS_CODES = (LOSS_EXPONENTIAL, LOSS_QUADRATIC, LOSS_LOGISTIC, LOSS_SQUARED_ERROR)
 #: the losses whose hold-out risk ``_kernels/score.py`` computes (the others: the NumPy step)
 SCORE_KERNEL_LOSSES = ("exponential", "quadratic", "squared_error")
 

@@ -53,6 +53,7 @@ from .._kernels.abi import (
     MODE_CODES,
     MODE_IWP,
     SCHEDULE_CODES,
+    SGD_KERNEL_LOSS_CODES,
     T_ROWS,
     TELEMETRY_FIELDS,
     pack_fparams,
@@ -117,11 +118,13 @@ def _pack_config(cfg: HeadConfig):
                            radius=c.radius, variance_cap=c.variance_cap, match_minus_z=match_minus_z,
                            other_z=other_z, other_minus_z=other_minus_z)
     record = LOSS_RECORDS[c.loss]
-    if c.loss not in LOSS_CODES:
+    if LOSS_CODES.get(c.loss) not in SGD_KERNEL_LOSS_CODES:
+        # no code, or a code without its branches (the kernel would run it as the squared error)
         raise InvalidInputError(
-            f"loss {c.loss!r} has no kernel: add its code to LOSS_CODES in iwpfast/_kernels/abi.py "
-            "and its branches to _row_scalars and _table_row_scalars in iwpfast/_kernels/sgd.py "
-            "(docs/extending.md \"A loss\"), or fit with the NumPy twin (engine='numpy')")
+            f"loss {c.loss!r} has no kernel: add its code to LOSS_CODES and SGD_KERNEL_LOSS_CODES "
+            "in iwpfast/_kernels/abi.py and its branches to _row_scalars and _table_row_scalars in "
+            "iwpfast/_kernels/sgd.py (docs/extending.md \"A loss\"), or fit with the NumPy twin "
+            "(engine='numpy')")
     iparams = pack_iparams(loss=LOSS_CODES[c.loss], mode=MODE_CODES[c.mode],
                            schedule=SCHEDULE_CODES[c.schedule], truncation=c.truncation,
                            fit_intercept=int(c.fit_intercept), average_start=c.average_start,
