@@ -61,14 +61,21 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
             return "clean"
         return "iwp" if self.correction == "iwp" else "naive"
 
+    def _laplace_cap(self, loss: str, noise: NoiseModel, p: int, mode: str) -> float | None:
+        """The cap an IWP head of a Laplace release needs when none is given (its law's
+        finite-variance region), else None: the exponential loss's estimate has a finite
+        variance only for |theta_j| < 1/(2 b_j); the cap keeps theta inside (docs/math.md "Pure
+        epsilon")."""
+        if noise.noise_law is None or mode != "iwp" or self.variance_cap is not None \
+                or LOSS_RECORDS[loss].laplace != "product":
+            return None
+        return noise.noise_law.broadcast(p).default_variance_cap()
+
     def _variance_cap(self, loss: str, noise: NoiseModel, p: int, mode: str) -> float:
         """The cap on sigma^2 |theta|^2 a head runs with, before "auto" sets its own."""
-        law = noise.noise_law if mode != "clean" else None
-        if law is not None and mode == "iwp" and LOSS_RECORDS[loss].laplace == "product" \
-                and self.variance_cap is None:
-            # a Laplace release: the exponential loss's estimate has a finite variance only for
-            # |theta_j| < 1/(2 b_j); the cap keeps theta inside (docs/math.md "Pure epsilon")
-            return law.broadcast(p).default_variance_cap()
+        laplace = self._laplace_cap(loss, noise, p, mode)
+        if laplace is not None:
+            return laplace
         return math.inf if self.variance_cap is None else float(self.variance_cap)
 
     def _make_config(self, v: dict, noise: NoiseModel, p: int, n_rows: int | None) -> HeadConfig:

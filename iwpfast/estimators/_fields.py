@@ -74,6 +74,7 @@ class EstimatorFields:
     _check_fitted: Callable[[], None]
     _make_config: Callable[..., Any]
     _head_mode: Callable[..., str]
+    _laplace_cap: Callable[..., float | None]
     _variance_cap: Callable[..., float]
     _start_pass: Callable[..., None]
     _set_scaling: Callable[..., None]

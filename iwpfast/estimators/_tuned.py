@@ -17,7 +17,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..exceptions import InvalidInputError, NumericalWarning, ReleaseSpecError
-from ..losses import LOSS_RECORDS
 from ..sgd.schedules import default_radius
 from ._fields import EstimatorFields
 from ._heads import Heads, SingleHead
@@ -50,10 +49,9 @@ class TunedFitMixin(EstimatorFields):
         cap = (tuning.AUTO_VARIANCE_CAP if (self.variance_cap is None and mode == "iwp"
                                             and feature_noise)
                else (math.inf if self.variance_cap is None else float(self.variance_cap)))
-        if noise.noise_law is not None and mode == "iwp" and self.variance_cap is None \
-                and LOSS_RECORDS[v["loss"]].laplace == "product":
-            # a Laplace release: the cap of the finite-variance region (docs/math.md "Pure epsilon")
-            cap = self._variance_cap(v["loss"], noise, p, mode)
+        laplace_cap = self._laplace_cap(v["loss"], noise, p, mode)
+        if laplace_cap is not None:
+            cap = laplace_cap       # a Laplace release: its finite-variance region's cap
         keep = self._grid_label_keep_prob(noise) if mode == "iwp" else None
         paper = self.schedule == "paper"
         points = tuning.default_grid(
