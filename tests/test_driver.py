@@ -194,6 +194,10 @@ def test_noise_from_release():
         noise_from_release(META, ["a"], noise_var=[1.0])
     with pytest.raises(ReleaseSpecError, match="not among the released"):
         noise_from_release(META, ["a", "clean_a"])
+    # a noise law this version has no record of: refused by name, not debiased as Gaussian noise
+    future = {**META, "noise": {"law": "future_law", "grid": 0.5, "scale": 1.0, "variance": 0.3}}
+    with pytest.raises(ReleaseSpecError, match="unknown noise law 'future_law'"):
+        noise_from_release(future, ["a"])
 
 
 def test_paper_schedule_is_resolved_from_the_row_count(table):

@@ -53,7 +53,7 @@ from ..io.reader import ChunkReader
 from ..io.source_base import load_lazy_imports
 from ..io.sources import Source, open_source
 from ..laplace import DiscreteLaplace
-from ..noise_registry import NOISE_LAW_RECORDS, resolve
+from ..noise_registry import record_of_law, resolve
 from ..progress import progress_bar
 from .checkpoint import checkpoint_exists, config_hash, dataset_hash, read_checkpoint
 from .scan import (
@@ -240,9 +240,13 @@ def laplace_law_of(law: dict | None, p: int, noised=None) -> DiscreteLaplace | N
     """The learner's law object (its tau: a DiscreteLaplace) from a release's ``noise`` field, by
     the law's record in ``iwpfast.noise_registry`` (``learner_law``; ``noised``: the features'
     noise variances, 0 for a public one, or None when every feature is noised), or None for a
-    law whose inverse reads the variances only (Gaussian)."""
-    record = NOISE_LAW_RECORDS.get(str(law.get("law"))) if isinstance(law, dict) else None
-    if record is None or record.learner_law is None:
+    law whose inverse reads the variances only (Gaussian) and for a release that names no law
+    (float noise, before the laws were named); ``ReleaseSpecError`` for a law this iwpfast lacks
+    (its inverse is unknown: debiasing it as Gaussian noise would be wrong)."""
+    if not isinstance(law, dict) or law.get("law") is None:
+        return None
+    record = record_of_law(str(law["law"]))
+    if record.learner_law is None:
         return None
     return resolve(record.learner_law)(law, p, noised)
 
