@@ -641,12 +641,9 @@ def open_source(source, columns: Sequence[str] | None = None, *,
         _check_columns(source.full_schema, columns, source.description)
         source.columns = list(columns)
         return source
-    if isinstance(source, Location):
-        paths, desc = _expand_path(source)
-        return FileSource(paths, columns, batch_rows, description=desc)
-    if isinstance(source, (str, os.PathLike)):
-        paths, desc = _expand_path(resolve(source, filesystem))
-        return FileSource(paths, columns, batch_rows, description=desc)
+    if isinstance(source, (str, os.PathLike, Location)):
+        loc = source if isinstance(source, Location) else resolve(source, filesystem)
+        return open_files(_expand_path(loc), columns, record_batch_rows=batch_rows)
     if isinstance(source, (list, tuple)) and source and all(
             isinstance(s, (str, os.PathLike)) for s in source):
         paths = [resolve(s, filesystem) for s in source]
