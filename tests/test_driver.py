@@ -184,6 +184,8 @@ def test_noise_from_release():
     n = noise_from_release(META, ["c", "a"])
     np.testing.assert_allclose(n.noise_var, [0.25, 0.09])
     assert n.label_keep_prob == 0.8 and n.origin == "release"
+    import iwpfast.sgd
+    assert type(n) is iwpfast.sgd.NoiseModel is iwpfast.sgd.NoiseParameters   # new name and old
     with pytest.raises(ReleaseSpecError, match="no release metadata"):
         noise_from_release(None, ["a"])
     with pytest.warns(UserWarning, match="explicitly"):

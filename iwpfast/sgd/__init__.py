@@ -11,7 +11,8 @@ _LAZY = {
     "StreamResult": "iwpfast.sgd.driver",
     "fit_stream": "iwpfast.sgd.driver",
     "noise_from_release": "iwpfast.sgd.driver",
-    "NoiseParameters": "iwpfast.sgd.driver",
+    "NoiseModel": "iwpfast.sgd.driver",
+    "NoiseParameters": "iwpfast.sgd.driver",       # NoiseModel's former name
     "paper_learning_rate": "iwpfast.sgd.schedules",
     "default_radius": "iwpfast.sgd.schedules",
 }
