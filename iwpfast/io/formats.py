@@ -48,8 +48,9 @@ class FileFormat:
                ``located(...)``; ``whole``: a remote file read at once, where the format can).
     writer:    ``(sink, schema, compression, dictionary_columns) -> writer`` with
                ``write_batch(batch)``, ``close(metadata) -> dict | None`` (the metadata the file
-               still lacks: it is then rewritten by ``rewrite``) and
-               ``rewrite(source, sink, metadata)`` (``iwpfast.io.writer``); None: read only.
+               still lacks: it is then rewritten by ``rewrite``),
+               ``rewrite(source, sink, metadata)`` and ``abort()`` (a failed write: the staging
+               file is then removed) (``iwpfast.io.writer``); None: read only.
     extension: the suffix of a file the writer makes (a multi-part release's parts).
     aliases:   other names ``format=`` accepts for it.
 
