@@ -6,8 +6,9 @@ metadata (``law``), the release's sampler (a ``NoiseLaw`` class of ``iwpfast.pri
 and calibration, the words of its guarantee, its command-line choice, and what the learner
 debiases it with: ``inverse`` (the key of the kernels' ``LAW_CODES``: "gaussian", the
 inverse-Weierstrass transform that reads each feature's variance only, or a law of its own such
-as "laplace") and ``learner_law`` (the law object that gives the learner its tau, from the
-metadata's ``noise`` block; None when the variance is all it needs).
+as "laplace"; what the planner reads) and ``learner_law`` (the law object that gives the learner
+its tau, from the metadata's ``noise`` block; None when the variance is all it needs: the
+learner's kernel runs the inverse of that object's type, ``sgd.state``).
 
 Pure Python and light (the command line reads it to list its choices): the release-side pieces
 are named as ``"module:attribute"`` and imported when first used (``iwpfast.registry.resolve``);
@@ -50,7 +51,9 @@ class NoiseLawRecord:
                   ``guarantee.holds_for``); False for floating-point noise.
     help:         the command line's words for its ``--noise`` choice (``iwpfast release --help``).
     mechanism_help: the words for its ``--mechanism`` choice (read from a mechanism's first law).
-    inverse:      the learner's inverse: a key of ``iwpfast._kernels.abi.LAW_CODES``.
+    inverse:      the learner's inverse: a key of ``iwpfast._kernels.abi.LAW_CODES`` (the
+                  planner's variance factor reads it; the learner runs the inverse of the law
+                  object ``learner_law`` gives, tests/test_abi.py checks that the two agree).
     learner_law:  ``(noise_meta, p, noised) -> law | None``: the learner's law object (its tau) from
                   the metadata's ``noise`` block; None: the Gaussian inverse (variances only).
     norm:         the norm of the feature bound ("L2", or "L1" for Laplace).

@@ -135,3 +135,23 @@ def test_head_config_is_validated_once_for_both_implementations():
                                                   noise_var=np.zeros(2))), X, y)
             messages.append(str(info.value))
         assert messages[0] == messages[1] and "HeadConfig." in messages[0], overrides
+
+
+def test_each_noise_laws_inverse_is_the_one_its_law_object_runs():
+    """A noise law's record names its inverse (``inverse``, a LAW_CODES key: what the planner
+    reads); the learner runs the inverse of the law object the record's ``learner_law`` makes
+    (checked and coded by ``sgd.state.check_config``): the two must agree."""
+    from iwpfast.noise_registry import NOISE_LAW_RECORDS
+    from iwpfast.registry import resolve
+
+    p = 2
+    for record in NOISE_LAW_RECORDS.values():
+        assert record.inverse in abi.LAW_CODES, record.law
+        law = None if record.learner_law is None else resolve(record.learner_law)(
+            {"law": record.law, "grid": 2.0**-10, "scale": 0.5, "variance": 0.5}, p, None)
+        variance = np.full(p, 0.5) if law is None else law.variance
+        cap = np.inf if law is None else law.default_variance_cap()
+        # the exponential loss: the one whose inverse is the law's own (its record's "product")
+        cfg = state.HeadConfig(loss="exponential", mode="iwp", n_features=p, noise_var=variance,
+                               noise_law=law, learning_rate=0.1, batch_size=8, variance_cap=cap)
+        assert state.check_config(cfg).noise_law == abi.LAW_CODES[record.inverse], record.law
