@@ -246,3 +246,40 @@ def test_padded_heads_have_the_bits_of_heads_scored_apart(n_heads):
         _, pair = scored([a, b])
         assert comoment[a, b] == pair[0, 1] and comoment[b, a] == pair[1, 0]
         assert comoment[a, a] == pair[0, 0]
+
+
+def test_up_to_four_heads_are_scored_across_the_rows_with_the_bits_of_a_vector_of_heads():
+    # FEW_HEADS (4) heads or fewer are scored a head at a time in vectors of rows (the final
+    # scoring of a race's survivors); each of their sums and comoments has the bits of the same
+    # heads scored among 15 (vectors of heads, padded to 16)
+    from iwpfast._kernels import score
+
+    assert score.FEW_HEADS == 4 and score.padded_heads(4) == 4 and score.padded_heads(5) == 8
+    rng = np.random.default_rng(7)
+    n = 1300
+    X = np.ascontiguousarray(rng.uniform(-1.5, 1.5, (P, n)))
+    addresses = np.array([X[j].ctypes.data for j in range(P)], dtype=np.int64)
+    y = np.where(rng.random(n) < 0.4, 1.0, -1.0)
+    weights = rng.uniform(0.0, 2.0, n)
+    theta = rng.normal(0.0, 0.6, (P, 15))
+    intercept = rng.normal(0.0, 0.3, 15)
+    tau = rng.uniform(0.0, 0.2, 15)
+
+    def scored(heads, loss):
+        g = len(heads)
+        sums = [np.zeros(g) for _ in range(5)]
+        comoment = np.zeros((g, g))
+        score.score_block_heads(addresses, np.empty(0), n, y, weights,
+                                np.ascontiguousarray(theta[:, heads]), intercept[heads].copy(),
+                                tau[heads].copy(), loss, np.array([0.8, -0.2, 0.7, -0.3]), -1.0,
+                                0.3, sums[0], sums[1], comoment, sums[2], sums[3], sums[4], 0)
+        return sums, comoment
+
+    for loss in (0, 1, 3):      # exponential, quadratic, squared error (abi.LOSS_CODES)
+        together, comoment = scored(list(range(15)), loss)
+        for few in ([3], [2, 9], [0, 5, 14], [1, 4, 7, 11]):
+            sums, pair = scored(few, loss)
+            for a, b in zip(together, sums, strict=True):
+                np.testing.assert_array_equal(a[few], b)
+            if len(few) > 1:            # one head keeps no comoment (its m2 is its variance)
+                np.testing.assert_array_equal(comoment[np.ix_(few, few)], pair)

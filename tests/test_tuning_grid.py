@@ -122,22 +122,35 @@ def test_a_halving_rung_keeps_a_third_of_each_class_by_interim_risk(monkeypatch)
     kept = [n for n in names if n not in out]
     # 3 of 9 per class: class 0 its three lowest reliable (indices 5, 6, 7), class 1 its first 3
     assert kept == [names[i] for i in (5, 6, 7, 9, 10, 11)]
-    # never fewer than HALVING_MIN per class plus its largest alpha's best: a rung with 3 live
-    # heads a class scores nothing
-    assert race.prune(race.rows[1], kept, {}) == []
+    # never fewer than HALVING_MIN per class: 3 live heads a class become 2, 2 score nothing
+    last = [estimates[names.index(n)] for n in kept]
+    race.score = lambda n_val, alive, states: (last, np.eye(len(alive)) * 1e-4)
+    out = race.prune(race.rows[1], kept, {})
+    assert [n for n in kept if n not in out] == [names[i] for i in (6, 7, 9, 10)]
+    race.score = None
+    assert race.prune(race.rows[2], [names[i] for i in (6, 7, 9, 10)], {}) == []
 
 
 def test_halving_keeps_the_best_head_of_the_largest_alpha(monkeypatch):
-    # the most regularized alpha's best head survives a rung even when it ranks last (the
-    # one-standard-error rule prefers it; with private labels it drifts least)
+    # the most regularized alpha's best head takes the last place a rung keeps even when it
+    # ranks last (the one-standard-error rule prefers it; with private labels it drifts least),
+    # unless the rung tells it from the best by more than PRUNE_Z paired standard errors
     monkeypatch.setattr(tuning, "PRUNE_RULE", "halving")
     points = [GridPoint(a, g) for a in (0.01, 1.0) for g in (0.001, 0.01, 0.1)]
-    estimates = [_estimate(r) for r in (0.50, 0.51, 0.52, 0.80, 0.70, 0.90)]
-    race = _Race({p.name: p for p in points}, _Held(), period=10, block=100, n_train=10**6,
-                 score=lambda n_val, alive, states: (estimates, np.eye(len(alive)) * 1e-4))
-    out = race.prune(race.rows[0], [p.name for p in points], {})
-    assert [p.name for p in points if p.name not in out] == [points[0].name, points[1].name,
-                                                              points[4].name]
+    names = [p.name for p in points]
+
+    def kept(risks, variance):
+        estimates = [_estimate(r) for r in risks]
+        race = _Race({p.name: p for p in points}, _Held(), period=10, block=100, n_train=10**6,
+                     score=lambda n_val, alive, states: (estimates,
+                                                         np.eye(len(alive)) * variance))
+        out = race.prune(race.rows[0], names, {})
+        return [n for n in names if n not in out]
+    # paired standard error sqrt(2) 0.01: 0.53 is 2.1 of them above the best, 0.70 is 14
+    assert kept((0.50, 0.51, 0.52, 0.80, 0.53, 0.90), 1e-4) == [names[0], names[4]]
+    assert kept((0.50, 0.51, 0.52, 0.80, 0.70, 0.90), 1e-4) == [names[0], names[1]]
+    # an estimate the rung cannot tell apart (a standard error of 0.1) keeps its place
+    assert kept((0.50, 0.51, 0.52, 0.80, 0.70, 0.90), 1e-2) == [names[0], names[4]]
 
 
 def test_a_chunk_passing_two_rungs_halves_twice(monkeypatch):

@@ -37,6 +37,11 @@ SCORE_BLOCK = 512
 #: of G = 16, G = 25 in 1.17x that of 24: one leftover head costs less than 7 padded ones)
 HEAD_VECTOR = 8
 PAD_MIN_TAIL = 3
+#: up to this many heads (not padded), a block's margins and values are computed a head at a
+#: time across the rows (vectors of rows; above it, vectors of heads): 400,000 rows of 10
+#: float32 columns took 20 ms for 2 heads and 22 ms for 3 or 4 (padded to 8) across the heads,
+#: 7.5 ms and about 15 ms across the rows (docs/tuning.md "What it costs")
+FEW_HEADS = 4
 
 
 @jit
@@ -88,9 +93,12 @@ def score_block_heads(addresses, like, n_rows, y, row_weight, theta_t, intercept
 def padded_heads(n_heads):
     """The heads a block is scored for: G, or G rounded up to a multiple of HEAD_VECTOR where the
     vector loops' scalar tail (G % HEAD_VECTOR heads, each ~3x a head in a vector: 15 heads
-    took 1.9x the time of 16, bench/README.md "Sixth round") costs more than the padding."""
+    took 1.9x the time of 16, bench/README.md "Sixth round") costs more than the padding; never
+    for FEW_HEADS heads or fewer (scored a head at a time, in vectors of rows)."""
     tail = n_heads % HEAD_VECTOR
-    return n_heads if tail < PAD_MIN_TAIL else n_heads + HEAD_VECTOR - tail
+    if n_heads <= FEW_HEADS or tail < PAD_MIN_TAIL:
+        return n_heads
+    return n_heads + HEAD_VECTOR - tail
 
 
 @jit_inline
@@ -114,6 +122,13 @@ def _score_rows(addresses, like, n_rows, y, row_weight, theta_t, intercept, tau,
     mean, m2, comoment = borrowed(mean), borrowed(m2), borrowed(comoment)
     sum_abs, sum_sq, max_abs = borrowed(sum_abs), borrowed(sum_sq), borrowed(max_abs)
     weighted = row_weight.shape[0] > 0
+    # one or two heads (the final scoring of a race's survivors: a whole hold-out): their
+    # margins and values a head at a time over the rows, so that the loops run across rows in
+    # vectors; every value has the same operations, and so the bits, as in the rows' layout
+    few = n_heads <= FEW_HEADS
+    by_head = np.empty((n_heads if few else 0, SCORE_BLOCK))
+    owned_few = by_head
+    by_head = borrowed(by_head)
     n = n_before
     for start in range(0, n_rows, SCORE_BLOCK):
         m = min(SCORE_BLOCK, n_rows - start)
@@ -124,6 +139,13 @@ def _score_rows(addresses, like, n_rows, y, row_weight, theta_t, intercept, tau,
                 signs[i] = 1.0 if label == cls else -1.0
             else:
                 signs[i] = label
+        if few:
+            _values_by_head(addresses, like, start, m, labels, signs, row_weight, weighted,
+                            theta_t, intercept, tau, loss, table, target_var, by_head, values)
+            _merge_block(values, m, mean, m2, comoment, sum_abs, sum_sq, max_abs, n, block_sum,
+                         deviation, delta)
+            n += m
+            continue
         # margins u = theta^T x + b (each sum from +0.0 over the features in order)
         for i in range(m):
             row = values[i]
@@ -169,7 +191,55 @@ def _score_rows(addresses, like, n_rows, y, row_weight, theta_t, intercept, tau,
                      deviation, delta)
         n += m
     keep_alive(owned)
+    keep_alive(owned_few)
     return n
+
+
+@jit_inline
+def _values_by_head(addresses, like, start, m, labels, signs, row_weight, weighted, theta_t,
+                    intercept, tau, loss, table, target_var, by_head, values):
+    """The loss values of rows [start, start + m) for each head in turn (``by_head``: one row of
+    the block per head), then laid out as ``_score_rows``' (rows, G) ``values``: each value by
+    the operations, in the order, of ``_score_rows``' own loops."""
+    n_features, n_heads = theta_t.shape
+    for h in range(n_heads):
+        u = by_head[h]
+        for i in range(m):
+            u[i] = 0.0
+        for j in range(n_features):
+            column = column_view(addresses[j] + start * like.itemsize, m, like)
+            w = theta_t[j, h]
+            for i in range(m):
+                u[i] += w * np.float64(column[i])
+        b = intercept[h]
+        t = tau[h]
+        if loss == LOSS_SQUARED_ERROR:
+            for i in range(m):
+                r = (u[i] + b) - labels[i]
+                u[i] = 0.5 * r * r - t - 0.5 * target_var
+        elif loss == LOSS_EXPONENTIAL:
+            for i in range(m):
+                s = signs[i]
+                w_z = table[0] if s > 0.0 else table[2]
+                w_minus_z = table[1] if s > 0.0 else table[3]
+                z = s * (u[i] + b)
+                first = w_z * fast_exp(-t - z)
+                second = w_minus_z * fast_exp(-t + z)
+                u[i] = first + second if w_minus_z != 0.0 else first
+        else:                                   # LOSS_QUADRATIC
+            for i in range(m):
+                s = signs[i]
+                w_z = table[0] if s > 0.0 else table[2]
+                w_minus_z = table[1] if s > 0.0 else table[3]
+                z = s * (u[i] + b)
+                first = w_z * (0.5 * (z - 1.0) * (z - 1.0) - t)
+                second = w_minus_z * (0.5 * (z + 1.0) * (z + 1.0) - t)
+                u[i] = first + second if w_minus_z != 0.0 else first
+        if weighted:
+            for i in range(m):
+                u[i] = u[i] * row_weight[start + i]
+        for i in range(m):
+            values[i, h] = u[i]
 
 
 @jit_inline

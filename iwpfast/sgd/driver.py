@@ -666,8 +666,9 @@ def fit_stream_here(source, heads: Sequence[Head], *, chunk_rows: int | None = N
     # while read; labels and sample weights are still checked by the reader
     unchecked = ({c for h in heads for c in h.features} - set(labels)
                  - {h.sample_weight for h in heads})
-    chash = config_hash(heads, epochs)
-    # the dataset's identity reads footers (or hashes in-memory columns): only for checkpoints
+    # the heads' and the dataset's identities (a grid's configs canonicalized, footers read or
+    # in-memory columns hashed): only for checkpoints
+    chash = None if checkpoint is None else config_hash(heads, epochs)
     dhash = None if checkpoint is None else dataset_hash(src, used_columns)
 
     cur, start_epoch, start_row, finished = _starting_point(

@@ -67,6 +67,7 @@ class Scan:
         # {head name: row}); they are left out like diverged heads, their states kept as they were
         self.race, self.race_next, self.regroup = race, 0, regroup
         self.pruned: dict[str, int] = {}
+        self.dropped_seen = 0
         self.threads = threads
         self.pool = (_HeadPool(units, states, group_of, self.run_unit, threads, self.dropped)
                      if threads > 1 else None)
@@ -106,6 +107,8 @@ class Scan:
                 self._run_chunk(chunk)
                 row = chunk.end_row
                 rows_read += chunk.n_rows
+                if self.dropped is not None and len(self.dropped) != self.dropped_seen:
+                    self._drop_siblings(row)
                 if self.race is not None and self.race_next < len(self.race.rows) \
                         and row >= self.race.rows[self.race_next]:
                     self._prune(row)
@@ -125,6 +128,18 @@ class Scan:
             reader.close()
         return row, rows_read
 
+    def _drop_siblings(self, row: int) -> None:
+        """The race's ``siblings`` of a head that diverged (a k-class grid drops the grid point
+        for every class) are left out from here on, not trained to the end and dropped then
+        (they held places of the rungs; the other heads keep their bits)."""
+        assert self.dropped is not None
+        siblings = getattr(self.race, "siblings", None)
+        if siblings is not None:
+            for name in [n for n in self.dropped if n not in self.pruned]:
+                for other in siblings(name):
+                    self.dropped.setdefault(other, int(row))
+        self.dropped_seen = len(self.dropped)
+
     def _prune(self, row: int) -> None:
         """The race's rung at ``row``: every head has seen the same rows (the head threads are
         waited for); the heads it names stop here, and the others are regrouped into units (so
@@ -143,9 +158,9 @@ class Scan:
         if self.regroup is not None:
             self.units = self.regroup([h for h in self.heads if h.name not in self.dropped])
             if self.pool is not None:
-                self.pool.close()
-                self.pool = _HeadPool(self.units, self.states, self.group_of, self.run_unit,
-                                      min(self.threads, len(self.units)), self.dropped)
+                # the same threads take the new units (starting threads at every rung cost
+                # milliseconds of wall time on a busy machine: a new thread waits for a core)
+                self.pool.regroup(self.units, self.states, self.group_of)
 
     def finish(self, end_row) -> None:
         """Each unit's last partial batch (a divergence there names a non-finite carried value)."""
@@ -405,24 +420,39 @@ class _HeadPool:
 
     def __init__(self, units, states, group_of, run_chunk, threads, dropped=None):
         import queue
+        self.run_chunk = run_chunk
+        self.dropped = dropped
+        self._assign(units, states, group_of, threads)
+        self.queues: list[queue.Queue] = [queue.Queue(maxsize=self.LAG) for _ in self.groups]
+        self.errors: list[tuple[int, BaseException]] = []
+        self.lock = threading.Lock()
+        self.threads = [threading.Thread(target=self._work, args=(k, q), daemon=True,
+                                         name=f"iwpfast-head-{k}")
+                        for k, q in enumerate(self.queues)]
+        for t in self.threads:
+            t.start()
+
+    def _assign(self, units, states, group_of, threads) -> None:
+        """Cut the units into ``threads`` consecutive groups, one per worker."""
         jobs = [(i, unit, [h.config for h in unit], [states[h.name] for h in unit],
                  group_of[unit[0].name]) for i, unit in enumerate(units)]
         # the head a DivergenceError is tagged with (a one-head unit; k-class units are one model)
         self.names = [unit[0].name if len(unit) == 1 else None for unit in units]
         bounds = [round(i * len(jobs) / threads) for i in range(threads + 1)]
         self.groups = [jobs[bounds[i]:bounds[i + 1]] for i in range(threads)]
-        self.run_chunk = run_chunk
-        self.dropped = dropped
-        self.queues: list[queue.Queue] = [queue.Queue(maxsize=self.LAG) for _ in self.groups]
-        self.errors: list[tuple[int, BaseException]] = []
-        self.lock = threading.Lock()
-        self.threads = [threading.Thread(target=self._work, args=(g, q), daemon=True,
-                                         name=f"iwpfast-head-{i}")
-                        for i, (g, q) in enumerate(zip(self.groups, self.queues, strict=True))]
-        for t in self.threads:
-            t.start()
 
-    def _work(self, group, q):
+    def regroup(self, units, states, group_of) -> None:
+        """The workers take ``units`` instead (after every submitted chunk is done); workers
+        beyond the units' count stop."""
+        self.wait()
+        threads = min(len(self.threads), len(units))
+        for q, t in zip(self.queues[threads:], self.threads[threads:], strict=True):
+            q.put(None)
+            t.join()
+        self.queues, self.threads = self.queues[:threads], self.threads[:threads]
+        self._assign(units, states, group_of, threads)
+
+    def _work(self, k, q):
         failed = False
         while True:
             chunk = q.get()
@@ -430,7 +460,7 @@ class _HeadPool:
                 if chunk is None:
                     return
                 if not failed:
-                    for index, unit, cfgs, sts, g in group:
+                    for index, unit, cfgs, sts, g in self.groups[k]:
                         try:
                             _run_unit_chunk(self.run_chunk, unit, cfgs, sts, chunk, g,
                                             self.dropped)

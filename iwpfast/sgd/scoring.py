@@ -41,7 +41,8 @@ def _blas_single_threaded():
 def score_heads(source, features: Sequence[str], label: str, heads: Sequence, states: dict,
                 configs: dict, *, loss: str, noise=None, label_table=None,
                 sample_weight: str | None = None, engine: str = "numba",
-                compiled_from: int | None = None, threads_from: int | None = None):
+                compiled_from: int | None = None, threads_from: int | None = None,
+                width: int | None = None):
     """(RiskEstimate per head, covariance of the estimates: inf between heads of different
     classes, which are never compared) on a (validation) source: one read,
     one (rows x p) @ (p x k) product per batch.  ``noise``: the ``driver.NoiseModel`` (or the
@@ -70,11 +71,14 @@ def score_heads(source, features: Sequence[str], label: str, heads: Sequence, st
     (``_kernels/score.py``; logistic heads use the NumPy step), 'numpy' (alias 'reference')
     with the NumPy step, its twin.  ``compiled_from``, ``threads_from``: the (row, head) values
     from which the compiled step is used, and two threads (default ``SCORE_KERNEL_MIN_VALUES``,
-    ``SCORE_THREADS_MIN_VALUES``)."""
+    ``SCORE_THREADS_MIN_VALUES``).  ``width``: the heads per group those (row, head) values count
+    (default: the widest group scored); a tuning grid's final scoring counts the grid's heads,
+    so that the survivors of a race are scored as the whole grid would be (the step and the
+    threads, and so the bits: a head's estimate does not depend on the heads beside it)."""
     from .driver import stream_runner
     scorer = HeadScorer(features, label, heads, states, configs, loss=loss, noise=noise,
                         label_table=label_table, sample_weight=sample_weight, engine=engine,
-                        compiled_from=compiled_from, threads_from=threads_from)
+                        compiled_from=compiled_from, threads_from=threads_from, width=width)
     runner = stream_runner()
     if runner is not None:
         scorer = runner.score(source, scorer)
@@ -91,7 +95,8 @@ class HeadScorer:
     def __init__(self, features: Sequence[str], label: str, heads: Sequence, states: dict,
                  configs: dict, *, loss: str, noise=None, label_table=None,
                  sample_weight: str | None = None, engine: str = "numba",
-                 compiled_from: int | None = None, threads_from: int | None = None):
+                 compiled_from: int | None = None, threads_from: int | None = None,
+                 width: int | None = None):
         from ..estimates import RiskAccumulator, noise_tau
         from .driver import resolve_engine
         self.features = list(features)
@@ -170,6 +175,7 @@ class HeadScorer:
                          and self.boosts[0] is None)
         self.compiled_from = SCORE_KERNEL_MIN_VALUES if compiled_from is None else int(compiled_from)
         self.threads_from = SCORE_THREADS_MIN_VALUES if threads_from is None else int(threads_from)
+        self.width = None if width is None else int(width)
 
     def add_source(self, source) -> None:
         """Score every row of ``source`` (one read)."""
@@ -183,11 +189,11 @@ class HeadScorer:
         # machine) would cost a first fit on small data more than it saves.  Counted per group
         # of compared heads, so that a class of a k-class grid is scored as the two-class grid
         # of that class against the rest (the same bits)
-        widest = max(len(g) for g in self.groups)
+        widest = self.width or max(len(g) for g in self.groups)
         compiled = self.compiled and (src.num_rows is None
                                       or src.num_rows * widest >= self.compiled_from)
         batches = src.batches(_scored_columns(features, label, sample_weight))
-        if compiled and _two_threads(src.num_rows, self.k, self.threads_from):
+        if compiled and _two_threads(src.num_rows, self.width or self.k, self.threads_from):
             self._add_compiled_two_threads(batches)
             return
         for batch in batches:

@@ -367,8 +367,11 @@ class _Race:
         self.points, self.held, self.period, self.block = points, held, period, block
         self.score, self.n_train = score, int(n_train)
         self.groups = groups or {}
+        #: name -> the heads dropped with it when it diverges (k classes: its grid point's)
+        self.siblings: Callable[[str], list[str]] | None = None
         self.last_row = 0
-        rows = sorted({max(1, math.ceil(f * n_train)) for f in PRUNE_AT if 0 < f < 1})
+        self.targets = [max(1, math.ceil(f * n_train)) for f in sorted(PRUNE_AT) if 0 < f < 1]
+        rows = sorted(set(self.targets))
         self.rows = [r for r in rows if self.validation_rows(r) >= PRUNE_MIN_ROWS]
 
     def validation_rows(self, row: int) -> int:
@@ -381,13 +384,34 @@ class _Race:
                                                                        group * self.block)
 
     def chunk_rows(self, n_features: int) -> int:
-        """Rows per chunk for a raced scan: about the first rung's rows (a power of two), so
-        that the rungs are taken near their rows (a rung is taken at the end of the chunk
-        reaching it), within the reader's default bounds for rows of ``n_features`` float64."""
+        """Rows per chunk for a raced scan (it sets the rungs' rows too): the training rows of
+        one group of blocks, (period - 1) x block, or the largest divisor of them within the
+        reader's default bounds for rows of ``n_features`` float64 (a whole number of groups on
+        small files).  The training view hands out each group's training blocks as one
+        zero-copy slice of a decoded batch, so such a chunk is that slice; a chunk across two
+        of them was copied (``bench/default_cost.py``'s release: 27 of 28 chunks, 145 MB a
+        pass, a third of the reading's CPU).  Each rung then moves to the chunk end nearest its
+        share of the rows (a rung is taken at a chunk's end), after the previous rung's and with
+        ``PRUNE_MIN_ROWS`` validation rows behind it (else a later one)."""
         from ..io.reader import MIN_DEFAULT_CHUNK_ROWS, default_chunk_rows
-        near = 1 << max(0, round(math.log2(max(self.rows[0], 1))))
-        return int(max(MIN_DEFAULT_CHUNK_ROWS,
-                       min(near, default_chunk_rows(8 * (int(n_features) + 1)))))
+        group = (self.period - 1) * self.block
+        cap = default_chunk_rows(8 * (int(n_features) + 1))
+        if group < MIN_DEFAULT_CHUNK_ROWS:
+            chunk = min(cap, group * -(-MIN_DEFAULT_CHUNK_ROWS // group))
+        else:
+            chunk = next(group // d for d in range(1, group + 1)
+                         if group % d == 0 and group // d <= cap)
+        rows: list[int] = []
+        for target in sorted(self.targets):
+            if self.validation_rows(target) < PRUNE_MIN_ROWS:
+                continue                # as without a race's chunks: too early for any rung
+            row = max(round(target / chunk), 1 + (rows[-1] // chunk if rows else 0)) * chunk
+            while self.validation_rows(row) < PRUNE_MIN_ROWS:
+                row += chunk
+            if row < self.n_train:
+                rows.append(row)
+        self.rows = rows
+        return int(chunk)
 
     def prune(self, row: int, alive: list[str], states: dict) -> list[str]:
         target = max((r for r in self.rows if r <= row), default=row)
@@ -399,7 +423,7 @@ class _Race:
             # share of the rows it can come too late to save what its scoring costs
             return []
         if PRUNE_RULE == "halving" and not any(
-                len(g) > HALVING_MIN + 1 for g in self._grouped(alive).values()):
+                len(g) > HALVING_MIN for g in self._grouped(alive).values()):
             return []                  # nothing to halve: no scoring
         n_val = self.validation_rows(row)
         estimates, cov = self.score(n_val, alive, states)
@@ -435,7 +459,8 @@ class _Race:
         """Successive halving: in each group keep the best ``share`` (``HALVING_KEEP`` per rung
         passed, at least ``HALVING_MIN``): reliable heads by credited interim risk, then the
         unreliable ones (an interim estimate can be unreliable on a rung's few rows and recover
-        on the whole hold-out; they go last, by the smaller noise energy)."""
+        on the whole hold-out; they go last, by the smaller noise energy).  The best head of the
+        group's largest alpha takes the last of those places when it has none of its own."""
         ok = set(reliable)
         out = []
         for members in self._grouped(alive).values():
@@ -449,11 +474,13 @@ class _Race:
             kept = ranked[:keep]
             # the most regularized alpha keeps its best head: the one-standard-error rule prefers
             # it wherever the hold-out cannot tell it from the best, and with private labels it
-            # is the head least exposed to a drifting intercept (docs/tuning.md)
+            # is the head least exposed to a drifting intercept (docs/tuning.md).  In the place
+            # of the last kept head, not beside it: a third survivor per group made a third of a
+            # race's head updates (docs/tuning.md "What it costs")
             top = max(self.points[alive[i]].alpha for i in members)
             firm = next(i for i in ranked if self.points[alive[i]].alpha == top)
             if firm not in kept:
-                kept.append(firm)
+                kept[-1] = firm
             out += [alive[i] for i in ranked if i not in kept]
         return out
 
@@ -660,10 +687,14 @@ def tune_stream(source, features: Sequence[str], label: str, points: Sequence[Gr
     kw = _driver_kw(engine, progress, chunk_rows, feature_bound, checkpoint, checkpoint_every,
                     resume, overwrite)
     by_name = {pt.name: pt for pt in points}
+    configs: dict = {}          # made once (the scan and the race's rungs both ask)
 
     def heads_of(names):
-        return [driver.Head(n, make_config(by_name[n], pass_rows(train)), list(features), label,
-                            sample_weight=sample_weight) for n in names]
+        for n in names:
+            if n not in configs:
+                configs[n] = make_config(by_name[n], pass_rows(train))
+        return [driver.Head(n, configs[n], list(features), label, sample_weight=sample_weight)
+                for n in names]
 
     held = _hold_validation(train, val, validation)
     race = (_race(train, held, by_name, heads_of, kw, features=features, label=label, loss=loss,
@@ -678,7 +709,8 @@ def tune_stream(source, features: Sequence[str], label: str, points: Sequence[Gr
     with _blas_single_threaded():
         scored, cov_active = score_heads(scoring, features, label, active, result.states,
                                          result.configs, loss=loss, noise=noise,
-                                         sample_weight=sample_weight, engine=engine)
+                                         sample_weight=sample_weight, engine=engine,
+                                         width=len(points))
     index = {n: i for i, n in enumerate(active)}
     estimates, chosen, rule, notes, edge = _choose(
         points, [pt.name for pt in points], dict(zip(active, scored, strict=True)),
@@ -756,11 +788,15 @@ def tune_stream_classes(source, features: Sequence[str], label: str, points: Seq
                   loss=loss, noise=noise,
                   label_table=label_table, sample_weight=sample_weight, engine=engine)
             if prune else None)
-    if race is not None and "chunk_rows" not in kw:
-        kw["chunk_rows"] = race.chunk_rows(len(features))
-    result, active, diverged, repeats = _scan(
-        train, heads_of, list(owner), kw,
-        siblings=lambda name: [class_head_name(owner[name][0], c) for c in range(k)], race=race)
+    def siblings(name):
+        return [class_head_name(owner[name][0], c) for c in range(k)]
+
+    if race is not None:
+        race.siblings = siblings
+        if "chunk_rows" not in kw:
+            kw["chunk_rows"] = race.chunk_rows(len(features))
+    result, active, diverged, repeats = _scan(train, heads_of, list(owner), kw,
+                                              siblings=siblings, race=race)
     all_pruned = result.pruned
     scoring, saved = _scoring_source(val, held, _scored_columns(features, label, sample_weight))
     passes += repeats - saved
@@ -768,7 +804,7 @@ def tune_stream_classes(source, features: Sequence[str], label: str, points: Seq
         scored, cov_active = score_heads(scoring, features, label, active, result.states,
                                          result.configs, loss=loss, noise=noise,
                                          label_table=label_table, sample_weight=sample_weight,
-                                         engine=engine)
+                                         engine=engine, width=len(points))
     by_name = dict(zip(active, scored, strict=True))
     index = {n: i for i, n in enumerate(active)}
     results = []
