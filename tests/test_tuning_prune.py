@@ -345,3 +345,78 @@ def test_select_does_not_count_pruned_heads_as_unreliable():
     assert notes == ["1 of 3 heads discarded: their private risk is unreliable"]
     _, _, notes = select(points, estimates)
     assert notes == ["2 of 3 heads discarded: their private risk is unreliable"]
+
+
+# ---- issue 33's cost round: chunks that are views, rungs at their ends, siblings stop at once --
+def test_a_raced_scan_reads_one_group_of_training_blocks_per_chunk():
+    # (period - 1) x block rows: the training view's slice of one group, so a chunk is a view;
+    # each rung at the chunk end nearest its share, later than the previous rung's, with
+    # PRUNE_MIN_ROWS validation rows behind it
+    race = _Race({}, _Held(10**7), period=10, block=8192, n_train=3_600_000, score=None)
+    assert race.chunk_rows(10) == 73_728
+    assert race.rows == [2 * 73_728, 3 * 73_728, 6 * 73_728, 12 * 73_728]
+    assert all(race.validation_rows(r) >= tuning.PRUNE_MIN_ROWS for r in race.rows)
+    # wide rows: the largest divisor of a group within the reader's bounds (8192 x 9 = 73,728)
+    assert race.chunk_rows(200) == 8192
+    # a group smaller than the reader's least chunk: whole groups; two rungs never merge
+    small = _Race({}, _Held(10**7), period=10, block=500, n_train=900_000, score=None)
+    assert small.chunk_rows(3) == 9000
+    assert small.rows == sorted(set(small.rows)) and small.rows[0] >= 9000 * 2
+
+
+def test_a_raced_scan_s_chunks_are_views_of_the_decoded_batches():
+    from iwpfast.io.reader import ChunkReader
+    from iwpfast.io.sources import open_source
+    from iwpfast.io.views import HeldRows
+
+    # a chunk is copied only where the end of a batch the source decoded cuts its group's
+    # training blocks (the source's batches are the reader's multiple of chunks)
+    table = _table(200_000)
+    train, val = tuning.make_split(open_source(table), 0.1)
+    train.hold = HeldRows(val.num_rows, 1 << 30)
+    race = _Race({}, train.hold, train.period, train.block, train.num_rows, score=None)
+    reader = ChunkReader(train, [["a", "b", "c"]], ["y"], race.chunk_rows(3))
+    rows = sum(chunk.n_rows for chunk in reader)
+    assert rows == train.num_rows and reader.stats.chunks == 20
+    assert reader.stats.copied_chunks <= table.num_rows // reader.source_batch_rows()
+    # the chunks of the power of two the race read before were nearly all copies
+    before = ChunkReader(tuning.make_split(open_source(table), 0.1)[0], [["a", "b", "c"]], ["y"],
+                         1 << 14)
+    assert sum(chunk.n_rows for chunk in before) == rows
+    assert before.stats.copied_chunks >= before.stats.chunks - 2 > 2 * reader.stats.copied_chunks
+
+
+class _Siblings:
+    """A race with no rung that names each head's siblings (k classes: its grid point's)."""
+
+    rows: list = []
+
+    @staticmethod
+    def siblings(name):
+        return [name[:-1] + c for c in "01"]
+
+
+def test_the_siblings_of_a_diverged_head_stop_at_its_chunk():
+    # one-vs-rest heads of two grid points, two classes; class 0's head of the large step
+    # diverges: its class-1 sibling stops at the end of that chunk, not at the end of the pass
+    rng = np.random.default_rng(3)
+    n = 6000
+    X = rng.uniform(-1, 1, (n, 3)) * 40.0
+    y = (X[:, 0] > 0).astype(np.float64)       # class indices 0, 1
+    table = pa.table({"a": X[:, 0], "b": X[:, 1], "c": X[:, 2], "y": y})
+
+    def head(name, lr, c):
+        return Head(name, HeadConfig(loss="exponential", mode="clean", n_features=3,
+                                     noise_var=np.zeros(3), batch_size=16, learning_rate=lr,
+                                     radius=np.inf, label_class=c), ["a", "b", "c"], "y")
+    heads = [head("big,c0", 50.0, 0), head("big,c1", 1e-6, 1), head("slow,c0", 1e-6, 0),
+             head("slow,c1", 1e-6, 1)]
+    kw = dict(progress=False, chunk_rows=1000, drop_diverged=True, head_threads=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = fit_stream(table, heads, **kw)
+        raced = fit_stream(table, heads, race=_Siblings(), **kw)
+    assert set(plain.diverged) == {"big,c0"}   # its sibling trained to the end
+    assert raced.diverged["big,c1"] == raced.diverged["big,c0"] < n
+    for name in ("slow,c0", "slow,c1"):        # the others keep their bits
+        np.testing.assert_array_equal(raced.states[name].theta, plain.states[name].theta)
