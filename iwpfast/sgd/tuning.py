@@ -750,7 +750,8 @@ def tune_stream_classes(source, features: Sequence[str], label: str, points: Seq
     kernel unit: every batch is read once) and scored in the same read of the validation part,
     each on its own binary problem with the k-ary label weights ``label_table``
     (``score_heads``).  A grid point whose head diverges on one class is dropped for every class
-    (the scan is repeated once per such point).  Then every class chooses its own point by
+    (a raced scan stops its other heads at the end of that chunk, ``_Race.siblings``; a
+    cluster's pass is repeated once per such point).  Then every class chooses its own point by
     ``select`` (the same standard-error rule, with the paired covariance of that class's
     heads): the one-vs-rest risk is a sum over the heads of risks that depend on one head each,
     so choosing per class minimizes it too.  Result c holds class c's estimates, states and
