@@ -135,9 +135,11 @@ class Scan:
         assert self.dropped is not None
         siblings = getattr(self.race, "siblings", None)
         if siblings is not None:
-            for name in [n for n in self.dropped if n not in self.pruned]:
-                for other in siblings(name):
-                    self.dropped.setdefault(other, int(row))
+            # list(): one step for the GIL, while the head threads may add to it
+            for name in list(self.dropped):
+                if name not in self.pruned:
+                    for other in siblings(name):
+                        self.dropped.setdefault(other, int(row))
         self.dropped_seen = len(self.dropped)
 
     def _prune(self, row: int) -> None:
@@ -148,6 +150,9 @@ class Scan:
         while self.race_next < len(self.race.rows) and self.race.rows[self.race_next] <= row:
             self.race_next += 1
         assert self.dropped is not None
+        # every head has now run to ``row``: the siblings of all that diverged by then are out
+        # of the rung (the same heads every run, whatever the threads' timing)
+        self._drop_siblings(row)
         alive = [h.name for h in self.heads if h.name not in self.dropped]
         names = [n for n in self.race.prune(row, alive, self.states) if n in alive]
         if not names or len(names) >= len(alive):

@@ -472,7 +472,7 @@ class _Race:
                 else (1, estimates[i].noise_energy if math.isfinite(estimates[i].noise_energy)
                       else math.inf), i))
             kept = ranked[:keep]
-            # the most regularized alpha keeps its best head: the one-standard-error rule prefers
+            # the most regularized alpha keeps its best head: the standard-error rule prefers
             # it wherever the hold-out cannot tell it from the best, and with private labels it
             # is the head least exposed to a drifting intercept (docs/tuning.md).  In the place
             # of the last kept head, not beside it: a third survivor per group made a third of a
