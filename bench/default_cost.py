@@ -254,7 +254,7 @@ def auto_floor(auto_fit, fixed_fit, fixed_wall: float, fixed_cpu: float) -> tupl
 
 def classes_floor(k_fixed_fit, k_auto_fit, k: int, binary_auto: tuple) -> tuple[float, str]:
     """(floor / binary 'auto' wall, how): the least a k-class 'auto' can cost against the binary
-    'auto' measured (wall s, CPU s), when each class chooses by the paired one-standard-error
+    'auto' measured (wall s, CPU s), when each class chooses by the paired standard-error
     rule among at least ``HALVING_MIN`` heads trained to the end: every head of the grid (k x G)
     up to the race's first rung, then k x HALVING_MIN head updates per training row, at the
     k-head kernel's speed (that of the fixed k-class fit, on one thread), over the usable cores,

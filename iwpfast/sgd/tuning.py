@@ -72,8 +72,8 @@ PRUNE_AT: tuple = (1 / 32, 1 / 16, 1 / 8, 1 / 4)
 PRUNE_RULE = "halving"
 #: the share of a class's live heads a halving rung keeps
 HALVING_KEEP = 1 / 3
-#: ... and at least this many (the one-standard-error rule's final choice is among them); each
-#: class also keeps the best head of its largest alpha (``_Race._halve``)
+#: ... and at least this many (the standard-error rule's final choice is among them); the best
+#: head of each class's largest alpha takes the last of those places (``_Race._halve``)
 HALVING_MIN = 2
 #: the iterate noise a halving rung credits (``_noise_floor``'s kinds; "none": at an early rung a
 #: slow head lags by its bias while a fast one carries iterate noise, errors of opposite sign;
@@ -92,7 +92,8 @@ PRUNE_REASONS = {
                   f"by more than {PRUNE_Z:g} paired standard errors plus the iterate noise "
                   "credited to it"),
     "halving": ("successive halving: not among the best third of its class's live heads by "
-                "interim private risk (less the iterate noise credited to it)"),
+                "interim private risk (less the iterate noise credited to it), the last place "
+                "going to the best head of the class's largest alpha"),
 }
 
 
