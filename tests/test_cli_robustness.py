@@ -212,15 +212,15 @@ def test_the_default_fit_that_ends_on_the_variance_cap_warns(k):
     """Strong signal, strong noise (sigma^2 = 4 per feature): the auto-chosen head often ends with
     sigma^2|theta|^2 at the cap the grid set (whether the last update sits on it depends on the
     draw); it warns exactly when it does, as a fixed fit does (issue 24 item 3).  Two fixed seeds
-    per k, one ending on the cap and one not (checked; k = 3's second seed is 4 since issue 33's
-    grid, on which seed 1 also ends on the cap)."""
+    per k, one ending on the cap and one not (checked: seeds 0-7 end on the cap but for k = 2's
+    seeds 2 and 5 and k = 3's seed 4, under the race that keeps two heads per class)."""
     import warnings
 
     from iwpfast import IWPClassifier
     from iwpfast.exceptions import NumericalWarning
     n = 20000
     ended = []
-    for seed in ((0, 1) if k == 2 else (0, 4)):
+    for seed in ((0, 2) if k == 2 else (0, 4)):
         rng = np.random.default_rng(seed)
         X = rng.uniform(-1, 1, (n, 2))
         if k == 2:
