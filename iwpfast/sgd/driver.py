@@ -604,6 +604,21 @@ def streams_on(runner):
         _STREAM_RUNNER.reset(token)
 
 
+def _checkpoint_every(checkpoint, checkpoint_every, src, overwrite: bool, resume: bool):
+    """The rows between checkpoints of a pass (None: no checkpoint), its file checked."""
+    if checkpoint is not None:
+        from ..io.outputs import check_output_path, source_files
+        check_output_path(checkpoint, what="checkpoint", inputs=source_files(src),
+                          overwrite=overwrite or (resume and os.path.exists(checkpoint)),
+                          flag="resume=True to continue from it, or overwrite=True (CLI: --resume, "
+                               "--overwrite)")
+    if checkpoint is not None and checkpoint_every is None:
+        checkpoint_every = DEFAULT_CHECKPOINT_ROWS
+    if checkpoint_every is not None and int(checkpoint_every) < 1:
+        raise InvalidInputError(f"checkpoint_every={checkpoint_every}; use a number of rows >= 1")
+    return checkpoint_every
+
+
 def fit_stream_here(source, heads: Sequence[Head], *, chunk_rows: int | None = None,
                progress=True, trace_every: int = 0,
                trace_callback: Callable[[dict, dict], None] | None = None,
@@ -673,17 +688,7 @@ def fit_stream_here(source, heads: Sequence[Head], *, chunk_rows: int | None = N
 
     cur, start_epoch, start_row, finished = _starting_point(
         heads, names, states, resume, checkpoint, chash, dhash)
-    if checkpoint is not None:
-        from ..io.outputs import check_output_path, source_files
-        check_output_path(checkpoint, what="checkpoint", inputs=source_files(src),
-                          overwrite=overwrite or (resume and os.path.exists(checkpoint)),
-                          flag="resume=True to continue from it, or overwrite=True (CLI: --resume, "
-                               "--overwrite)")
-    if checkpoint is not None and checkpoint_every is None:
-        checkpoint_every = DEFAULT_CHECKPOINT_ROWS
-    if checkpoint_every is not None and int(checkpoint_every) < 1:
-        raise InvalidInputError(f"checkpoint_every={checkpoint_every}; use a number of rows >= 1")
-
+    checkpoint_every = _checkpoint_every(checkpoint, checkpoint_every, src, overwrite, resume)
     checkpoints = Checkpoints(checkpoint, checkpoint_every, cur, chash, dhash)
     n_rows_pass = src.num_rows
     rows_done = 0
