@@ -124,7 +124,10 @@ def test_fused_heads_match_the_twin(loss):
         np.testing.assert_array_equal(a.counters, b.counters)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+# float32 features with float32 labels compile kernel versions nothing else needs (a release
+# stores int8 labels): the slow suite (and CI's kernel step) runs them
+@pytest.mark.parametrize("dtype", [pytest.param(np.float32, marks=pytest.mark.slow),
+                                   np.float64])
 def test_weighted_fused_heads_have_the_bits_of_single_head_runs(dtype):
     X, y = _data(dtype=dtype)
     weights = np.random.default_rng(3).uniform(0.0, 2.0, y.shape[0]).astype(dtype)
@@ -389,7 +392,10 @@ def test_numeric_labels_map_to_class_indices_like_a_lookup_table():
         class_indices(np.array([7.0, np.nan]), classes)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+# float32 features with float32 labels compile kernel versions nothing else needs (a release
+# stores int8 labels): the slow suite (and CI's kernel step) runs them
+@pytest.mark.parametrize("dtype", [pytest.param(np.float32, marks=pytest.mark.slow),
+                                   np.float64])
 def test_discrete_laplace_heads_beside_gaussian_coded_ones_keep_their_bits(dtype):
     # IWP heads of the discrete Laplace law (tau and the direction d_j per head) in one scan with
     # a naive head of the same law (the kernel codes it as Gaussian: its noise row is shorter)

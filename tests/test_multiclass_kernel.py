@@ -90,8 +90,15 @@ def test_k_head_kernel_matches_the_twin(loss, overrides):
     assert np.linalg.norm(kernel[0].theta - kernel[2].theta) > 1e-3
 
 
-@pytest.mark.parametrize("dtype,label_dtype", [(np.float32, np.int8), (np.float64, np.int16),
-                                               (np.float32, np.float32), (np.float64, np.int64)])
+# the release's own types by default; the other label types each compile two kernel versions
+# of their own (about 30 s of a cold run): the slow suite (and CI's kernel step) runs them
+_OTHER_TYPES = pytest.mark.slow
+
+
+@pytest.mark.parametrize("dtype,label_dtype", [
+    (np.float32, np.int8), pytest.param(np.float64, np.int16, marks=_OTHER_TYPES),
+    pytest.param(np.float32, np.float32, marks=_OTHER_TYPES),
+    pytest.param(np.float64, np.int64, marks=_OTHER_TYPES)])
 def test_chunking_and_label_dtypes_do_not_change_the_bits(dtype, label_dtype):
     cfgs = _heads(loss="logistic", fit_intercept=True)
     X, y = _data(dtype=dtype)
