@@ -124,6 +124,9 @@ print(json.dumps({"counts": counts, "pruned": pruned}))
 """
 
 
+# a fresh process compiling into an empty cache (about 14 s): run on purpose with -m slow, and by
+# CI's kernel step
+@pytest.mark.slow
 @pytest.mark.skipif(not JIT, reason="NUMBA_DISABLE_JIT: nothing is compiled")
 def test_a_binary_first_fit_compiles_one_batch_step_and_no_table_or_logistic_code(tmp_path):
     # a fresh process with an empty kernel cache, as bench/first_fit.py measures: the default

@@ -74,6 +74,9 @@ def _increments(dispatcher):
     return re.findall(r"call void @NRT_incref\(ptr (?:nonnull )?(%[\w.]+)\)", body)
 
 
+# compiles kernels afresh to read their code (seconds of compiling on a warm cache too): run on
+# purpose with -m slow, and by CI's kernel step
+@pytest.mark.slow
 @pytest.mark.skipif(JIT_OFF, reason="NUMBA_DISABLE_JIT: nothing is compiled")
 def test_the_scoring_kernel_counts_references_of_its_arguments_only():
     from iwpfast._kernels import score
@@ -94,6 +97,9 @@ def test_the_scoring_kernel_counts_references_of_its_arguments_only():
         f"the scoring kernel increments reference counts of views or of its own arrays: {operands}")
 
 
+# compiles kernels afresh to read their code (seconds of compiling on a warm cache too): run on
+# purpose with -m slow, and by CI's kernel step
+@pytest.mark.slow
 @pytest.mark.skipif(JIT_OFF, reason="NUMBA_DISABLE_JIT: nothing is compiled")
 @pytest.mark.parametrize("heads", [1, 3])
 def test_the_sgd_kernels_count_references_of_their_arguments_only(heads):
