@@ -334,15 +334,10 @@ def _resumable_run(df, folder, spec, schema, partitions: int) -> _Run:
     import secrets
 
     from .io.parts import MANIFEST_NAME, PLAN_NAME, part_name, read_manifest
-    from .privacy.multipart import _leftovers_of_other_runs, new_release_id
+    from .privacy.multipart import _leftovers_of_other_runs, new_release_id, parts_folder_kind
     from .privacy.part_rows import read_sidecars, remove_sidecars, write_private_atomic
 
-    kind = folder.kind()
-    if kind == "file":
-        raise InvalidInputError(f"destination {folder.display!r} is a file; a multi-part release "
-                                f"needs a folder / prefix")
-    if kind == "missing" and folder.local:
-        os.makedirs(folder.path, exist_ok=True)
+    kind = parts_folder_kind(folder)
     if kind == "dir" and read_manifest(folder) is not None:
         raise InvalidInputError(
             f"{folder.display!r} holds a published release ({MANIFEST_NAME}): there is nothing "
@@ -368,12 +363,13 @@ def _resumable_run(df, folder, spec, schema, partitions: int) -> _Run:
             f"overwrite=True to release everything again")
     run = _Run(str(doc["release_id"]), bytes.fromhex(doc["digest_key"]))
     digests = read_sidecars(folder, run.release_id)
-    listed = {e.name for e in folder.listdir()}
+    entries = folder.listdir()
+    listed = {e.name for e in entries}
     for i, value in digests.items():
         if part_name(i) in listed and _part_rows(folder.child(part_name(i)), run.release_id, i) \
                 == value["rows"]:
             run.kept[i] = value
-    for entry in folder.listdir():               # the killed run's unfinished parts
+    for entry in entries:                        # the killed run's unfinished parts
         if entry.name.startswith("part-") and entry.name not in {part_name(i) for i in run.kept}:
             entry.delete()
     remove_sidecars(folder, keep=run.kept)

@@ -649,12 +649,7 @@ def prepare_release_folder(destination, *, overwrite: bool = False, filesystem=N
 
     text = os.fspath(destination)
     folder = resolve(text, None if is_uri(text) else filesystem)
-    kind = folder.kind()
-    if kind == "file":
-        raise InvalidInputError(f"destination {folder.display!r} is a file; a multi-part release "
-                                f"needs a folder / prefix")
-    if kind == "missing" and folder.local:
-        os.makedirs(folder.path, exist_ok=True)
+    if parts_folder_kind(folder) == "missing":
         return
     published = read_manifest(folder) is not None
     if published and not overwrite:
@@ -667,6 +662,18 @@ def prepare_release_folder(destination, *, overwrite: bool = False, filesystem=N
             if entry.name.startswith("part-"):
                 entry.delete()
     _leftovers_of_other_runs(folder, False, overwrite)
+
+
+def parts_folder_kind(folder) -> str:
+    """``folder.kind()`` of the destination of a release written part by part, refused when it
+    is a file; a missing local folder is made (an object-store prefix needs none)."""
+    kind = folder.kind()
+    if kind == "file":
+        raise InvalidInputError(f"destination {folder.display!r} is a file; a multi-part release "
+                                f"needs a folder / prefix")
+    if kind == "missing" and folder.local:
+        os.makedirs(folder.path, exist_ok=True)
+    return kind
 
 
 def new_release_id() -> str:
