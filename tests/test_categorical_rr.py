@@ -210,6 +210,9 @@ def test_fit_on_rr_release_learns_and_predicts_raw_strings(tmp_path):
         iwpfast.IWPClassifier(loss="logistic").fit(out)
     with pytest.raises(InvalidInputError, match="class_weight is not implemented"):
         iwpfast.IWPClassifier(class_weight="balanced").fit(out)
+    for call in (iwpfast.IWPRegressor().fit, iwpfast.IWPRegressor(alpha=0.01).partial_fit):
+        with pytest.raises(InvalidInputError, match="classification release; use IWPClassifier"):
+            call(out)
 
 
 def test_block_cap_bounds_the_inverse_factor_kernel_and_twin_alike():

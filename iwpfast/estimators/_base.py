@@ -214,10 +214,8 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         rr_spec = rr_release_spec(X)
         if rr_spec is not None:
             # categorical columns as randomized-response codes: their own learner (exponential
-            # loss, exact inverse; docs/math.md "Categorical columns by randomized response")
-            if self._task != "classification":
-                raise InvalidInputError("a release with randomized-response categorical columns "
-                                        "is a classification release; use IWPClassifier")
+            # loss, exact inverse; docs/math.md "Categorical columns by randomized response";
+            # fit_rr refuses a regressor)
             if getattr(self, "class_weight", None) is not None:
                 raise InvalidInputError(
                     "class_weight is not implemented for a release with randomized-response "
@@ -344,9 +342,6 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
             rr_spec = rr_release_spec(X)
             if rr_spec is not None:
                 # randomized-response codes: their own pass (estimators/_rr.py)
-                if self._task != "classification":
-                    raise InvalidInputError("a release with randomized-response categorical "
-                                            "columns is a classification release; use IWPClassifier")
                 return partial_fit_rr(self, X, rr_spec, v, n_rows_total)
         if ps.rr is not None:
             raise ReleaseSpecError(

@@ -98,6 +98,9 @@ def _check_learnable(spec) -> None:
 
 def _check_fit(est, v: dict, spec) -> None:
     """What ``fit`` and ``partial_fit`` need of the estimator and the release."""
+    if est._task != "classification":
+        raise InvalidInputError("a release with randomized-response categorical columns is a "
+                                "classification release; use IWPClassifier")
     check_rr_loss(v["loss"])
     if est.correction != "iwp":
         raise InvalidInputError(f"correction={est.correction!r}: a release with randomized-response "
