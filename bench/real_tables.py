@@ -4,6 +4,8 @@
     python bench/real_tables.py --tables acs_income,fair --kinds label,public --seeds 2
     PYTHONPATH=/work/main python bench/real_tables.py    # the same with another checkout's code
     python bench/real_tables.py --tables fair --kinds label --seeds 10 --rules --cache /tmp/rt
+    python bench/real_tables.py --tables acs_income --kinds private --seeds 4 --resample 2000000 \
+        --no-manual                                      # the same population, 2 M training rows
 
 Tables (all shipped: in iwpfast's wheel or in statsmodels' / scikit-learn's):
 
@@ -81,6 +83,8 @@ MANUAL_STEPS = (1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0)
 MANUAL_ALPHAS = (1e-4, 1e-3, 1e-2)
 #: random halvings of the test rows the honest manual baseline averages over
 HONEST_SPLITS = 20
+#: the draw of ``--resample`` (one fixed draw of the training rows for every release seed)
+RESAMPLE_SEED = 20261128
 KINDS = ("label", "public", "private", "clean")
 
 
@@ -338,10 +342,16 @@ def _mean_se(values):
     return float(v.mean()), (float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 else 0.0)
 
 
-def run_one(name, table, kind, seeds, tmp, *, rules=False, manual=True, cache=None):
+def run_one(name, table, kind, seeds, tmp, *, rules=False, manual=True, cache=None,
+            resample=None):
     import iwpfast
     X, y = table["load"]()
     tr, te = split(len(y))
+    if resample:
+        # the training rows drawn with replacement up to ``resample`` rows (one fixed draw): the
+        # same population at a size where the rungs of successive halving are taken
+        tr = np.random.default_rng(RESAMPLE_SEED).choice(tr, size=int(resample), replace=True)
+        cache = None                    # the manual grid's cache is keyed by the table alone
     Xtr, ytr, Xt, yt = X[tr], y[tr], X[te], y[te]
     bound = math.sqrt(len(table["features"]))
     from sklearn.linear_model import LogisticRegression
@@ -423,6 +433,9 @@ def main():
     ap.add_argument("--cache", default=None, help="a folder keeping the manual grid's results")
     ap.add_argument("--no-prune", action="store_true",
                     help="train every head of the grid to the end (iwpfast.sgd.tuning.PRUNE_AT = ())")
+    ap.add_argument("--resample", type=int, default=None,
+                    help="draw the training rows with replacement up to this many rows (the "
+                         "clean test rows do not change; the manual grid is not cached)")
     ap.add_argument("--alpha-multipliers", type=_multipliers, default=None,
                     help="replace iwpfast.sgd.grid.ALPHA_MULTIPLIERS (comma-separated)")
     ap.add_argument("--step-multipliers", type=_multipliers, default=None,
@@ -456,7 +469,8 @@ def main():
         for kind in kinds:
             with tempfile.TemporaryDirectory() as tmp:
                 r = run_one(name, table, kind, args.seeds, tmp, rules=args.rules,
-                            manual=not args.no_manual, cache=args.cache)
+                            manual=not args.no_manual, cache=args.cache,
+                            resample=args.resample)
             rows.append(r)
             a = r["chosen"][0]
             manual = "| - | - | - | - | - " if args.no_manual else (

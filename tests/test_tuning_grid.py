@@ -115,7 +115,7 @@ def test_a_halving_rung_keeps_a_third_of_each_class_by_interim_risk(monkeypatch)
     # ranked last whatever its estimate
     risks = [1.0 - 0.01 * i for i in range(9)] + [0.5 + 0.01 * i for i in range(9)]
     estimates = [_estimate(r, reliable=(i != 8)) for i, r in enumerate(risks)]
-    race = _Race(table, _Held(), period=10, block=100, n_train=10**6,
+    race = _Race(table, _Held(), period=10, block=100, n_train=10**7,
                  score=lambda n_val, alive, states: (estimates, np.eye(len(alive)) * 1e-4),
                  groups={n: i // 9 for i, n in enumerate(names)})
     out = race.prune(race.rows[0], names, {})

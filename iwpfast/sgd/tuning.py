@@ -93,7 +93,7 @@ HALVING_CREDIT = "none"
 #: lower by more than this many paired standard errors
 PRUNE_Z = 3.0
 #: a pruning rung is taken only with at least this many validation rows behind it
-PRUNE_MIN_ROWS = 2000
+PRUNE_MIN_ROWS = 8192
 #: ... and only when the chunk reaching it ends before this share of the rows after the rung
 PRUNE_LATEST = 0.5
 #: why a head was pruned (its estimate's warning and the tuning notes), by ``PRUNE_RULE``
