@@ -358,12 +358,10 @@ class OneVsRestHeads(Heads):
                 for c in range(self.n_classes)]
 
     def _weighted_head_configs(self, base: HeadConfig) -> list:
-        """Class weights w: head c's target w_y f(+-u_c) through the k-ary inverse gives the
-        weight of F(z) w_{y~}/(q - r) - (r/(q - r)) W_same and of F(-z) -(r/(q - r)) W_other,
-        W_same / W_other the weight of the candidate labels on the row's / the other side of c
-        (docs/math.md "Class weights"): a per-class boost g w_{y~} (g = 1/(q - r)) and the table
-        -h (w_c, W_rest, W_rest, w_c) (h = r/(q - r)).  Public labels (and clean or naive
-        heads): g = 1, h = 0, i.e. the plain weight of the released (= true) class."""
+        """Class weights w: each head's table and the per-class boost of
+        ``label_noise.class_weighted_head_tables`` (docs/math.md "Class weights"; private_risk
+        uses the same for its hold-out).  Clean or naive heads take the public table: the plain
+        weight of the released (= true) class."""
         from ..label_noise import class_weighted_head_tables
         tables, boost = class_weighted_head_tables(
             self.table if base.mode == "iwp" else PUBLIC_TABLE, self.class_weights)
