@@ -250,3 +250,44 @@ def test_private_risk_is_the_risk_auto_scores_the_heads_by(k):
     assert est.class_weight == tuple(weights.values())
     # k heads: the one-vs-rest risk is the sum over the heads of each head's mean
     assert est.risk == pytest.approx(sum(s.risk for s in scored), rel=1e-12)
+
+
+def test_weighted_constant_baseline_matches_a_direct_computation():
+    """k = 3 class-weighted tables and boost (eps_y = 1), several batches: the one-pass constant's
+    risk and paired difference equal the direct per-row computation (the table-plus-boost loss at
+    theta = 0, summed over the heads), and each head's b minimizes that head's private risk."""
+    from iwpfast.estimates import ConstantBaseline, glm_loss_values_table
+    from iwpfast.label_noise import (
+        class_weighted_head_tables,
+        kary_probabilities,
+        label_weight_table,
+    )
+    rng = np.random.default_rng(27)
+    k, n = 3, 3000
+    tables, boost = class_weighted_head_tables(label_weight_table(1.0, k), [3.0, 1.0, 0.5])
+    boost = np.asarray(boost)
+    # released shares (q - r) pi + r of true shares pi = (0.5, 0.3, 0.2): each weighted share
+    # inside (0, 1), so no b is clipped
+    q, r = kary_probabilities(1.0, k)
+    codes = rng.choice(k, n, p=(q - r) * np.array([0.5, 0.3, 0.2]) + r)
+    values = rng.exponential(2.0, n)
+    base = ConstantBaseline("exponential", tables, range(k), k, boost=boost, class_weighted=True)
+    for part in np.array_split(np.arange(n), 5):
+        base.add(values[part], codes[part])
+    c = base.result()
+
+    def head_values(h, b):
+        signs = np.where(codes == h, 1.0, -1.0)
+        return glm_loss_values_table("exponential", signs * b, signs, 0.0, tables[h], 0,
+                                     boost[codes])
+
+    direct = sum(head_values(h, c.intercept[h]) for h in range(k))
+    assert c.class_weighted and "under the same class weights" in c.describe()
+    assert c.risk == pytest.approx(direct.mean(), rel=1e-10)
+    assert c.difference == pytest.approx((values - direct).mean(), rel=1e-10)
+    assert c.difference_stderr == pytest.approx((values - direct).std(ddof=1) / math.sqrt(n),
+                                                rel=1e-9)
+    for h in range(k):
+        best = head_values(h, c.intercept[h]).mean()
+        for step in (-0.01, 0.01):
+            assert head_values(h, c.intercept[h] + step).mean() > best
