@@ -499,6 +499,10 @@ class RiskEstimate(NamedTuple):
     reliable: False when any warning below applies; then ``ci95`` is None and ``describe()`` says
       why instead of printing an interval.
     warnings: the reasons, one sentence each.
+    baseline: the best constant model beside it (``ConstantRisk``), or None.
+    class_weight: the class weights (``classes_`` order) when this is the class-weighted risk
+      (1/n) sum_i w_{y_i} loss_i of a model fitted with ``class_weight``; None: the plain risk.
+    unweighted: beside a class-weighted estimate, the plain one of the same rows (same read).
 
     ``risk +- 1.96 stderr`` is a 95% interval only when ``reliable``: the per-row IWP values can be
     so heavy-tailed (exponential loss, large sigma^2 |theta|^2) that the rows which dominate the
@@ -515,6 +519,8 @@ class RiskEstimate(NamedTuple):
     reliable: bool = True
     warnings: tuple = ()
     baseline: ConstantRisk | None = None
+    class_weight: tuple | None = None
+    unweighted: RiskEstimate | None = None
 
     @property
     def ci95(self) -> tuple[float, float] | None:
@@ -535,7 +541,13 @@ class RiskEstimate(NamedTuple):
         else:
             text = (f"{head}; UNRELIABLE, no interval shown: " + " ".join(self.warnings)
                     + f" ({diag})")
-        return text if self.baseline is None else text + "\n" + self.baseline.describe()
+        if self.class_weight is not None:
+            text = ("class-weighted risk (1/n) sum w_y loss, the objective of the model's "
+                    f"class_weight_ [{', '.join(f'{w:.4g}' for w in self.class_weight)}]: {text}")
+        text += "" if self.baseline is None else "\n" + self.baseline.describe()
+        return text if self.unweighted is None else text + (
+            "\nunweighted risk (comparable with models fitted without class weights): "
+            + self.unweighted.describe())
 
 
 class ConstantRisk(NamedTuple):
@@ -545,7 +557,8 @@ class ConstantRisk(NamedTuple):
     private risk of the same hold-out: each head's b is the loss's link of its class's debiased
     share (docs/math.md "The best constant model").  ``risk`` +- ``stderr``: its private risk;
     ``difference`` = the model's risk minus it, ``difference_stderr`` the standard error of the
-    per-row differences (paired: both models score the same released rows).
+    per-row differences (paired: both models score the same released rows).  ``class_weighted``:
+    b minimizes the class-weighted risk; ``shares`` are the weighted w_c pi_c / sum_y w_y pi_y.
     """
 
     intercept: tuple            # b of each head
@@ -555,9 +568,11 @@ class ConstantRisk(NamedTuple):
     difference: float
     difference_stderr: float
     warnings: tuple = ()
+    class_weighted: bool = False
 
     def describe(self) -> str:
         b = ", ".join(f"{v:.4g}" for v in self.intercept)
+        b += ", under the same class weights" if self.class_weighted else ""
         lines = [f"best constant model (intercept only, b = {b}): risk {self.risk:.5f} +- "
                  f"{self.stderr:.5f}; the model minus it: {self.difference:+.5f} +- "
                  f"{self.difference_stderr:.5f} (paired standard error)"]
@@ -586,14 +601,19 @@ class ConstantBaseline:
     per class a two-column accumulator of (model value, weight) gives, once b is known after the
     pass, the constant's risk and the paired difference's mean and variance without a second read.
     ``tables``: each head's 2 x 2 label weights, ``head_classes``: the released class each head
-    calls its own (binary: one head, class 1 = the positive label).
+    calls its own (binary: one head, class 1 = the positive label).  ``boost``: per released
+    class the addition to the weight of F(z) (k classes' class weights, ``glm_loss_values_table``);
+    ``class_weighted``: the tables hold class weights (``ConstantRisk.class_weighted``).
     """
 
-    def __init__(self, loss: str, tables, head_classes, n_groups: int):
+    def __init__(self, loss: str, tables, head_classes, n_groups: int, boost=None,
+                 class_weighted: bool = False):
         self.loss = loss
         self.tables = [tuple(float(w) for w in t) for t in tables]
         self.head_classes = [int(c) for c in head_classes]
         self.groups = [RiskAccumulator(2) for _ in range(int(n_groups))]
+        self.boost = None if boost is None else np.asarray(boost, dtype=np.float64)
+        self.class_weighted = bool(class_weighted)
 
     def add(self, values, groups, weights=None) -> None:
         values = np.asarray(values, dtype=np.float64)
@@ -622,6 +642,9 @@ class ConstantBaseline:
             # the private risk of b is A f(b) + B f(-b): A, B the debiased weighted shares
             a = weight_sums[own] * match_z + rest * other_minus_z
             b_ = weight_sums[own] * match_minus_z + rest * other_z
+            if self.boost is not None:      # F(z) of class g gains boost[g]; z = b for own
+                boosted = weight_sums * self.boost
+                a, b_ = a + boosted[own], b_ + float(boosted.sum()) - boosted[own]
             share = a / (a + b_)
             # a share estimated outside (0, 1) (a rare class under strong label noise) makes
             # the risk unbounded below in b: keep b finite at the share of half a row
@@ -633,6 +656,8 @@ class ConstantBaseline:
             for g in range(len(self.groups)):
                 v0[g] += (match_z * f_plus + match_minus_z * f_minus if g == own
                           else other_z * f_minus + other_minus_z * f_plus)
+                if self.boost is not None:
+                    v0[g] += self.boost[g] * (f_plus if g == own else f_minus)
         # per class g: difference d_i = v_i - v0[g] s_i, constant c_i = v0[g] s_i
         counts, d_mean, d_m2, c_mean, c_m2 = [], [], [], [], []
         for g, acc in enumerate(self.groups):
@@ -661,7 +686,7 @@ class ConstantBaseline:
                 f"standard errors (difference {diff:+.5f} +- {diff_se:.5f}): on this hold-out "
                 "the model is not shown to beat predicting from the class shares alone")
         return ConstantRisk(tuple(float(b) for b in intercepts), tuple(shares), risk, stderr,
-                            diff, diff_se, tuple(why))
+                            diff, diff_se, tuple(why), self.class_weighted)
 
 
 class RiskAccumulator:

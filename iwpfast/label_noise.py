@@ -30,7 +30,7 @@ from .exceptions import InvalidInputError
 
 __all__ = ["check_label_epsilon", "keep_probability", "label_tilde", "label_tilde_from_keep",
            "kary_probabilities", "label_weight_table", "check_classes", "debiased_class_shares",
-           "balanced_class_weights", "class_weighted_table"]
+           "balanced_class_weights", "class_weighted_table", "class_weighted_head_tables"]
 
 MAX_CLASSES = 32767        # class indices are stored as int16
 
@@ -181,6 +181,27 @@ def class_weighted_table(weights, keep_prob=None) -> tuple[float, float, float, 
     tilde = label_tilde_from_keep(keep_prob)
     return (w_positive * tilde, w_negative * (1.0 - tilde),
             w_negative * tilde, w_positive * (1.0 - tilde))
+
+
+def class_weighted_head_tables(table, weights) -> tuple[list, tuple]:
+    """The k one-vs-rest heads' label weights of the class-weighted risk: (one 2 x 2 table per
+    head, the per-class boost), from the heads' unweighted k-ary table (``label_weight_table``;
+    public labels (1, 0, 1, 0)) and one weight per class.
+
+    Head c's target w_y f(+-u_c) through the k-ary inverse gives the weight of F(z)
+    w_{y~}/(q - r) - (r/(q - r)) W_same and of F(-z) -(r/(q - r)) W_other, W_same / W_other the
+    weight of the candidate labels on the row's / the other side of c (docs/math.md "Class
+    weights"): a per-class boost g w_{y~} (g = 1/(q - r) = table[0] - table[3]) added to the
+    weight of F(z) of a row released as y~, and the table -h (w_c, W_rest, W_rest, w_c)
+    (h = r/(q - r) = -table[3]).  Public labels: g = 1, h = 0."""
+    gain = float(table[0] - table[3])           # 1/(q - r)
+    share_weight = float(-table[3])             # r/(q - r)
+    w = np.asarray(weights, dtype=np.float64)
+    rest = float(w.sum()) - w
+    boost = tuple(float(v) for v in gain * w)
+    tables = [(-share_weight * w[c], -share_weight * rest[c],
+               -share_weight * rest[c], -share_weight * w[c]) for c in range(w.size)]
+    return tables, boost
 
 
 def check_classes(classes) -> tuple:

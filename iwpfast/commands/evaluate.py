@@ -8,7 +8,8 @@ EXAMPLES = """\
   iwpfast evaluate model.json acs_test.parquet
 
   # a private hold-out (itself a release): unbiased estimate of the clean risk +- its standard error,
-  # beside the best constant model's (the class shares debiased) and the paired difference
+  # beside the best constant model's (the class shares debiased) and the paired difference;
+  # a model fitted with --class-weight: the class-weighted risks first, then the unweighted ones
   iwpfast evaluate model.json acs_test_ldp.parquet --private
 
   # clean data already in the training scale ([-1, 1] features), other column names
@@ -25,7 +26,11 @@ def register(subparsers) -> None:
                     "training, so it is unbiased for the clean risk; its standard error is shown, "
                     "beside the best constant model's private risk (a classifier: the intercept "
                     "from the debiased class shares) and the difference with its paired standard "
-                    "error. A `warning:` line says when the model is below the majority class "
+                    "error. A model fitted with --class-weight is judged by the class-weighted "
+                    "risk it minimized (the constant model chosen under the same weights), on a "
+                    "line that says so, followed by the unweighted risks (comparable with "
+                    "unweighted models); on clean data the class-weighted risk is a line of its "
+                    "own. A `warning:` line says when the model is below the majority class "
                     "(clean data) or not clearly below the constant's risk (--private).",
         examples=EXAMPLES,
     )
@@ -60,16 +65,12 @@ def run(args) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the reliability verdict is printed below instead
             est = model.private_risk(src, features=features, label=args.label)
-        out.update(kind="private", risk=est.risk, stderr=est.stderr, rows=est.n_rows,
-                   reliable=est.reliable, effective_rows=est.effective_rows,
-                   largest_share=est.largest_share, noise_energy=est.noise_energy,
-                   ci95=None if est.ci95 is None else list(est.ci95), warnings=list(est.warnings))
-        if est.baseline is not None:
-            c = est.baseline
-            out.update(constant_risk=c.risk, constant_stderr=c.stderr,
-                       constant_intercept=list(c.intercept), constant_shares=list(c.shares),
-                       difference=c.difference, difference_stderr=c.difference_stderr,
-                       constant_warnings=list(c.warnings))
+        out.update(kind="private", **_private_fields(est))
+        # a class-weighted model: the fields above are its weighted risks, the plain ones nested
+        out.update(class_weighted=est.class_weight is not None,
+                   class_weight=None if est.class_weight is None else list(est.class_weight))
+        if est.unweighted is not None:
+            out.update(unweighted=_private_fields(est.unweighted))
         text = f"debiased risk estimate on the private hold-out {args.data}: " + est.describe()
         if not args.private:
             text = "DATA is a release, so only the debiased estimate applies:\n" + text
@@ -96,3 +97,18 @@ def run(args) -> int:
             text += "\n" + report.describe()
     print(json.dumps(out, indent=2) if args.json else text)
     return 0
+
+
+def _private_fields(est) -> dict:
+    """The JSON fields of a ``RiskEstimate`` and of its best constant model."""
+    out = dict(risk=est.risk, stderr=est.stderr, rows=est.n_rows, reliable=est.reliable,
+               effective_rows=est.effective_rows, largest_share=est.largest_share,
+               noise_energy=est.noise_energy, ci95=None if est.ci95 is None else list(est.ci95),
+               warnings=list(est.warnings))
+    if est.baseline is not None:
+        c = est.baseline
+        out.update(constant_risk=c.risk, constant_stderr=c.stderr,
+                   constant_intercept=list(c.intercept), constant_shares=list(c.shares),
+                   difference=c.difference, difference_stderr=c.difference_stderr,
+                   constant_warnings=list(c.warnings))
+    return out

@@ -312,7 +312,7 @@ class EvaluationMixin(EstimatorFields):
 
     def private_risk(self, X, y=None, sample_weight=None, *, noise_var=None, epsilon_y=None,
                      label_keep_prob=None, target_noise_var=None, features=None, label=None,
-                     override=False, filesystem=None) -> RiskEstimate:
+                     override=False, filesystem=None, class_weighted=None) -> RiskEstimate:
         """Unbiased estimate of the *clean* risk from a *private* hold-out, with its standard error
         and whether to believe them.
 
@@ -332,12 +332,29 @@ class EvaluationMixin(EstimatorFields):
         estimate of the weighted risk (1/n) sum_i s_i loss_i, the mean of s_i times each row's IWP
         loss (unbiased for it, as for the training gradient; docs/math.md "Sample weights").
 
+        ``class_weighted``: which risk.  None (default): the model's own objective, the
+        class-weighted risk (1/n) sum_i w_{y_i} loss_i when it was fitted with ``class_weight``
+        (weights ``class_weight_``), the plain risk otherwise; False: the plain risk (the yardstick
+        to compare a class-weighted model with an unweighted one); True: the class-weighted risk
+        (an error for a model without class weights).  The weighted estimate applies the label
+        inverse to y -> w_y loss(u, y), the per-row loss the model was trained on and that
+        'auto' scored its heads by, so it is unbiased for the clean weighted risk; its
+        ``class_weight`` field holds the weights, its ``baseline`` is the best constant model
+        under the same weights, and ``unweighted`` the plain estimate of the same rows (one
+        read).  A plain estimate has ``class_weight`` None.
+
         ``filesystem``: the pyarrow or fsspec filesystem X's path lies on (as for ``fit``).
         """
         X = on_filesystem(X, filesystem)
         self._check_fitted()
+        class_weights = self._risk_class_weights(class_weighted)
         from ._rr import rr_private_risk, rr_release_spec
         rr_spec = rr_release_spec(X) if y is None else None
+        if rr_spec is not None and class_weights is not None:
+            raise InvalidInputError(
+                "the class-weighted private risk is not implemented on a hold-out with "
+                "randomized-response categorical columns (their learner refuses class_weight); "
+                "pass class_weighted=False for the plain risk")
         if rr_spec is not None:
             # a hold-out with randomized-response codes: the exponential loss's exact inverse
             # (its noise is the file's; explicit noise arguments do not apply)
@@ -350,11 +367,31 @@ class EvaluationMixin(EstimatorFields):
                 features=features, label=label, override=override, sample_weight=sample_weight)
             # one head: the mean of the rows' IWP losses; k heads: the sum over the heads, each
             # debiased with the hold-out's k-ary label weights
-            est = self._fitted_heads().risk_estimate(self, plan, epsilon_y)
+            est = self._fitted_heads().risk_estimate(self, plan, epsilon_y, class_weights)
         if not est.reliable:
             warnings.warn("private_risk: the estimate is not reliable: " + " ".join(est.warnings),
                           NumericalWarning, stacklevel=2)
         return est
+
+    def _risk_class_weights(self, class_weighted) -> np.ndarray | None:
+        """The class weights of the risk ``class_weighted`` asks for (``private_risk``), or None
+        for the plain risk."""
+        if class_weighted is not None and not isinstance(class_weighted, (bool, np.bool_)):
+            raise InvalidInputError(
+                f"class_weighted={class_weighted!r}; use None (the model's own objective), True "
+                "(the class-weighted risk) or False (the plain risk)")
+        weights = getattr(self, "class_weight_", None)
+        if class_weighted is False:
+            return None
+        if weights is None:
+            if class_weighted:
+                raise InvalidInputError(
+                    f"class_weighted=True but this {type(self).__name__} was fitted without "
+                    "class_weight (class_weight_ is None): there are no class weights to weigh "
+                    "the risk by; pass class_weighted=None or False for the plain risk, or fit "
+                    "with class_weight='balanced' or {class: weight}")
+            return None
+        return np.asarray(weights, dtype=np.float64)
 
     def _iter_xy(self, source, feats, lab, weight_column=None):
         """Yield (feature columns, targets in the kernel's encoding, sample weights or None) per

@@ -170,7 +170,7 @@ class Heads:
         raise NotImplementedError
 
     @staticmethod
-    def risk_estimate(est, plan, epsilon_y):
+    def risk_estimate(est, plan, epsilon_y, class_weights=None):
         raise NotImplementedError
 
 
@@ -271,10 +271,22 @@ class SingleHead(Heads):
         """A separate validation release of one head: nothing beyond the shared checks."""
 
     @staticmethod
-    def risk_estimate(est, plan, epsilon_y):
-        """The mean of the rows' IWP losses at the fitted (theta, b) (``private_risk``)."""
-        from ..estimates import ConstantBaseline, RiskAccumulator, glm_loss_values, noise_tau
-        from ..label_noise import label_tilde_from_keep
+    def risk_estimate(est, plan, epsilon_y, class_weights=None):
+        """The mean of the rows' IWP losses at the fitted (theta, b) (``private_risk``).
+
+        ``class_weights`` (w_-, w_+): the estimate of the class-weighted risk, each row's loss
+        with the weighted table ``label_noise.class_weighted_table`` for the hold-out's keep
+        probability (the training's and the hold-out scoring's per-row loss), its constant model
+        chosen under the weights, and the plain estimate of the same rows beside it
+        (``RiskEstimate.unweighted``)."""
+        from ..estimates import (
+            ConstantBaseline,
+            RiskAccumulator,
+            glm_loss_values,
+            glm_loss_values_table,
+            noise_tau,
+        )
+        from ..label_noise import class_weighted_table, label_tilde_from_keep
         theta, b = est._theta_b()
         noise = plan.noise
         law = None if noise.noise_law is None else noise.noise_law.broadcast(theta.shape[0])
@@ -285,6 +297,12 @@ class SingleHead(Heads):
         # the best constant model beside the model (classification): released class 1 = +1
         baseline = None if est._task == "regression" else ConstantBaseline(
             est.loss, [(weight, 1.0 - weight, weight, 1.0 - weight)], [1], 2)
+        # the class-weighted risk: (its table, its sums, its constant model)
+        weighted = None
+        if class_weights is not None:
+            table = class_weighted_table(class_weights, noise.label_keep_prob)
+            weighted = (table, RiskAccumulator(1),
+                        ConstantBaseline(est.loss, [table], [1], 2, class_weighted=True))
         for cols, yv, sw in est._iter_xy(plan.source, plan.features, plan.label,
                                          plan.sample_weight):
             u = est._linear_scores(theta, b, cols)
@@ -297,8 +315,21 @@ class SingleHead(Heads):
             acc.add(vals)
             if baseline is not None:
                 baseline.add(vals, (yv > 0).astype(np.int64), sw)
+            if weighted is not None:
+                table, weighted_acc, weighted_baseline = weighted
+                wvals = glm_loss_values_table(est.loss, yv * u, yv, tau, table, truncation)
+                wvals = wvals if sw is None else wvals * sw
+                weighted_acc.add(wvals)
+                weighted_baseline.add(wvals, (yv > 0).astype(np.int64), sw)
         estimate = acc.estimates(est.loss, 2.0 * tau)[0]
-        return estimate if baseline is None else estimate._replace(baseline=baseline.result())
+        if baseline is not None:
+            estimate = estimate._replace(baseline=baseline.result())
+        if weighted is None or class_weights is None:
+            return estimate
+        _, weighted_acc, weighted_baseline = weighted
+        return weighted_acc.estimates(est.loss, 2.0 * tau)[0]._replace(
+            baseline=weighted_baseline.result(),
+            class_weight=tuple(float(w) for w in class_weights), unweighted=estimate)
 
 
 @dataclass
@@ -327,23 +358,16 @@ class OneVsRestHeads(Heads):
                 for c in range(self.n_classes)]
 
     def _weighted_head_configs(self, base: HeadConfig) -> list:
-        """Class weights w: head c's target w_y f(+-u_c) through the k-ary inverse gives the
-        weight of F(z) w_{y~}/(q - r) - (r/(q - r)) W_same and of F(-z) -(r/(q - r)) W_other,
-        W_same / W_other the weight of the candidate labels on the row's / the other side of c
-        (docs/math.md "Class weights"): a per-class boost g w_{y~} (g = 1/(q - r)) and the table
-        -h (w_c, W_rest, W_rest, w_c) (h = r/(q - r)).  Public labels (and clean or naive
-        heads): g = 1, h = 0, i.e. the plain weight of the released (= true) class."""
-        table = self.table if base.mode == "iwp" else PUBLIC_TABLE
-        gain = float(table[0] - table[3])           # 1/(q - r)
-        share_weight = float(-table[3])             # r/(q - r)
-        w = np.asarray(self.class_weights, dtype=np.float64)
-        rest = float(w.sum()) - w
-        boost = tuple(float(v) for v in gain * w)
-        return [dataclasses.replace(
-            base, label_keep_prob=None, label_class=c, class_boost=boost,
-            label_weights=(-share_weight * w[c], -share_weight * rest[c],
-                           -share_weight * rest[c], -share_weight * w[c]))
-            for c in range(self.n_classes)]
+        """Class weights w: each head's table and the per-class boost of
+        ``label_noise.class_weighted_head_tables`` (docs/math.md "Class weights"; private_risk
+        uses the same for its hold-out).  Clean or naive heads take the public table: the plain
+        weight of the released (= true) class."""
+        from ..label_noise import class_weighted_head_tables
+        tables, boost = class_weighted_head_tables(
+            self.table if base.mode == "iwp" else PUBLIC_TABLE, self.class_weights)
+        return [dataclasses.replace(base, label_keep_prob=None, label_class=c, class_boost=boost,
+                                    label_weights=tables[c])
+                for c in range(self.n_classes)]
 
     def keep_probability(self) -> float:
         """q of the k-ary randomized response of the labels (1 for public labels), from the
@@ -499,7 +523,7 @@ class OneVsRestHeads(Heads):
         check_validation_release(self, meta)
 
     @staticmethod
-    def risk_estimate(est, plan, epsilon_y):
+    def risk_estimate(est, plan, epsilon_y, class_weights=None):
         from ._multiclass import one_vs_rest_risk
-        return one_vs_rest_risk(est, plan, epsilon_y)
+        return one_vs_rest_risk(est, plan, epsilon_y, class_weights)
 

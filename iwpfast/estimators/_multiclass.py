@@ -19,7 +19,7 @@ import numpy as np
 
 from ..estimates import class_indices, noise_tau
 from ..exceptions import InvalidInputError
-from ..label_noise import label_weight_table
+from ..label_noise import class_weighted_head_tables, label_weight_table
 
 PUBLIC_TABLE = (1.0, 0.0, 1.0, 0.0)
 
@@ -184,10 +184,16 @@ def check_validation_release(heads, meta: dict) -> None:
             "... --classes ...); its labels are scored one class against the rest")
 
 
-def one_vs_rest_risk(est, plan, epsilon_y):
+def one_vs_rest_risk(est, plan, epsilon_y, class_weights=None):
     """``private_risk`` of k > 2 classes: the estimate of the one-vs-rest risk (the sum over the
     heads of f(y_c u_c), mean over rows), each head debiased with the k-ary label weights of the
-    hold-out (a k-class release, or ``epsilon_y`` for arrays)."""
+    hold-out (a k-class release, or ``epsilon_y`` for arrays).
+
+    ``class_weights`` (one per class): the estimate of the class-weighted risk, the sum over the
+    heads of w_y f(y_c u_c), each head's loss with its weighted table and the per-class boost for
+    the hold-out's budget (``label_noise.class_weighted_head_tables``: the per-row loss the heads
+    were trained and scored on), its constant model chosen under the weights, and the plain
+    estimate of the same rows beside it (``RiskEstimate.unweighted``)."""
     from ..estimates import ConstantBaseline, RiskAccumulator, glm_loss_values_table
     from ..io.arrays import ArraySource
     from ..sgd.state import first_invalid_weight
@@ -230,16 +236,37 @@ def one_vs_rest_risk(est, plan, epsilon_y):
             yield cols, (labels if encoded else class_codes(labels, list(est.classes_))), weights
 
     baseline = ConstantBaseline(est.loss, [table] * k, range(k), k)
+    # the class-weighted risk: (each head's table, the per-class boost, its sums, its constant)
+    weighted = None
+    if class_weights is not None:
+        head_tables, boost = class_weighted_head_tables(table, class_weights)
+        weighted = (head_tables, np.asarray(boost), RiskAccumulator(1),
+                    ConstantBaseline(est.loss, head_tables, range(k), k, boost=boost,
+                                     class_weighted=True))
     for cols, codes, weights in batches():
         codes = np.asarray(codes)
         u = est._linear_scores(theta, b, cols)
         vals = np.zeros(u.shape[0])
+        wvals = np.zeros(u.shape[0])
         for c in range(k):
             signs = np.where(codes == c, 1.0, -1.0)
             vals += glm_loss_values_table(est.loss, signs * u[:, c], signs, float(taus[c]), table,
                                           truncation)
+            if weighted is not None:
+                wvals += glm_loss_values_table(est.loss, signs * u[:, c], signs, float(taus[c]),
+                                               weighted[0][c], truncation,
+                                               weighted[1][codes.astype(np.int64)])
         vals = vals if weights is None else vals * weights
         acc.add(vals)
         baseline.add(vals, codes.astype(np.int64), weights)
-    estimate = acc.estimates(est.loss, 2.0 * float(np.max(taus)))[0]
-    return estimate._replace(baseline=baseline.result())
+        if weighted is not None:
+            wvals = wvals if weights is None else wvals * weights
+            weighted[2].add(wvals)
+            weighted[3].add(wvals, codes.astype(np.int64), weights)
+    energy = 2.0 * float(np.max(taus))
+    estimate = acc.estimates(est.loss, energy)[0]._replace(baseline=baseline.result())
+    if weighted is None or class_weights is None:
+        return estimate
+    return weighted[2].estimates(est.loss, energy)[0]._replace(
+        baseline=weighted[3].result(), class_weight=tuple(float(w) for w in class_weights),
+        unweighted=estimate)

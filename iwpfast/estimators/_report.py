@@ -47,6 +47,11 @@ class EvaluationReport:
     warnings : tuple of str
         One sentence per problem: the accuracy is below the majority class's; 99% or more of the
         predictions are one class; a class is never predicted.  Empty when none applies.
+    class_weight : tuple of float or None
+        The model's ``class_weight_`` (a model fitted with ``class_weight``), else None.
+    weighted_risk : float or None
+        With ``class_weight``: the class-weighted risk (1/n) sum_i w_{y_i} loss_i, the objective
+        the model minimized (``risk`` stays the plain mean loss); else None.
     """
 
     n_rows: int
@@ -61,6 +66,8 @@ class EvaluationReport:
     predicted_share: tuple
     label_share: tuple
     warnings: tuple
+    class_weight: tuple | None = None
+    weighted_risk: float | None = None
 
     def to_dict(self) -> dict:
         """JSON-able: numbers as floats (NaN as None), classes as given."""
@@ -85,6 +92,11 @@ class EvaluationReport:
                      f"{n}: recall {r:.3f}, predicted {p:.1%} (labels {q:.1%})"
                      for n, r, p, q in zip(names, self.recall, self.predicted_share,
                                            self.label_share, strict=True))]
+        if self.weighted_risk is not None and self.class_weight is not None:
+            weights = ", ".join(f"{w:.4g}" for w in self.class_weight)
+            lines.append(f"class-weighted {self.loss} risk {self.weighted_risk:.5f}: (1/n) sum w_y "
+                         f"loss, the objective of the model's class_weight_ [{weights}] (the "
+                         f"risk {self.risk:.5f} is unweighted)")
         lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
@@ -108,9 +120,11 @@ def binary_auc(scores: np.ndarray, positive: np.ndarray) -> float:
 
 
 def classification_report(scores: np.ndarray, codes: np.ndarray, classes, *, risk: float,
-                          loss: str) -> EvaluationReport:
+                          loss: str, class_weight=None,
+                          weighted_risk: float | None = None) -> EvaluationReport:
     """The report of scores ``u`` ((n,) for two classes, (n, k) for k) against class codes
-    (0..k-1, in ``classes`` order)."""
+    (0..k-1, in ``classes`` order); ``class_weight``, ``weighted_risk``: a class-weighted
+    model's weights and class-weighted risk."""
     classes = tuple(c.item() if hasattr(c, "item") else c for c in classes)
     k = len(classes)
     codes = np.asarray(codes, dtype=np.int64)
@@ -157,4 +171,6 @@ def classification_report(scores: np.ndarray, codes: np.ndarray, classes, *, ris
         classes=classes, majority_class=classes[majority],
         majority_accuracy=majority_accuracy, auc=float(auc),
         recall=tuple(float(r) for r in recall), predicted_share=tuple(float(s) for s in share),
-        label_share=tuple(float(c / max(n, 1)) for c in label_counts), warnings=tuple(warnings))
+        label_share=tuple(float(c / max(n, 1)) for c in label_counts), warnings=tuple(warnings),
+        class_weight=None if class_weight is None else tuple(float(w) for w in class_weight),
+        weighted_risk=None if weighted_risk is None else float(weighted_risk))

@@ -413,11 +413,12 @@ class _Classifier(IWPBase):
                         filesystem=None):
         """The verdict on clean labelled data: an ``EvaluationReport`` with the accuracy beside
         the majority class's, the AUC (binary; macro one-vs-rest for k classes), each class's
-        recall and share of the predictions, the risk, and ``warnings`` when the accuracy is
-        below the majority class's, when 99% or more of the predictions are one class or when a
-        class is never predicted (``iwpfast evaluate`` prints it).  X, y as for ``score``:
-        arrays, or a source with the label column, in raw units unless ``scaled=True``.
-        The scores are held in memory (n x k floats).
+        recall and share of the predictions, the risk (a model fitted with ``class_weight``:
+        also the class-weighted risk it minimized, ``weighted_risk``), and ``warnings`` when the
+        accuracy is below the majority class's, when 99% or more of the predictions are one
+        class or when a class is never predicted (``iwpfast evaluate`` prints it).  X, y as for
+        ``score``: arrays, or a source with the label column, in raw units unless
+        ``scaled=True``.  The scores are held in memory (n x k floats).
 
         Examples
         --------
@@ -434,8 +435,13 @@ class _Classifier(IWPBase):
         u, targets, _ = self._clean_xy(X, y, features, label, resolve_scaled(scaled, raw),
                                        "evaluate")
         codes = (targets > 0).astype(np.int64) if np.ndim(u) == 1 else targets.astype(np.int64)
+        weights = getattr(self, "class_weight_", None)
+        # the class-weighted risk is the plain one with the row weight w_{y_i}
+        weighted = None if weights is None else self._risk_from(
+            u, targets, np.asarray(weights, dtype=np.float64)[codes])
         return classification_report(u, codes, list(self.classes_),
-                                     risk=self._risk_from(u, targets), loss=self.loss)
+                                     risk=self._risk_from(u, targets), loss=self.loss,
+                                     class_weight=weights, weighted_risk=weighted)
 
     def _score_from(self, u, targets, sample_weight=None) -> float:
         """Accuracy against the targets in the kernel's encoding (weighted: sum s [correct] /
