@@ -165,3 +165,12 @@ def write_raw_parts(folder, rows, *, seed: int = 0, row_group_size: int = 100):
                                  "y": r.integers(0, 2, n)}), folder / f"f{i}.parquet",
                        row_group_size=row_group_size)
     return folder
+
+
+@pytest.fixture()
+def single_holdout(monkeypatch):
+    """'auto' with the single hold-out only (``iwpfast.sgd.crossval.CROSS_VALIDATE`` off): for
+    tests that compare a local fit of small data with a path that never cross-validates (a
+    cluster's pass, a stream read once, a checkpointed scan) or that check the one split itself."""
+    from iwpfast.sgd import crossval
+    monkeypatch.setattr(crossval, "CROSS_VALIDATE", False)

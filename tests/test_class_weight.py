@@ -521,7 +521,7 @@ def test_weighted_hold_out_risk_is_unbiased_for_the_clean_weighted_risk():
     assert abs(np.mean(naive) - clean) > 8 * se
 
 
-def test_auto_chooses_a_class_weighted_head_by_the_weighted_risk(monkeypatch):
+def test_auto_chooses_a_class_weighted_head_by_the_weighted_risk(monkeypatch, single_holdout):
     """'auto' with class_weight='balanced' (20% positives, eps_y = 1): the final hold-out scoring
     of the grid (and every halving rung) gives each head the mean over the hold-out rows of its
     weighted training loss (its weighted table, S~ of the release) to 1e-12, and the tuning_

@@ -91,7 +91,7 @@ def test_fit_input_errors_are_one_line_naming_the_fix(files, capsys, extra, need
         assert needle in err, (needle, err)
 
 
-def test_fit_resume_from_checkpoint(files, capsys):
+def test_fit_resume_from_checkpoint(files, capsys, single_holdout):
     d = files
     main(["release", str(d / "train.parquet"), str(d / "r2.parquet"), "--features", "AGEP", "WKHP",
           "--ranges", "AGEP=0:99", "WKHP=0:99", "--epsilon-x", "4", "--epsilon-y", "4", "--seed", "3"])

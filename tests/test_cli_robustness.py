@@ -208,7 +208,7 @@ def test_make_data_writes_a_release_that_info_and_fit_read(tmp_path, capsys):
 
 # ------------------------------------------------------------------------------ the cap warning
 @pytest.mark.parametrize("k", [2, 3])
-def test_the_default_fit_that_ends_on_the_variance_cap_warns(k):
+def test_the_default_fit_that_ends_on_the_variance_cap_warns(k, single_holdout):
     """Strong signal, strong noise (sigma^2 = 4 per feature): the auto-chosen head often ends with
     sigma^2|theta|^2 at the cap the grid set (whether the last update sits on it depends on the
     draw); it warns exactly when it does, as a fixed fit does (issue 24 item 3).  Two fixed seeds

@@ -280,7 +280,9 @@ def _risk_gap_bound(a, b):
     return 3.0 * float(np.hypot(a.stderr, b.stderr))
 
 
-def test_fit_files_auto_chooses_on_every_shard_as_one_machine(client, released):
+def test_fit_files_auto_chooses_on_every_shard_as_one_machine(client, released, single_holdout):
+    # a cluster's pass uses the one hold-out; so does one machine here (its default cross-
+    # validates data this small, sgd/crossval.py)
     one = iwpfast.IWPClassifier().fit(released)
     got = dist.fit_files(client, released, iwpfast.IWPClassifier(), shards=2)
     # the same grid, the same split (train and validation rows of the whole release), the cap
@@ -325,7 +327,9 @@ def test_fit_files_k_classes_with_one_shard_is_fit(client, released_3):
     np.testing.assert_array_equal(got.intercept_, ref.intercept_)
 
 
-def test_fit_files_auto_k_classes_on_two_shards(client, released_3):
+def test_fit_files_auto_k_classes_on_two_shards(client, released_3, single_holdout):
+    # a cluster's pass uses the one hold-out; so does one machine here (its default cross-
+    # validates data this small, sgd/crossval.py)
     one = iwpfast.IWPClassifier().fit(released_3)
     got = dist.fit_files(client, released_3, iwpfast.IWPClassifier(), shards=2)
     assert got.coef_.shape == (3, 3) and list(got.classes_) == ["u", "v", "w"]

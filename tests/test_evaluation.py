@@ -176,7 +176,7 @@ def test_each_loss_log_odds_scale_is_where_its_conditional_risk_is_minimal():
         np.testing.assert_allclose(slope, 0.0, atol=1e-12)
 
 
-def test_cli_warnings_go_to_stderr_once(tmp_path, capsys):
+def test_cli_warnings_go_to_stderr_once(tmp_path, capsys, single_holdout):
     """fit's warnings (here: no release metadata, and the chosen head ending on the cap, as in
     tests/test_cli_robustness.py with seed 0) are on stderr, each text once; stdout has none."""
     import pyarrow as pa

@@ -72,7 +72,7 @@ def test_the_grid_contains_the_best_manual_step(kind):
 
 
 @pytest.mark.parametrize("kind", ["clean", "label", "public"])
-def test_halving_keeps_the_best_head(kind, monkeypatch):
+def test_halving_keeps_the_best_head(kind, monkeypatch, single_holdout):
     # rungs from 500 validation rows (the default needs 2,000: ~160,000 rows), so that this
     # 40,000-row problem is halved; the full grid's best head by final private risk survives,
     # or one the hold-out cannot tell from it does (within its standard error: on the public

@@ -222,7 +222,7 @@ def _private_task(n, seed=0, sigma=0.5, keep=0.85):
     return Xn, yn, dict(noise_var=sigma ** 2, label_keep_prob=keep, feature_bound=float(np.sqrt(3)))
 
 
-def test_auto_prunes_and_chooses_the_full_grid_s_head_with_its_bits(monkeypatch, dominance):
+def test_auto_prunes_and_chooses_the_full_grid_s_head_with_its_bits(monkeypatch, dominance, single_holdout):
     # 200,000 private rows, rungs from 500 validation rows: the scan stops the heads that a head
     # no faster beats clearly, and the model is the full grid's, bit for bit (survivors keep
     # their bits; the chosen head is a survivor)
@@ -269,7 +269,8 @@ def test_no_pruning_on_small_data(monkeypatch):
     assert all(r is None for r in m.tuning_["pruned_at_row"])
 
 
-def test_k_classes_prune_within_a_class_and_keep_the_full_grid_s_models(monkeypatch, dominance):
+def test_k_classes_prune_within_a_class_and_keep_the_full_grid_s_models(monkeypatch, dominance,
+                                                                        single_holdout):
     # 3 classes, one-vs-rest heads, rungs after 1/8 and 1/2: each class's heads race among
     # themselves (never across classes) and each class keeps a head.  With the conservative
     # credit the model is the full grid's, bit for bit.  With the default credit a class's choice

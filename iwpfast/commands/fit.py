@@ -353,10 +353,15 @@ def print_tuning(t: dict, table: bool = False, validation: str = "private") -> N
         n_train = max(int(t["n_train"]), 1)
         made = sum(n_train if r is None else int(r) for r in pruned_at) / n_train
         updates = f"{made:.3g} head updates per training row ({k} without pruning)"
-    print(f"tuning: {n_heads} heads (alpha x learning rate{per}) in one scan of "
-          f"{int(t['n_train']):,} rows, scored on {int(t['n_validation']):,} {validation} "
-          f"validation rows; {reliable} reliable{dropped}; rule: {t['rule']}; cost: "
-          f"{float(t['passes']):.3g} reads of the data (diverged heads included), {updates}")
+    folds = int(t.get("folds") or 0)
+    how = (f"cross-validated over {folds} folds of {int(t['n_train']):,} rows (each fold's "
+           "heads trained on the other rows and scored on its own: every row scored once; the "
+           "chosen head then trained on all of them)" if folds else
+           f"in one scan of {int(t['n_train']):,} rows, scored on {int(t['n_validation']):,} "
+           f"{validation} validation rows")
+    print(f"tuning: {n_heads} heads (alpha x learning rate{per}) {how}; {reliable} "
+          f"reliable{dropped}; rule: {t['rule']}; cost: {float(t['passes']):.3g} reads of the "
+          f"data (diverged heads included), {updates}")
     if t.get("edge"):
         print(f"tuning: the chosen head sits on the grid's edge ({t['edge']}): the best value may "
               "lie beyond it (see the note below)")

@@ -217,7 +217,7 @@ class SingleHead(Heads):
         table = dict(result.table(), rule=result.rule, n_train=result.n_train,
                      n_validation=result.n_validation, passes=result.passes,
                      heads=result.head_updates_per_row, variance_cap=grid.cap,
-                     edge=result.edge, notes=grid.notes + result.notes)
+                     edge=result.edge, folds=result.folds, notes=grid.notes + result.notes)
         return TuneOutcome([cfg], [result.states[chosen.name]],
                            {HEAD_NAME: dict(result.telemetry.get(chosen.name, {}))}, cfg.alpha,
                            cfg.learning_rate, table, list(result.notes), [chosen.name])

@@ -170,7 +170,7 @@ def class_tables(classes, tables, rules, notes, grid, first, edges=None) -> dict
                                                           strict=True) if e) or None
     return dict(merged, rule=rule, n_train=first.n_train, n_validation=first.n_validation,
                 passes=first.passes, heads=first.head_updates_per_row, variance_cap=grid.cap,
-                edge=edge, notes=list(grid.notes) + per_class_notes)
+                edge=edge, folds=first.folds, notes=list(grid.notes) + per_class_notes)
 
 
 def check_validation_release(heads, meta: dict) -> None:

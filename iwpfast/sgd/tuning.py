@@ -25,6 +25,7 @@ validation release the scoring reads that release.
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -131,6 +132,7 @@ class TuningResult:
     notes: list = field(default_factory=list)
     pruned: dict = field(default_factory=dict)     # head name -> training row it stopped at
     edge: str | None = None    # where the chosen point sits on the grid's edge (``grid_edge``)
+    folds: int = 0             # cross-validated over this many folds (sgd/crossval.py); 0: one split
 
     def table(self) -> dict:
         """Column-wise table (``pandas.DataFrame(model.tuning_)`` shows it)."""
@@ -629,6 +631,13 @@ def tune_stream(source, features: Sequence[str], label: str, points: Sequence[Gr
                   noise=noise, sample_weight=sample_weight, engine=engine) if prune else None)
     if race is not None and "chunk_rows" not in kw:
         kw["chunk_rows"] = race.chunk_rows(len(features))
+    from .crossval import cross_validates, tune_folds
+    if race is None and cross_validates(train, validation, kw):
+        # small data: every row scored once, the choice refit on all of them (sgd/crossval.py)
+        train.hold = None
+        return tune_folds(train, points, make_config, kw, tuning=sys.modules[__name__],
+                          score_kw=dict(features=features, label=label, loss=loss, noise=noise,
+                                        sample_weight=sample_weight, engine=engine))
     result, active, diverged, repeats = _scan(train, heads_of, [pt.name for pt in points], kw,
                                               race=race)
     pruned = result.pruned
@@ -724,6 +733,14 @@ def tune_stream_classes(source, features: Sequence[str], label: str, points: Seq
         race.siblings = siblings
         if "chunk_rows" not in kw:
             kw["chunk_rows"] = race.chunk_rows(len(features))
+    from .crossval import cross_validates, tune_folds_classes
+    if race is None and cross_validates(train, validation, kw):
+        train.hold = None               # small data: as tune_stream (sgd/crossval.py)
+        return tune_folds_classes(train, points, make_configs, k, kw,
+                                  tuning=sys.modules[__name__],
+                                  score_kw=dict(features=features, label=label, loss=loss,
+                                                noise=noise, label_table=label_table,
+                                                sample_weight=sample_weight, engine=engine))
     result, active, diverged, repeats = _scan(train, heads_of, list(owner), kw,
                                               siblings=siblings, race=race)
     all_pruned = result.pruned

@@ -1,0 +1,263 @@
+"""Cross-validated choice of the grid on small data: every row scored once, the choice refit.
+
+On a small release one hold-out of a tenth of the rows cannot tell the grid's heads apart: on
+``bench/real_tables.py``'s fair table (4,457 training rows, 440 validation rows with
+randomized-response labels) the paired standard errors (0.018-0.032) were as large as the clean
+risk gaps between the heads (0.012-0.055).  Where a scan is cheap (at most
+``CROSS_VALIDATE_MAX_ROWS`` rows, where successive halving takes no rung anyway), the grid is
+scanned once per phase of the validation blocks instead: fold f holds out the blocks that the
+split of ``iwpfast.sgd.split`` would hold out with the block numbering shifted by f, so the m folds
+(m = 1 / validation_fraction) hold out every row exactly once and fold 0 is the single split's.
+Each head's m estimates are pooled by row count into one estimate over every row (the folds'
+rows are disjoint, so their covariances add, each weighted by its squared share), the paired
+standard-error rule (``tuning.select``) chooses on the pooled estimates, and the chosen head is
+trained once more on every row: the model is a single pass over all the data, as without
+cross-validation, and the choice rests on m times the validation rows.  It costs m scans of the
+grid on (m - 1)/m of the rows and one single-head pass: at most 10 x 28 x 400,000 head updates,
+about 0.7 CPU s, on the largest data it applies to (docs/tuning.md "Cross-validation on small
+data").
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+from ..exceptions import DivergenceError
+from .grid import GridPoint
+from .scoring import _blas_single_threaded, _scored_columns, score_heads
+from .state import HeadConfig
+
+#: data with at most this many rows (training + validation) is cross-validated (when no
+#: halving rung is taken and the data can be read again); larger data keeps the one hold-out
+CROSS_VALIDATE_MAX_ROWS = 400_000
+#: False: every fit uses the single hold-out (the tests of the single split set it)
+CROSS_VALIDATE = True
+
+
+def cross_validates(train, validation, kw: dict) -> bool:
+    """Whether a tuning scan with training part ``train`` cross-validates (``tune_stream``)."""
+    from ..io.views import PartSource
+    from .driver import stream_runner
+    if not CROSS_VALIDATE or validation is not None or "checkpoint" in kw:
+        return False
+    if not isinstance(train, PartSource) or train.period is None or not train.rereadable:
+        return False
+    n = train.inner.num_rows
+    return n is not None and 0 < n <= CROSS_VALIDATE_MAX_ROWS and stream_runner() is None
+
+
+def _pooled(estimates: list, rows: list[int]):
+    """One RiskEstimate over the folds' disjoint rows: the row-weighted mean of the risks, the
+    variance of that mean, reliable when every fold's is (the warnings of each unreliable fold)."""
+    from ..estimates import RiskEstimate
+    total = sum(rows)
+    share = [r / total for r in rows]
+    risk = sum(s * e.risk for s, e in zip(share, estimates, strict=True))
+    var = sum((s * e.stderr) ** 2 for s, e in zip(share, estimates, strict=True))
+    warnings = tuple(dict.fromkeys(w for e in estimates for w in e.warnings))
+    return RiskEstimate(
+        risk, math.sqrt(var), total,
+        largest_share=max(s * e.largest_share for s, e in zip(share, estimates, strict=True)),
+        effective_rows=sum(e.effective_rows for e in estimates),
+        noise_energy=max(e.noise_energy for e in estimates),
+        variance_factor=max(e.variance_factor for e in estimates),
+        reliable=all(e.reliable for e in estimates), warnings=warnings)
+
+
+class Folds:
+    """The folds' scans of a grid (``fold_scans``): each head's estimate pooled over every row."""
+
+    def __init__(self, pooled: dict, per_fold: list, first, diverged: list, passes: float):
+        self.pooled, self.per_fold, self.first = pooled, per_fold, first
+        self.diverged, self.passes = diverged, passes
+        self.rows = sum(r for _, _, _, r in per_fold)
+
+    def cov_of(self, a: str, b: str) -> float:
+        """The covariance of two heads' pooled estimates (the folds' rows are disjoint)."""
+        return sum((r / self.rows) ** 2 * c[i[a], i[b]] for _, i, c, r in self.per_fold)
+
+
+
+def fold_scans(train, names: list[str], heads_for: Callable[[int | None], Callable], kw: dict,
+               *, score_kw: dict, tuning, siblings: Callable[[str], list[str]] | None = None
+               ) -> Folds:
+    """Scan the named heads once per fold of ``train``'s validation blocks (module docstring)
+    and score each fold's heads on its held-out rows.  ``heads_for(n_train)``: the
+    ``heads_of(names)`` of a fold training on n_train rows (configs depend on it);
+    ``score_kw``: ``score_heads``' features, label, loss, noise, sample_weight, engine (and
+    label_table); a head diverging in one fold is dropped (with its ``siblings``) from the later
+    folds and from the choice.  ``tuning``: the module whose ``_scan``, ``_hold_validation`` and
+    ``_scoring_source`` each fold uses (passed in: ``tuning`` calls this module)."""
+    from ..io.views import PartSource
+    src, period, block, mapper = train.inner, train.period, train.block, train.mapper
+    columns = _scored_columns(score_kw["features"], score_kw["label"],
+                              score_kw.get("sample_weight"))
+    # one config per head for every fold: the folds' training rows differ by less than a block
+    # (the tail average's start moves by less than that), so fold 0's serve them all
+    heads_of = heads_for(train.num_rows)
+    per_fold: list = []            # (scored, index, cov, validation rows) per fold
+    diverged: list[str] = []
+    first = None
+    passes = 0.0
+    for f in range(period):
+        tr = train if f == 0 else PartSource(src, period=period, block=block, validation=False,
+                                             mapper=mapper, row_offset=f * block)
+        va = PartSource(src, period=period, block=block, validation=True, mapper=mapper,
+                        row_offset=f * block)
+        if not va.num_rows:
+            continue
+        held = tuning._hold_validation(tr, va, None)
+        alive = [n for n in names if n not in diverged]
+        result, active, lost, repeats = tuning._scan(tr, heads_of, alive, dict(kw),
+                                                     siblings=siblings)
+        diverged += [n for n in lost if n not in diverged]
+        scoring, saved = tuning._scoring_source(va, held, columns)
+        passes += 2.0 + repeats - saved
+        with _blas_single_threaded():
+            scored, cov = score_heads(scoring, heads=active, states=result.states,
+                                      configs=result.configs, width=len(names), **score_kw)
+        per_fold.append((dict(zip(active, scored, strict=True)),
+                         {n: i for i, n in enumerate(active)}, cov, int(va.num_rows)))
+        first = first or result
+    if first is None:
+        raise ValueError("cross-validation needs validation rows")   # callers check the rows
+    rows = [r for _, _, _, r in per_fold]
+    kept = [n for n in names if n not in diverged and all(n in s for s, _, _, _ in per_fold)]
+    pooled = {n: _pooled([s[n] for s, _, _, _ in per_fold], rows) for n in kept}
+    return Folds(pooled, per_fold, first, diverged, passes)
+
+
+def refit(train, heads: list, kw: dict):
+    """The chosen heads trained once more on every row of ``train``'s source (the result of
+    ``driver.fit_stream``), or None when one diverges there (then the first fold's models
+    stand, with a note)."""
+    from ..io.views import PartSource
+    from . import driver
+    try:
+        return driver.fit_stream(PartSource(train.inner, mapper=train.mapper), heads, **kw)
+    except DivergenceError:
+        return None
+
+
+def whole_rows(train) -> int:
+    """The rows of the source a fold split cuts (training + validation)."""
+    return int(train.inner.num_rows)
+
+
+def updates_per_row(folds: Folds, n_rows: int, n_heads: int, n_refit: int) -> int:
+    """Head updates per row of the data: every fold trains the kept heads on its other rows,
+    then the refit trains the chosen ones on all of them."""
+    kept = n_heads - len(folds.diverged)
+    trained = (n_rows * len(folds.per_fold) - folds.rows) * kept + n_rows * n_refit
+    return max(1, round(trained / max(n_rows, 1)))
+
+
+def _heads_for(features, label, sample_weight, configs_of: Callable[[str, int | None], HeadConfig]):
+    """``fold_scans``' heads_for: one config per head name and fold (made once per fold)."""
+    from . import driver
+
+    def heads_for(n_train):
+        made: dict = {}
+
+        def heads_of(names):
+            for n in names:
+                if n not in made:
+                    made[n] = configs_of(n, n_train)
+            return [driver.Head(n, made[n], list(features), label, sample_weight=sample_weight)
+                    for n in names]
+        return heads_of
+    return heads_for
+
+
+def tune_folds(train, points: Sequence[GridPoint],
+               make_config: Callable[[GridPoint, int | None], HeadConfig], kw: dict, *,
+               score_kw: dict, tuning):
+    """``tune_stream`` by cross-validation (module docstring): a ``tuning.TuningResult`` whose
+    estimates are pooled over every row and whose chosen head's state is its pass over all the
+    rows; ``tuning``: the module whose scan and choice the folds use (``fold_scans``)."""
+    from . import driver
+    by_name = {pt.name: pt for pt in points}
+    names = list(by_name)
+    features, label, weight = score_kw["features"], score_kw["label"], score_kw["sample_weight"]
+    folds = fold_scans(train, names, _heads_for(features, label, weight,
+                                                lambda n, rows: make_config(by_name[n], rows)),
+                       kw, score_kw=score_kw, tuning=tuning)
+    estimates, chosen, rule, notes, edge = tuning._choose(points, names, folds.pooled,
+                                                          folds.cov_of)
+    n, name, first = whole_rows(train), names[chosen], folds.first
+    final = refit(train, [driver.Head(name, make_config(by_name[name], n), list(features), label,
+                                      sample_weight=weight)], kw)
+    states, configs, telemetry = dict(first.states), dict(first.configs), dict(first.telemetry)
+    if final is None:
+        notes.append(f"the chosen head ({name}) diverged when trained on all {n:,} rows; the "
+                     "model is its pass over the first fold's training rows")
+    else:
+        states[name], configs[name] = final.states[name], final.configs[name]
+        telemetry[name] = final.telemetry.get(name, {})
+    if folds.diverged:
+        notes.append(f"{len(folds.diverged)} head(s) diverged and were dropped "
+                     f"({', '.join(folds.diverged)})")
+    return tuning.TuningResult(
+        points=list(points), estimates=estimates, states=states, configs=configs,
+        telemetry=telemetry, chosen=chosen, rule=rule,
+        n_train=int((first if final is None else final).n_rows), n_validation=folds.rows,
+        passes=folds.passes + 1.0, head_updates_per_row=updates_per_row(folds, n, len(names), 1),
+        notes=notes, pruned={}, edge=edge, folds=len(folds.per_fold))
+
+
+def tune_folds_classes(train, points: Sequence[GridPoint],
+                       make_configs: Callable[[GridPoint, int | None], list], n_classes: int,
+                       kw: dict, *, score_kw: dict, tuning) -> list:
+    """``tune_stream_classes`` by cross-validation: every class chooses its point on the pooled
+    estimates of its heads, and the k chosen heads are trained once more on every row, together
+    (one TuningResult per class, as ``tune_stream_classes``)."""
+    from . import driver
+    k = int(n_classes)
+    owner = {tuning.class_head_name(pt, c): (pt, c) for c in range(k) for pt in points}
+    features, label, weight = score_kw["features"], score_kw["label"], score_kw["sample_weight"]
+    per_point: dict = {}
+
+    def config_of(name, rows):
+        pt, c = owner[name]
+        if (pt.name, rows) not in per_point:
+            per_point[(pt.name, rows)] = make_configs(pt, rows)
+        return per_point[(pt.name, rows)][c]
+
+    def siblings(name):
+        return [tuning.class_head_name(owner[name][0], c) for c in range(k)]
+
+    folds = fold_scans(train, list(owner), _heads_for(features, label, weight, config_of), kw,
+                       score_kw=score_kw, tuning=tuning, siblings=siblings)
+    n, first = whole_rows(train), folds.first
+    choices = []
+    for c in range(k):
+        names = [tuning.class_head_name(pt, c) for pt in points]
+        choices.append((names, *tuning._choose(points, names, folds.pooled, folds.cov_of)))
+    chosen_heads = [names[chosen] for names, _, chosen, *_ in choices]
+    final = refit(train, [driver.Head(h, config_of(h, n), list(features), label,
+                                      sample_weight=weight) for h in chosen_heads], kw)
+    source = first if final is None else final
+    results = []
+    for c, (names, estimates, chosen, rule, notes, edge) in enumerate(choices):
+        kept = {pt.name: h for pt, h in zip(points, names, strict=True)
+                if h in first.states and h not in folds.diverged}
+        states = {p: first.states[h] for p, h in kept.items()}
+        configs = {p: first.configs[h] for p, h in kept.items()}
+        telemetry = {p: first.telemetry.get(h, {}) for p, h in kept.items()}
+        point, head = points[chosen].name, names[chosen]
+        states[point], configs[point] = source.states[head], source.configs[head]
+        telemetry[point] = source.telemetry.get(head, {})
+        if final is None:
+            notes.append(f"the chosen heads diverged when trained on all {n:,} rows; the models "
+                         "are their passes over the first fold's training rows")
+        lost = [owner[h][0].name for h in folds.diverged if owner[h][1] == c]
+        if lost:
+            notes.append(f"{len(lost)} grid point(s) diverged on some class's head and were "
+                         f"dropped for every class ({', '.join(lost)})")
+        results.append(tuning.TuningResult(
+            points=list(points), estimates=estimates, states=states, configs=configs,
+            telemetry=telemetry, chosen=chosen, rule=rule, n_train=int(source.n_rows),
+            n_validation=folds.rows, passes=folds.passes + 1.0,
+            head_updates_per_row=updates_per_row(folds, n, k * len(points), k), notes=notes,
+            pruned={}, edge=edge, folds=len(folds.per_fold)))
+    return results
