@@ -283,3 +283,21 @@ def test_auto_on_few_rows_says_what_it_did(n):
         # cross-validated: each of the 300 rows is scored once, by the fold that held it out
         assert t["n_validation"] == 300 and sum(t["chosen"]) == 1
     assert np.isfinite(m.coef_).all()
+
+
+def test_a_pass_of_few_steps_warns_with_the_fix():
+    # 500 rows in minibatches of 128: 4 steps, below FEW_UPDATES (20); in minibatches of 16: 31
+    from iwpfast.estimators._base import FEW_UPDATES
+    from iwpfast.exceptions import NumericalWarning
+    X, y = _task(500, 21)
+    for batch, warned in ((128, True), (16, False)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            m = IWPClassifier(progress=False, alpha=0.01, learning_rate=0.1,
+                              batch_size=batch).fit(X, y)
+        few = [str(w.message) for w in caught if issubclass(w.category, NumericalWarning)
+               and "SGD step(s)" in str(w.message)]
+        assert (m.n_iter_ < FEW_UPDATES) == warned == bool(few)
+        if warned:
+            assert "only 4 SGD step(s)" in few[0] and "batch_size=1" in few[0]
+            assert caught[[str(w.message) for w in caught].index(few[0])].filename == __file__
