@@ -112,7 +112,8 @@ def add_fit_arguments(p) -> None:
                    help="with auto: a separate private release to choose on (default: hold out "
                         "--validation-fraction of DATA)")
     p.add_argument("--validation-fraction", type=float, default=0.1,
-                   help="with auto: share of DATA's rows held out, in blocks over the file (0.1)")
+                   help="with auto: share of DATA's rows held out, in blocks over the file (0.1); "
+                        "a file of at most 400,000 rows is cross-validated over 1/share folds")
     p.add_argument("--n-rows-total", type=int, default=None, metavar="N",
                    help="with auto on - (stdin) or CSV: DATA's exact number of rows, so that the "
                         "split, tail average and halving are a file's of N rows (default: rows "

@@ -585,6 +585,9 @@ class IWPClassifier(_Classifier):
     validation_fraction : float in (0, 0.5], default 0.1
         Share of the rows held out (in blocks spread over the stream) when alpha or
         learning_rate is "auto"; or pass a separate release with ``fit(..., validation=...)``.
+        Data of at most 400,000 rows that can be read again is cross-validated over
+        1 / validation_fraction folds instead (every row scored once, the chosen head trained
+        again on all rows; ``tuning_["folds"]``; docs/tuning.md step 6).
     class_weight : None, "balanced" or dict {class: weight}, default None
         Minimize the class-weighted risk (1/n) sum_i w_{y_i} loss_i (scikit-learn's meaning;
         "balanced": w_c = n / (k n_c) with the class shares estimated from the *released* labels
