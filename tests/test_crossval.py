@@ -128,3 +128,39 @@ def test_auto_on_small_data_chooses_on_every_row_and_refits():
     # the k-class path cross-validates as the binary one (tests/test_multiclass_auto.py checks
     # that each class's model is the two-class 'auto' model of class against rest, bit for bit)
     assert tuning.VALIDATION_FRACTION == 0.1 and t["folds"] == 10
+
+
+def test_the_folds_read_a_file_once_when_it_fits_in_memory(tmp_path, monkeypatch):
+    # the folds and the refit read the columns held in memory (one read of the file); over
+    # CROSS_VALIDATE_HELD_BYTES each fold reads the file again; the same rows either way
+    from iwpfast.io import sources
+    path = tmp_path / "d.parquet"
+    pq.write_table(_table(3_000), path)
+    read = [0]
+    original = sources.Source.located_batches
+
+    def counting(self, *a, **kw):
+        for origin, batch in original(self, *a, **kw):
+            if isinstance(self, sources.FileSource):
+                read[0] += batch.num_rows
+            yield origin, batch
+
+    monkeypatch.setattr(sources.Source, "located_batches", counting)
+    results = {}
+    for budget in (crossval.CROSS_VALIDATE_HELD_BYTES, 0):
+        monkeypatch.setattr(crossval, "CROSS_VALIDATE_HELD_BYTES", budget)
+        read[0] = 0
+        results[budget] = tune_stream(path, ["a", "b", "c"], "y", POINTS, _make_config, **KW)
+        assert results[budget].folds == 10
+        if budget:
+            assert read[0] == 3_000 and results[budget].passes == 1.0
+        else:
+            # each fold reads its training rows and holds its validation rows as it passes
+            # them (one read a fold), then the refit reads every row
+            assert read[0] == 11 * 3_000 and results[budget].passes == 11.0
+    held, reread = results.values()
+    assert held.chosen == reread.chosen
+    name = POINTS[held.chosen].name
+    np.testing.assert_array_equal(held.states[name].theta, reread.states[name].theta)
+    np.testing.assert_allclose([e.risk for e in held.estimates],
+                               [e.risk for e in reread.estimates], rtol=1e-12)

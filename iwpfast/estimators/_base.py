@@ -252,9 +252,11 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         if 0 < updates < FEW_UPDATES:
             import os
             import sys
+            import types
             import warnings
             # the first frame outside the package (a classifier's fit adds one of its own)
-            package, frame, level = os.path.dirname(os.path.dirname(__file__)), sys._getframe(1), 2
+            package, level = os.path.dirname(os.path.dirname(__file__)), 2
+            frame: types.FrameType | None = sys._getframe(1)
             while frame is not None and frame.f_code.co_filename.startswith(package):
                 frame, level = frame.f_back, level + 1
             warnings.warn(

@@ -55,10 +55,13 @@ class TableSource(Source):
 
     cheap_decode = True
 
-    def __init__(self, table: pa.Table, columns, batch_rows, description="<pyarrow.Table>"):
+    def __init__(self, table: pa.Table, columns, batch_rows, description="<pyarrow.Table>",
+                 **release_metadata):
+        """``release_metadata=``: the table's decoded release metadata when the caller has it
+        (a source's rows held in memory: ``iwpfast.sgd.crossval``), as for ``Source``."""
         self.description = description
         self.table = table
-        super().__init__(table.schema, columns, batch_rows, table.num_rows)
+        super().__init__(table.schema, columns, batch_rows, table.num_rows, **release_metadata)
 
     def group_ends(self) -> list[int] | None:
         ends, row = [], 0

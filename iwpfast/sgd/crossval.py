@@ -13,9 +13,9 @@ rows are disjoint, so their covariances add, each weighted by its squared share)
 standard-error rule (``tuning.select``) chooses on the pooled estimates, and the chosen head is
 trained once more on every row: the model is a single pass over all the data, as without
 cross-validation, and the choice rests on m times the validation rows.  It costs m scans of the
-grid on (m - 1)/m of the rows and one single-head pass: at most 10 x 28 x 400,000 head updates,
-about 0.7 CPU s, on the largest data it applies to (docs/tuning.md "Cross-validation on small
-data").
+grid on (m - 1)/m of the rows and one single-head pass: at most 10 x 28 x 400,000 head updates
+on the largest data it applies to, with the needed columns read once and held in memory when
+they fit in ``CROSS_VALIDATE_HELD_BYTES`` (docs/tuning.md, "What auto does", step 6).
 """
 from __future__ import annotations
 
@@ -32,6 +32,9 @@ from .state import HeadConfig
 CROSS_VALIDATE_MAX_ROWS = 400_000
 #: False: every fit uses the single hold-out (the tests of the single split set it)
 CROSS_VALIDATE = True
+#: the most memory the folds hold the data's columns in (one read of a file, or of an object
+#: store, instead of one per fold and one for the refit); larger data is read again by each
+CROSS_VALIDATE_HELD_BYTES = 256 << 20
 
 
 def cross_validates(train, validation, kw: dict) -> bool:
@@ -64,12 +67,34 @@ def _pooled(estimates: list, rows: list[int]):
         reliable=all(e.reliable for e in estimates), warnings=warnings)
 
 
-class Folds:
-    """The folds' scans of a grid (``fold_scans``): each head's estimate pooled over every row."""
+def held_source(train, columns: list[str]):
+    """The rows the folds read: ``train``'s source with ``columns`` read once into memory when
+    they fit in ``CROSS_VALIDATE_HELD_BYTES`` (8 bytes a value at most; the release metadata kept
+    as decoded), else the source itself (read again by every fold; in-memory data as it is)."""
+    import pyarrow as pa
 
-    def __init__(self, pooled: dict, per_fold: list, first, diverged: list, passes: float):
+    from ..io.sources import TableSource
+    inner = train.inner
+    if inner.cheap_decode or 8 * len(columns) * int(inner.num_rows) > CROSS_VALIDATE_HELD_BYTES:
+        return inner
+    schema = pa.schema([inner.full_schema.field(c) for c in columns],
+                       metadata=inner.full_schema.metadata)
+    table = pa.Table.from_batches(list(inner.batches(columns)), schema=schema)
+    return TableSource(table, None, inner.batch_rows, inner.description,
+                       release_metadata=inner.release_metadata)
+
+
+class Folds:
+    """The folds' scans of a grid (``fold_scans``): each head's estimate pooled over every row;
+    ``source`` the rows they read (``held_source``), ``mapper`` the batches' mapping."""
+
+    def __init__(self, pooled: dict, per_fold: list, first, diverged: list, passes: float,
+                 source, mapper, held: bool):
         self.pooled, self.per_fold, self.first = pooled, per_fold, first
         self.diverged, self.passes = diverged, passes
+        self.source, self.mapper = source, mapper
+        #: reads of the data the refit adds (none when the folds held the rows in memory)
+        self.refit_reads = 0.0 if held else 1.0
         self.rows = sum(r for _, _, _, r in per_fold)
 
     def cov_of(self, a: str, b: str) -> float:
@@ -89,19 +114,21 @@ def fold_scans(train, names: list[str], heads_for: Callable[[int | None], Callab
     folds and from the choice.  ``tuning``: the module whose ``_scan``, ``_hold_validation`` and
     ``_scoring_source`` each fold uses (passed in: ``tuning`` calls this module)."""
     from ..io.views import PartSource
-    src, period, block, mapper = train.inner, train.period, train.block, train.mapper
+    period, block, mapper = train.period, train.block, train.mapper
     columns = _scored_columns(score_kw["features"], score_kw["label"],
                               score_kw.get("sample_weight"))
+    src = held_source(train, columns)
+    passes = 0.0 if src is train.inner else 1.0
     # one config per head for every fold: the folds' training rows differ by less than a block
     # (the tail average's start moves by less than that), so fold 0's serve them all
     heads_of = heads_for(train.num_rows)
     per_fold: list = []            # (scored, index, cov, validation rows) per fold
     diverged: list[str] = []
     first = None
-    passes = 0.0
     for f in range(period):
-        tr = train if f == 0 else PartSource(src, period=period, block=block, validation=False,
-                                             mapper=mapper, row_offset=f * block)
+        tr = train if f == 0 and src is train.inner else PartSource(
+            src, period=period, block=block, validation=False, mapper=mapper,
+            row_offset=f * block)
         va = PartSource(src, period=period, block=block, validation=True, mapper=mapper,
                         row_offset=f * block)
         if not va.num_rows:
@@ -112,7 +139,8 @@ def fold_scans(train, names: list[str], heads_for: Callable[[int | None], Callab
                                                      siblings=siblings)
         diverged += [n for n in lost if n not in diverged]
         scoring, saved = tuning._scoring_source(va, held, columns)
-        passes += 2.0 + repeats - saved
+        if src is train.inner:          # reads of the data: none of the rows held in memory
+            passes += 2.0 + repeats - saved
         with _blas_single_threaded():
             scored, cov = score_heads(scoring, heads=active, states=result.states,
                                       configs=result.configs, width=len(names), **score_kw)
@@ -124,17 +152,19 @@ def fold_scans(train, names: list[str], heads_for: Callable[[int | None], Callab
     rows = [r for _, _, _, r in per_fold]
     kept = [n for n in names if n not in diverged and all(n in s for s, _, _, _ in per_fold)]
     pooled = {n: _pooled([s[n] for s, _, _, _ in per_fold], rows) for n in kept}
-    return Folds(pooled, per_fold, first, diverged, passes)
+    return Folds(pooled, per_fold, first, diverged, passes, src, mapper,
+                 held=src is not train.inner)
 
 
-def refit(train, heads: list, kw: dict):
-    """The chosen heads trained once more on every row of ``train``'s source (the result of
+def refit(folds: Folds, heads: list, kw: dict):
+    """The chosen heads trained once more on every row the folds read (the result of
     ``driver.fit_stream``), or None when one diverges there (then the first fold's models
     stand, with a note)."""
     from ..io.views import PartSource
     from . import driver
+    whole = PartSource(folds.source, mapper=folds.mapper)
     try:
-        return driver.fit_stream(PartSource(train.inner, mapper=train.mapper), heads, **kw)
+        return driver.fit_stream(whole, heads, **kw)
     except DivergenceError:
         return None
 
@@ -185,7 +215,7 @@ def tune_folds(train, points: Sequence[GridPoint],
     estimates, chosen, rule, notes, edge = tuning._choose(points, names, folds.pooled,
                                                           folds.cov_of)
     n, name, first = whole_rows(train), names[chosen], folds.first
-    final = refit(train, [driver.Head(name, make_config(by_name[name], n), list(features), label,
+    final = refit(folds, [driver.Head(name, make_config(by_name[name], n), list(features), label,
                                       sample_weight=weight)], kw)
     states, configs, telemetry = dict(first.states), dict(first.configs), dict(first.telemetry)
     if final is None:
@@ -201,7 +231,8 @@ def tune_folds(train, points: Sequence[GridPoint],
         points=list(points), estimates=estimates, states=states, configs=configs,
         telemetry=telemetry, chosen=chosen, rule=rule,
         n_train=int((first if final is None else final).n_rows), n_validation=folds.rows,
-        passes=folds.passes + 1.0, head_updates_per_row=updates_per_row(folds, n, len(names), 1),
+        passes=folds.passes + folds.refit_reads,
+        head_updates_per_row=updates_per_row(folds, n, len(names), 1),
         notes=notes, pruned={}, edge=edge, folds=len(folds.per_fold))
 
 
@@ -234,7 +265,7 @@ def tune_folds_classes(train, points: Sequence[GridPoint],
         names = [tuning.class_head_name(pt, c) for pt in points]
         choices.append((names, *tuning._choose(points, names, folds.pooled, folds.cov_of)))
     chosen_heads = [names[chosen] for names, _, chosen, *_ in choices]
-    final = refit(train, [driver.Head(h, config_of(h, n), list(features), label,
+    final = refit(folds, [driver.Head(h, config_of(h, n), list(features), label,
                                       sample_weight=weight) for h in chosen_heads], kw)
     source = first if final is None else final
     results = []
@@ -257,7 +288,7 @@ def tune_folds_classes(train, points: Sequence[GridPoint],
         results.append(tuning.TuningResult(
             points=list(points), estimates=estimates, states=states, configs=configs,
             telemetry=telemetry, chosen=chosen, rule=rule, n_train=int(source.n_rows),
-            n_validation=folds.rows, passes=folds.passes + 1.0,
+            n_validation=folds.rows, passes=folds.passes + folds.refit_reads,
             head_updates_per_row=updates_per_row(folds, n, k * len(points), k), notes=notes,
             pruned={}, edge=edge, folds=len(folds.per_fold)))
     return results
