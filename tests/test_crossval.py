@@ -164,3 +164,29 @@ def test_the_folds_read_a_file_once_when_it_fits_in_memory(tmp_path, monkeypatch
     np.testing.assert_array_equal(held.states[name].theta, reread.states[name].theta)
     np.testing.assert_allclose([e.risk for e in held.estimates],
                                [e.risk for e in reread.estimates], rtol=1e-12)
+
+
+@pytest.mark.parametrize("batch_rows,start_row", [(None, 0), (300, 0), (1000, 1_234), (7, 2_999)])
+def test_a_held_source_replays_the_file_s_rows_with_their_origins(tmp_path, batch_rows,
+                                                                   start_row):
+    # the rows, and where each came from (file, row group, row: what an error names), as the
+    # file gives them; batches never cross one of the file's batches
+    from iwpfast.io.sources import HeldSource, open_source
+    path = tmp_path / "d.parquet"
+    pq.write_table(_table(3_000), path, row_group_size=700)
+    src = open_source(path)
+    held = HeldSource(src, ["y", "a"])
+    assert held.num_rows == 3_000 and held.release_metadata == src.release_metadata
+
+    def rows(source):
+        out = [(o.global_row + i, o.row_group, o.group_row + i, b.column(0)[i].as_py(),
+                b.column(1)[i].as_py())
+               for o, b in source.located_batches(["a", "y"], start_row, batch_rows)
+               for i in range(b.num_rows)]
+        return out
+
+    got, want = rows(held), rows(src)
+    assert got == want and got[0][0] == start_row and len(got) == 3_000 - start_row
+    if batch_rows is not None:
+        assert all(b.num_rows <= batch_rows
+                   for _, b in held.located_batches(["a"], start_row, batch_rows))

@@ -55,13 +55,10 @@ class TableSource(Source):
 
     cheap_decode = True
 
-    def __init__(self, table: pa.Table, columns, batch_rows, description="<pyarrow.Table>",
-                 **release_metadata):
-        """``release_metadata=``: the table's decoded release metadata when the caller has it
-        (a source's rows held in memory: ``iwpfast.sgd.crossval``), as for ``Source``."""
+    def __init__(self, table: pa.Table, columns, batch_rows, description="<pyarrow.Table>"):
         self.description = description
         self.table = table
-        super().__init__(table.schema, columns, batch_rows, table.num_rows, **release_metadata)
+        super().__init__(table.schema, columns, batch_rows, table.num_rows)
 
     def group_ends(self) -> list[int] | None:
         ends, row = [], 0
@@ -80,6 +77,38 @@ class TableSource(Source):
         for batch in rebatched(table.to_batches(max_chunksize=batch_rows), batch_rows):
             yield BatchOrigin(0, self.description, -1, row, row), batch
             row += batch.num_rows
+
+
+class HeldSource(Source):
+    """The ``columns`` of another source read once and kept in memory, each batch with its
+    origin, replayed in order: several passes (cross-validation's folds, ``iwpfast.sgd.crossval``)
+    read the data once, and an error still names the file, row group and row of the value."""
+
+    cheap_decode = True
+
+    def __init__(self, inner: Source, columns: Sequence[str]):
+        self.description = inner.description
+        self.held = list(inner.located_batches(columns))
+        schema = pa.schema([inner.full_schema.field(c) for c in columns],
+                           metadata=inner.full_schema.metadata)
+        super().__init__(schema, None, inner.batch_rows,
+                         sum(b.num_rows for _, b in self.held),
+                         release_metadata=inner.release_metadata)
+
+    def group_ends(self) -> list[int]:
+        return [o.global_row + b.num_rows for o, b in self.held if b.num_rows]
+
+    def _located(self, columns, start_row, batch_rows):
+        idx = [self.full_schema.get_field_index(c) for c in columns]
+        return _skip(self._gen(idx, batch_rows), start_row)
+
+    def _gen(self, idx, batch_rows):
+        for origin, batch in self.held:
+            batch = batch.select(idx) if idx != list(range(batch.num_columns)) else batch
+            for cut in range(0, batch.num_rows, batch_rows):
+                yield BatchOrigin(origin.file_index, origin.file, origin.row_group,
+                                  origin.group_row + cut, origin.global_row + cut), \
+                    batch.slice(cut, batch_rows)
 
 
 class ReaderSource(Source):

@@ -69,19 +69,15 @@ def _pooled(estimates: list, rows: list[int]):
 
 def held_source(train, columns: list[str]):
     """The rows the folds read: ``train``'s source with ``columns`` read once into memory when
-    they fit in ``CROSS_VALIDATE_HELD_BYTES`` (8 bytes a value at most; the release metadata kept
-    as decoded), else the source itself (read again by every fold; in-memory data as it is)."""
-    import pyarrow as pa
-
-    from ..io.sources import TableSource
+    they fit in ``CROSS_VALIDATE_HELD_BYTES`` (8 bytes a value at most; ``io.sources.HeldSource``
+    keeps each batch's origin and the decoded release metadata), else the source itself (read
+    again by every fold; in-memory data as it is)."""
+    from ..io.sources import HeldSource
     inner = train.inner
+    columns = list(dict.fromkeys(columns))   # a label that is also a feature is one column
     if inner.cheap_decode or 8 * len(columns) * int(inner.num_rows) > CROSS_VALIDATE_HELD_BYTES:
         return inner
-    schema = pa.schema([inner.full_schema.field(c) for c in columns],
-                       metadata=inner.full_schema.metadata)
-    table = pa.Table.from_batches(list(inner.batches(columns)), schema=schema)
-    return TableSource(table, None, inner.batch_rows, inner.description,
-                       release_metadata=inner.release_metadata)
+    return HeldSource(inner, columns)
 
 
 class Folds:
