@@ -174,3 +174,21 @@ def single_holdout(monkeypatch):
     cluster's pass, a stream read once, a checkpointed scan) or that check the one split itself."""
     from iwpfast.sgd import crossval
     monkeypatch.setattr(crossval, "CROSS_VALIDATE", False)
+
+
+@pytest.fixture()
+def file_rows_read(monkeypatch):
+    """A one-item list counting the rows read from files (``FileSource`` batches) from now on:
+    tests of how often a fit reads its data set it back to 0 between fits."""
+    from iwpfast.io import sources
+    read = [0]
+    original = sources.Source.located_batches
+
+    def counting(self, *a, **kw):
+        for origin, batch in original(self, *a, **kw):
+            if isinstance(self, sources.FileSource):
+                read[0] += batch.num_rows
+            yield origin, batch
+
+    monkeypatch.setattr(sources.Source, "located_batches", counting)
+    return read

@@ -130,22 +130,12 @@ def test_auto_on_small_data_chooses_on_every_row_and_refits():
     assert tuning.VALIDATION_FRACTION == 0.1 and t["folds"] == 10
 
 
-def test_the_folds_read_a_file_once_when_it_fits_in_memory(tmp_path, monkeypatch):
+def test_the_folds_read_a_file_once_when_it_fits_in_memory(tmp_path, monkeypatch, file_rows_read):
     # the folds and the refit read the columns held in memory (one read of the file); over
     # CROSS_VALIDATE_HELD_BYTES each fold reads the file again; the same rows either way
-    from iwpfast.io import sources
     path = tmp_path / "d.parquet"
     pq.write_table(_table(3_000), path)
-    read = [0]
-    original = sources.Source.located_batches
-
-    def counting(self, *a, **kw):
-        for origin, batch in original(self, *a, **kw):
-            if isinstance(self, sources.FileSource):
-                read[0] += batch.num_rows
-            yield origin, batch
-
-    monkeypatch.setattr(sources.Source, "located_batches", counting)
+    read = file_rows_read
     results = {}
     for budget in (crossval.CROSS_VALIDATE_HELD_BYTES, 0):
         monkeypatch.setattr(crossval, "CROSS_VALIDATE_HELD_BYTES", budget)
