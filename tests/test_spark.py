@@ -74,7 +74,9 @@ def test_release_dataframe_refuses_a_rerun_and_overwrite_replaces_it_whole(spark
     assert src.num_rows == 800 and src.release_metadata["features"] == FEATURES
 
 
-def test_fit_dataframe_with_auto_is_one_machines_fit(spark, tmp_path):
+def test_fit_dataframe_with_auto_is_one_machines_fit(spark, tmp_path, single_holdout):
+    # Spark's pass uses the one hold-out; so does one machine here (its default cross-validates
+    # data this small, sgd/crossval.py)
     from iwpfast.spark import fit_dataframe, release_dataframe
 
     out = str(tmp_path / "rel") + "/"

@@ -160,7 +160,8 @@ def refit(folds: Folds, heads: list, kw: dict):
     from . import driver
     whole = PartSource(folds.source, mapper=folds.mapper)
     try:
-        return driver.fit_stream(whole, heads, **kw)
+        # the grid's kernel: the single-head one would be one more compile on a first fit
+        return driver.fit_stream(whole, heads, **kw, heads_kernel=True)
     except DivergenceError:
         return None
 

@@ -330,8 +330,9 @@ def _warn_telemetry(name: str, cfg: HeadConfig, tel: dict, chosen: bool = False)
 
 
 # ------------------------------------------------------------------------------ engines
-def _engine(name: str):
-    """(run, finish) of a *unit* of heads (``_units``): ``run(cfgs, states, X, y)``."""
+def _engine(name: str, heads_kernel: bool = False):
+    """(run, finish) of a *unit* of heads (``_units``): ``run(cfgs, states, X, y)``.
+    ``heads_kernel``: a unit of one head runs in the several-heads kernel too (the same bits)."""
     if resolve_engine(name) in ("numba", "auto"):
         from . import engine as eng
         one, one_finish, many, many_finish = (eng.run_chunk, eng.finish, eng.run_chunk_heads,
@@ -345,7 +346,7 @@ def _engine(name: str):
     def run(cfgs, states, X, y, sample_weight=None, drop=False):
         """The unit's kernel call; ``drop``: the indices of heads that diverged are returned
         (the others went on) instead of a DivergenceError (one head: always raised)."""
-        if len(cfgs) == 1:
+        if len(cfgs) == 1 and not heads_kernel:
             one(cfgs[0], states[0], X, y, sample_weight)
             return []
         if drop:
@@ -354,7 +355,7 @@ def _engine(name: str):
         return []
 
     def finish(cfgs, states, drop=False):
-        if len(cfgs) == 1:
+        if len(cfgs) == 1 and not heads_kernel:
             one_finish(cfgs[0], states[0])
             return []
         if drop:
@@ -627,7 +628,8 @@ def fit_stream_here(source, heads: Sequence[Head], *, chunk_rows: int | None = N
                states: dict[str, HeadState] | None = None, engine: str = "numba",
                prefetch: bool = True, feature_bound: float | None = None,
                head_threads: int | None = None, overwrite: bool = False,
-               finish: bool = True, drop_diverged: bool = False, race=None) -> StreamResult:
+               finish: bool = True, drop_diverged: bool = False, race=None,
+               heads_kernel: bool = False) -> StreamResult:
     """Train ``heads`` in one scan of ``source`` (anything ``open_source`` accepts).
 
     chunk_rows: rows per kernel call (default: ~16 MiB of columns; does not change the model).
@@ -659,6 +661,9 @@ def fit_stream_here(source, heads: Sequence[Head], *, chunk_rows: int | None = N
     race: heads stopped mid-scan (``drop_diverged``, one epoch, no checkpoint; ``scan.Scan``):
       ``rows`` and ``prune(row, alive names, states)`` -> the names to leave out from there on
       (``StreamResult.pruned``); a tuning grid's early pruning (``iwpfast.sgd.tuning._Race``).
+    heads_kernel: run even a single head in the several-heads kernel (the same bits): a pass
+      after a tuning grid's scans (cross-validation's refit, ``iwpfast.sgd.crossval``) then
+      compiles no kernel of its own on a first fit.
     """
     t_start = time.perf_counter()
     if race is not None and (not drop_diverged or checkpoint is not None or int(epochs) != 1):
@@ -667,7 +672,7 @@ def fit_stream_here(source, heads: Sequence[Head], *, chunk_rows: int | None = N
     src: Source = source if isinstance(source, Source) else open_source(source)
     load_lazy_imports()     # before the first batch (and the reader's thread): a clean Ctrl-C
     heads = _resolve_configs(heads, src, trace_every, feature_bound)
-    run_unit, finish_unit = _engine(engine)
+    run_unit, finish_unit = _engine(engine, heads_kernel)
     if head_threads is None:
         head_threads = default_head_threads(len(heads), src, len(_units(heads)))
     elif int(head_threads) < 1:
