@@ -127,3 +127,19 @@ def sklearn_compatible(cls: type) -> type:
 
 class UnitsWarning(UserWarning):
     """Data passed in units that do not look like the ones the call assumes (raw vs scaled)."""
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that makes a warning issued by the caller point at the first frame
+    outside the package (the user's line), however many of the package's frames lie between:
+    a classifier's ``fit`` adds one of its own to the estimators' common one."""
+    import os
+    import sys
+    import types
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    # the caller, which warnings.warn counts as level 1
+    frame: types.FrameType | None = sys._getframe(1)
+    level = 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level

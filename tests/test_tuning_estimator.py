@@ -292,3 +292,16 @@ def test_a_pass_of_few_steps_warns_with_the_fix():
         if warned:
             assert "only 4 SGD step(s)" in few[0] and "batch_size=1" in few[0]
             assert caught[[str(w.message) for w in caught].index(few[0])].filename == __file__
+
+
+def test_auto_s_warnings_point_at_the_user_s_line():
+    # a classifier's fit adds a frame of its own to the estimators' common one: the warnings of
+    # 'auto' (its notes) and of a short pass name this file, not the package's code
+    from iwpfast.exceptions import NumericalWarning
+    X, y = _task(400, 22)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        IWPClassifier(progress=False).fit(X, y)
+    ours = [w for w in caught if issubclass(w.category, NumericalWarning)]
+    assert any("auto hyper-parameters" in str(w.message) for w in ours)
+    assert ours and all(w.filename == __file__ for w in ours)

@@ -250,20 +250,14 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         0.08 below scikit-learn; batch_size=1 recovers 0.05 of it)."""
         updates = int(np.max(np.atleast_1d(getattr(self, "n_iter_", 0) or 0)))
         if 0 < updates < FEW_UPDATES:
-            import os
-            import sys
-            import types
             import warnings
-            # the first frame outside the package (a classifier's fit adds one of its own)
-            package, level = os.path.dirname(os.path.dirname(__file__)), 2
-            frame: types.FrameType | None = sys._getframe(1)
-            while frame is not None and frame.f_code.co_filename.startswith(package):
-                frame, level = frame.f_back, level + 1
+
+            from ..exceptions import user_stacklevel
             warnings.warn(
                 f"the pass made only {updates} SGD step(s) ({rows:,} rows in minibatches of "
                 f"{self.batch_size}): one pass over this few rows cannot converge; pass a smaller "
                 f"batch_size (e.g. batch_size=1) or fit on more rows", NumericalWarning,
-                stacklevel=level)
+                stacklevel=user_stacklevel())
 
     def _new_pass(self) -> None:
         """Drop the fitted attributes and start a new pass (``fit``, ``plan_pass``)."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..exceptions import InvalidInputError, NumericalWarning, ReleaseSpecError
+from ..exceptions import InvalidInputError, NumericalWarning, ReleaseSpecError, user_stacklevel
 from ..sgd.schedules import default_radius
 from ._fields import EstimatorFields
 from ._heads import Heads, SingleHead
@@ -152,7 +152,8 @@ class TunedFitMixin(EstimatorFields):
         self.alpha_, self.learning_rate_ = outcome.alpha, outcome.learning_rate
         self.tuning_ = outcome.table
         for note in outcome.notes:
-            warnings.warn(f"auto hyper-parameters: {note}", NumericalWarning, stacklevel=4)
+            warnings.warn(f"auto hyper-parameters: {note}", NumericalWarning,
+                      stacklevel=user_stacklevel())
         # the chosen heads' own warnings, as a plain fit would give them: a chosen head that
         # ended on the cap "auto" set is a model the noise held small (issue 18), said too
         for name, cfg, tel in zip(outcome.warn_names, outcome.configs,
@@ -183,7 +184,8 @@ class TunedFitMixin(EstimatorFields):
                             n_validation=0, passes=1.0, heads=1, variance_cap=grid.cap, edge=None,
                             notes=[*grid.notes, note])
         self._pass.running().untuned(self)
-        warnings.warn(f"auto hyper-parameters: {note}", NumericalWarning, stacklevel=4)
+        warnings.warn(f"auto hyper-parameters: {note}", NumericalWarning,
+                      stacklevel=user_stacklevel())
 
     def _validation_source(self, validation, feats, lab, noise):
         """A separate private release for choosing the hyper-parameters: same features, same noise."""
