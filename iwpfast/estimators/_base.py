@@ -245,8 +245,8 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         return self
 
     def _warn_few_updates(self, rows: int) -> None:
-        """A pass of fewer than ``FEW_UPDATES`` minibatch steps cannot converge: say so, with
-        the fix (bench/real_tables.py: 399 breast-cancer rows in batches of 128, 4 steps, end
+        """A pass of fewer than ``FEW_UPDATES`` minibatch steps may end far from the best model:
+        say so, with the fix (bench/real_tables.py: 399 breast-cancer rows in batches of 128, 4 steps, end
         0.08 below scikit-learn; batch_size=1 recovers 0.05 of it)."""
         updates = int(np.max(np.atleast_1d(getattr(self, "n_iter_", 0) or 0)))
         if 0 < updates < FEW_UPDATES:
@@ -255,8 +255,9 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
             from ..exceptions import user_stacklevel
             warnings.warn(
                 f"the pass made only {updates} SGD step(s) ({rows:,} rows in minibatches of "
-                f"{self.batch_size}): one pass over this few rows cannot converge; pass a smaller "
-                f"batch_size (e.g. batch_size=1) or fit on more rows", NumericalWarning,
+                f"{self.batch_size}): one pass of this few steps may end far from the best "
+                f"model; a smaller batch_size (e.g. batch_size=1) makes more, or fit on more "
+                f"rows", NumericalWarning,
                 stacklevel=user_stacklevel())
 
     def _new_pass(self) -> None:
