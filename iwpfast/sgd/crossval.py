@@ -91,7 +91,9 @@ class Folds:
         self.source, self.mapper = source, mapper
         #: reads of the data the refit adds (none when the folds held the rows in memory)
         self.refit_reads = 0.0 if held else 1.0
+        #: the rows scored (every row once) and the rows of the data
         self.rows = sum(r for _, _, _, r in per_fold)
+        self.n_rows = int(source.num_rows)
 
     def cov_of(self, a: str, b: str) -> float:
         """The covariance of two heads' pooled estimates (the folds' rows are disjoint)."""
@@ -99,12 +101,13 @@ class Folds:
 
 
 
-def fold_scans(train, names: list[str], heads_for: Callable[[int | None], Callable], kw: dict,
+def fold_scans(train, names: list[str], heads_of: Callable[[list[str]], list], kw: dict,
                *, score_kw: dict, tuning, siblings: Callable[[str], list[str]] | None = None
                ) -> Folds:
     """Scan the named heads once per fold of ``train``'s validation blocks (module docstring)
-    and score each fold's heads on its held-out rows.  ``heads_for(n_train)``: the
-    ``heads_of(names)`` of a fold training on n_train rows (configs depend on it);
+    and score each fold's heads on its held-out rows.  ``heads_of(names)``: the heads, their
+    configs made for ``train``'s training rows (the folds' differ by less than a block, so the
+    tail average's start moves by less than that: one config per head serves every fold);
     ``score_kw``: ``score_heads``' features, label, loss, noise, sample_weight, engine (and
     label_table); a head diverging in one fold is dropped (with its ``siblings``) from the later
     folds and from the choice.  ``tuning``: the module whose ``_scan``, ``_hold_validation`` and
@@ -114,28 +117,26 @@ def fold_scans(train, names: list[str], heads_for: Callable[[int | None], Callab
     columns = _scored_columns(score_kw["features"], score_kw["label"],
                               score_kw.get("sample_weight"))
     src = held_source(train, columns)
-    passes = 0.0 if src is train.inner else 1.0
-    # one config per head for every fold: the folds' training rows differ by less than a block
-    # (the tail average's start moves by less than that), so fold 0's serve them all
-    heads_of = heads_for(train.num_rows)
+    held = src is not train.inner
+    passes = 1.0 if held else 0.0          # reads of the data
     per_fold: list = []            # (scored, index, cov, validation rows) per fold
     diverged: list[str] = []
     first = None
     for f in range(period):
-        tr = train if f == 0 and src is train.inner else PartSource(
+        tr = train if f == 0 and not held else PartSource(
             src, period=period, block=block, validation=False, mapper=mapper,
             row_offset=f * block)
         va = PartSource(src, period=period, block=block, validation=True, mapper=mapper,
                         row_offset=f * block)
         if not va.num_rows:
             continue
-        held = tuning._hold_validation(tr, va, None)
+        rows_held = tuning._hold_validation(tr, va, None)
         alive = [n for n in names if n not in diverged]
         result, active, lost, repeats = tuning._scan(tr, heads_of, alive, dict(kw),
                                                      siblings=siblings)
         diverged += [n for n in lost if n not in diverged]
-        scoring, saved = tuning._scoring_source(va, held, columns)
-        if src is train.inner:          # reads of the data: none of the rows held in memory
+        scoring, saved = tuning._scoring_source(va, rows_held, columns)
+        if not held:
             passes += 2.0 + repeats - saved
         with _blas_single_threaded():
             scored, cov = score_heads(scoring, heads=active, states=result.states,
@@ -148,8 +149,7 @@ def fold_scans(train, names: list[str], heads_for: Callable[[int | None], Callab
     rows = [r for _, _, _, r in per_fold]
     kept = [n for n in names if n not in diverged and all(n in s for s, _, _, _ in per_fold)]
     pooled = {n: _pooled([s[n] for s, _, _, _ in per_fold], rows) for n in kept}
-    return Folds(pooled, per_fold, first, diverged, passes, src, mapper,
-                 held=src is not train.inner)
+    return Folds(pooled, per_fold, first, diverged, passes, src, mapper, held)
 
 
 def refit(folds: Folds, heads: list, kw: dict):
@@ -166,11 +166,6 @@ def refit(folds: Folds, heads: list, kw: dict):
         return None
 
 
-def whole_rows(train) -> int:
-    """The rows of the source a fold split cuts (training + validation)."""
-    return int(train.inner.num_rows)
-
-
 def updates_per_row(folds: Folds, n_rows: int, n_heads: int, n_refit: int) -> int:
     """Head updates per row of the data: every fold trains the kept heads on its other rows,
     then the refit trains the chosen ones on all of them."""
@@ -179,21 +174,18 @@ def updates_per_row(folds: Folds, n_rows: int, n_heads: int, n_refit: int) -> in
     return max(1, round(trained / max(n_rows, 1)))
 
 
-def _heads_for(features, label, sample_weight, configs_of: Callable[[str, int | None], HeadConfig]):
-    """``fold_scans``' heads_for: one config per head name and fold (made once per fold)."""
+def _heads_of(features, label, sample_weight, config_of: Callable[[str], HeadConfig]):
+    """``fold_scans``' heads_of: each head's config made once (``config_of(name)``)."""
     from . import driver
+    made: dict = {}
 
-    def heads_for(n_train):
-        made: dict = {}
-
-        def heads_of(names):
-            for n in names:
-                if n not in made:
-                    made[n] = configs_of(n, n_train)
-            return [driver.Head(n, made[n], list(features), label, sample_weight=sample_weight)
-                    for n in names]
-        return heads_of
-    return heads_for
+    def heads_of(names):
+        for n in names:
+            if n not in made:
+                made[n] = config_of(n)
+        return [driver.Head(n, made[n], list(features), label, sample_weight=sample_weight)
+                for n in names]
+    return heads_of
 
 
 def tune_folds(train, points: Sequence[GridPoint],
@@ -206,12 +198,13 @@ def tune_folds(train, points: Sequence[GridPoint],
     by_name = {pt.name: pt for pt in points}
     names = list(by_name)
     features, label, weight = score_kw["features"], score_kw["label"], score_kw["sample_weight"]
-    folds = fold_scans(train, names, _heads_for(features, label, weight,
-                                                lambda n, rows: make_config(by_name[n], rows)),
+    n_train = train.num_rows
+    folds = fold_scans(train, names, _heads_of(features, label, weight,
+                                               lambda h: make_config(by_name[h], n_train)),
                        kw, score_kw=score_kw, tuning=tuning)
     estimates, chosen, rule, notes, edge = tuning._choose(points, names, folds.pooled,
                                                           folds.cov_of)
-    n, name, first = whole_rows(train), names[chosen], folds.first
+    n, name, first = folds.n_rows, names[chosen], folds.first
     final = refit(folds, [driver.Head(name, make_config(by_name[name], n), list(features), label,
                                       sample_weight=weight)], kw)
     states, configs, telemetry = dict(first.states), dict(first.configs), dict(first.telemetry)
@@ -221,9 +214,7 @@ def tune_folds(train, points: Sequence[GridPoint],
     else:
         states[name], configs[name] = final.states[name], final.configs[name]
         telemetry[name] = final.telemetry.get(name, {})
-    if folds.diverged:
-        notes.append(f"{len(folds.diverged)} head(s) diverged and were dropped "
-                     f"({', '.join(folds.diverged)})")
+    notes += tuning._diverged_notes(folds.diverged)
     return tuning.TuningResult(
         points=list(points), estimates=estimates, states=states, configs=configs,
         telemetry=telemetry, chosen=chosen, rule=rule,
@@ -254,9 +245,11 @@ def tune_folds_classes(train, points: Sequence[GridPoint],
     def siblings(name):
         return [tuning.class_head_name(owner[name][0], c) for c in range(k)]
 
-    folds = fold_scans(train, list(owner), _heads_for(features, label, weight, config_of), kw,
+    n_train = train.num_rows
+    folds = fold_scans(train, list(owner),
+                       _heads_of(features, label, weight, lambda h: config_of(h, n_train)), kw,
                        score_kw=score_kw, tuning=tuning, siblings=siblings)
-    n, first = whole_rows(train), folds.first
+    n, first = folds.n_rows, folds.first
     choices = []
     for c in range(k):
         names = [tuning.class_head_name(pt, c) for pt in points]
@@ -278,10 +271,8 @@ def tune_folds_classes(train, points: Sequence[GridPoint],
         if final is None:
             notes.append(f"the chosen heads diverged when trained on all {n:,} rows; the models "
                          "are their passes over the first fold's training rows")
-        lost = [owner[h][0].name for h in folds.diverged if owner[h][1] == c]
-        if lost:
-            notes.append(f"{len(lost)} grid point(s) diverged on some class's head and were "
-                         f"dropped for every class ({', '.join(lost)})")
+        notes += tuning._diverged_notes(
+            [owner[h][0].name for h in folds.diverged if owner[h][1] == c], points=True)
         results.append(tuning.TuningResult(
             points=list(points), estimates=estimates, states=states, configs=configs,
             telemetry=telemetry, chosen=chosen, rule=rule, n_train=int(source.n_rows),

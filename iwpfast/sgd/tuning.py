@@ -467,6 +467,17 @@ def _race_notes(race, pruned: dict, n_points: int, n_train: int) -> list[str]:
             f"{n_points}"]
 
 
+def _diverged_notes(names: list[str], repeats: int = 0, points: bool = False) -> list[str]:
+    """The tuning note on the heads (k classes: the grid ``points``, dropped for every class)
+    that diverged, or none."""
+    if not names:
+        return []
+    what = ("grid point(s) diverged on some class's head and were dropped for every class"
+            if points else "head(s) diverged and were dropped")
+    return [f"{len(names)} {what} ({', '.join(names)})"
+            + (f"; the scan was repeated {repeats} time(s) without them" if repeats else "")]
+
+
 def _scan(train, heads_of: Callable[[list[str]], list], names: list[str], kw: dict,
           siblings: Callable[[str], list[str]] | None = None, race=None):
     """Train the named heads in one scan of ``train``; a head that diverges is dropped (with its
@@ -634,7 +645,6 @@ def tune_stream(source, features: Sequence[str], label: str, points: Sequence[Gr
     from .crossval import cross_validates, tune_folds
     if race is None and cross_validates(train, validation, kw):
         # small data: every row scored once, the choice refit on all of them (sgd/crossval.py)
-        train.hold = None
         return tune_folds(train, points, make_config, kw, tuning=sys.modules[__name__],
                           score_kw=dict(features=features, label=label, loss=loss, noise=noise,
                                         sample_weight=sample_weight, engine=engine))
@@ -653,10 +663,7 @@ def tune_stream(source, features: Sequence[str], label: str, points: Sequence[Gr
         points, [pt.name for pt in points], dict(zip(active, scored, strict=True)),
         lambda a, b: cov_active[index[a], index[b]], pruned)
     notes += _race_notes(race, pruned, len(points), int(result.n_rows))
-    if diverged:
-        notes.append(f"{len(diverged)} head(s) diverged and were dropped ({', '.join(diverged)})"
-                     + (f"; the scan was repeated {repeats} time(s) without them" if repeats
-                        else ""))
+    notes += _diverged_notes(diverged, repeats)
     n_val = max((e.n_rows for e in estimates), default=0)
     return TuningResult(points=list(points), estimates=estimates, states=result.states,
                         configs=result.configs, telemetry=result.telemetry, chosen=chosen,
@@ -735,7 +742,7 @@ def tune_stream_classes(source, features: Sequence[str], label: str, points: Seq
             kw["chunk_rows"] = race.chunk_rows(len(features))
     from .crossval import cross_validates, tune_folds_classes
     if race is None and cross_validates(train, validation, kw):
-        train.hold = None               # small data: as tune_stream (sgd/crossval.py)
+        # small data: as tune_stream (sgd/crossval.py)
         return tune_folds_classes(train, points, make_configs, k, kw,
                                   tuning=sys.modules[__name__],
                                   score_kw=dict(features=features, label=label, loss=loss,
@@ -762,12 +769,8 @@ def tune_stream_classes(source, features: Sequence[str], label: str, points: Seq
         pruned = {pt.name: all_pruned[n] for pt, n in zip(points, names, strict=True)
                   if n in all_pruned}
         notes += _race_notes(race, pruned, len(points), int(result.n_rows))
-        lost = [owner[n][0].name for n in diverged if owner[n][1] == c]
-        if lost:
-            notes.append(f"{len(lost)} grid point(s) diverged on some class's head and were dropped "
-                         f"for every class ({', '.join(lost)})"
-                         + (f"; the scan was repeated {repeats} time(s) without them" if repeats
-                            else ""))
+        notes += _diverged_notes([owner[n][0].name for n in diverged if owner[n][1] == c],
+                                 repeats, points=True)
         kept = {pt.name: n for pt, n in zip(points, names, strict=True) if n in result.states}
         results.append(TuningResult(
             points=list(points), estimates=estimates,
