@@ -245,6 +245,7 @@ def one_vs_rest_risk(est, plan, epsilon_y, class_weights=None):
                                      class_weighted=True))
     for cols, codes, weights in batches():
         codes = np.asarray(codes)
+        groups = codes.astype(np.int64)
         u = est._linear_scores(theta, b, cols)
         vals = np.zeros(u.shape[0])
         wvals = np.zeros(u.shape[0])
@@ -255,14 +256,14 @@ def one_vs_rest_risk(est, plan, epsilon_y, class_weights=None):
             if weighted is not None:
                 wvals += glm_loss_values_table(est.loss, signs * u[:, c], signs, float(taus[c]),
                                                weighted[0][c], truncation,
-                                               weighted[1][codes.astype(np.int64)])
+                                               weighted[1][groups])
         vals = vals if weights is None else vals * weights
         acc.add(vals)
-        baseline.add(vals, codes.astype(np.int64), weights)
+        baseline.add(vals, groups, weights)
         if weighted is not None:
             wvals = wvals if weights is None else wvals * weights
             weighted[2].add(wvals)
-            weighted[3].add(wvals, codes.astype(np.int64), weights)
+            weighted[3].add(wvals, groups, weights)
     energy = 2.0 * float(np.max(taus))
     estimate = acc.estimates(est.loss, energy)[0]._replace(baseline=baseline.result())
     if weighted is None or class_weights is None:
