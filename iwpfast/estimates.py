@@ -37,6 +37,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .exceptions import InvalidInputError
+from .holdout_verdict import ConstantRisk, PredictedClasses, judge_difference
 from .label_noise import check_classes, label_tilde, label_weight_table
 from .laplace import DiscreteLaplace
 from .losses import (
@@ -503,6 +504,8 @@ class RiskEstimate(NamedTuple):
     class_weight: the class weights (``classes_`` order) when this is the class-weighted risk
       (1/n) sum_i w_{y_i} loss_i of a model fitted with ``class_weight``; None: the plain risk.
     unweighted: beside a class-weighted estimate, the plain one of the same rows (same read).
+    predictions: a classifier's predicted-class shares and debiased accuracy (``holdout_verdict.
+      PredictedClasses``; with noisy features only its note that they cannot be estimated), or None.
 
     ``risk +- 1.96 stderr`` is a 95% interval only when ``reliable``: the per-row IWP values can be
     so heavy-tailed (exponential loss, large sigma^2 |theta|^2) that the rows which dominate the
@@ -521,6 +524,13 @@ class RiskEstimate(NamedTuple):
     baseline: ConstantRisk | None = None
     class_weight: tuple | None = None
     unweighted: RiskEstimate | None = None
+    predictions: PredictedClasses | None = None
+
+    @property
+    def difference_reliable(self) -> bool | None:
+        """Whether ``baseline.difference`` may be read as a verdict (both estimates reliable:
+        ``holdout_verdict.judge_difference``); None without a baseline."""
+        return None if self.baseline is None else self.baseline.difference_reliable
 
     @property
     def ci95(self) -> tuple[float, float] | None:
@@ -545,39 +555,10 @@ class RiskEstimate(NamedTuple):
             text = ("class-weighted risk (1/n) sum w_y loss, the objective of the model's "
                     f"class_weight_ [{', '.join(f'{w:.4g}' for w in self.class_weight)}]: {text}")
         text += "" if self.baseline is None else "\n" + self.baseline.describe()
-        return text if self.unweighted is None else text + (
-            "\nunweighted risk (comparable with models fitted without class weights): "
-            + self.unweighted.describe())
-
-
-class ConstantRisk(NamedTuple):
-    """The best constant model's private risk beside a model's (``RiskEstimate.baseline``).
-
-    The constant model is the intercept-only model (theta = 0, one b per head) that minimizes the
-    private risk of the same hold-out: each head's b is the loss's link of its class's debiased
-    share (docs/math.md "The best constant model").  ``risk`` +- ``stderr``: its private risk;
-    ``difference`` = the model's risk minus it, ``difference_stderr`` the standard error of the
-    per-row differences (paired: both models score the same released rows).  ``class_weighted``:
-    b minimizes the class-weighted risk; ``shares`` are the weighted w_c pi_c / sum_y w_y pi_y.
-    """
-
-    intercept: tuple            # b of each head
-    shares: tuple               # each head's class share, debiased from the released labels
-    risk: float
-    stderr: float
-    difference: float
-    difference_stderr: float
-    warnings: tuple = ()
-    class_weighted: bool = False
-
-    def describe(self) -> str:
-        b = ", ".join(f"{v:.4g}" for v in self.intercept)
-        b += ", under the same class weights" if self.class_weighted else ""
-        lines = [f"best constant model (intercept only, b = {b}): risk {self.risk:.5f} +- "
-                 f"{self.stderr:.5f}; the model minus it: {self.difference:+.5f} +- "
-                 f"{self.difference_stderr:.5f} (paired standard error)"]
-        lines += [f"warning: {w}" for w in self.warnings]
-        return "\n".join(lines)
+        if self.unweighted is not None:     # which holds the same rows' predictions
+            return text + ("\nunweighted risk (comparable with models fitted without class "
+                           "weights): " + self.unweighted.describe())
+        return text if self.predictions is None else text + "\n" + self.predictions.describe()
 
 
 def constant_intercept(loss: str, share: float) -> float:
@@ -624,7 +605,9 @@ class ConstantBaseline:
             if mask.any():
                 acc.add(np.column_stack([values[mask], w[mask]]))
 
-    def result(self) -> ConstantRisk | None:
+    def result(self, model: RiskEstimate | None = None) -> ConstantRisk | None:
+        """The constant model after the pass, its difference judged against ``model`` (the
+        model's estimate of the same rows; None: the constant's own numbers only)."""
         from .losses import derivative
         n = sum(acc.n for acc in self.groups)
         if n < 2:
@@ -685,8 +668,9 @@ class ConstantBaseline:
                 f"the model's private risk is not below the best constant model's by 1.96 "
                 f"standard errors (difference {diff:+.5f} +- {diff_se:.5f}): on this hold-out "
                 "the model is not shown to beat predicting from the class shares alone")
-        return ConstantRisk(tuple(float(b) for b in intercepts), tuple(shares), risk, stderr,
-                            diff, diff_se, tuple(why), self.class_weighted)
+        return judge_difference(ConstantRisk(tuple(float(b) for b in intercepts), tuple(shares),
+                                             risk, stderr, diff, diff_se, tuple(why),
+                                             self.class_weighted), model)
 
 
 class RiskAccumulator:

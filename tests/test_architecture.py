@@ -24,7 +24,7 @@ LAYER_OF = {
     "deprecation": "base", "registry": "base",
     "_kernels": "kernels",
     "losses": "spec", "label_noise": "spec", "estimates": "spec", "transforms": "spec", "solvers": "spec",
-    "laplace": "spec", "categorical_rr": "spec", "noise_registry": "spec",
+    "laplace": "spec", "categorical_rr": "spec", "noise_registry": "spec", "holdout_verdict": "spec",
     "io": "io",
     "privacy": "privacy",
     "sgd": "sgd",

@@ -2,12 +2,14 @@
 probabilities of the exponential loss, evaluate's verdict (majority class, AUC, per-class recall,
 warnings), the best constant model beside the private risk, and the defects met on the way."""
 import math
+import warnings
 
 import numpy as np
 import pytest
 
 from iwpfast import IWPClassifier
 from iwpfast.estimates import ConstantBaseline
+from iwpfast.exceptions import NumericalWarning, PrivacyLeakWarning
 
 
 def _logistic_sample(n, rng, w=(1.5, -1.0), b=0.3):
@@ -357,3 +359,190 @@ def test_constant_baseline_matches_a_direct_computation_with_weights():
     assert c.difference == pytest.approx(d.mean(), rel=1e-10)
     assert c.difference_stderr == pytest.approx(d.std(ddof=1) / math.sqrt(d.size), rel=1e-9)
     assert c.stderr == pytest.approx((v0 * weights).std(ddof=1) / math.sqrt(d.size), rel=1e-9)
+
+
+# ------------------------------------------------- the private verdict (issue 42, item 7)
+def _releases(tmp_path, n=6000, seed=0):
+    """A clean table and two releases of it: every feature private (eps_x 2) and label-only
+    (both features public); labels by randomized response (eps_y 1) in both."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from iwpfast import ReleaseSpec, release
+    rng = np.random.default_rng(seed)
+    X, y = _data(n, rng)
+    pq.write_table(pa.table({"a": X[:, 0], "b": X[:, 1], "y": y}), tmp_path / "t.parquet")
+    ranges = {"a": (-1, 1), "b": (-1, 1)}
+    common = dict(epsilon_y=1.0, features=["a", "b"], ranges=ranges, label="y")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)     # seeded: a simulation
+        release(tmp_path / "t.parquet", tmp_path / "private.parquet",
+                ReleaseSpec(epsilon_x=2.0, delta=1e-5, bound=1.5, **common), seed=1)
+        release(tmp_path / "t.parquet", tmp_path / "label_only.parquet",
+                ReleaseSpec(public_features=["a", "b"], **common), seed=2)
+    model = IWPClassifier(alpha=1e-3, learning_rate=0.1, progress=False).fit(
+        tmp_path / "label_only.parquet")
+    return model, X, y
+
+
+def test_a_diverged_model_gets_no_difference_verdict(tmp_path, capsys):
+    """The audit's case: a huge-norm model's private risk reads ~0 +- ~0, UNRELIABLE (the rows
+    that carry its mean are missing), and the difference model - constant taken against it
+    claimed the model beats the constant by ~89 SE.  Now no difference is printed, a warning
+    says which estimate fails, and the JSON keeps the numbers flagged difference_reliable
+    false; with noisy features a line says what cannot be estimated."""
+    import json
+
+    from iwpfast.cli import main
+    model, _, _ = _releases(tmp_path)
+    model.coef_ = np.array([[-400.0, 300.0]])
+    with pytest.warns(NumericalWarning, match="not reliable"):
+        est = model.private_risk(tmp_path / "private.parquet")
+    assert not est.reliable and est.difference_reliable is False
+    assert est.predictions is not None and est.predictions.shares is None
+    model.save(tmp_path / "m.json")
+    args = ["evaluate", str(tmp_path / "m.json"), str(tmp_path / "private.parquet"), "--private"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "UNRELIABLE" in out and "the model minus it" not in out
+    assert "warning: no comparison with the best constant model: the model's private risk " \
+           "estimate is unreliable" in out
+    assert "not estimated (they need clean features" in out
+    assert main(args + ["--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["difference_reliable"] is False and "difference" in doc
+    assert len(doc["constant_warnings"]) == 1 and "unreliable" in doc["constant_warnings"][0]
+    assert doc["accuracy"] is None and doc["predicted_share"] is None
+    assert "clean features" in doc["prediction_note"]
+
+
+def test_a_one_class_model_on_a_label_only_holdout_shows_its_shares(tmp_path, capsys):
+    """A model that predicts class 0 on every row: risk says 'beats the constant' or not, but
+    the label-only hold-out's clean features give the exact shares (1, 0), its warning, and a
+    debiased accuracy equal to the debiased share of class 0 (every row predicted 0)."""
+    import json
+
+    from iwpfast.cli import main
+    model, _, _ = _releases(tmp_path)
+    model.coef_ = np.zeros_like(model.coef_)
+    model.intercept_ = np.array([-3.0])
+    model.save(tmp_path / "m.json")
+    args = ["evaluate", str(tmp_path / "m.json"), str(tmp_path / "label_only.parquet"),
+            "--private"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "predicted classes (exact: the hold-out's features are clean): 0: 100.0%, 1: 0.0%" \
+        in out
+    assert "warning: 100.0% of the predictions are class 0" in out
+    assert main(args + ["--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["predicted_share"] == [1.0, 0.0] and doc["difference_reliable"] is True
+    assert doc["accuracy"] == pytest.approx(doc["label_share"][0], rel=1e-12)
+    assert doc["accuracy_gain"] == pytest.approx(0.0, abs=1e-12)
+    assert any("100.0% of the predictions" in w for w in doc["prediction_warnings"])
+
+
+def test_the_debiased_accuracy_of_a_label_only_release_matches_the_clean_one(tmp_path):
+    """Fixed seed, 6,000 rows, eps_y = 1.  Given the clean rows, the estimate's only randomness
+    is the label flips: each row's term has variance gap^2 q (1 - q) (gap = 1/(2q - 1)), and the
+    reported SE^2 (the sample variance of the terms / n) estimates that plus the spread of
+    1{y = p} over the rows, so it is at least the flips' variance and 4 SE bound the gap to the
+    clean accuracy of the same rows (|z| > 4: p < 1e-4).  The shares are exact (clean features)."""
+    model, X, y = _releases(tmp_path)
+    est = model.private_risk(tmp_path / "label_only.parquet")
+    p = est.predictions
+    assert p is not None and p.accuracy is not None and p.accuracy_stderr is not None
+    clean_accuracy = model.score(X, y)
+    assert abs(p.accuracy - clean_accuracy) < 4 * p.accuracy_stderr, \
+        (p.accuracy, clean_accuracy, p.accuracy_stderr)
+    assert 0.005 < p.accuracy_stderr < 0.03
+    share_1 = float(np.mean(model.predict(X) == 1))
+    assert p.shares[1] == pytest.approx(share_1, abs=1.5 / len(y))
+    assert p.warnings == () and est.difference_reliable is True
+    assert "debiased accuracy" in est.describe()
+
+
+def test_the_debiased_accuracy_of_k_classes_matches_the_clean_one(tmp_path, capsys):
+    """Three named classes, a label-only release with 3-ary randomized response (eps_y = 2;
+    `evaluate --private` on a k-class release): the accuracy's per-row term is
+    (1{y~ = p} - r)/(q - r), and 4 SE bound its gap to the clean accuracy for the reason of the
+    binary test (the flips' variance gap^2 P (1 - P), P in {q, r}, is part of the reported
+    SE^2); the shares are those of predict on the clean rows.  With noisy features (arrays
+    given noise_var) the shares are not estimated and a line says why."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from iwpfast import ReleaseSpec, release
+    from iwpfast.cli import main
+    rng = np.random.default_rng(21)
+    n = 15_000
+    X = rng.uniform(-1, 1, (n, 2))
+    y = np.array(["lo", "mid", "hi"])[np.digitize(X[:, 0] + 0.3 * rng.standard_normal(n),
+                                                  [-0.5, 0.2])]
+    pq.write_table(pa.table({"a": X[:, 0], "b": X[:, 1], "y": y}), tmp_path / "t.parquet")
+    spec = ReleaseSpec(epsilon_y=2.0, features=["a", "b"], ranges={"a": (-1, 1), "b": (-1, 1)},
+                       label="y", classes=["lo", "mid", "hi"], public_features=["a", "b"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)     # seeded: a simulation
+        release(tmp_path / "t.parquet", tmp_path / "r.parquet", spec, seed=5)
+    model = IWPClassifier(alpha=0.01, learning_rate=0.1, progress=False).fit(
+        tmp_path / "r.parquet")
+    model.save(tmp_path / "m.json")
+    assert main(["evaluate", str(tmp_path / "m.json"), str(tmp_path / "r.parquet"), "--private",
+                 "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["classes"] == ["lo", "mid", "hi"] and doc["difference_reliable"] is True
+    predicted = model.predict(X)
+    np.testing.assert_allclose(doc["predicted_share"],
+                               [np.mean(predicted == c) for c in doc["classes"]], atol=1.5 / n)
+    clean_accuracy = float(np.mean(predicted == y))
+    assert abs(doc["accuracy"] - clean_accuracy) < 4 * doc["accuracy_stderr"], \
+        (doc["accuracy"], clean_accuracy, doc["accuracy_stderr"])
+    # (the labels' noise does not matter to what is checked here)
+    noisy = model.private_risk(X + rng.normal(0, 0.5, X.shape), y, noise_var=0.25,
+                               epsilon_y=2.0)
+    assert noisy.predictions is not None and noisy.predictions.shares is None
+    assert "need clean features" in noisy.describe()
+
+
+def test_the_prediction_tally_matches_the_per_row_label_inverse():
+    """The counts give the mean and sample sd / sqrt(n) of the per-row terms
+    (1{y~ = p} - r)/(q - r) computed directly with label_weight_table's weights (batches, k = 3),
+    and the paired gain over always predicting the majority class."""
+    from iwpfast.holdout_verdict import PredictionTally
+    from iwpfast.label_noise import kary_probabilities, label_weight_table
+    rng = np.random.default_rng(22)
+    table = label_weight_table(1.0, 3)
+    q, r = kary_probabilities(1.0, 3)
+    predicted, released = rng.integers(0, 3, 4000), rng.integers(0, 3, 4000)
+    released[:1500] = predicted[:1500]
+    tally = PredictionTally(["a", "b", "c"], table, clean=True)
+    for part in np.array_split(np.arange(4000), 5):
+        tally.add(predicted[part], released[part])
+    p = tally.result()
+    terms = ((released == predicted) - r) / (q - r)
+    assert p.accuracy == pytest.approx(terms.mean(), rel=1e-12)
+    assert p.accuracy_stderr == pytest.approx(terms.std(ddof=1) / math.sqrt(4000), rel=1e-10)
+    shares = [((released == c) - r).mean() / (q - r) for c in range(3)]
+    np.testing.assert_allclose(p.label_shares, shares, rtol=1e-12)
+    m = int(np.argmax(shares))
+    gain = terms - ((released == m) - r) / (q - r)
+    assert p.majority_class == "abc"[m]
+    assert p.accuracy_gain == pytest.approx(gain.mean(), abs=1e-12)
+    assert p.accuracy_gain_stderr == pytest.approx(gain.std(ddof=1) / math.sqrt(4000), rel=1e-10)
+    assert p.shares == tuple(np.bincount(predicted, minlength=3) / 4000)
+
+
+def test_a_constant_estimate_that_overflowed_gives_no_difference():
+    """judge_difference on the constant's own numbers: a non-finite difference or a constant
+    interval below 0 is no verdict, whatever the model; the comparison's warning is replaced."""
+    from iwpfast.holdout_verdict import ConstantRisk, judge_difference
+    good = ConstantRisk((0.1,), (0.55,), 0.99, 0.01, -0.2, 0.01)
+    assert judge_difference(good).difference_reliable
+    for bad in (good._replace(difference_stderr=math.nan), good._replace(risk=0.01, stderr=0.1)):
+        judged = judge_difference(bad._replace(warnings=("not below",)))
+        assert not judged.difference_reliable and len(judged.warnings) == 1
+        assert "no comparison" in judged.warnings[0]
+        assert "the model minus it" not in judged.describe()

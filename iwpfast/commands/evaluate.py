@@ -8,8 +8,10 @@ EXAMPLES = """\
   iwpfast evaluate model.json acs_test.parquet
 
   # a private hold-out (itself a release): unbiased estimate of the clean risk +- its standard error,
-  # beside the best constant model's (the class shares debiased) and the paired difference;
-  # a model fitted with --class-weight: the class-weighted risks first, then the unweighted ones
+  # beside the best constant model's (the class shares debiased) and the paired difference (only
+  # when both estimates are reliable); with clean features (a label-only release) also the
+  # predicted-class shares and the debiased accuracy; a model fitted with --class-weight: the
+  # class-weighted risks first, then the unweighted ones
   iwpfast evaluate model.json acs_test_ldp.parquet --private
 
   # clean data already in the training scale ([-1, 1] features), other column names
@@ -31,7 +33,13 @@ def register(subparsers) -> None:
                     "line that says so, followed by the unweighted risks (comparable with "
                     "unweighted models); on clean data the class-weighted risk is a line of its "
                     "own. A `warning:` line says when the model is below the majority class "
-                    "(clean data) or not clearly below the constant's risk (--private).",
+                    "(clean data) or not clearly below the constant's risk (--private). The "
+                    "difference is printed only when both estimates are reliable; otherwise a "
+                    "`warning:` line says which is not (JSON: difference_reliable false, the "
+                    "numbers kept). A hold-out whose features are clean (label-only or public "
+                    "columns) adds the share of rows predicted as each class (exact) and the "
+                    "debiased accuracy +- its standard error beside always predicting the "
+                    "majority class; with noisy features a line says these cannot be estimated.",
         examples=EXAMPLES,
     )
     p.add_argument("model", metavar="MODEL", help="model file written by `iwpfast fit` or model.save")
@@ -110,5 +118,7 @@ def _private_fields(est) -> dict:
         out.update(constant_risk=c.risk, constant_stderr=c.stderr,
                    constant_intercept=list(c.intercept), constant_shares=list(c.shares),
                    difference=c.difference, difference_stderr=c.difference_stderr,
-                   constant_warnings=list(c.warnings))
+                   constant_warnings=list(c.warnings), difference_reliable=c.difference_reliable)
+    if est.predictions is not None:
+        out.update(est.predictions.to_dict())
     return out

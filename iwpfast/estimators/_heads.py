@@ -286,6 +286,7 @@ class SingleHead(Heads):
             glm_loss_values_table,
             noise_tau,
         )
+        from ..holdout_verdict import PredictionTally, features_are_clean
         from ..label_noise import class_weighted_table, label_tilde_from_keep
         theta, b = est._theta_b()
         noise = plan.noise
@@ -297,6 +298,8 @@ class SingleHead(Heads):
         # the best constant model beside the model (classification): released class 1 = +1
         baseline = None if est._task == "regression" else ConstantBaseline(
             est.loss, [(weight, 1.0 - weight, weight, 1.0 - weight)], [1], 2)
+        tally = None if baseline is None else PredictionTally(
+            est.classes_, baseline.tables[0], features_are_clean(noise))
         # the class-weighted risk: (its table, its sums, its constant model)
         weighted = None
         if class_weights is not None:
@@ -313,8 +316,9 @@ class SingleHead(Heads):
                 vals = glm_loss_values(est.loss, yv * u, tau, weight, truncation)
             vals = vals if sw is None else vals * sw
             acc.add(vals)
-            if baseline is not None:
+            if baseline is not None and tally is not None:
                 baseline.add(vals, (yv > 0).astype(np.int64), sw)
+                tally.add(u > 0, yv > 0)
             if weighted is not None:
                 table, weighted_acc, weighted_baseline = weighted
                 wvals = glm_loss_values_table(est.loss, yv * u, yv, tau, table, truncation)
@@ -322,14 +326,17 @@ class SingleHead(Heads):
                 weighted_acc.add(wvals)
                 weighted_baseline.add(wvals, (yv > 0).astype(np.int64), sw)
         estimate = acc.estimates(est.loss, 2.0 * tau)[0]
-        if baseline is not None:
-            estimate = estimate._replace(baseline=baseline.result())
+        if baseline is not None and tally is not None:
+            estimate = estimate._replace(baseline=baseline.result(estimate),
+                                         predictions=tally.result())
         if weighted is None or class_weights is None:
             return estimate
         _, weighted_acc, weighted_baseline = weighted
-        return weighted_acc.estimates(est.loss, 2.0 * tau)[0]._replace(
-            baseline=weighted_baseline.result(),
-            class_weight=tuple(float(w) for w in class_weights), unweighted=estimate)
+        weighted_estimate = weighted_acc.estimates(est.loss, 2.0 * tau)[0]
+        return weighted_estimate._replace(
+            baseline=weighted_baseline.result(weighted_estimate),
+            class_weight=tuple(float(w) for w in class_weights), unweighted=estimate,
+            predictions=estimate.predictions)
 
 
 @dataclass

@@ -195,6 +195,7 @@ def one_vs_rest_risk(est, plan, epsilon_y, class_weights=None):
     were trained and scored on), its constant model chosen under the weights, and the plain
     estimate of the same rows beside it (``RiskEstimate.unweighted``)."""
     from ..estimates import ConstantBaseline, RiskAccumulator, glm_loss_values_table
+    from ..holdout_verdict import PredictionTally, features_are_clean
     from ..io.arrays import ArraySource
     from ..sgd.state import first_invalid_weight
     theta, b = est._theta_b()
@@ -236,6 +237,7 @@ def one_vs_rest_risk(est, plan, epsilon_y, class_weights=None):
             yield cols, (labels if encoded else class_codes(labels, list(est.classes_))), weights
 
     baseline = ConstantBaseline(est.loss, [table] * k, range(k), k)
+    tally = PredictionTally(est.classes_, table, features_are_clean(noise))
     # the class-weighted risk: (each head's table, the per-class boost, its sums, its constant)
     weighted = None
     if class_weights is not None:
@@ -260,14 +262,18 @@ def one_vs_rest_risk(est, plan, epsilon_y, class_weights=None):
         vals = vals if weights is None else vals * weights
         acc.add(vals)
         baseline.add(vals, groups, weights)
+        tally.add(np.argmax(u, axis=1), groups)
         if weighted is not None:
             wvals = wvals if weights is None else wvals * weights
             weighted[2].add(wvals)
             weighted[3].add(wvals, groups, weights)
     energy = 2.0 * float(np.max(taus))
-    estimate = acc.estimates(est.loss, energy)[0]._replace(baseline=baseline.result())
+    estimate = acc.estimates(est.loss, energy)[0]
+    estimate = estimate._replace(baseline=baseline.result(estimate), predictions=tally.result())
     if weighted is None or class_weights is None:
         return estimate
-    return weighted[2].estimates(est.loss, energy)[0]._replace(
-        baseline=weighted[3].result(), class_weight=tuple(float(w) for w in class_weights),
-        unweighted=estimate)
+    weighted_estimate = weighted[2].estimates(est.loss, energy)[0]
+    return weighted_estimate._replace(
+        baseline=weighted[3].result(weighted_estimate),
+        class_weight=tuple(float(w) for w in class_weights), unweighted=estimate,
+        predictions=estimate.predictions)

@@ -314,7 +314,10 @@ def rr_private_risk(est, X, spec):
                       label_tilde_from_keep(spec.label_keep_prob))[0]
     if estimate is None:
         raise InvalidInputError("the model's coefficients are not finite: nothing to score")
-    return estimate
+    from ..holdout_verdict import NOISY_FEATURES_NOTE, PredictedClasses
+    # randomized codes are noisy features: a prediction on them is not the clean row's
+    return estimate._replace(predictions=PredictedClasses(
+        tuple(np.asarray(est.classes_).tolist()), estimate.n_rows, note=NOISY_FEATURES_NOTE))
 
 
 def fit_rr(est, X, spec, v: dict):
