@@ -301,3 +301,88 @@ def test_cli_categories_from_data_refuses_stdin(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--categories-from-data" in err and "stdin" in err and "--categories NAME" in err
     assert not (tmp_path / "rel.arrow").exists()
+
+
+def _codes_table(n=400, seed=5):
+    rng = np.random.default_rng(seed)
+    return pa.table({"a": rng.uniform(0, 10, n), "c": pa.array(rng.integers(1, 3, n), pa.int8()),
+                     "s": rng.choice(["x", "z"], n), "y": rng.integers(0, 2, n)})
+
+
+def test_a_declared_code_outside_the_column_type_never_occurs(tmp_path):
+    """Issue 42 (D6): an int8 column declared with code 300 gave a traceback (pyarrow's cast of
+    the declared codes); 300 cannot occur in int8, so its coordinate is always 0, as a declared
+    category absent from the data (300 first: the other codes keep their own coordinates)."""
+    table = _codes_table()
+    spec = ReleaseSpec(epsilon_y=1.0, categories={"c": ["300", "1", "2"]}, public_features=["c"])
+    out = tmp_path / "codes.parquet"
+    release(table, out, spec, features=["c"], label="y")
+    got = pq.read_table(out)
+    codes = table["c"].to_numpy()
+    assert got.column("c=300").to_numpy().sum() == 0
+    for code in (1, 2):
+        np.testing.assert_array_equal(got.column(f"c={code}").to_numpy(),
+                                      (codes == code).astype(np.float32))
+    unsigned = table.set_column(1, "c", table["c"].cast(pa.uint8()))
+    spec = ReleaseSpec(epsilon_y=1.0, categories={"c": [1, 2, -1]}, public_features=["c"])
+    release(unsigned, tmp_path / "u.parquet", spec, features=["c"], label="y")
+    assert pq.read_table(tmp_path / "u.parquet").column("c=-1").to_numpy().sum() == 0
+
+
+def test_an_integer_code_declared_twice_is_refused(tmp_path, capsys):
+    """Issue 42 (D9): --categories k=1,01,2 on an integer column declared code 1 twice (its
+    second coordinate always 0); a string column keeps "1" and "01" apart."""
+    from iwpfast.cli import main
+    table = _codes_table()
+    spec = ReleaseSpec(epsilon_y=1.0, categories={"c": ["1", "01", "2"]}, public_features=["c"])
+    with pytest.raises(InvalidInputError, match=r"column 'c' .* '1' and '01' are the same code 1"):
+        release(table, tmp_path / "o.parquet", spec, features=["c"], label="y")
+    pq.write_table(table, tmp_path / "in.parquet")
+    assert main(["release", str(tmp_path / "in.parquet"), str(tmp_path / "o.parquet"),
+                 "--features", "c", "--categories", "c=1,01,2", "--public", "c",
+                 "--epsilon-y", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "column 'c'" in err and "'01'" in err and err.count("\n") == 1
+    assert not (tmp_path / "o.parquet").exists()
+    strings = pa.table({"s": ["1", "01", "1"], "y": [0, 1, 0]})
+    spec = ReleaseSpec(epsilon_y=1.0, categories={"s": ["1", "01"]}, public_features=["s"])
+    release(strings, tmp_path / "s.parquet", spec, features=["s"], label="y")
+    assert pq.read_table(tmp_path / "s.parquet").column("s=01").to_pylist() == [0, 1, 0]
+
+
+def test_nan_in_a_float_code_column_is_a_missing_value(tmp_path):
+    """Issue 42 (D11): NaN in a float code column stopped the release ("non-integer values")
+    even with on_invalid="drop"; it is a missing value, as in a numeric column."""
+    table = _codes_table()
+    codes = table["c"].to_numpy().astype(np.float64)
+    codes[7] = np.nan
+    table = table.set_column(1, "c", pa.array(codes))
+    spec = ReleaseSpec(epsilon_y=1.0, categories={"c": [1, 2]}, public_features=["c"])
+    with pytest.raises(InvalidInputError, match=r"column 'c' has a missing value .*NaN.* row 7"):
+        release(table, tmp_path / "o.parquet", spec, features=["c"], label="y")
+    result = release(table, tmp_path / "o.parquet", spec, features=["c"], label="y",
+                     on_invalid="drop")
+    assert result.rows_dropped == 1 and result.rows_written == table.num_rows - 1
+
+
+def test_cli_unknown_category_leaves_integer_code_columns_strict(tmp_path, capsys):
+    """Issue 42 (D7): --unknown-category Other added "Other" to the integer-code column c too,
+    and the release failed ("declared categories are not integer codes"); codes stay strict,
+    an integer catch-all goes to every column."""
+    from iwpfast.cli import main
+    pq.write_table(_codes_table(), tmp_path / "in.parquet")
+    base = ["release", str(tmp_path / "in.parquet"), str(tmp_path / "o.parquet"), "--features",
+            "c", "s", "--public", "c", "s", "--epsilon-y", "1", "--overwrite"]
+    assert main(base + ["--categories", "c=1,2", "--categories", "s=x",
+                        "--unknown-category", "Other"]) == 0, capsys.readouterr().err
+    got = pq.read_table(tmp_path / "o.parquet")
+    assert got.column_names == ["c=1", "c=2", "s=x", "s=Other", "y"]
+    assert got.column("s=Other").to_numpy().sum() > 0
+    capsys.readouterr()
+    assert main(base + ["--categories", "c=1", "--categories", "s=x",
+                        "--unknown-category", "Other"]) == 2
+    err = capsys.readouterr().err
+    assert "column 'c' has 2" in err and "--unknown-category CODE, an integer" in err
+    assert main(base + ["--categories", "c=1", "--categories", "s=x",
+                        "--unknown-category", "9"]) == 0
+    assert pq.read_table(tmp_path / "o.parquet").column_names == ["c=1", "c=9", "s=x", "s=9", "y"]

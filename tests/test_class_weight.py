@@ -207,6 +207,31 @@ def test_class_weight_on_a_clean_fit_and_the_refusals():
 
 
 
+def test_class_weight_refuses_a_class_twice_and_all_zero_weights(tmp_path, capsys):
+    """Issue 42 (D11): {0: 1, '0': 2} named class 0 twice and {0: 0, 1: 0} learned nothing,
+    both accepted silently; on the CLI, '0=1,0=2' kept the last weight."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from iwpfast.cli import main
+    X, y, _ = _rr_data(500, 6)
+    kw = dict(alpha=1e-3, learning_rate=0.05, progress=False)
+    with pytest.raises(InvalidInputError, match=r"gives class 0 twice \(keys 0 and '0'\)"):
+        IWPClassifier(class_weight={0: 1.0, "0": 2.0}, **kw).fit(X, y, noise_var=0.0)
+    with pytest.raises(InvalidInputError, match="every class .* the weight 0.*--class-weight"):
+        IWPClassifier(class_weight={0: 0.0, 1: 0}, **kw).fit(X, y, noise_var=0.0)
+    pq.write_table(pa.table({"a": X[:, 0], "y": y}), tmp_path / "r.parquet")
+    for weights, words in (("0=1,0=2", "--class-weight '0=1,0=2' gives class 0 twice"),
+                           ("0=1,0.0=2", "gives class 0 twice"),
+                           ("0=0,1=0", "the weight 0: nothing would be learned")):
+        assert main(["fit", str(tmp_path / "r.parquet"), "--out", str(tmp_path / "m.json"),
+                     "--features", "a", "--label", "y", "--class-weight", weights,
+                     "--no-progress"]) == 2
+        err = capsys.readouterr().err
+        assert words in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "m.json").exists()
+
+
 def _kary_head_configs(w, eps, k, **kw):
     """The k one-vs-rest heads of class weights w under k-ary RR (eps; None: public labels)."""
     from iwpfast.estimators._heads import OneVsRestHeads

@@ -75,3 +75,11 @@ def test_cli_help_is_fast_and_light():
                               capture_output=True, text=True, check=True).stdout
     assert "examples:" in helptext and "--epsilon-x" in helptext
 
+
+
+def test_release_help_says_a_failed_stream_to_stdout_is_to_discard():
+    """Issue 42 (D3): an IPC stream cannot be retracted once sent; --help says so."""
+    helptext = " ".join(subprocess.run([sys.executable, "-m", "iwpfast.cli", "release", "--help"],
+                                       capture_output=True, text=True, check=True).stdout.split())
+    assert "IPC stream cannot be retracted" in helptext and "no footer" in helptext
+    assert "discard the output of a failed run" in helptext

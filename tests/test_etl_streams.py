@@ -145,6 +145,67 @@ def test_a_failed_release_leaves_a_stream_without_its_end(raw):
         iwpfast.io.open_source(str(path))
 
 
+def test_a_failed_release_into_a_parquet_stream_leaves_no_readable_file(raw):
+    table, folder = raw
+    bad = table.set_column(0, "a", pa.array(np.r_[table["a"].to_numpy()[:-1], np.nan]))
+    for sink in (io.BytesIO(), pa.BufferOutputStream()):
+        with pytest.raises(InvalidInputError, match="column 'a'"):
+            iwpfast.release(bad, sink, spec(), record_batch_rows=ROWS, format="parquet")
+        data = sink.getvalue() if isinstance(sink, io.BytesIO) else sink.getvalue().to_pybytes()
+        assert data                          # row groups went out before the bad row...
+        with pytest.raises(pa.ArrowInvalid):  # ...but no footer: no readable Parquet file
+            pq.read_table(pa.BufferReader(data))
+
+
+def _cli_env():
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd(),
+                                                        os.environ.get("PYTHONPATH", "")]))
+
+
+def _stdout_release(source, fmt):
+    return [sys.executable, "-m", "iwpfast.cli", "release", str(source), "-", "--format", fmt,
+            "--features", "a", "b", "--ranges", "a=-1:1", "b=-1:1", "--epsilon-x", "2",
+            "--epsilon-y", "1", "--record-batch-rows", "256", "--progress", "none"]
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "ipc"])
+def test_cli_a_release_to_stdout_that_fails_midway_says_discard(raw, fmt):
+    table, folder = raw
+    a = table["a"].to_numpy().copy()
+    a[2000] = np.nan                       # after several batches of 256 rows went out
+    pq.write_table(table.set_column(0, "a", pa.array(a)), folder / "bad.parquet")
+    done = subprocess.run(_stdout_release(folder / "bad.parquet", fmt), capture_output=True,
+                          env=_cli_env(), timeout=120)
+    assert done.returncode != 0 and done.stdout
+    errors = [line for line in done.stderr.decode().splitlines() if "error" in line]
+    assert len(errors) == 1 and "column 'a'" in errors[0], done.stderr.decode()
+    assert "bytes already written to stdout" in errors[0] and "discard them" in errors[0]
+    assert "Traceback" not in done.stderr.decode()
+    if fmt == "parquet":
+        with pytest.raises(pa.ArrowInvalid):
+            pq.read_table(pa.BufferReader(done.stdout))
+    else:
+        assert "cannot be retracted" in errors[0]
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "ipc"])
+def test_cli_a_broken_pipe_on_stdout_fails_the_release(tmp_path, fmt):
+    rng = np.random.default_rng(1)
+    n = 100_000                            # far more than a pipe's buffer
+    pq.write_table(pa.table({"a": rng.uniform(-1, 1, n), "b": rng.uniform(-1, 1, n),
+                             "y": rng.integers(0, 2, n)}), tmp_path / "big.parquet")
+    with open(tmp_path / "err.txt", "wb") as err:
+        proc = subprocess.Popen(_stdout_release(tmp_path / "big.parquet", fmt),
+                                stdout=subprocess.PIPE, stderr=err, env=_cli_env())
+        assert proc.stdout is not None
+        proc.stdout.read(1000)
+        proc.stdout.close()                # the reader goes away (`| head -c 1000`)
+        assert proc.wait(timeout=120) != 0
+    text = (tmp_path / "err.txt").read_text()
+    assert "broken pipe" in text and "discard them" in text and "Traceback" not in text, text
+    assert len([line for line in text.splitlines() if "error" in line]) == 1, text
+
+
 def test_release_stream_is_lazy_and_is_the_release(raw, monkeypatch):
     import iwpfast.io.sources as sources
 

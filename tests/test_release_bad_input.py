@@ -143,3 +143,36 @@ def test_unknown_output_extension_and_string_feature(tmp_path):
     with pytest.raises(InvalidInputError, match="'hours' has type string.*numeric"):
         release(t, tmp_path / "o.parquet", spec(), features=FEATURES, label="y")
     assert leftovers(tmp_path) == []
+
+
+def test_a_zero_row_next_to_clipped_rows_warns_nothing(tmp_path):
+    """Issue 42 (D10): a row at the centre of its ranges (norm 0) in a chunk where most rows clip
+    (the dense path of clip_l2_) gave a "divide by zero" RuntimeWarning."""
+    import warnings
+
+    from iwpfast.privacy.mechanisms import clip_l2_
+    t = table(age=np.r_[49.5, np.full(3999, 99.0)], hours=np.r_[49.5, np.full(3999, 0.0)])
+    X = np.array([[0.0, 3.0, 0.1], [0.0, 4.0, 0.2]], dtype=np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert clip_l2_(X, 1.0) == 1
+        release(t, tmp_path / "o.parquet", spec(bound=0.5), features=FEATURES, label="y",
+                engine="numpy", record_batch_rows=1000)
+    np.testing.assert_array_equal(X[:, [0, 2]], np.array([[0.0, 0.1], [0.0, 0.2]], np.float32))
+    assert np.linalg.norm(X[:, 1]) <= 1.0
+    assert pq.read_table(tmp_path / "o.parquet").num_rows == 4000
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(epsilon_y=1e-300), r"epsilon_y=1e-300 is too small .* epsilon_y >= 1e-09"),
+    (dict(epsilon_y=1e-12, classes=[0, 1, 2]), r"epsilon_y=1e-12 is too small"),
+    (dict(categories={"w": ["a", "b"]}, categorical_mechanism="rr", epsilon_categorical=1e-300),
+     r"epsilon_categorical\['w'\]=1e-300 is too small .* >= 1e-09 \(CLI: --epsilon-cat\)"),
+])
+def test_a_randomized_response_budget_lost_to_rounding_is_refused(kw, match):
+    """Issue 42 (D11): --epsilon-cat 1e-300 was accepted (q == r) and the fit then failed with
+    "theta became non-finite"; the smallest budget is MIN_RR_EPSILON, which still works."""
+    with pytest.raises(InvalidInputError, match=match):
+        spec(**kw)
+    small = {k: (1e-9 if k.startswith("epsilon") else v) for k, v in kw.items()}
+    assert spec(**small) is not None

@@ -193,12 +193,16 @@ def _class_weight(text, task: str):
         if not sep or not key.strip() or weight is None:
             raise InvalidInputError(f"--class-weight {text!r}: give 'balanced' or CLASS=WEIGHT pairs "
                                     "separated by commas, e.g. --class-weight 1=3,0=1")
-        key = key.strip()
+        name: object = key.strip()
         try:
-            number = float(key)
-            out[int(number) if number.is_integer() else number] = weight
+            number = float(str(name))
+            name = int(number) if number.is_integer() else number
         except ValueError:
-            out[key] = weight
+            pass
+        if name in out:         # "0=1,0=2" (or 0 and 0.0): which weight was meant is unknown
+            raise InvalidInputError(f"--class-weight {text!r} gives class {name!r} twice; give "
+                                    "each class one weight")
+        out[name] = weight
     return out
 
 

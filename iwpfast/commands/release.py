@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 
 from ..io.formats import output_formats
 from ..noise_registry import mechanism_choices, mechanism_help, noise_choices, noise_help
@@ -52,6 +53,14 @@ records "seeded": true and `iwpfast info` shows it.
 """
 
 
+OUT_HELP = ("output file: *.parquet, or *.arrow/*.feather/*.ipc; or a folder / prefix ending in / "
+            "for a multi-part release (one part per input file); - writes to stdout (an Arrow IPC "
+            "stream, or Parquet with --format parquet; the summary then goes to stderr). A "
+            "release to stdout that fails exits non-zero: Parquet then has no footer (no "
+            "readable file), but an IPC stream cannot be retracted (a reader takes the batches "
+            "sent before the failure): discard the output of a failed run, never publish it")
+
+
 def register(subparsers) -> None:
     p = add_subparser(
         subparsers, "release",
@@ -66,11 +75,7 @@ def register(subparsers) -> None:
     p.add_argument("source", metavar="IN",
                    help="Parquet/IPC/CSV file, directory or glob; - reads an Arrow IPC stream from "
                         "stdin")
-    p.add_argument("destination", metavar="OUT",
-                   help="output file: *.parquet, or *.arrow/*.feather/*.ipc; or a folder / prefix "
-                        "ending in / for a multi-part release (one part per input file); - writes "
-                        "to stdout (an Arrow IPC stream, or Parquet with --format parquet; the "
-                        "summary then goes to stderr)")
+    p.add_argument("destination", metavar="OUT", help=OUT_HELP)
     p.add_argument("--features", nargs="+", required=True, metavar="NAME[=LO:HI]",
                    help="feature columns (space or comma separated), optionally with their range")
     p.add_argument("--ranges", nargs="+", default=[], metavar="NAME=LO:HI",
@@ -143,12 +148,16 @@ def register(subparsers) -> None:
                    help="output format (default: from the extension)")
     p.add_argument("--compression", default="auto",
                    help="auto (default: noisy features uncompressed, labels snappy), snappy, zstd, lz4, none")
-    p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace OUT if it exists (a folder: an unfinished run's parts are "
+                        "deleted before any new part is written; to continue that run instead, "
+                        "--resume)")
     p.add_argument("--resume", action="store_true",
                    help="multi-part release (OUT/): continue an unfinished run of the same "
                         "plan (killed, or failed with --resume): its finished parts are kept and "
                         "only the missing ones released; refused if an input changed since (size, "
-                        "modification time, Parquet footer); if this run fails too, its finished "
+                        "modification time, Parquet footer, sampled bytes, a kept part's rows); "
+                        "if this run fails too, its finished "
                         "parts are kept for the next --resume")
     p.add_argument("--part-retries", type=int, default=None, metavar="N",
                    help="multi-part release: tries of a part after a transient (I/O) error "
@@ -232,12 +241,78 @@ def _categories(args) -> dict:
             raise InvalidInputError("--categories-from-data reads the source twice and stdin "
                                     "(-) can be read once: declare the categories "
                                     "(--categories NAME=A,B or --categories-file F.json)")
-        from_data = [c for c in split_names(args.categories_from_data) if c not in categories]
+        from_data = split_names(args.categories_from_data)
+        both = [c for c in from_data if c in categories]
+        if both:
+            # a scan whose values are then dropped would still warn of a leak that never happened
+            raise InvalidInputError(
+                f"categories of {', '.join(map(repr, both))} given by --categories-from-data and "
+                "by --categories/--categories-file; give them once (declared: drop it from "
+                "--categories-from-data)")
         with warnings.catch_warnings():
             warnings.simplefilter("always")
             warnings.showwarning = _show_warning
             categories.update(categories_from_source(args.source, from_data))
     return categories
+
+
+def _catch_all(value, categories: dict, source) -> dict | None:
+    """--unknown-category as ``{column: catch-all}``: integer codes stay strict (docs/release.md
+    "Categorical columns"), so a catch-all that is not an integer goes to the columns that hold
+    strings only.  The source's schema (``source``: a path, or stdin's schema) says which; where
+    it cannot be read, a column whose declared categories are all integers holds codes.  An
+    integer catch-all goes to every categorical column."""
+    if value is None:
+        return None
+    import pyarrow as pa
+
+    schema = source if isinstance(source, pa.Schema) else _schema_of(source)
+    code = _as_code(value)
+    out = {}
+    for name, cats in categories.items():
+        cats = list(cats)
+        field = None if schema is None or name not in schema.names else schema.field(name)
+        if field is not None:
+            t = field.type.value_type if pa.types.is_dictionary(field.type) else field.type
+            holds_codes = _is_code_type(t)
+        else:
+            holds_codes = all(_as_code(v) is not None for v in cats)
+        if code is not None:
+            # declared as numbers (--categories-file): the catch-all as a number too
+            numbers = bool(cats) and all(isinstance(v, int) and not isinstance(v, bool)
+                                         for v in cats)
+            out[name] = code if numbers else value
+        elif not holds_codes:
+            out[name] = value
+    return out or None
+
+
+def _is_code_type(t) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+
+
+def _as_code(value) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    try:
+        return int(str(value))
+    except ValueError:
+        return None
+
+
+def _schema_of(source):
+    """The schema of a source path, or None when it cannot be read here (the release says why)."""
+    import pyarrow as pa
+
+    from ..exceptions import IWPError
+    from ..io.sources import open_source
+
+    try:
+        return open_source(source).full_schema
+    except (IWPError, OSError, pa.ArrowException):
+        return None
 
 
 def run(args) -> int:
@@ -260,6 +335,8 @@ def run(args) -> int:
             features.append(token)
     ranges = {**parse_ranges(inline), **parse_ranges(args.ranges)}
     categories = _categories(args)
+    # stdin's schema is read here, before the spec: --unknown-category looks at the column types
+    stdin = stdin_stream() if args.source == STDIO else None
     label = None if args.no_label else args.label
     if label is not None and args.epsilon_y is None and not args.public_labels:
         raise InvalidInputError(
@@ -293,9 +370,11 @@ def run(args) -> int:
         noise=args.noise,
         classes=parse_classes(args.classes),
         categories=categories,
-        unknown_category=args.unknown_category,
+        unknown_category=_catch_all(args.unknown_category, categories,
+                                    stdin.schema if stdin is not None else args.source),
         categorical_mechanism=args.categorical_mechanism,
         epsilon_categorical=args.epsilon_cat,
+        categories_from_data=tuple(split_names(args.categories_from_data or [])),
     )
     with warnings.catch_warnings():
         # Show each warning once, as one plain line (not Python's file:line form).
@@ -332,10 +411,11 @@ def run(args) -> int:
                 shuffle=args.shuffle, max_part_rows=args.part_rows, resume=args.resume,
                 part_retries=args.part_retries)
             if source == STDIO:
-                source = stdin_stream()
+                source = stdin
             if destination == STDIO:
                 destination = stdout_sink()
-            result = run_release(source, destination, spec, options, parts_runner=parts_runner)
+            with stdout_failures(destination, args.format):
+                result = run_release(source, destination, spec, options, parts_runner=parts_runner)
     import sys
     report = sys.stderr if args.destination == STDIO else sys.stdout
     print(result.summary(), file=report)
@@ -363,10 +443,66 @@ def stdin_stream():
 
 
 def stdout_sink():
-    """stdout's binary stream, for a release written to it."""
+    """stdout's binary stream, for a release written to it (counting the bytes written)."""
     import sys
 
-    return sys.stdout.buffer
+    return StdoutSink(sys.stdout.buffer)
+
+
+class StdoutSink:
+    """stdout's binary stream, counting what was written: a failed release says how much of it
+    went out (the reader must discard it)."""
+
+    def __init__(self, raw):
+        self.raw = raw
+        self.name = getattr(raw, "name", "<stdout>")
+        self.written = 0
+
+    def write(self, data) -> int:
+        written = self.raw.write(data)
+        self.written += memoryview(data).nbytes if written is None else written
+        return written
+
+    def flush(self) -> None:
+        self.raw.flush()
+
+
+@contextlib.contextmanager
+def stdout_failures(destination, format: str | None):
+    """A release to stdout that fails once bytes went out: one error that says they are a noisy
+    copy to discard (a rerun that is published next to them gives two noisy copies of the same
+    rows, whose average has less noise).  A broken pipe (the reader closed stdout) is such a
+    failure too, never a quiet end."""
+    import errno
+    import sys
+
+    from ..exceptions import InvalidInputError, IWPError
+
+    try:
+        yield
+    except (IWPError, OSError) as exc:
+        if not isinstance(destination, StdoutSink) or not destination.written:
+            raise
+        if isinstance(exc, OSError) and exc.errno == errno.EPIPE:
+            cause = "stdout was closed by its reader (broken pipe) before the release finished"
+        else:
+            cause = str(exc)
+        raise InvalidInputError(f"{cause}; {_discard_note(destination, format)}") from None
+    except KeyboardInterrupt:
+        if isinstance(destination, StdoutSink) and destination.written:
+            print(f"iwpfast: {_discard_note(destination, format)}", file=sys.stderr)
+        raise
+
+
+def _discard_note(sink: StdoutSink, format: str | None) -> str:
+    if format == "parquet":
+        what = ("have no Parquet footer (no readable file) but hold noisy rows of this data")
+    else:
+        what = ("are an Arrow IPC stream that cannot be retracted: a reader takes each complete "
+                "batch in them, noisy rows of this data")
+    return (f"the {sink.written:,} bytes already written to stdout {what}: discard them; never "
+            "publish them, alone or next to a rerun's output (two noisy copies of the same rows "
+            "average the noise away)")
 
 
 def _as_folder(destination: str, why: str = "--scheduler/--workers") -> str:

@@ -142,16 +142,29 @@ class _Classifier(IWPBase):
         else:
             weights = np.ones(len(classes))
             keys = {str(c): i for i, c in enumerate(classes)}
+            given: dict[int, object] = {}
             for key, value in cw.items():
                 where = keys.get(str(key.item() if hasattr(key, "item") else key))
                 if where is None:
                     raise InvalidInputError(f"class_weight has the key {key!r}, not one of the "
                                             f"classes {classes!r}; name the classes of y")
+                if where in given:
+                    raise InvalidInputError(
+                        f"class_weight gives class {classes[where]!r} twice (keys "
+                        f"{given[where]!r} and {key!r}); give each class one weight "
+                        "(CLI: --class-weight CLASS=WEIGHT,...)")
+                given[where] = key
                 if not (isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
                         and math.isfinite(value) and value >= 0):
                     raise InvalidInputError(f"class_weight[{key!r}] = {value!r} must be a finite "
                                             "number >= 0")
                 weights[where] = float(value)
+            if not weights.any():
+                # every gradient would be 0: the fit would return its starting point as a model
+                raise InvalidInputError(
+                    f"class_weight {cw!r} gives every class ({classes!r}) the weight 0: nothing "
+                    "would be learned; give at least one class a weight > 0 (CLI: "
+                    "--class-weight CLASS=WEIGHT,...)")
         if ovr is not None:
             ovr.class_weights = tuple(float(w) for w in weights)
         else:

@@ -4,8 +4,13 @@
 A stream cannot be written atomically (nothing can be taken back once a reader has it), so what
 makes a half-written stream unreadable is what the format writes last: an Arrow IPC stream ends
 with its end-of-stream marker and a Parquet file with its footer, and both are written only by
-``commit``.  An interrupted or failed release leaves a stream without them, which iwpfast (and
-pyarrow, for Parquet) refuses to read as complete.
+``commit``.  An interrupted or failed release leaves a stream without them: a Parquet stream is
+then no readable file.  Every write goes through a gate that ``abort`` shuts, because pyarrow's
+Parquet writer writes its footer when it is closed or garbage-collected, whatever happened before.
+
+An IPC stream cannot be retracted: pyarrow reads a cut stream's complete batches as a whole stream
+(the end marker is optional to it), so the rows sent before a failure are readable by whoever got
+them; the caller must discard them (the CLI's error says so).
 
 The schema of an Arrow IPC stream (the release metadata) goes first, before any batch: it says the
 number of rows only when it is known before the release starts (a source with a row count and
@@ -58,10 +63,15 @@ class StreamArrowWriter:
         self._done = False
         self._writer: Any
         codec = None if compression in (None, "none", "uncompressed") else compression
-        if not isinstance(sink, pa.NativeFile):
-            # a Python object: positions counted here (a pipe such as stdout cannot tell() them,
-            # and the Parquet writer asks for them)
-            sink = pa.PythonFile(_Counted(sink), mode="w")
+        # positions counted here (a pipe such as stdout cannot tell() them, and the Parquet
+        # writer asks for them); a NativeFile's own position is where its stream starts
+        if isinstance(sink, pa.NativeFile) and (sink.closed or not sink.writable()):
+            raise InvalidInputError(
+                f"cannot write to the destination {type(sink).__name__}: it is closed or not "
+                "opened for writing; pass a writable binary file-like object or a "
+                "pyarrow.NativeFile opened for writing")
+        self._gate = _Counted(sink, sink.tell() if isinstance(sink, pa.NativeFile) else 0)
+        sink = pa.PythonFile(self._gate, mode="w")
         try:
             if self.format == "parquet":
                 from .writer import ParquetFileWriter
@@ -77,7 +87,7 @@ class StreamArrowWriter:
                 self._writer = pa.ipc.new_stream(sink, schema, options=options)
         except (OSError, pa.ArrowException, TypeError, ValueError) as exc:
             raise InvalidInputError(
-                f"cannot write to the destination {type(sink).__name__}: "
+                f"cannot write to the destination {type(self.sink).__name__}: "
                 f"{' '.join(str(exc).split())}; pass a writable binary file-like object or a "
                 "pyarrow.NativeFile opened for writing") from None
 
@@ -102,9 +112,17 @@ class StreamArrowWriter:
         return self.destination
 
     def abort(self) -> None:
-        """Leave the stream unfinished: no footer / end-of-stream marker is written, so no
-        reader takes what was written for a whole release."""
-        self._writer = None
+        """Leave the stream unfinished: no footer / end-of-stream marker is written (a Parquet
+        stream is then no readable file; an IPC stream's complete batches stay readable)."""
+        writer, self._writer = self._writer, None
+        self._gate.shut = True
+        if writer is not None and not self._done:
+            try:
+                # closed now, behind the shut gate: its footer (which pyarrow writes at close,
+                # also from a garbage-collected writer) goes nowhere
+                writer.close(None) if self.format == "parquet" else writer.close()
+            except (OSError, pa.ArrowException, ValueError):
+                pass
 
     def __enter__(self):
         return self
@@ -116,16 +134,20 @@ class StreamArrowWriter:
 
 
 class _Counted:
-    """A Python binary stream that counts what was written (``tell``) and is never closed by the
-    Arrow writers (the caller owns it)."""
+    """A Python binary stream that counts what was written (``tell``), is never closed by the
+    Arrow writers (the caller owns it), and once ``shut`` passes nothing on (an aborted
+    release's footer or end marker)."""
 
-    def __init__(self, raw):
+    def __init__(self, raw, start: int = 0):
         self.raw = raw
-        self.position = 0
+        self.position = start
         self.closed = False
+        self.shut = False
 
     def write(self, data) -> int:
         view = memoryview(data)
+        if self.shut:
+            return view.nbytes
         written = self.raw.write(view)
         if written is not None and written != view.nbytes:     # a raw stream may write less
             self.raw.write(view[written:])

@@ -352,23 +352,18 @@ class FeatureMap:
         if pa.types.is_dictionary(arr.type):
             arr = arr.cast(arr.type.value_type)
         t = arr.type
+        floats = pa.types.is_floating(t)
         ints = isinstance(cats[0], int)
         values: list
         if pa.types.is_string(t) or pa.types.is_large_string(t):
             values = [str(v) for v in cats]
         elif pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t):
-            if not ints:
-                try:
-                    values_int = [int(v) for v in cats]
-                except ValueError:
-                    raise InvalidInputError(
-                        f"column {name!r} has type {t} but its declared categories are not integer "
-                        f"codes ({list(cats)[:6]}); declare the codes, or give the column's strings"
-                    ) from None
-                values = values_int
-            else:
-                values = list(cats)
-            if pa.types.is_floating(t) or pa.types.is_boolean(t):
+            values = list(cats) if ints else _integer_codes(name, t, cats)
+            if floats:
+                # NaN is a missing value (null), as in a numeric column: an error naming the
+                # row, or dropped with on_invalid="drop"; inf too
+                arr = pc.if_else(pc.is_finite(arr), arr, pa.scalar(None, arr.type))
+            if floats or pa.types.is_boolean(t):
                 t = pa.int64()
                 try:
                     arr = arr.cast(t)
@@ -380,9 +375,16 @@ class FeatureMap:
             raise InvalidInputError(
                 f"column {name!r} has type {t}; a categorical column holds strings "
                 "(string/large_string), a pandas category (dictionary) or integer codes")
-        value_set = pa.array(values).cast(t)
+        # a declared code outside the column's integer type (300 in int8) cannot occur in it: it
+        # stays a (public) category whose coordinate is always 0, as a declared category absent
+        # from the data does
+        fits = list(range(len(values))) if not pa.types.is_integer(t) else \
+            [i for i, v in enumerate(values) if _fits(int(v), t)]
+        value_set = pa.array([values[i] for i in fits]).cast(t)
         index = pc.index_in(arr, value_set=value_set)
         codes = index.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int16)
+        if len(fits) != len(values):
+            codes = np.asarray(fits or [0], dtype=np.int16)[codes]
         if not index.null_count:
             return codes, None
         null = np.asarray(arr.is_null(), dtype=bool) if arr.null_count else None
@@ -396,17 +398,21 @@ class FeatureMap:
                 row = int(np.argmax(unknown))
                 where = describe(row) if describe is not None else f"row {row}"
                 shown = ", ".join(map(repr, cats[:8])) + (" ..." if len(cats) > 8 else "")
+                catch_all = ("a catch-all code (unknown_category=CODE; CLI: --unknown-category "
+                             "CODE, an integer: a catch-all name leaves integer codes strict)"
+                             if pa.types.is_integer(t) else "a catch-all category "
+                             "(unknown_category=NAME; CLI: --unknown-category NAME)")
                 raise InvalidInputError(
                     f"column {name!r} has {arr[row].as_py()!r} at {where}, which is not one of its "
                     f"declared categories ({shown}); declare it (categories=...; CLI: --categories), "
-                    "or send unknown values to a catch-all category (unknown_category=NAME; CLI: "
-                    "--unknown-category NAME)")
+                    f"or send unknown values to {catch_all}")
         if null is not None and null.any():
             if on_invalid == "error":
                 row = int(np.argmax(null))
                 where = describe(row) if describe is not None else f"row {row}"
+                missing = "null or NaN" if floats else "null"
                 raise InvalidInputError(
-                    f"column {name!r} has a missing value (null) at {where}; fill it with a "
+                    f"column {name!r} has a missing value ({missing}) at {where}; fill it with a "
                     "declared category, or drop such rows with on_invalid='drop' (CLI: --on-invalid "
                     "drop)")
             return codes, null
@@ -467,6 +473,32 @@ class FeatureMap:
             which[private_numeric] = True
             out = clip_columns_l2(out, bound, which)
         return out
+
+
+def _integer_codes(name: str, t, cats) -> list[int]:
+    """The declared categories (strings, as the CLI gives them) of the integer-code column
+    ``name`` as codes: each must be an integer, and no two the same code ("1" and "01")."""
+    codes: dict[int, str] = {}
+    for v in cats:
+        try:
+            code = int(v)
+        except ValueError:
+            raise InvalidInputError(
+                f"column {name!r} has type {t} but its declared categories are not integer "
+                f"codes ({list(cats)[:6]}); declare the codes, or give the column's strings"
+            ) from None
+        if code in codes:
+            raise InvalidInputError(
+                f"column {name!r} holds integer codes ({t}) and its declared categories "
+                f"{codes[code]!r} and {v!r} are the same code {code}; declare each code once")
+        codes[code] = v
+    return list(codes)
+
+
+def _fits(value: int, t) -> bool:
+    """Whether the integer ``value`` is representable in the Arrow integer type ``t``."""
+    info = np.iinfo(t.to_pandas_dtype())
+    return int(info.min) <= value <= int(info.max)
 
 
 def _to_arrow(obj):

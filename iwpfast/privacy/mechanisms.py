@@ -272,8 +272,10 @@ def clip_l2_(X: np.ndarray, bound: float, scratch: np.ndarray | None = None, *,
             X[j, idx] *= factor
     else:  # many: one dense multiply per feature beats gather/scatter
         np.sqrt(norm2, out=norm2)
+        # a row inside the ball gets limit / limit = 1 exactly; and a zero row (all features at
+        # the centre of their ranges) no division by zero
+        np.maximum(norm2, limit, out=norm2)
         np.divide(limit, norm2, out=norm2)
-        np.minimum(norm2, 1.0, out=norm2)
         factor = row
         np.copyto(factor, norm2, casting="unsafe")
         for j in range(p):
@@ -281,11 +283,30 @@ def clip_l2_(X: np.ndarray, bound: float, scratch: np.ndarray | None = None, *,
     return count
 
 
+#: the smallest budget of randomized response.  The unbiased inverse divides by q - r (keep
+#: probability minus that of each other value, about epsilon / k), and q and r are each rounded to
+#: 2^-53: below this the gap has fewer than 6 correct digits, and at 1e-300 q == r (the fit then
+#: diverges).  Such a budget keeps no usable signal anyway.
+MIN_RR_EPSILON = 1e-9
+
+
+def check_rr_epsilon(epsilon: float, parameter: str) -> float:
+    """``epsilon`` of a randomized response, refused below ``MIN_RR_EPSILON``."""
+    if epsilon < MIN_RR_EPSILON:
+        flag = "--epsilon-cat" if parameter.startswith("epsilon_categorical") else "--epsilon-y"
+        raise InvalidInputError(
+            f"{parameter}={epsilon:g} is too small for randomized response in double precision: "
+            f"the gap between the keep probability and each other value's (about epsilon / k), "
+            f"which the unbiased inverse divides by, is lost to rounding (all of it below 1e-16); "
+            f"use {parameter} >= {MIN_RR_EPSILON:g} (CLI: {flag})")
+    return epsilon
+
+
 class RandomizedResponse:
     """Keep a {-1, +1} label with probability ``S(eps) = 1/(1+e^{-eps})``, flip it otherwise (eps-LDP)."""
 
     def __init__(self, epsilon):
-        self.epsilon = check_epsilon(epsilon, "epsilon_y")
+        self.epsilon = check_rr_epsilon(check_epsilon(epsilon, "epsilon_y"), "epsilon_y")
         keep = label_keep_probability(self.epsilon)
         assert keep is not None                         # a number epsilon: a number S(epsilon)
         self.keep_probability: float = keep
@@ -321,7 +342,7 @@ class KaryRandomizedResponse:
     probability q, else report one of the k - 1 others uniformly (each with probability r)."""
 
     def __init__(self, epsilon, n_classes: int, parameter: str = "epsilon_y"):
-        self.epsilon = check_epsilon(epsilon, parameter)
+        self.epsilon = check_rr_epsilon(check_epsilon(epsilon, parameter), parameter)
         self.n_classes = int(n_classes)
         self.keep_probability, self.other_probability = kary_probabilities(self.epsilon, self.n_classes)
         self.implemented_epsilon = _check_kary_grid(self.epsilon, self.n_classes,
