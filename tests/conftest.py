@@ -167,6 +167,21 @@ def write_raw_parts(folder, rows, *, seed: int = 0, row_group_size: int = 100):
     return folder
 
 
+def write_release_rows(table, start: int, length: int, path) -> None:
+    """Rows ``start:start+length`` of a read release ``table`` written to ``path`` as a release
+    of their own: its metadata's ``row_count`` set to the rows written (a reader refuses a file
+    whose stored count differs from its footer's)."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    meta = json.loads(table.schema.metadata[b"iwpfast.release"])
+    piece = table.slice(start, length)
+    pq.write_table(piece.replace_schema_metadata(
+        {**table.schema.metadata,
+         b"iwpfast.release": json.dumps(dict(meta, row_count=piece.num_rows))}), path)
+
+
 @pytest.fixture()
 def single_holdout(monkeypatch):
     """'auto' with the single hold-out only (``iwpfast.sgd.crossval.CROSS_VALIDATE`` off): for

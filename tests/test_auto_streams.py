@@ -17,6 +17,7 @@ from iwpfast.exceptions import InvalidInputError
 from iwpfast.io.sources import open_source
 from iwpfast.io.views import HeldRows
 from iwpfast.sgd import tuning
+from tests.conftest import write_release_rows
 
 N = 4000
 
@@ -139,7 +140,7 @@ def test_the_validation_rows_a_stream_holds_are_bounded(released, monkeypatch):
 def test_a_stream_too_short_to_hold_out_falls_back_as_a_small_file(released, tmp_path):
     path, table = released
     small = table.slice(0, 200)
-    pq.write_table(small, tmp_path / "small.parquet")
+    write_release_rows(table, 0, 200, tmp_path / "small.parquet")
     expected = fit(str(tmp_path / "small.parquet"))
     model = fit(b for b in small.to_batches(max_chunksize=64))
     assert model.tuning_["rule"].startswith("too few rows")

@@ -56,9 +56,10 @@ def release_info(path, args) -> str | None:
         kind = "Parquet" if magic.startswith(b"PAR1") else "Arrow IPC"
         return (f"{path}: {kind} file with {src.num_rows} rows and columns {src.schema.names}; "
                 "not an iwpfast release (no 'iwpfast.release' metadata)")
+    # parsed before --json too: a stored field that its parameters contradict is refused
+    spec = ReleaseSpec.from_metadata(src.release_metadata)
     if getattr(args, "json", False):
         return json.dumps(src.release_metadata, indent=2, sort_keys=True)
-    spec = ReleaseSpec.from_metadata(src.release_metadata)
     return f"{path}: iwpfast release (format version {src.release_metadata['format_version']}, " \
            f"written by iwpfast {src.release_metadata.get('library_version')})\n" + spec.describe()
 
@@ -207,11 +208,11 @@ def _folder_info(path, args) -> int:
         print(f"{path}: {len(src.paths)} {src.format} files with {src.num_rows} rows and columns "
               f"{src.schema.names}; not an iwpfast release (no 'iwpfast.release' metadata)")
         return 0
+    spec = ReleaseSpec.from_metadata(src.release_metadata)   # checked before --json too
     if getattr(args, "json", False):
         print(json.dumps(src.release_metadata, indent=2, sort_keys=True))
         return 0
     print(f"{path}: iwpfast release in {len(src.paths)} part(s) (format version "
           f"{src.release_metadata['format_version']}, written by iwpfast "
-          f"{src.release_metadata.get('library_version')})\n"
-          + ReleaseSpec.from_metadata(src.release_metadata).describe())
+          f"{src.release_metadata.get('library_version')})\n" + spec.describe())
     return 0

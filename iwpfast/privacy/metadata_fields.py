@@ -55,6 +55,8 @@ _METADATA_FIELDS: dict[str, tuple[bool, str, Callable[[Any], bool]]] = {
     "task": (False, f"one of {TASKS}", lambda v: v in TASKS),
     "label": (False, "a column name", lambda v: isinstance(v, str)),
     "ranges_from_data": (False, "true or false", lambda v: isinstance(v, bool)),
+    "categories_from_data": (False, "a list of column names",
+                             lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)),
     "feature_dtype": (False, f"one of {FEATURE_DTYPES}", lambda v: v in FEATURE_DTYPES),
     "epsilon_y": (False, "a positive number", lambda v: _is_number(v) and v > 0),
     "label_keep_prob": (False, "a probability", lambda v: _is_number(v) and 0 <= v <= 1),

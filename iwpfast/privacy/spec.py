@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
@@ -29,17 +28,16 @@ from .mechanisms import (
     RandomizedResponse,
     check_noise,
 )
+from .metadata_check import check_against_parameters
 from .metadata_fields import (
     FEATURE_DTYPES,
     TASKS,
-    check_exact_noise_fields,
     check_metadata_fields,
     noise_from_law,
 )
 from .rr_columns import (
     build_rr_mechanisms,
     check_numeric_part,
-    check_rr_metadata,
     rr_from_metadata,
     rr_metadata,
 )
@@ -149,6 +147,9 @@ class ReleaseSpec:
         With ``categorical_mechanism="rr"``: each private categorical column's budget (one number
         for all of them, or one per column).  The record's budget composes: epsilon_x + the sum
         over the columns + epsilon_y (basic composition; ``guarantee()``).
+    categories_from_data : sequence of str, default ()
+        The categorical columns whose categories were read from the data (CLI
+        ``--categories-from-data``): recorded and flagged like ``ranges_from_data``.
 
     Examples
     --------
@@ -183,6 +184,7 @@ class ReleaseSpec:
     unknown_category: object = None
     categorical_mechanism: str = "gaussian"
     epsilon_categorical: object = None
+    categories_from_data: tuple[str, ...] = ()
     # built by __post_init__ (not dataclass fields: derived from the fields above); ClassVar only
     # tells the type checker what the instance attributes are
     _features_mech: ClassVar[GaussianFeatureMechanism | LaplaceFeatureMechanism | None]
@@ -321,6 +323,15 @@ class ReleaseSpec:
                 raise InvalidInputError(
                     f"column(s) {', '.join(both)} have both a range and categories; a categorical "
                     "column is one-hot (no range): drop its range")
+        # which values occur is raw data: the columns so read are named in the release
+        named = self.categories_from_data
+        from_data = tuple(dict.fromkeys(map(str, (named,) if isinstance(named, str) else named)))
+        unknown = [c for c in from_data if c not in self.categories]
+        if unknown:
+            raise InvalidInputError(
+                f"categories_from_data names {', '.join(unknown)}, which has no categories; give "
+                "the categories read from the data in categories={...} too")
+        object.__setattr__(self, "categories_from_data", from_data)
         rr, budgets = build_rr_mechanisms(self.categorical_mechanism, self.epsilon_categorical,
                                           self.categories, self.public_features)
         if rr:
@@ -644,6 +655,9 @@ class ReleaseSpec:
             meta["feature_noise_variance"] = self.feature_noise_variances()
         if fmap is not None:
             meta["feature_map"] = fmap.to_metadata()
+            # beside the categories it qualifies (a release without categorical columns keeps
+            # the bits it had before the field existed)
+            meta["categories_from_data"] = list(self.categories_from_data)
             meta["feature_vector_bound"] = fmap.vector_bound(self.bound)
         meta.update(rr_metadata(self._rr_mechs))
         return meta
@@ -695,6 +709,7 @@ class ReleaseSpec:
                 calibration=meta["calibration"],
                 feature_dtype=meta.get("feature_dtype", "float32"),
                 ranges_from_data=bool(meta.get("ranges_from_data", False)),
+                categories_from_data=tuple(meta.get("categories_from_data") or ()),
                 target_range=tuple(meta["target_range"]) if meta.get("target_range") else None,
                 target_bound=meta.get("target_bound") or 1.0,
                 delta_y=meta.get("delta_y"),
@@ -713,53 +728,9 @@ class ReleaseSpec:
             # the field table above catches what the contract names; this is the net under it
             raise ReleaseSpecError(f"release metadata is invalid ({type(exc).__name__}: {exc}); "
                                    "re-create the release with `iwpfast release`") from None
-        # The stored sigma is what the data were noised with; it must match the parameters
-        # (0 for the public columns).
-        if list(spec.released_features) != list(meta["features"]):
-            raise ReleaseSpecError(
-                f"release metadata is inconsistent: features {meta['features']!r} are not the "
-                f"released columns {list(spec.released_features)!r} of its feature map; the file "
-                "was edited or is corrupt")
-        stored = meta.get("feature_noise_scale")
-        want_scale = spec.feature_noise_scales()
-        if not isinstance(stored, Sequence) or len(stored) != len(want_scale) or any(
-            not math.isclose(float(s), w, rel_tol=1e-9) for s, w in zip(stored, want_scale, strict=True)
-        ):
-            raise ReleaseSpecError(
-                f"release metadata is inconsistent: feature_noise_scale {stored!r} does not match "
-                f"sigma={spec.sigma!r} recomputed from epsilon_x/delta/bound/calibration; "
-                "the file was edited or is corrupt"
-            )
-        keep, spec_keep = meta.get("label_keep_prob"), spec.label_keep_prob
-        if (keep is None) != (spec_keep is None) or (
-            keep is not None and spec_keep is not None
-            and not math.isclose(float(keep), spec_keep, rel_tol=1e-12)
-        ):
-            raise ReleaseSpecError(
-                f"release metadata is inconsistent: label_keep_prob {keep!r} does not match "
-                f"epsilon_y={spec.epsilon_y!r}; the file was edited or is corrupt"
-            )
-        variances = meta.get("feature_noise_variance")
-        if variances is not None and (len(variances) != len(want_scale) or any(
-                not math.isclose(float(v), w, rel_tol=1e-9)
-                for v, w in zip(variances, spec.feature_noise_variances(), strict=True))):
-            raise ReleaseSpecError(
-                f"release metadata is inconsistent: feature_noise_variance {variances!r} does not "
-                f"match {spec.feature_noise_variances()!r} recomputed from the parameters (0 for "
-                "the public columns); the file was edited or is corrupt")
-        check_rr_metadata(spec.rr_mechanisms, meta)
-        noise_meta = meta.get("noise")
-        mech = spec.feature_mechanism
-        if noise_meta is not None and mech is not None:
-            expected = mech.noise_metadata()
-            for key in ("grid", "sigma", "variance", "scale"):
-                stored_v, want = noise_meta.get(key), expected.get(key)
-                if (stored_v is None) != (want is None) or (want is not None and not math.isclose(
-                        float(stored_v), want, rel_tol=1e-9)):
-                    raise ReleaseSpecError(
-                        f"release metadata is inconsistent: noise.{key} {stored_v!r} does not match "
-                        f"{want!r} recomputed from the parameters; the file was edited or is corrupt")
-            check_exact_noise_fields(noise_meta, expected)
+        # what the data were noised with and what programs read (the guarantee, the delta
+        # terms): recomputed from the parameters, an edit refused naming the field
+        check_against_parameters(spec, meta)
         return spec.with_counts(row_count=meta.get("row_count"),
                                 seeded=bool(meta.get("seeded", False)))
 

@@ -169,6 +169,9 @@ def spec_guarantee(spec) -> Guarantee:
             "protected, the guarantee says nothing about what they reveal")
     if spec.ranges_from_data:
         parts.append("; WARNING: the feature ranges were computed from the data and are not protected")
+    if spec.categories_from_data:
+        parts.append(f"; WARNING: the categories of {', '.join(spec.categories_from_data)} were "
+                     "read from the data and are not protected")
     if spec.seeded:
         parts.append("; WARNING: seeded release (simulations only): whoever knows the seed can "
                      "regenerate and remove the noise")
@@ -202,7 +205,9 @@ def describe_spec(spec) -> str:
             catch = spec._unknown().get(f)
             lines.append(f"categorical:   {f}: {len(cats)} categories, "
                          f"{describe_how(spec._rr_mechs, f)} ({shown})"
-                         + (f"; unknown values -> {catch}" if catch is not None else ""))
+                         + (f"; unknown values -> {catch}" if catch is not None else "")
+                         + ("; categories read from the data: NOT protected"
+                            if f in spec.categories_from_data else ""))
     if spec.public_features:
         lines.append(f"public:        {', '.join(spec.public_features)} (released without noise, "
                      "scaled by their ranges and clipped to them: NOT protected)")
