@@ -246,6 +246,7 @@ def _publish(folder, run: _Run, summary, partitions: int) -> dict:
     attempt's noisy copy), each kept partition's rows unchanged (resume), each part holding the
     rows its task released; then the plan and the row digests removed."""
     from .io.parts import PLAN_NAME, folder_manifest, write_manifest_document
+    from .privacy.multipart import DELETE_PARTS_HINT
     from .privacy.part_rows import remove_sidecars
 
     released = _released_rows(summary, partitions)
@@ -256,8 +257,8 @@ def _publish(folder, run: _Run, summary, partitions: int) -> dict:
         raise InvalidInputError(
             f"resume: {unsafe}, so the other parts could release rows of the kept ones a second "
             f"time, with other noise. Nothing is published and this run's parts are deleted; "
-            f"make the partitioning deterministic (e.g. read the same files without a shuffle), "
-            f"or release again with overwrite=True")
+            f"make the partitioning deterministic (e.g. read the same files without a shuffle) "
+            f"and resume, or {DELETE_PARTS_HINT}")
     manifest = folder_manifest(folder)
     written = {int(p["index"]): int(p["rows"]) for p in manifest["parts"]}
     if written != released:
@@ -267,7 +268,8 @@ def _publish(folder, run: _Run, summary, partitions: int) -> dict:
             f"part(s) {differ[:5]} of {folder.display!r} hold other rows than their tasks "
             f"released (e.g. part {differ[0]}: {written.get(differ[0])} rows written, "
             f"{released.get(differ[0])} released): a part was written twice or changed while "
-            f"the job ran; nothing is published: release again with overwrite=True")
+            f"the job ran; nothing is published: release again with overwrite=True (which "
+            f"deletes these unpublished parts before any new part is written)")
     write_manifest_document(folder, manifest)
     folder.child(PLAN_NAME).delete()
     remove_sidecars(folder)
@@ -334,14 +336,20 @@ def _resumable_run(df, folder, spec, schema, partitions: int) -> _Run:
     import secrets
 
     from .io.parts import MANIFEST_NAME, PLAN_NAME, part_name, read_manifest
-    from .privacy.multipart import _leftovers_of_other_runs, new_release_id, parts_folder_kind
+    from .privacy.multipart import (
+        DELETE_PARTS_HINT,
+        REPLACE_RELEASE_HINT,
+        _leftovers_of_other_runs,
+        new_release_id,
+        parts_folder_kind,
+    )
     from .privacy.part_rows import read_sidecars, remove_sidecars, write_private_atomic
 
     kind = parts_folder_kind(folder)
     if kind == "dir" and read_manifest(folder) is not None:
         raise InvalidInputError(
             f"{folder.display!r} holds a published release ({MANIFEST_NAME}): there is nothing "
-            f"to resume; pass overwrite=True to release again")
+            f"to resume; {REPLACE_RELEASE_HINT}")
     mine = _spark_plan(df, spec, schema, partitions)
     try:
         doc = json.loads(folder.child(PLAN_NAME).read_bytes())
@@ -359,8 +367,8 @@ def _resumable_run(df, folder, spec, schema, partitions: int) -> _Run:
     if differ:
         raise InvalidInputError(
             f"resume: the unfinished release in {folder.display!r} was started with other "
-            f"{' and '.join(differ)}; resume with the same DataFrame and spec, or pass "
-            f"overwrite=True to release everything again")
+            f"{' and '.join(differ)}; resume with the same DataFrame and spec, or "
+            f"{DELETE_PARTS_HINT}")
     run = _Run(str(doc["release_id"]), bytes.fromhex(doc["digest_key"]))
     digests = read_sidecars(folder, run.release_id)
     entries = folder.listdir()
@@ -384,7 +392,7 @@ def _spark_plan(df, spec, schema, partitions: int) -> dict:
     resumed run compares): the spec, the columns, the partition count, the input files'
     fingerprints (``df.inputFiles()``, where readable)."""
     from .io.filesystem import resolve
-    from .privacy.multipart import input_fingerprint
+    from .privacy.fingerprints import input_fingerprint
 
     inputs = []
     for name in sorted(df.inputFiles()):

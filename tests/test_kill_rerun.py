@@ -175,11 +175,19 @@ def test_multipart_kill_and_resume_leaves_no_second_copy(tmp_path):
         if (out / "_iwpfast_manifest.json").exists():
             _check_published_once(out, rows)             # the run finished before the kill
             continue
+        # unpublished: no file of the killed run (parts, plan, row digests) is readable by
+        # anyone but the owner (issue 42: finished parts were 0644 before the manifest)
+        assert not out.exists() or all(stat.S_IMODE(os.stat(out / n).st_mode) & 0o077 == 0
+                                       for n in os.listdir(out))
         with __import__("warnings").catch_warnings():
             __import__("warnings").simplefilter("ignore")
             release(raw, str(out) + "/", spec(), ["a", "b"], "y", resume=True,
                     record_batch_rows=20000, format="ipc")
         _check_published_once(out, rows)
+        mask = os.umask(0o022)
+        os.umask(mask)
+        assert {stat.S_IMODE(os.stat(out / n).st_mode) for n in os.listdir(out)} == \
+            {0o666 & ~mask}                                          # published: readable
         for name, data in kept.items():
             assert (out / name).read_bytes() == data                 # kept byte for byte
     assert staged_seen >= 1, "no kill landed mid-part: the loop tested nothing"
@@ -228,6 +236,9 @@ def test_dask_kill_and_resume_leaves_no_second_copy(tmp_path):
             _check_published_once(out, rows)
             continue
         unfinished += 1
+        if out.exists():                 # the killed run's finished parts: owner-only
+            assert all(stat.S_IMODE(os.stat(out / n).st_mode) & 0o077 == 0
+                       for n in os.listdir(out))
         with __import__("warnings").catch_warnings():
             __import__("warnings").simplefilter("ignore")
             release(raw, str(out) + "/", spec(), ["a", "b"], "y", resume=True,

@@ -190,20 +190,155 @@ def test_write_manifest_removes_a_killed_attempts_staging_file(raw, tmp_path):
 
 def test_staging_files_are_owner_only_until_published(raw, tmp_path, monkeypatch):
     """Every staging file of a multi-part release -- parts, plan, manifest -- is 0600 until it
-    is renamed into place, then gets the mode of any new file."""
+    is renamed into place; the manifest then gets the mode of any new file, the parts only once
+    the manifest is there (issue 42), the plan never (it is removed)."""
     from iwpfast.io import filesystem, writer
+    out = tmp_path / "out"
     modes = {}
     publish_mode = filesystem.make_public_mode
 
     def watched(path):
-        modes[os.path.basename(path).split(".")[1]] = _mode(path)
+        name = os.path.basename(path)
+        name = name.split(".")[1] if name.startswith(".") else name.split(".")[0]
+        modes[name] = (_mode(path), (out / "_iwpfast_manifest.json").exists())
         publish_mode(path)
 
     monkeypatch.setattr(filesystem, "make_public_mode", watched)
     monkeypatch.setattr(writer, "make_public_mode", watched)
-    release(raw, str(tmp_path / "out") + "/", spec(), FEATURES, "y")
-    assert sorted(modes) == ["_iwpfast_manifest", "_iwpfast_plan", "part-000000", "part-000001",
-                             "part-000002"]
-    assert set(modes.values()) == {0o600}
+    release(raw, str(out) + "/", spec(), FEATURES, "y")
+    assert modes == {"_iwpfast_manifest": (0o600, False),
+                     **{f"part-00000{i}": (0o600, True) for i in range(3)}}
+    assert {_mode(out / n) for n in os.listdir(out)} == {0o666 & ~_umask()}
+
+
+# ------------------------------------------------------------------ issue 42, D1
+def _unreadable_by_others(folder) -> bool:
+    return all(_mode(folder / n) & 0o077 == 0 for n in os.listdir(folder))
+
+
+def test_a_killed_runs_parts_stay_owner_only_until_the_manifest_publishes_them(raw, tmp_path,
+                                                                             monkeypatch):
+    """The audit's D1: finished parts were renamed to 0644 before the manifest existed."""
     out = tmp_path / "out"
+    _failed_resumable_run(raw, str(out) + "/", monkeypatch)          # parts 0 and 1 finished
+    assert sorted(n for n in os.listdir(out) if n.startswith("part-")) == \
+        ["part-000000.parquet", "part-000001.parquet"]
+    assert _unreadable_by_others(out)        # parts, plan (its key) and row digests: 0600
+    with pytest.raises(Exception, match=r"--resume.*cannot be retracted"):
+        open_source(out)                     # unpublished: the reader says resume or delete
+    res = release(raw, str(out) + "/", spec(), FEATURES, "y", resume=True)
+    assert res.rows_kept == ROWS[0] + ROWS[1]
+    # published: the manifest and the parts only (no plan, no digest), readable as the umask says
+    assert sorted(os.listdir(out)) == ["_iwpfast_manifest.json"] + [
+        f"part-00000{i}.parquet" for i in range(3)]
+    assert {_mode(out / n) for n in os.listdir(out)} == {0o666 & ~_umask()}
+
+
+def test_the_refusal_of_an_unfinished_folder_says_resume_or_delete(raw, tmp_path, monkeypatch):
+    out = str(tmp_path / "out") + "/"
+    _failed_resumable_run(raw, out, monkeypatch)
+    with pytest.raises(InvalidInputError) as refused:
+        release(raw, out, spec(), FEATURES, "y")
+    said = str(refused.value)
+    # never the bare "--overwrite", which redrew the parts with a new key: resume, or delete
+    assert "resume=True (CLI: --resume)" in said and "keeps its finished parts" in said
+    assert "deletes them before any new part is written" in said
+    assert "cannot be retracted" in said
+
+
+def test_a_refused_multipart_rerun_removes_the_stopped_runs_staging_files(raw, tmp_path,
+                                                                          monkeypatch):
+    """A rerun into a folder that a stopped run left (finished parts, a staging file) is
+    refused, and, since it holds the folder's lock (no run is alive there), removes the staging
+    file, a partial noisy copy; the finished parts stay for a resume."""
+    out = tmp_path / "out"
+    _failed_resumable_run(raw, str(out) + "/", monkeypatch)
+    staged = out / ".part-000002.parquet.0123456789ab.tmp"       # what a SIGKILL leaves
+    staged.write_bytes(b"noisy rows")
+    os.chmod(staged, 0o600)
+    parts = sorted(n for n in os.listdir(out) if n.startswith("part-"))
+    with pytest.raises(InvalidInputError, match="a release run was stopped there") as refused, \
+            pytest.warns(UserWarning, match="removed 1 staging file"):
+        release(raw, str(out) + "/", spec(), FEATURES, "y")
+    assert "resume=True" in str(refused.value)
+    assert _staged(out) == []
+    assert sorted(n for n in os.listdir(out) if n.startswith("part-")) == parts
+    # the resume the refusal names then publishes
+    release(raw, str(out) + "/", spec(), FEATURES, "y", resume=True)
+    assert (out / "_iwpfast_manifest.json").exists()
+
+
+def test_a_folder_another_release_is_writing_into_is_refused_and_left_alone(raw, tmp_path,
+                                                                             monkeypatch):
+    """While a release runs into a folder (it holds the folder's lock), a second run is refused
+    and touches nothing there, not even the running one's staging files."""
+    from iwpfast.io.filesystem import BUSY, FolderLock
+
+    out = tmp_path / "out"
+    _failed_resumable_run(raw, str(out) + "/", monkeypatch)
+    staged = out / ".part-000002.parquet.0123456789ab.tmp"
+    staged.write_bytes(b"being written")
+    held = FolderLock.take(str(out))
+    assert isinstance(held, FolderLock)
+    assert FolderLock.take(str(out)) == BUSY
+    try:
+        before = sorted(os.listdir(out))
+        for kw in ({}, {"overwrite": True}, {"resume": True}):
+            with pytest.raises(InvalidInputError, match="a release is running into"):
+                release(raw, str(out) + "/", spec(), FEATURES, "y", **kw)
+            assert sorted(os.listdir(out)) == before
+    finally:
+        held.release()
+    assert isinstance(FolderLock.take(str(out)), FolderLock)     # released: free again
+
+
+def test_overwrite_deletes_the_unfinished_runs_parts_before_writing_any(raw, tmp_path,
+                                                                      monkeypatch):
+    out = tmp_path / "out"
+    _failed_resumable_run(raw, str(out) + "/", monkeypatch)
+    seen = []
+    original = multipart.release_file
+
+    def first_part_sees(source, destination, *args, **kwargs):
+        seen.append(sorted(n for n in os.listdir(out) if n.startswith("part-")))
+        return original(source, destination, *args, **kwargs)
+
+    monkeypatch.setattr(multipart, "release_file", first_part_sees)
+    with pytest.warns(UserWarning, match="removed 2 file"):
+        release(raw, str(out) + "/", spec(), FEATURES, "y", overwrite=True)
+    assert seen[0] == []                     # the old parts went before the first new one
+
+
+def test_a_refused_single_file_rerun_removes_the_killed_runs_staging_file(raw, tmp_path,
+                                                                        monkeypatch):
+    """The audit's D8: a rerun refused (the destination exists) left the killed run's
+    staging file, a noisy partial copy, on disk."""
+    out = tmp_path / "out.arrow"
+    release(raw / "f0.parquet", out, spec(), FEATURES, "y")
+    with monkeypatch.context() as m:
+        _killed_writes(m)
+        with pytest.raises(RuntimeError, match="killed"):
+            release(raw / "f0.parquet", out, spec(), FEATURES, "y", overwrite=True)
+    assert len(_staged(tmp_path)) == 1
+    (tmp_path / ".other.arrow.0123456789ab.tmp").write_bytes(b"x")   # another output's
+    with pytest.warns(UserWarning, match="removed 1 staging file"), \
+            pytest.raises(InvalidInputError, match="exists"):
+        release(raw / "f0.parquet", out, spec(), FEATURES, "y")
+    assert _staged(tmp_path) == [".other.arrow.0123456789ab.tmp"]
+    assert open_source(out).num_rows == ROWS[0]          # the published file untouched
+
+
+def test_parts_written_part_by_part_are_owner_only_until_write_manifest(raw, tmp_path):
+    """The Spark recipe's parts (``release_batches``) too."""
+    from iwpfast.io.parts import write_manifest
+    from iwpfast.privacy.multipart import new_release_id, release_batches
+
+    out = tmp_path / "out"
+    out.mkdir()
+    rid = new_release_id()
+    for i in range(2):
+        release_batches(pq.read_table(raw / f"f{i}.parquet").to_batches(), out, spec(),
+                        features=FEATURES, label="y", index=i, release_id=rid)
+    assert {_mode(out / n) for n in os.listdir(out)} == {0o600}
+    write_manifest(out)
     assert {_mode(out / n) for n in os.listdir(out)} == {0o666 & ~_umask()}

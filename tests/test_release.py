@@ -781,16 +781,19 @@ def test_a_killed_release_leaves_no_second_copy_after_the_next_run(tmp_path):
     assert done.returncode == 9
     left = sorted(p.name for p in out.iterdir())
     # what a killed run leaves: part 0 and the temporary file of part 1 (a noisy copy of rows),
-    # and its plan (what --resume would continue)
+    # and its plan and part 0's row digest (what --resume would continue), all owner-only
     assert left[0].startswith(".part-000001.parquet.") and left[0].endswith(".tmp")
-    assert left[1:] == ["_iwpfast_plan.json", "part-000000.parquet"]
-    # the next run refuses, saying so ...
+    assert left[1:] == ["_iwpfast_plan.json", "_iwpfast_rows-000000.json", "part-000000.parquet"]
+    assert {(out / n).stat().st_mode & 0o777 for n in left} == {0o600}
+    # the next run refuses, saying so: resume, or delete the parts (issue 42); the killed run
+    # is not running (the folder's lock is free), so its staging file goes even so ...
     with pytest.raises(InvalidInputError, match="another release run that did not publish.*"
-                                                "overwrite=True"):
+                                                "--resume.*overwrite=True"), \
+            pytest.warns(UserWarning, match="removed 1 staging file"):
         release(raw, str(out) + "/", _spec())
-    assert sorted(p.name for p in out.iterdir()) == left
-    # ... or, asked to, removes them first: the folder holds the parts and the manifest only
-    with pytest.warns(UserWarning, match="removed 2 file"):
+    assert sorted(p.name for p in out.iterdir()) == left[1:]
+    # ... or, asked to, removes the rest first: the folder holds the parts and the manifest only
+    with pytest.warns(UserWarning, match="removed 1 file"):
         release(raw, str(out) + "/", _spec(), overwrite=True)
     assert sorted(p.name for p in out.iterdir()) == [
         "_iwpfast_manifest.json", "part-000000.parquet", "part-000001.parquet",

@@ -167,3 +167,103 @@ def test_cli_release_resume(raw, tmp_path, capsys):
     assert "in 5 parts" in capsys.readouterr().out
     assert main(["release", *args, "--resume"]) == 2
     assert "nothing to resume" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ issue 42, D2
+def _plain_inputs(folder, rows, row_group_size=None):
+    """Uncompressed inputs without statistics or dictionaries, of ``rows`` rows each: inputs
+    holding other rows have byte-identical footers (the audit's case)."""
+    import numpy as np
+
+    folder.mkdir()
+    r = np.random.default_rng(3)
+    for i, n in enumerate(rows):
+        pq.write_table(pa.table({"a": r.uniform(-1, 1, n), "b": r.uniform(-1, 1, n),
+                                 "y": r.integers(0, 2, n)}), folder / f"f{i}.parquet",
+                       compression="none", write_statistics=False, use_dictionary=False,
+                       row_group_size=row_group_size)
+    return folder
+
+
+def _fail_part(monkeypatch, index, run):
+    original = multipart.release_file
+
+    def failing(source, destination, *args, **kwargs):
+        if kwargs["part"]["index"] == index:
+            raise InvalidInputError(f"part {index} failed")
+        return original(source, destination, *args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(multipart, "release_file", failing)
+        with pytest.raises(InvalidInputError, match="failed"), pytest.warns(UserWarning):
+            run()
+
+
+def _rewrite_keeping_mtime(path, table, **kwargs):
+    times = os.stat(path).st_mtime_ns
+    size = os.path.getsize(path)
+    footer = pq.read_metadata(path)
+    pq.write_table(table, path, compression="none", write_statistics=False,
+                   use_dictionary=False, **kwargs)
+    os.utime(path, ns=(times, times))
+    assert os.path.getsize(path) == size and pq.read_metadata(path).num_rows == footer.num_rows
+
+
+def test_resume_refuses_swapped_inputs_whose_footers_are_identical(tmp_path, monkeypatch):
+    """The audit's D2: size, mtime and footer all unchanged after swapping two inputs."""
+    raw = _plain_inputs(tmp_path / "raw", [300, 300, 300])
+    out = str(tmp_path / "out") + "/"
+    _fail_part(monkeypatch, 1, lambda: release(raw, out, spec(), FEATURES, "y", resume=True))
+    tables = [pq.read_table(raw / f"f{i}.parquet") for i in range(2)]
+    from iwpfast.io.filesystem import resolve
+    footers = {multipart.input_fingerprint(resolve(str(raw / f"f{i}.parquet")))["parquet_footer"]
+               for i in range(2)}
+    assert len(footers) == 1                                 # byte-identical footers
+    _rewrite_keeping_mtime(raw / "f0.parquet", tables[1])
+    _rewrite_keeping_mtime(raw / "f1.parquet", tables[0])   # part 0's rows, released again?
+    with pytest.raises(InvalidInputError,
+                       match=r"resume: the input '.*f0.parquet' changed .*sampled content differs"):
+        release(raw, out, spec(), FEATURES, "y", resume=True)
+
+
+def test_resume_refuses_rows_moved_between_the_parts_of_one_input(tmp_path, monkeypatch):
+    """Rows swapped between two row-group parts of one input: a change a sampled fingerprint
+    may miss (here switched off) is found by the parts' row digests, naming input and part."""
+    from iwpfast.privacy import fingerprints
+
+    raw = _plain_inputs(tmp_path / "raw", [400, 300], row_group_size=200)
+    out = tmp_path / "out"
+
+    def run():
+        return release(raw, str(out) + "/", spec(), FEATURES, "y", resume=True, max_part_rows=200)
+
+    monkeypatch.setattr(fingerprints, "sampled_digest", lambda fh, size, key: "missed")
+    _fail_part(monkeypatch, 2, run)                          # parts 0, 1 (f0's two groups) kept
+    assert sorted(n for n in os.listdir(out) if n.startswith("_iwpfast_rows-")) == \
+        ["_iwpfast_rows-000000.json", "_iwpfast_rows-000001.json"]
+    table = pq.read_table(raw / "f0.parquet")
+    order = list(range(400))
+    order[10], order[250] = order[250], order[10]           # one row of each part swapped
+    _rewrite_keeping_mtime(raw / "f0.parquet", table.take(order), row_group_size=200)
+    with pytest.raises(InvalidInputError,
+                       match=r"resume: the input '.*f0.parquet' \(part 0, rows 0:200\) changed"):
+        run()
+    table_back = table.take(list(range(400)))
+    _rewrite_keeping_mtime(raw / "f0.parquet", table_back, row_group_size=200)
+    res = run()                                              # restored: resumed
+    assert res.rows_kept == 400 and res.rows_written == 700
+    assert not [n for n in os.listdir(out) if n.startswith(("_iwpfast_rows", "_iwpfast_plan"))]
+
+
+def test_the_plan_holds_its_key_owner_only_and_a_part_without_digest_is_released_again(
+        raw, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    _fail_part(monkeypatch, 2, lambda: release(raw, str(out) + "/", spec(), FEATURES, "y",
+                                               resume=True))
+    plan = json.loads((out / "_iwpfast_plan.json").read_bytes())
+    assert len(bytes.fromhex(plan["digest_key"])) == 16
+    assert all("sampled" in fp for _, fp in plan["fingerprints"])
+    assert os.stat(out / "_iwpfast_plan.json").st_mode & 0o777 == 0o600
+    os.unlink(out / "_iwpfast_rows-000000.json")            # killed between part and digest
+    res = release(raw, str(out) + "/", spec(), FEATURES, "y", resume=True)
+    assert res.rows_kept == ROWS[1] and res.rows_written == sum(ROWS)

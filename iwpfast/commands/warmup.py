@@ -96,6 +96,11 @@ def _fit(kind: str, dtype: str, loss: str) -> None:
             release({**{f: X[:, j] for j, f in enumerate(names)},
                      "y": (X[:, 0] > 0).astype(np.int8)}, path, spec, seed=1)
             IWPClassifier(loss=loss, progress=False).fit(path)
+        # the row digest every part of a multi-part release computes (one signature: uint64)
+        import pyarrow as pa
+
+        from ..privacy.part_rows import RowDigest
+        RowDigest(bytes(16)).update(pa.record_batch({"x0": X[:, 0]}))
         return
     noise = dict(noise_var=0.25, epsilon_y=2.0)     # private labels: the k-class table form
     if kind == "classes":     # private class labels (the table form), then public ones

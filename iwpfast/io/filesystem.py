@@ -238,6 +238,57 @@ def make_public_mode(path: str) -> None:
     os.chmod(path, 0o666 & ~_umask())
 
 
+class FolderLock:
+    """An exclusive advisory lock (``flock``) on a local destination folder, held by the process
+    that runs a multi-part release into it, until the release publishes or fails (or the process
+    dies: the kernel drops the lock of a killed process).  So a later run that takes the lock
+    knows that the files it finds there were left by a run that is no longer running (on this
+    host), and removes that run's staging files even when it refuses to go on; one that cannot
+    take it knows that a release is running there now.
+
+    ``FolderLock.take(path)``: the held lock, ``BUSY`` when another process holds it, or None
+    where it cannot be known (no ``fcntl``, a filesystem without ``flock``).  A pickled lock (a
+    plan sent to a worker) arrives inert: the lock stays with the process that took it."""
+
+    def __init__(self, fd: int | None):
+        self.fd = fd
+
+    @classmethod
+    def take(cls, path: str):
+        try:
+            import fcntl
+        except ImportError:                      # not POSIX
+            return None
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return BUSY
+        except OSError:                          # no flock here (some network filesystems)
+            os.close(fd)
+            return None
+        return cls(fd)
+
+    def release(self) -> None:
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            os.close(fd)                         # closing the descriptor drops the flock
+
+    def __del__(self):
+        self.release()
+
+    def __reduce__(self):
+        return (FolderLock, (None,))
+
+
+#: what ``FolderLock.take`` returns when another process holds the folder's lock
+BUSY = "busy"
+
+
 def staging_leftovers(loc: Location) -> list[Location]:
     """The staging files of ``loc`` that earlier runs left next to it (a run killed mid-write):
     its own staging names only (``is_staging_of``), never another file."""

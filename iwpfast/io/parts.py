@@ -21,6 +21,7 @@ release (another release id) or with other parameters are refused with an error 
 from __future__ import annotations
 
 import json
+import os
 import re
 
 from ..exceptions import InvalidInputError, ReleaseSpecError
@@ -82,6 +83,7 @@ def combine_part_metadata(metas: list, names: list[str], rows: list) -> dict | N
                     f"parts of one release. Read them separately.")
         return None
     if len(metas) == 1 and PART_KEY not in first:
+        check_row_count(first, names[0], rows[0])
         return first
     shared = _shared(first)
     release_id = _part(first, names[0]).get("release_id") if PART_KEY in first else None
@@ -110,6 +112,7 @@ def combine_part_metadata(metas: list, names: list[str], rows: list) -> dict | N
                     f"metadata); remove it from the folder or read the files separately.")
             continue
         part = _part(meta, name)
+        check_row_count(meta, name, n)
         if part.get("release_id") != release_id:
             raise ReleaseSpecError(
                 f"{name!r} is part of another release (release id {part.get('release_id')!r}, not "
@@ -126,6 +129,18 @@ def combine_part_metadata(metas: list, names: list[str], rows: list) -> dict | N
                 f"damaged. Release it again.")
     total = None if any(n is None for n in rows) else int(sum(rows))
     return {**shared, **{k: v for k, (v, _) in data.items()}, "row_count": total}
+
+
+def check_row_count(meta: dict, name: str, rows: int | None) -> None:
+    """A file's stored ``row_count`` against the rows its footer holds (programs read the count:
+    an edited one is refused, naming the field); None on either side: nothing to compare."""
+    stored = meta.get("row_count")
+    if stored is not None and rows is not None and stored != rows:
+        raise ReleaseSpecError(
+            f"{name!r}: the release's metadata field 'row_count' says {stored!r} but the file "
+            f"holds {rows} rows: the metadata was edited, or another tool wrote some of a "
+            f"release's rows with its metadata (set row_count to {rows} there); read the release "
+            "as it was published (releasing the data again would publish a second noisy copy)")
 
 
 def _part(meta: dict, name: str) -> dict:
@@ -180,7 +195,8 @@ def remove_temporaries(folder: Location) -> None:
 
 
 def write_manifest_document(folder: Location, doc: dict, *, overwrite: bool = True) -> Location:
-    """Publish ``doc`` as the manifest of ``folder``, after ``remove_temporaries``."""
+    """Publish ``doc`` as the manifest of ``folder``, after ``remove_temporaries``; then make
+    the parts it lists readable as any new file (``publish_parts``)."""
     remove_temporaries(folder)
     loc = folder.child(MANIFEST_NAME)
     data = (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode("utf-8")
@@ -188,7 +204,28 @@ def write_manifest_document(folder: Location, doc: dict, *, overwrite: bool = Tr
     from .filesystem import FINAL_OUTPUT_PUBLISHED
 
     FINAL_OUTPUT_PUBLISHED.set()
+    publish_parts(folder, [str(p["path"]) for p in doc.get("parts", [])])
     return loc
+
+
+def publish_parts(folder: Location, names: list[str]) -> None:
+    """Give the parts ``names`` of ``folder`` the mode of any new file (0666 less the umask).
+
+    Parts are written owner-only (0600) and stay so until their manifest is written: before it,
+    nobody else can read a part (a killed run's finished parts included), so a part that is
+    later deleted or released again was never a readable noisy copy.  The manifest comes first,
+    the modes after it: a kill in between leaves a published release whose parts only their
+    owner reads (safe; ``write_manifest(folder)`` or a chmod finishes it), never a readable part
+    of an unpublished one.  An object store has no modes: its bucket policy decides who reads
+    the parts (docs/release.md, "No second noisy copy")."""
+    if not folder.local:
+        return
+    from . import filesystem
+
+    for name in names:
+        path = folder.child(name).path
+        if os.path.isfile(path):
+            filesystem.make_public_mode(path)
 
 
 def read_manifest(folder: Location) -> dict | None:
@@ -236,9 +273,10 @@ def read_manifest_parts(folder: Location, listing: list[Location] | None = None
             raise ReleaseSpecError(
                 f"{folder.display!r} holds parts of a multi-part release ({stray[0]!r}...) but no "
                 f"{MANIFEST_NAME}: the release is still being written, or failed before it was "
-                f"published. Run the release again with --resume (resume=True) to keep the "
-                f"finished parts and release the others, or with --overwrite (overwrite=True) to "
-                f"release everything again.")
+                f"published. Run the release again with --resume (resume=True): it keeps the "
+                f"finished parts and releases only the others; or delete the parts first "
+                f"(--overwrite, overwrite=True, deletes them before any new part is written; a "
+                f"copy someone already read cannot be retracted).")
         return None
     try:
         parts = sorted(doc["parts"], key=lambda p: int(p["index"]))
@@ -264,7 +302,14 @@ def read_manifest_parts(folder: Location, listing: list[Location] | None = None
                 f"part {part['index']} ({loc.display!r}) of the release in {folder.display!r} is "
                 f"missing; copy it back or release the data again.")
     rows = [p.get("rows") for p in parts]
-    if all(isinstance(n, int) and n >= 0 for n in rows) and isinstance(doc.get("release"), dict):
+    counted = all(isinstance(n, int) and n >= 0 for n in rows)
+    if counted and doc.get("row_count") is not None and doc["row_count"] != sum(rows):
+        raise ReleaseSpecError(
+            f"{folder.child(MANIFEST_NAME).display!r}: the manifest's field 'row_count' says "
+            f"{doc['row_count']!r} but its parts list {sum(rows)} rows: the manifest was edited or "
+            "is corrupt; read the release as it was published (or write the manifest again: "
+            "iwpfast.io.parts.write_manifest)")
+    if counted and isinstance(doc.get("release"), dict):
         return ManifestParts(locations, rows, doc["release"], doc.get("release_id"))
     return locations
 

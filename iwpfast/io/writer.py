@@ -73,7 +73,7 @@ class AtomicArrowWriter:
     def __init__(self, destination, schema: pa.Schema, *, format: str | None = None,
                  overwrite: bool = False, compression: str | dict | None = "snappy",
                  dictionary_columns: list[str] | None = None, filesystem=None,
-                 final: bool = False, checked: bool = False):
+                 final: bool = False, checked: bool = False, private: bool = False):
         # a local Path, or a Location on another filesystem (self.remote): each branch below uses
         # one of them, which a flag cannot tell the type checker (hence Any); same for _tmp.
         # ``checked``: ``destination`` is what check_destination returned to the caller already
@@ -83,6 +83,9 @@ class AtomicArrowWriter:
         self.overwrite = overwrite
         #: the command's final output (``filesystem.FINAL_OUTPUT_PUBLISHED`` once it is in place)
         self.final = final
+        #: a part of a multi-part release: it stays owner-only (0600) under its name until the
+        #: release's manifest publishes it (``io.parts.write_manifest_document``)
+        self.private = private
         self.schema = schema
         # A dict {column: codec} sets Parquet compression per column (IPC: no compression).
         self.compression = None if compression in (None, "none", "uncompressed") else compression
@@ -176,7 +179,8 @@ class AtomicArrowWriter:
             publish(self._tmp_loc, self.destination, overwrite=self.overwrite)
             self._published()
             return
-        make_public_mode(str(self._tmp))
+        if not self.private:
+            make_public_mode(str(self._tmp))
         if self.overwrite:
             os.replace(self._tmp, self.destination)
             self._published()

@@ -23,9 +23,11 @@ from .writing import declared_label_classes, label_dtype, metadata_json, output_
 
 
 def release_file(source, destination, spec: ReleaseSpec, options: ReleaseOptions,
-                 part: dict | None = None) -> ReleaseResult:
+                 part: dict | None = None, digest=None) -> ReleaseResult:
     """Release ``source`` into the file ``destination`` with the resolved ``spec`` (see
-    :func:`iwpfast.privacy.release.release`); ``part``: ``{"release_id", "index"}`` of a part."""
+    :func:`iwpfast.privacy.release.release`); ``part``: ``{"release_id", "index"}`` of a part
+    (written owner-only: its release's manifest publishes it); ``digest``: a
+    ``part_rows.RowDigest`` that every row read is added to."""
     from ..io.filesystem import is_uri
     from ..io.outputs import refuse_writing_onto_inputs
     from ..io.sources import expand_source, open_files, open_source
@@ -42,7 +44,12 @@ def release_file(source, destination, spec: ReleaseSpec, options: ReleaseOptions
     if is_stream_destination(destination):
         pass                           # a file-like object or NativeFile: nothing to check
     else:
-        if part is None:               # a part's plan checked the whole release's inputs
+        if part is None:
+            # a killed run's staging files (noisy copies under another key, never published)
+            # never outlive this run: removed first, also when this run is then refused (the
+            # destination exists, the input is bad...); a part's runner cleans its folder
+            _remove_leftovers(destination, local_fs(destination))
+            # (a part's plan checked the whole release's inputs)
             refuse_writing_onto_inputs(destination, source, options.filesystem,
                                        files=None if expanded is None else expanded[0])
         destination = check_destination(destination, options.overwrite, local_fs(destination))
@@ -67,10 +74,6 @@ def release_file(source, destination, spec: ReleaseSpec, options: ReleaseOptions
         bytes_per_row = len(spec.feature_names) * (4 if spec.feature_dtype == "float32" else 8) + 8
         check_writable_folder(destination, what="destination",
                               need_bytes=int(src.num_rows) * bytes_per_row)
-    if part is None and not is_stream_destination(destination):
-        # a killed run's staging files (noisy copies under another key) never outlive this run:
-        # removed before anything is written (a part's runner cleans the folder of its parts)
-        _remove_leftovers(destination)
     from ..io.source_base import load_lazy_imports
 
     load_lazy_imports()                 # before the first batch: a Ctrl-C ends the run cleanly
@@ -79,6 +82,10 @@ def release_file(source, destination, spec: ReleaseSpec, options: ReleaseOptions
         from .shuffle import shuffled_source
 
         src, shuffle_tmp = shuffled_source(src, columns, options.batch_rows, options.seed)
+    if digest is not None:
+        from .fingerprints import digested_source
+
+        src = digested_source(src, digest)
     privatizer = _Privatizer(spec, options.seed, options.threads, options.engine, src.num_rows)
     result = ReleaseResult(destination=destination if isinstance(destination, Path)
                            else getattr(destination, "display", None) or _stream_name(destination),
@@ -101,14 +108,15 @@ def release_file(source, destination, spec: ReleaseSpec, options: ReleaseOptions
     return result
 
 
-def _remove_leftovers(destination) -> None:
+def _remove_leftovers(destination, filesystem=None) -> None:
     """Remove the staging files (and incomplete uploads of staging keys) that earlier runs into
     ``destination`` left, saying so."""
     import warnings
 
     from ..io.filesystem import Location, remove_staging_leftovers, resolve
 
-    loc = destination if isinstance(destination, Location) else resolve(str(destination))
+    loc = destination if isinstance(destination, Location) else \
+        resolve(os.fspath(destination), filesystem)
     removed = remove_staging_leftovers(loc)
     if removed:
         shown = ", ".join(repr(n) for n in removed[:3]) + (" ..." if len(removed) > 3 else "")
@@ -217,9 +225,11 @@ def _writer(destination, schema, options: ReleaseOptions, compression, dictionar
         return StreamArrowWriter(destination, schema, format=options.format,
                                  compression=compression, dictionary_columns=dictionary)
     # release_file checked the destination (check_destination) before reading anything
+    # a part (not final) stays owner-only until its release's manifest publishes it
     return AtomicArrowWriter(destination, schema, format=options.format,
                              overwrite=options.overwrite, compression=compression,
-                             dictionary_columns=dictionary, final=final, checked=True)
+                             dictionary_columns=dictionary, final=final, checked=True,
+                             private=not final)
 
 
 class _FixedBatches:

@@ -14,8 +14,10 @@ release starts, so a retried part draws the same noise (a copy an interrupted at
 nothing); it is never written or logged (the Dask release sends each task its part's key only).
 With a seed (simulations only) the root is ``NoiseKey.from_seed(seed)``: independent keys, the same
 whoever writes the part.  Temporaries and incomplete uploads of interrupted attempts are removed
-before the manifest is written; another run's leftovers are refused, or removed with overwrite
-(docs/release.md, "No second noisy copy").
+before the manifest is written; another run's leftovers are refused (saying: resume it, or delete
+its parts), or removed with overwrite before any part is written.  Parts stay owner-only until the
+manifest publishes them; a resumed run checks that the inputs of the parts it keeps are unchanged
+(``iwpfast.privacy.fingerprints``) (docs/release.md, "No second noisy copy").
 """
 from __future__ import annotations
 
@@ -37,11 +39,19 @@ from .options import (
     resolve_options_spec,
     resolve_spec,
 )
+from .part_folder import (  # noqa: F401  (re-exported: the Spark path and tests import them)
+    DELETE_PARTS_HINT,
+    REPLACE_RELEASE_HINT,
+    _leftovers_of_other_runs,
+    _take_folder_lock,
+    parts_folder_kind,
+    prepare_release_folder,
+)
 from .report import ReleaseResult
 from .spec import ReleaseSpec
 
 if TYPE_CHECKING:                    # io.filesystem imports pyarrow: not at import time
-    from ..io.filesystem import Location
+    from ..io.filesystem import FolderLock, Location
 
 
 @dataclass
@@ -93,6 +103,12 @@ class PartPlan:
     kept: dict = field(default_factory=dict)
     #: a failed run keeps its finished parts (unpublished) for the next resumed run
     resumable: bool = False
+    #: the run's key (16 bytes) of the inputs' sampled fingerprints and the parts' row digests
+    #: (``iwpfast.privacy.fingerprints``); kept in the owner-only plan file only
+    digest_key: bytes | None = None
+    #: the destination folder's lock (``io.filesystem.FolderLock``), held by this process while
+    #: it releases into a local folder; arrives inert in a worker
+    lock: FolderLock | None = field(default=None, compare=False, repr=False)
 
     def todo(self) -> list[int]:
         """The indices of the parts this run releases (all but the kept ones)."""
@@ -187,62 +203,40 @@ def plan_parts_with(source, destination, spec: ReleaseSpec, options: ReleaseOpti
         if options.resume:
             raise InvalidInputError(
                 f"{folder.display!r} holds a published release ({MANIFEST_NAME}): there is nothing "
-                f"to resume; pass overwrite=True (CLI: --overwrite) to release again")
+                f"to resume; {REPLACE_RELEASE_HINT}")
         raise InvalidInputError(
-            f"{folder.display!r} already holds a release ({MANIFEST_NAME}); pass overwrite=True "
-            f"(CLI: --overwrite) or choose another folder")
+            f"{folder.display!r} already holds a release ({MANIFEST_NAME}); choose another "
+            f"folder, or {REPLACE_RELEASE_HINT}")
     if options.resume and options.overwrite:
         raise InvalidInputError("resume keeps the parts of an unfinished run and overwrite "
                                 "replaces them: choose one")
-    if (kind == "dir" or not folder.local) and not options.resume:
-        # (a resumed run keeps the unfinished run's parts and removes its temporaries: _resumed)
-        _leftovers_of_other_runs(folder, published, options.overwrite)
-    if spec.ranges_from_data:
-        # one range for every part, computed over all the inputs (parts must share the spec)
-        spec = fill_ranges_from_data(spec, _all_inputs(inputs, spec, options.batch_rows))
-    else:
-        spec.scaler_ranges()
-    row_ranges = None
-    if options.max_part_rows is not None:
-        inputs, row_ranges = _split_inputs(inputs, options.max_part_rows, options.batch_rows)
+    lock = _take_folder_lock(folder) if folder.local and kind == "dir" else None
+    try:
+        if (kind == "dir" or not folder.local) and not options.resume:
+            # (a resumed run keeps the unfinished run's parts and removes its temporaries)
+            _leftovers_of_other_runs(folder, published, options.overwrite,
+                                     no_run_alive=lock is not None)
+        if spec.ranges_from_data:
+            # one range for every part, computed over all the inputs (parts must share the spec)
+            spec = fill_ranges_from_data(spec, _all_inputs(inputs, spec, options.batch_rows))
+        else:
+            spec.scaler_ranges()
+        row_ranges = None
+        if options.max_part_rows is not None:
+            inputs, row_ranges = _split_inputs(inputs, options.max_part_rows, options.batch_rows)
+    except BaseException:
+        # a refusal frees the folder at once (a traceback kept by the caller would hold it)
+        if lock is not None:
+            lock.release()
+        raise
     created = folder.local and kind == "missing"
     if created:                         # last: a refused release leaves nothing behind
         os.makedirs(folder.path, exist_ok=True)
-    return PartPlan(inputs, folder, spec, new_release_id(), extension, row_ranges, created)
+        lock = _take_folder_lock(folder)
+    return PartPlan(inputs, folder, spec, new_release_id(), extension, row_ranges, created,
+                    lock=lock)
 
 
-def _leftovers_of_other_runs(folder, published: bool, overwrite: bool) -> None:
-    """Temporary files (and, with no manifest, part files) of another run in ``folder``: a run
-    that was killed, or one still writing.  Each holds noisy copies of rows under another key, so
-    they are never left next to a new release: refused, or (``overwrite``) removed, saying so."""
-    from ..io.parts import is_release_temporary, temporary_uploads
-
-    found = [e for e in folder.listdir() if is_release_temporary(e.name)
-             or (not published and e.name.startswith("part-"))]
-    uploads = temporary_uploads(folder)
-    if not found and not uploads:
-        return
-    names = [e.name for e in found] + [u + " (incomplete upload)" for u in uploads]
-    shown = ", ".join(repr(n) for n in names[:3]) + (" ..." if len(names) > 3 else "")
-    if not overwrite:
-        raise InvalidInputError(
-            f"{folder.display!r} holds {len(names)} file(s) of another release run that did not "
-            f"publish ({shown}): a release may still be writing there, or one was killed, and its "
-            f"files hold noisy copies of rows under another key. If no release is running into "
-            f"this folder, pass overwrite=True (CLI: --overwrite) to remove them first, or remove "
-            f"them yourself; nothing was written")
-    for entry in found:
-        entry.delete()
-    _abort_uploads(folder, uploads)
-    warnings.warn(f"removed {len(names)} file(s) of an earlier release run that did not publish "
-                  f"from {folder.display!r} ({shown})", UserWarning, stacklevel=4)
-
-
-def _abort_uploads(folder, keys) -> None:
-    if keys:
-        from ..io.filesystem import abort_uploads
-
-        abort_uploads(folder, keys)
 
 
 def _split_inputs(inputs, max_rows: int, batch_rows: int):
@@ -299,16 +293,26 @@ def release_part_with(plan: PartPlan, index: int, options: ReleaseOptions,
     ``options.part_retries`` times, after 0.5 s, 1 s, 2 s..., with the part's same key (the
     attempt's temporary output is gone: nothing was published) and the part is written again.
     Any other error (bad data, a wrong spec) is raised at once: trying again would fail again."""
+    from .part_rows import RowDigest, write_sidecar
+
     key = part_seed(options.seed, index) if key is None else key
     attempt = 0
     while True:
         try:
+            # the keyed digest of every row the part reads, for a resumed run to check that
+            # the part's input is unchanged (``iwpfast.privacy.fingerprints``)
+            digest = None if plan.digest_key is None else RowDigest(plan.digest_key)
             with warnings.catch_warnings():
                 # the range counts are reported once for the whole release, by the caller
                 warnings.simplefilter("ignore", UserWarning)
-                return release_file(plan.part_source(index, options.batch_rows),
-                                    plan.part_location(index), plan.spec, options.for_part(key),
-                                    part={"release_id": plan.release_id, "index": index})
+                result = release_file(plan.part_source(index, options.batch_rows),
+                                      plan.part_location(index), plan.spec, options.for_part(key),
+                                      part={"release_id": plan.release_id, "index": index},
+                                      digest=digest)
+            if digest is not None:
+                # after the part: a part without its sidecar is released again by a resume
+                write_sidecar(plan.folder, index, plan.release_id, digest.value())
+            return result
         except OSError:
             if attempt >= options.part_retries:
                 raise
@@ -344,7 +348,11 @@ def finish_parts(plan: PartPlan, results: list[ReleaseResult], elapsed_s: float,
     except BaseException:
         discard_parts(plan)
         raise
-    plan.folder.child(PLAN_NAME).delete()    # published: nothing left to resume
+    # published: nothing left to resume; the key and the digests of raw rows go with the plan
+    from .part_rows import remove_sidecars
+
+    plan.folder.child(PLAN_NAME).delete()
+    remove_sidecars(plan.folder)
     if overwrite:  # parts of the release this one replaced, beyond the new part count
         keep = {p["path"] for p in parts}
         for entry in plan.folder.listdir():
@@ -394,12 +402,15 @@ def discard_parts(plan: PartPlan) -> None:
     and the destination folder when the release created it and it is empty again.  A resumable
     run (``resume=True``) keeps them instead, unpublished: the next run with ``resume=True``
     releases only the missing ones."""
+    from .part_rows import sidecar_name
+
     if plan.resumable:
         return
     plan.folder.child(PLAN_NAME).delete()
     for i in range(len(plan.inputs)):
         try:
             plan.part_location(i).delete()
+            plan.folder.child(sidecar_name(i)).delete()
         except OSError:
             pass
     if plan.created_folder:
@@ -440,89 +451,46 @@ def _plan_document(plan: PartPlan, fingerprints: list | None = None) -> dict:
     return doc
 
 
-#: bytes at the end of a non-Parquet input that its fingerprint hashes
-FINGERPRINT_TAIL_BYTES = 1 << 16
-#: a Parquet footer longer than this is hashed over its last FINGERPRINT_TAIL_BYTES only
-FINGERPRINT_FOOTER_MAX = 1 << 24
+# the fingerprints of the inputs, in their own module (names kept importable from here)
+from .fingerprints import (  # noqa: E402, F401
+    FINGERPRINT_FOOTER_MAX,
+    FINGERPRINT_TAIL_BYTES,
+    input_fingerprint,
+)
+from .fingerprints import changed_input as _changed_input  # noqa: E402
 
 
-def input_fingerprint(loc) -> dict:
-    """What a resume compares of one input file: its size, its modification time and a SHA-256
-    of its Parquet footer (row groups, row counts, column statistics and offsets: it changes
-    when the content does) -- of its last 64 KiB for other formats.  One stat and one read of
-    the file's end, never its data."""
-    import hashlib
-
-    mtime: int | None
-    if loc.local:
-        st = os.stat(loc.path)
-        size, mtime = int(st.st_size), int(st.st_mtime_ns)
-    else:
-        info = loc.fs.get_file_info(loc.path)
-        size = int(info.size or 0)
-        mtime = None if info.mtime is None else int(info.mtime.timestamp() * 1e9)
-    tail = min(size, FINGERPRINT_TAIL_BYTES)
-    with (open(loc.path, "rb") if loc.local else loc.open_input_file()) as fh:
-        fh.seek(size - tail)
-        end = fh.read(tail)
-        what = "tail"
-        if size >= 12 and end[-4:] == b"PAR1":
-            footer = int.from_bytes(end[-8:-4], "little") + 8
-            if footer <= min(size, FINGERPRINT_FOOTER_MAX):
-                fh.seek(size - footer)
-                end = fh.read(footer)
-                what = "parquet_footer"
-    return {"size": size, "mtime_ns": mtime, what: hashlib.sha256(end).hexdigest()}
-
-
-def _fingerprints(plan: PartPlan) -> list:
-    """[[display, fingerprint], ...] of the plan's distinct input files, in order."""
-    from ..io.filesystem import map_bounded
-
-    unique = list({loc.display: loc for loc in plan.inputs}.values())
-    return [[loc.display, fp] for loc, fp in zip(
-        unique, map_bounded(input_fingerprint, unique), strict=True)]
-
-
-def _changed_input(stored, current) -> str | None:
-    """The first input whose fingerprint differs, said with what changed (None: all the same)."""
-    if not isinstance(stored, list):
-        return ("the unfinished run's plan records no fingerprint of its inputs (written by an "
-                "older iwpfast), so they cannot be checked")
-    before = {str(name): fp for name, fp in stored if isinstance(fp, dict)}
-    for name, fp in current:
-        old = before.get(name)
-        if old is None:
-            return f"the input {name!r} is not among the unfinished run's inputs"
-        changes = []
-        if old.get("size") != fp["size"]:
-            changes.append(f"size {old.get('size')} -> {fp['size']} bytes")
-        for key, said in (("parquet_footer", "Parquet footer"), ("tail", "last 64 KiB")):
-            if key in fp or key in old:
-                if old.get(key) != fp.get(key):
-                    changes.append(f"its {said} differs")
-        if old.get("mtime_ns") != fp["mtime_ns"]:
-            changes.append("modification time changed")
-        if changes:
-            return f"the input {name!r} changed since the unfinished run started ({', '.join(changes)})"
-    return None
-
-
-def _resumed(plan: PartPlan, fingerprints: list) -> PartPlan:
-    """The plan of a resumed run: the release id of the unfinished run whose plan file lies in
-    the folder (refused if that run had other inputs, split or spec), and its finished parts
-    kept (a part is there only once it was written whole: parts are published atomically)."""
+def _stored_plan(folder) -> dict | None:
+    """The plan file an unfinished run left in ``folder`` (None: none, or unreadable)."""
     import json
 
-    from ..io.filesystem import map_bounded
-    from ..io.format_readers import open_file
-    from ..io.parts import PART_KEY, remove_temporaries
-    from ..io.source_base import parse_release_metadata
-
     try:
-        doc = json.loads(plan.folder.child(PLAN_NAME).read_bytes())
+        doc = json.loads(folder.child(PLAN_NAME).read_bytes())
     except (FileNotFoundError, OSError, ValueError):
-        doc = None
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _stored_key(doc: dict | None) -> bytes | None:
+    """The digest key of a stored plan (None: no plan, or one written by an older iwpfast)."""
+    try:
+        key = bytes.fromhex(str((doc or {})["digest_key"]))
+    except (KeyError, ValueError):
+        return None
+    return key if len(key) == 16 else None
+
+
+def _resumed(plan: PartPlan, fingerprints: list, doc: dict | None,
+             batch_rows: int) -> PartPlan:
+    """The plan of a resumed run: the release id of the unfinished run whose plan file ``doc``
+    lies in the folder (refused if that run had other inputs, split or spec, or if an input
+    changed since), and its finished parts kept (a part is there only once it was written
+    whole: parts are renamed into place atomically) when their input rows are unchanged."""
+    import json
+
+    from ..io.parts import remove_temporaries
+    from .fingerprints import verified_parts
+
     if doc is None:
         warnings.warn(f"resume: {plan.folder.display!r} holds no unfinished release "
                       f"({PLAN_NAME}); releasing every part", UserWarning, stacklevel=4)
@@ -533,17 +501,35 @@ def _resumed(plan: PartPlan, fingerprints: list) -> PartPlan:
     if differ:
         raise InvalidInputError(
             f"resume: the unfinished release in {plan.folder.display!r} was started with other "
-            f"{' and '.join(differ)}; resume with the same inputs, options and spec, or pass "
-            f"overwrite=True (CLI: --overwrite) to release everything again")
-    changed = _changed_input(doc.get("fingerprints"), fingerprints)
+            f"{' and '.join(differ)}; resume with the same inputs, options and spec, or "
+            f"{DELETE_PARTS_HINT}")
+    # the temporary files (and incomplete uploads) of the parts the killed run was writing:
+    # never published, never to be; removed also when the checks below refuse the resume
+    remove_temporaries(plan.folder)
+    changed = ("the unfinished run's plan records no key for the content of its inputs "
+               "(written by an older iwpfast), so they cannot be checked"
+               if _stored_key(doc) is None else
+               _changed_input(doc.get("fingerprints"), fingerprints))
     if changed is not None:
         # the kept parts hold noisy copies of the inputs as they were: releasing changed (e.g.
         # swapped) inputs next to them would publish rows twice, under independent noise
         raise InvalidInputError(
             f"resume: {changed}; the kept parts were released from the inputs as they were, and "
-            f"resuming could release their rows twice. Restore the inputs, or pass "
-            f"overwrite=True (CLI: --overwrite) to release everything again")
+            f"resuming could release their rows twice. Restore the inputs and resume, or "
+            f"{DELETE_PARTS_HINT}")
     plan = replace(plan, release_id=str(doc["release_id"]), resumable=True)
+    # each kept part's input rows read again and compared with the digest its run stored: a
+    # change the sampled fingerprint missed is refused, naming the input and the part
+    return replace(plan, kept=verified_parts(plan, _finished_parts(plan), batch_rows))
+
+
+def _finished_parts(plan: PartPlan) -> dict:
+    """{index: rows} of the parts of ``plan``'s release id that lie whole in its folder."""
+    from ..io.filesystem import map_bounded
+    from ..io.format_readers import open_file
+    from ..io.parts import PART_KEY
+    from ..io.source_base import parse_release_metadata
+
     listed = {e.name for e in plan.folder.listdir()}
 
     def finished(i):
@@ -561,32 +547,49 @@ def _resumed(plan: PartPlan, fingerprints: list) -> PartPlan:
         return int(f.num_rows)
 
     rows = map_bounded(finished, range(len(plan.inputs)))
-    # the temporary files (and incomplete uploads) of the parts a killed run was writing:
-    # never published, never to be
-    remove_temporaries(plan.folder)
-    return replace(plan, kept={i: n for i, n in enumerate(rows) if n is not None})
+    return {i: n for i, n in enumerate(rows) if n is not None}
 
 
 def start_parts(source, destination, spec, options: ReleaseOptions) -> PartPlan:
     """What a multi-part release (serial or on Dask) does before its first part: plan the parts,
     (``overwrite``) unpublish the release being replaced or (``resume``) keep the finished parts
     of the unfinished one, and write the plan file that a resumed run checks."""
-    from ..io.filesystem import write_bytes_atomic
-
     plan = plan_parts_with(source, destination, spec, options)
     try:
-        fingerprints = _fingerprints(plan)
+        return _started(plan, options)
+    except BaseException:
+        # a refused resume frees the folder at once (a traceback kept by the caller would not)
+        if plan.lock is not None:
+            plan.lock.release()
+        raise
+
+
+def _started(plan: PartPlan, options: ReleaseOptions) -> PartPlan:
+    import json
+    import secrets
+
+    from .fingerprints import fingerprints as fingerprints_of
+    from .part_rows import write_private_atomic
+
+    doc = _stored_plan(plan.folder) if options.resume else None
+    # the key of the inputs' sampled fingerprints and of the parts' row digests: the unfinished
+    # run's (to compare with what it stored), else drawn for this run; it lives in the
+    # owner-only plan file only
+    key = _stored_key(doc) or secrets.token_bytes(16)
+    plan = replace(plan, digest_key=key)
+    try:
+        fingerprints = fingerprints_of(plan.inputs, key)
     except OSError as exc:
         raise OSError(exc.errno, f"cannot read the inputs of {plan.folder.display!r}: "
                                  f"{exc.strerror or exc}") from None
     if options.resume:
-        plan = _resumed(plan, fingerprints)
+        plan = _resumed(plan, fingerprints, doc, options.batch_rows)
     elif options.overwrite:
         unpublish(plan)
-    import json
-    write_bytes_atomic(plan.folder.child(PLAN_NAME),
-                       json.dumps(_plan_document(plan, fingerprints), sort_keys=True).encode(),
-                       overwrite=True)
+    document = {**_plan_document(plan, fingerprints), "digest_key": key.hex()}
+    # owner-only for good (it holds the key and digests of raw data); removed at publication
+    write_private_atomic(plan.folder.child(PLAN_NAME),
+                         json.dumps(document, sort_keys=True).encode())
     return plan
 
 
@@ -609,6 +612,14 @@ def release_parts_with(source, destination, spec: ReleaseSpec, options: ReleaseO
     """Plan the parts, run them with ``runner(plan, options) -> [ReleaseResult]`` (default
     :func:`run_parts_serially`), then write the manifest."""
     plan = start_parts(source, destination, spec, options)
+    try:
+        return _run_and_publish(plan, options, runner)
+    finally:
+        if plan.lock is not None:
+            plan.lock.release()
+
+
+def _run_and_publish(plan: PartPlan, options: ReleaseOptions, runner) -> MultiPartResult:
     if options.seed is None:
         # one key for the whole release, drawn here: part i's key is derived from it, so a
         # retried part draws the same noise as its first attempt (a leftover copy adds nothing)
@@ -636,44 +647,6 @@ def release_parts(source, destination, spec: ReleaseSpec, features=None, label=_
         threads=threads, progress=progress, engine=engine, kernel=kernel, filesystem=filesystem,
         max_part_rows=max_part_rows, features=features, label=label, ranges=ranges)
     return release_parts_with(source, destination, spec, options)
-
-
-def prepare_release_folder(destination, *, overwrite: bool = False, filesystem=None) -> None:
-    """Make ``destination`` ready for the parts of a new release written part by part
-    (:func:`release_batches`, e.g. the Spark recipe): a folder holding a published release, or
-    files of another run, is refused; with ``overwrite`` the old release is replaced whole (its
-    manifest first, then every part and temporary file of it), so that the new parts never mix
-    with old ones.  Creates a missing local folder."""
-    from ..io.filesystem import is_uri, resolve
-    from ..io.parts import MANIFEST_NAME, read_manifest
-
-    text = os.fspath(destination)
-    folder = resolve(text, None if is_uri(text) else filesystem)
-    if parts_folder_kind(folder) == "missing":
-        return
-    published = read_manifest(folder) is not None
-    if published and not overwrite:
-        raise InvalidInputError(
-            f"{folder.display!r} already holds a release ({MANIFEST_NAME}); pass overwrite=True "
-            f"(--overwrite) to replace it whole, or choose another folder")
-    if published:
-        folder.child(MANIFEST_NAME).delete()      # unpublished first: never a mixed release
-        for entry in folder.listdir():
-            if entry.name.startswith("part-"):
-                entry.delete()
-    _leftovers_of_other_runs(folder, False, overwrite)
-
-
-def parts_folder_kind(folder) -> str:
-    """``folder.kind()`` of the destination of a release written part by part, refused when it
-    is a file; a missing local folder is made (an object-store prefix needs none)."""
-    kind = folder.kind()
-    if kind == "file":
-        raise InvalidInputError(f"destination {folder.display!r} is a file; a multi-part release "
-                                f"needs a folder / prefix")
-    if kind == "missing" and folder.local:
-        os.makedirs(folder.path, exist_ok=True)
-    return kind
 
 
 def new_release_id() -> str:

@@ -47,6 +47,9 @@ def _words(column, key: bytes) -> np.ndarray:
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    if pa.types.is_dictionary(column.type):
+        # a file read with dictionary-encoded columns: the values count, not their encoding
+        column = column.dictionary_decode()
     if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
         encoded = pc.dictionary_encode(column)
         table = np.array([int.from_bytes(hashlib.blake2b(str(v).encode(), key=key,
@@ -83,16 +86,34 @@ class RowDigest:
         n = batch.num_rows
         if not n:
             return
-        h = np.full(n, self.seed1, dtype=np.uint64)
+        m = batch.num_columns
+        words = np.empty((m, n), dtype=np.uint64)
         for j, column in enumerate(batch.columns):
-            salt = np.uint64(((j + 1) * int(_M2)) % (1 << 64))   # the column's place
-            h = _mix(h ^ (_words(column, self.key) + salt))
-        for lane, z in enumerate((h, _mix(h ^ self.seed2))):
-            self.lanes[lane] = (self.lanes[lane] + int(z.sum(dtype=np.uint64))) % (1 << 64)
+            words[j] = _words(column, self.key)
+        from .._kernels.digest import digest_lanes
+
+        lanes = digest_lanes(words, column_salts(m), self.seed1, self.seed2)
+        for lane, z in enumerate(lanes):
+            self.lanes[lane] = (self.lanes[lane] + int(z)) % (1 << 64)
         self.rows += n
 
     def value(self) -> dict:
         return {"rows": int(self.rows), "digest": f"{self.lanes[0]:016x}{self.lanes[1]:016x}"}
+
+
+def column_salts(m: int) -> np.ndarray:
+    """Each column's salt (its place in the row): (j + 1) * MIX_2 modulo 2^64, j = 0..m-1."""
+    return np.array([((j + 1) * int(_M2)) % (1 << 64) for j in range(m)], dtype=np.uint64)
+
+
+def digest_lanes_numpy(words: np.ndarray, salts: np.ndarray, seed1, seed2) -> tuple:
+    """The NumPy twin of ``iwpfast._kernels.digest.digest_lanes``, from the definition: per row
+    h = seed1, then h = mix(h ^ (word_j + salt_j)) for each column j; the lanes are the sums of
+    h and of mix(h ^ seed2) modulo 2^64 (NumPy's uint64 arithmetic and sums wrap)."""
+    h = np.full(words.shape[1], seed1, dtype=np.uint64)
+    for j in range(words.shape[0]):
+        h = _mix(h ^ (words[j] + salts[j]))
+    return (h.sum(dtype=np.uint64), _mix(h ^ np.uint64(seed2)).sum(dtype=np.uint64))
 
 
 def digested(batches, digest: RowDigest):
