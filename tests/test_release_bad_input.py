@@ -33,7 +33,8 @@ def leftovers(directory):
     return sorted(os.listdir(directory))
 
 
-@pytest.mark.parametrize("bad, word", [(np.nan, "non-finite"), (np.inf, "non-finite"), (None, "null")])
+@pytest.mark.parametrize("bad, word", [(np.nan, r"non-finite value \(nan\)"),
+                                       (np.inf, r"non-finite value \(inf\)"), (None, "null")])
 def test_invalid_feature_value_names_column_and_row(tmp_path, bad, word):
     hours = table()["hours"].to_pylist()
     hours[2345] = bad

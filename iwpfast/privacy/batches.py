@@ -97,7 +97,7 @@ class BatchChecker:
                     nonfinite = ~np.isfinite(values)
                     if bad is None:
                         first = int(np.argmax(nonfinite))
-                        what = f"a non-finite value ({values[first]!r})"
+                        what = f"a non-finite value ({float(values[first])})"
                     bad = nonfinite if bad is None else (bad | nonfinite)
             if bad is not None:
                 if on_invalid == "error":
