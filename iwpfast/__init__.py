@@ -39,6 +39,10 @@ _LAZY = {
     "PrivacyCalibrationWarning": "iwpfast.exceptions",
     "NumericalWarning": "iwpfast.exceptions",
     "UnitsWarning": "iwpfast.exceptions",
+    # the release's debiased second moments (the coming moment learner's statistics)
+    "moments": "iwpfast.moment_stats",
+    "Moments": "iwpfast.moment_stats",
+    "solve_ridge": "iwpfast.moment_stats",
     # planning a release, tuning without clean data
     "plan_release": "iwpfast.planning",
 }

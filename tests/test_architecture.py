@@ -27,7 +27,7 @@ LAYER_OF = {
     "laplace": "spec", "categorical_rr": "spec", "noise_registry": "spec", "holdout_verdict": "spec",
     "io": "io",
     "privacy": "privacy",
-    "sgd": "sgd",
+    "sgd": "sgd", "moment_stats": "sgd",
     "estimators": "api", "model_io": "api", "datasets": "api", "demo": "api",
     "experiments": "api", "benchmarks": "api", "distributed": "api", "spark": "api", "planning": "api",
     "cli": "cli", "commands": "cli",

@@ -96,6 +96,8 @@ def _fit(kind: str, dtype: str, loss: str) -> None:
             release({**{f: X[:, j] for j, f in enumerate(names)},
                      "y": (X[:, 0] > 0).astype(np.int8)}, path, spec, seed=1)
             IWPClassifier(loss=loss, progress=False).fit(path)
+            from ..moment_stats import moments
+            moments(path)                # the debiased second moments of a release
         # the row digest every part of a multi-part release computes (one signature: uint64)
         import pyarrow as pa
 

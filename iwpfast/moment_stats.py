@@ -1,0 +1,407 @@
+"""The release's debiased second moments: G-hat ~ E[z z^T] and b-hat ~ E[z y] in one pass.
+
+z = (the released feature coordinates, 1).  For every release kind this library writes, the sums
+over rows are corrected so that their expectation over the release's noise is the clean sum
+(docs/math.md "The release's debiased second moments" derives each term):
+
+- a numeric or one-hot coordinate with noise variance v_j (the metadata's
+  ``feature_noise_variance``; 0 for public columns): off-diagonal products as released (the
+  noise of two coordinates is independent and zero-mean), the diagonal x~_j^2 - v_j;
+- a categorical attribute released by k-ary randomized response (keep q, each other r):
+  e-hat = (e_c~ - r 1)/(q - r), unbiased for the clean one-hot; its own block diag(e-hat)
+  (e_c e_c^T = diag(e_c), and e-hat e-hat^T is biased), against everything else e-hat as if clean;
+- labels: binary randomized response y~/(2q - 1); k classes the one-hot e-hat per row, one
+  right-hand side per class; a regression target as released; clean labels as they are.
+
+These are the statistics of the coming moment learner (issue 44): no estimator uses them yet.
+``Moments`` holds the sums (they add across chunks, parts, folds and releases, each debiased by
+its own law when it was read), saves and loads them; ``solve_ridge`` solves (G + alpha D) theta = b.
+One kernel call per chunk (``_kernels/moments.py``) beside one BLAS product X X^T of the float
+columns (``accumulate_chunk``); ``accumulate_numpy`` is the NumPy twin of both.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from .exceptions import InvalidInputError
+
+#: the name of z's last coordinate, the constant 1
+INTERCEPT = "(intercept)"
+#: the saved file's format name and version (a reader refuses other versions)
+FORMAT = "iwpfast.moments"
+FORMAT_VERSION = 1
+#: label kinds, the kernel's codes
+NO_LABEL, SCALAR_LABEL, CLASS_LABEL = 0, 1, 2
+
+
+@dataclass(frozen=True, eq=False)
+class Moments:
+    """Debiased sums over ``rows`` rows: ``gram_sum`` (d, d) of z z^T and ``rhs_sum`` (d, K) of
+    z y-hat, z's coordinates named by ``names`` (the last is ``INTERCEPT``), the K right-hand
+    sides by ``targets``; ``debiased`` says, in words, what was corrected.  ``G`` and ``b`` are
+    the means.  ``a + b`` merges two (the same names and targets)."""
+
+    rows: int
+    gram_sum: np.ndarray
+    rhs_sum: np.ndarray
+    names: tuple[str, ...]
+    targets: tuple[str, ...]
+    debiased: tuple[str, ...] = ()
+
+    @property
+    def G(self) -> np.ndarray:
+        """G-hat, the debiased mean of z z^T, (d, d)."""
+        return self.gram_sum / max(self.rows, 1)
+
+    @property
+    def b(self) -> np.ndarray:
+        """b-hat, the debiased mean of z y-hat: (d,) for one right-hand side, else (d, K)."""
+        b = self.rhs_sum / max(self.rows, 1)
+        return b[:, 0] if b.shape[1] == 1 else b
+
+    @property
+    def n_targets(self) -> int:
+        return len(self.targets)
+
+    def __add__(self, other: Moments) -> Moments:
+        if not isinstance(other, Moments):
+            return NotImplemented
+        if other.names != self.names or other.targets != self.targets:
+            raise InvalidInputError(
+                f"cannot add moments of coordinates {list(other.names)} / targets "
+                f"{list(other.targets)} to moments of {list(self.names)} / {list(self.targets)}: "
+                "read both with the same features and label")
+        notes = self.debiased + tuple(n for n in other.debiased if n not in self.debiased)
+        return Moments(self.rows + other.rows, self.gram_sum + other.gram_sum,
+                       self.rhs_sum + other.rhs_sum, self.names, self.targets, notes)
+
+    def update(self, batch, features=None, label=None, **read) -> Moments:
+        """These moments plus those of ``batch`` (anything ``moments`` reads), as ``partial_fit``
+        adds a batch: the same accumulation as a whole source."""
+        return self + moments(batch, features, label, **read)
+
+    def to_dict(self) -> dict:
+        return {"format": FORMAT, "version": FORMAT_VERSION, "rows": int(self.rows),
+                "names": list(self.names), "targets": list(self.targets),
+                "debiased": list(self.debiased), "gram_sum": self.gram_sum.tolist(),
+                "rhs_sum": self.rhs_sum.tolist()}
+
+    def save(self, path) -> None:
+        """Write a small JSON (floats as Python's repr: they read back exactly; never a seed)."""
+        tmp = f"{os.fspath(path)}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(self.to_dict(), f)
+        os.replace(tmp, path)               # no half-written file at ``path``
+
+    @classmethod
+    def load(cls, path) -> Moments:
+        with open(path) as f:
+            doc = json.load(f)
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+            raise InvalidInputError(f"{os.fspath(path)!r} is not a saved iwpfast moments file")
+        if doc.get("version") != FORMAT_VERSION:
+            raise InvalidInputError(
+                f"{os.fspath(path)!r} is moments format version {doc.get('version')!r}; this "
+                f"iwpfast reads version {FORMAT_VERSION}: upgrade iwpfast or accumulate again")
+        d, k = len(doc["names"]), len(doc["targets"])
+        return cls(int(doc["rows"]), np.asarray(doc["gram_sum"], np.float64).reshape(d, d),
+                   np.asarray(doc["rhs_sum"], np.float64).reshape(d, k), tuple(doc["names"]),
+                   tuple(doc["targets"]), tuple(doc.get("debiased", ())))
+
+
+@dataclass
+class _Layout:
+    """What a chunk needs: the columns read, where each lands in z, and the laws to invert."""
+
+    float_columns: list[str]
+    float_index: np.ndarray
+    variance: np.ndarray
+    code_columns: list[str]
+    offsets: np.ndarray
+    sizes: np.ndarray
+    keep: np.ndarray
+    other: np.ndarray
+    names: tuple[str, ...]
+    label: str | None = None
+    label_kind: int = NO_LABEL
+    label_scale: float = 1.0
+    label_q: float = 1.0
+    label_r: float = 0.0
+    targets: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+def _release_entries(spec, features) -> list[tuple]:
+    """The release's features in the feature map's order: ("float", column, coordinate,
+    variance) per released float column, ("rr", column, [coordinates], mechanism) per
+    randomized-response attribute; kept to ``features`` (released column names, an attribute by
+    its column name) when given."""
+    fm = spec.feature_map
+    rr = spec.rr_mechanisms
+    variances = spec.feature_noise_variances()
+    entries: list[tuple] = []
+    for c in fm.inputs:
+        a, b = fm.slices[c.name]
+        ra, _ = fm.released_slices[c.name]
+        if c.name in rr:
+            entries.append(("rr", c.name, list(fm.coordinates[a:b]), rr[c.name]))
+        else:
+            entries += [("float", fm.released_columns[ra + j], fm.coordinates[a + j],
+                         variances[ra + j]) for j in range(b - a)]
+    if features is not None:
+        known = [e[1] for e in entries]
+        missing = [f for f in features if f not in known]
+        if missing:
+            raise InvalidInputError(f"features {missing} are not columns of the release; its "
+                                    f"released columns are {known}")
+        entries = [e for e in entries if e[1] in list(features)]
+    return entries
+
+
+def _release_layout(spec, features, label) -> _Layout:
+    names: list[str] = []
+    floats, codes = [], []
+    float_index, variance, offsets, sizes, keep, other = [], [], [], [], [], []
+    for kind, column, coord, law in _release_entries(spec, features):
+        if kind == "float":
+            floats.append(column)
+            float_index.append(len(names))
+            variance.append(law)
+            names.append(coord)
+        else:
+            codes.append(column)
+            offsets.append(len(names))
+            sizes.append(len(coord))
+            keep.append(law.keep_probability)
+            other.append(law.other_probability)
+            names += coord
+    law_name = spec.noise if spec.mechanism == "gaussian" else spec.mechanism
+    notes = [f"features: diagonal minus the noise variance ({law_name} law)" if any(variance)
+             else "features: public (no noise to correct)"]
+    if codes:
+        notes.append("randomized-response attributes: (e - r)/(q - r), own block diag")
+    layout = _Layout(floats, np.asarray(float_index, np.int64),
+                     np.asarray(variance, np.float64), codes,
+                     np.asarray(offsets, np.int64), np.asarray(sizes, np.int64),
+                     np.asarray(keep, np.float64), np.asarray(other, np.float64),
+                     (*names, INTERCEPT), notes=tuple(notes))
+    if label is not None and label != spec.label:
+        raise InvalidInputError(f"label={label!r}: the release's label column is {spec.label!r}; "
+                                "pass label=None")
+    return _with_release_label(layout, spec)
+
+
+def _with_release_label(layout: _Layout, spec) -> _Layout:
+    """The release's label and the inverse of its law."""
+    if spec.label is None:
+        return layout
+    layout.label = spec.label
+    q, r = spec.label_keep_prob, spec.label_other_prob
+    if spec.label_encoding == "class_index":
+        k = len(spec.class_values)
+        layout.label_kind, layout.targets = CLASS_LABEL, tuple(str(c) for c in spec.class_values)
+        layout.label_q, layout.label_r = (1.0, 0.0) if q is None else (q, float(r or 0.0))
+        if q is not None:
+            layout.notes += (f"label: k-ary randomized response (k={k}), one-hot (e - r)/(q - r)",)
+    else:
+        layout.label_kind, layout.targets = SCALAR_LABEL, (spec.label,)
+        if spec.label_encoding == "pm1" and q is not None:
+            layout.label_scale = 1.0 / (2.0 * q - 1.0)
+            layout.notes += ("label: binary randomized response y/(2q - 1)",)
+        elif spec.label_encoding is None and spec.target_noise_scale is not None:
+            layout.notes += ("target: as released (zero-mean independent noise)",)
+    return layout
+
+
+def _clean_layout(columns: list[str], features, label) -> _Layout:
+    """A source that is not a release: every value as it is (no noise to correct)."""
+    if label is None and "y" in columns:
+        label = "y"                 # what (X, y) arrays are named
+    if label is not None and label not in columns:
+        raise InvalidInputError(f"label={label!r} is not a column of the source; its columns are "
+                                f"{columns}")
+    feats = [c for c in columns if c != label] if features is None else list(features)
+    missing = [f for f in feats if f not in columns]
+    if missing or not feats:
+        raise InvalidInputError(f"features {missing or feats} are not columns of the source; its "
+                                f"columns are {columns}")
+    empty = np.zeros(0, np.int64)
+    layout = _Layout(feats, np.arange(len(feats), dtype=np.int64), np.zeros(len(feats)), [],
+                     empty, empty, np.zeros(0), np.zeros(0), (*feats, INTERCEPT),
+                     notes=("clean data: nothing debiased",))
+    if label is not None:
+        layout.label, layout.label_kind, layout.targets = label, SCALAR_LABEL, (label,)
+    return layout
+
+
+def _checked_codes(chunk, layout: _Layout) -> np.ndarray:
+    """The chunk's category codes (m, n) uint16; a code outside 0..k-1 is refused (the kernel
+    indexes by it)."""
+    n = chunk.n_rows
+    codes = np.empty((len(layout.code_columns), n), np.uint16)
+    for a, name in enumerate(layout.code_columns):
+        column = chunk.labels[name]
+        k = int(layout.sizes[a])
+        if n and (int(column.max()) >= k or int(column.min()) < 0):
+            i = int(np.flatnonzero((column < 0) | (column >= k))[0])
+            raise InvalidInputError(f"randomized-response column {name!r} holds the code "
+                                    f"{int(column[i])} at {chunk.describe(i)}, outside 0..{k - 1}: "
+                                    "the release was edited or is corrupt")
+        codes[a] = column
+    return codes
+
+
+def _checked_label(chunk, layout: _Layout) -> np.ndarray:
+    if layout.label is None:
+        return np.zeros(chunk.n_rows)
+    y = np.asarray(chunk.labels[layout.label], np.float64)
+    k = len(layout.targets)
+    if layout.label_kind == CLASS_LABEL and y.size and (y.min() < 0 or y.max() >= k):
+        i = int(np.flatnonzero((y < 0) | (y >= k))[0])
+        raise InvalidInputError(f"label {layout.label!r} holds {y[i]} at {chunk.describe(i)}, "
+                                f"not a class index 0..{k - 1}: the release is corrupt")
+    return y
+
+
+def accumulate_numpy(X, float_index, variance, codes, offsets, sizes, keep, other, y, label_kind,
+                     label_scale, label_q, label_r, G, B) -> None:
+    """The kernel's NumPy twin, straight from the formulas: z as a (d, n) matrix, G += Z Z^T, each
+    attribute's block replaced by diag(sum of e-hat), the diagonal less n v_j; B += Z Y-hat^T."""
+    n = X.shape[1]
+    d, K = G.shape[0], B.shape[1]
+    Z = np.zeros((d, n))
+    Z[float_index] = X
+    blocks = []
+    for a in range(codes.shape[0]):
+        onehot = np.zeros((int(sizes[a]), n))
+        onehot[codes[a].astype(np.int64), np.arange(n)] = 1.0
+        block = slice(int(offsets[a]), int(offsets[a] + sizes[a]))
+        Z[block] = (onehot - other[a]) / (keep[a] - other[a])
+        blocks.append(block)
+    Z[d - 1] = 1.0
+    gram = Z @ Z.T
+    for block in blocks:
+        gram[block, block] = np.diag(Z[block].sum(axis=1))
+    gram[float_index, float_index] -= n * np.asarray(variance)
+    G += gram
+    if label_kind == SCALAR_LABEL:
+        B += Z @ (label_scale * y)[:, None]
+    elif label_kind == CLASS_LABEL:
+        onehot = np.zeros((K, n))
+        onehot[y.astype(np.int64), np.arange(n)] = 1.0
+        B += Z @ ((onehot - label_r) / (label_q - label_r)).T
+
+
+def accumulate_chunk(X, float_index, variance, codes, offsets, sizes, keep, other, y, label_kind,
+                     label_scale, label_q, label_r, G, B) -> None:
+    """One chunk into G and B (in place): the products of two float columns by BLAS (X X^T,
+    1.4x the kernel's rate alone at p = 10, 1.7x at p = 100 on this project's 2-core EPYC:
+    docs/performance-kernels.md, ``bench/moments.py``), everything else by one kernel call."""
+    from ._kernels.moments import moments_chunk
+    if X.shape[0]:
+        G[np.ix_(float_index, float_index)] += X @ X.T
+    moments_chunk(X, float_index, variance, codes, offsets, sizes, keep, other, y, label_kind,
+                  label_scale, label_q, label_r, G, B, 0)
+
+
+def _privatized_table(result):
+    """What ``privatize`` returned (the arrays and their spec) as a table carrying the release
+    metadata, so that it is read like the file the same release would have written."""
+    import pyarrow as pa
+
+    from .privacy import METADATA_KEY
+    spec = result.spec
+    X = np.asarray(result.X)
+    arrays = {}
+    for j, name in enumerate(spec.released_features):
+        arrays[name] = X[:, j].astype(np.uint16) if name in spec.rr_mechanisms else X[:, j]
+    if spec.label is not None and result.y is not None:
+        arrays[spec.label] = np.asarray(result.y)
+    table = pa.table(arrays)
+    return table.replace_schema_metadata({METADATA_KEY: spec.to_json(len(X))})
+
+
+def _layout_of(source, features, label) -> _Layout:
+    meta = source.release_metadata
+    if meta:
+        from .privacy import ReleaseSpec
+        return _release_layout(ReleaseSpec.from_metadata(meta), features, label)
+    return _clean_layout(list(source.full_schema.names), features, label)
+
+
+def moments(source, features=None, label=None, *, record_batch_rows: int | None = None,
+            filesystem=None) -> Moments:
+    """The debiased sums of z z^T and z y-hat over the rows of ``source``, in one pass.
+
+    source: a release (file, multi-part folder, stream, what ``privatize`` returns) or a clean
+        table: anything the readers accept (``iwpfast.io.sources.open_source``).  A release is
+        debiased by the laws its metadata states; any other source is taken as clean.
+    features: the released columns to use (a randomized-response attribute by its column name);
+        None: all of them (a clean source: every column but the label).
+    label: None: the release's label (a clean source: the column ``y`` when there is one, else no
+        right-hand side).
+    record_batch_rows: rows per chunk (one kernel call each; None: the reader's default).
+    """
+    from .io.reader import ChunkReader
+    from .io.sources import open_source
+    if record_batch_rows is not None and int(record_batch_rows) < 1:
+        raise InvalidInputError(f"record_batch_rows={record_batch_rows} must be a positive "
+                                "number of rows")
+    from .privacy.streams import Privatized
+    if isinstance(source, Privatized):
+        source = _privatized_table(source)
+    from .io.source_base import DEFAULT_BATCH_ROWS
+    src = open_source(source, filesystem=filesystem, record_batch_rows=DEFAULT_BATCH_ROWS
+                      if record_batch_rows is None else int(record_batch_rows))
+    layout = _layout_of(src, features, label)
+    d, K = len(layout.names), len(layout.targets)
+    G, B = np.zeros((d, d)), np.zeros((d, K))
+    labels = layout.code_columns + ([layout.label] if layout.label is not None else [])
+    reader = ChunkReader(src, [layout.float_columns], labels, record_batch_rows)
+    rows = 0
+    for chunk in reader:
+        n = chunk.n_rows
+        X = np.empty((len(layout.float_columns), n))
+        for j, column in enumerate(chunk.features[0]):
+            X[j] = column
+        accumulate_chunk(X, layout.float_index, layout.variance, _checked_codes(chunk, layout),
+                         layout.offsets, layout.sizes, layout.keep, layout.other,
+                         _checked_label(chunk, layout), layout.label_kind, layout.label_scale,
+                         layout.label_q, layout.label_r, G, B)
+        rows += n
+    return Moments(rows, G, B, layout.names, layout.targets, layout.notes)
+
+
+def solve_ridge(moments: Moments, alpha: float, fit_intercept: bool = True):
+    """(coef, intercept) of theta = (G + alpha D)^-1 b, D = diag(1, ..., 1, 0): alpha as the SGD
+    estimators' ``alpha`` (the quadratic risk plus alpha/2 |w|^2), the intercept unpenalized.
+    fit_intercept=False drops z's last coordinate (intercept 0).  One right-hand side: coef (p,)
+    and a float; K: coef (K, p) and intercept (K,)."""
+    alpha = float(alpha)
+    if not np.isfinite(alpha) or alpha < 0:
+        raise InvalidInputError(f"alpha={alpha} must be a finite number >= 0")
+    if moments.n_targets == 0:
+        raise InvalidInputError("the moments hold no label (no right-hand side): accumulate them "
+                                "with label=...")
+    G, B = moments.G, moments.rhs_sum / max(moments.rows, 1)
+    penalty = np.ones(G.shape[0])
+    penalty[-1] = 0.0
+    if not fit_intercept:
+        G, B, penalty = G[:-1, :-1], B[:-1], penalty[:-1]
+    A = G + alpha * np.diag(penalty)
+    try:
+        np.linalg.cholesky(A)
+    except np.linalg.LinAlgError:
+        raise InvalidInputError(
+            f"alpha={alpha}: G + alpha*D is not positive definite (the debiased Gram is "
+            "indefinite on small or noisy data, or singular): raise alpha") from None
+    theta = np.linalg.solve(A, B)           # (d, K)
+    coef = theta[:-1] if fit_intercept else theta
+    intercept = theta[-1] if fit_intercept else np.zeros(theta.shape[1])
+    if theta.shape[1] == 1:
+        return coef[:, 0], float(intercept[0])
+    return coef.T.copy(), np.asarray(intercept)
