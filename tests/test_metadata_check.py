@@ -207,9 +207,14 @@ def test_a_float_release_that_drops_its_caveat_is_refused(tmp_path):
                        ranges="a=0:1", label="y", noise="float")
     meta = spec.to_metadata(10)
     assert "caveat" in meta["guarantee"]
-    del meta["guarantee"]["caveat"]
+    said = meta["guarantee"].pop("caveat")
     with pytest.raises(ReleaseSpecError, match="field 'guarantee.caveat'"):
         ReleaseSpec.from_metadata(meta)
+    with pytest.raises(ReleaseSpecError, match="field 'guarantee.caveat'"):
+        ReleaseSpec.from_metadata({**meta, "guarantee": {**meta["guarantee"], "caveat": " "}})
+    # another version's words for the same caveat read: only their absence overclaims
+    reworded = {**meta["guarantee"], "caveat": said.upper()}
+    assert ReleaseSpec.from_metadata({**meta, "guarantee": reworded}).noise == "float"
 
 
 def test_a_multipart_row_count_edit_is_refused(tmp_path, capsys):
