@@ -167,6 +167,25 @@ def write_raw_parts(folder, rows, *, seed: int = 0, row_group_size: int = 100):
     return folder
 
 
+def fail_part(monkeypatch, index: int, run) -> None:
+    """Call ``run()``, a multi-part release, with part ``index`` failing on bad data (as a
+    resumable run keeps its finished parts): the release raises, warning that it kept them."""
+    from iwpfast.exceptions import InvalidInputError
+    from iwpfast.privacy import multipart
+
+    original = multipart.release_file
+
+    def failing(source, destination, *args, **kwargs):
+        if kwargs["part"]["index"] == index:
+            raise InvalidInputError(f"part {index} failed")
+        return original(source, destination, *args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(multipart, "release_file", failing)
+        with pytest.raises(InvalidInputError, match="failed"), pytest.warns(UserWarning):
+            run()
+
+
 def write_release_rows(table, start: int, length: int, path) -> None:
     """Rows ``start:start+length`` of a read release ``table`` written to ``path`` as a release
     of their own: its metadata's ``row_count`` set to the rows written (a reader refuses a file

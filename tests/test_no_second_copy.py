@@ -13,7 +13,7 @@ from iwpfast.exceptions import InvalidInputError
 from iwpfast.io import open_source
 from iwpfast.io.writer import AtomicArrowWriter
 from iwpfast.privacy import ReleaseSpec, multipart, release
-from tests.conftest import write_raw_parts
+from tests.conftest import fail_part, write_raw_parts
 
 FEATURES = ["a", "b"]
 ROWS = [700, 500, 800]
@@ -94,17 +94,8 @@ def test_only_the_destinations_own_staging_names_are_removed(raw, tmp_path):
 
 # ------------------------------------------------------------------ 2. resume over changed inputs
 def _failed_resumable_run(raw, out, monkeypatch, failing=2, seed=None):
-    original = multipart.release_file
-
-    def fail(source, destination, *args, **kwargs):
-        if kwargs["part"]["index"] == failing:
-            raise InvalidInputError(f"part {failing} failed")
-        return original(source, destination, *args, **kwargs)
-
-    with monkeypatch.context() as m:
-        m.setattr(multipart, "release_file", fail)
-        with pytest.raises(InvalidInputError, match="failed"), pytest.warns(UserWarning):
-            release(raw, out, spec(), FEATURES, "y", resume=True, seed=seed)
+    fail_part(monkeypatch, failing,
+              lambda: release(raw, out, spec(), FEATURES, "y", resume=True, seed=seed))
 
 
 def test_a_resume_over_swapped_inputs_is_refused_naming_the_input(raw, tmp_path, monkeypatch):

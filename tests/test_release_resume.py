@@ -15,7 +15,7 @@ from iwpfast.exceptions import InvalidInputError
 from iwpfast.io import open_source
 from iwpfast.io.formats import RELEASE_METADATA_KEY_BYTES
 from iwpfast.privacy import ReleaseSpec, multipart, release
-from tests.conftest import write_raw_parts
+from tests.conftest import fail_part, write_raw_parts
 
 FEATURES = ["a", "b"]
 ROWS = [700, 500, 800, 600, 400]
@@ -185,20 +185,6 @@ def _plain_inputs(folder, rows, row_group_size=None):
     return folder
 
 
-def _fail_part(monkeypatch, index, run):
-    original = multipart.release_file
-
-    def failing(source, destination, *args, **kwargs):
-        if kwargs["part"]["index"] == index:
-            raise InvalidInputError(f"part {index} failed")
-        return original(source, destination, *args, **kwargs)
-
-    with monkeypatch.context() as m:
-        m.setattr(multipart, "release_file", failing)
-        with pytest.raises(InvalidInputError, match="failed"), pytest.warns(UserWarning):
-            run()
-
-
 def _rewrite_keeping_mtime(path, table, **kwargs):
     times = os.stat(path).st_mtime_ns
     size = os.path.getsize(path)
@@ -213,7 +199,7 @@ def test_resume_refuses_swapped_inputs_whose_footers_are_identical(tmp_path, mon
     """The audit's D2: size, mtime and footer all unchanged after swapping two inputs."""
     raw = _plain_inputs(tmp_path / "raw", [300, 300, 300])
     out = str(tmp_path / "out") + "/"
-    _fail_part(monkeypatch, 1, lambda: release(raw, out, spec(), FEATURES, "y", resume=True))
+    fail_part(monkeypatch, 1, lambda: release(raw, out, spec(), FEATURES, "y", resume=True))
     tables = [pq.read_table(raw / f"f{i}.parquet") for i in range(2)]
     from iwpfast.io.filesystem import resolve
     footers = {multipart.input_fingerprint(resolve(str(raw / f"f{i}.parquet")))["parquet_footer"]
@@ -238,7 +224,7 @@ def test_resume_refuses_rows_moved_between_the_parts_of_one_input(tmp_path, monk
         return release(raw, str(out) + "/", spec(), FEATURES, "y", resume=True, max_part_rows=200)
 
     monkeypatch.setattr(fingerprints, "sampled_digest", lambda fh, size, key: "missed")
-    _fail_part(monkeypatch, 2, run)                          # parts 0, 1 (f0's two groups) kept
+    fail_part(monkeypatch, 2, run)                          # parts 0, 1 (f0's two groups) kept
     assert sorted(n for n in os.listdir(out) if n.startswith("_iwpfast_rows-")) == \
         ["_iwpfast_rows-000000.json", "_iwpfast_rows-000001.json"]
     table = pq.read_table(raw / "f0.parquet")
@@ -258,7 +244,7 @@ def test_resume_refuses_rows_moved_between_the_parts_of_one_input(tmp_path, monk
 def test_the_plan_holds_its_key_owner_only_and_a_part_without_digest_is_released_again(
         raw, tmp_path, monkeypatch):
     out = tmp_path / "out"
-    _fail_part(monkeypatch, 2, lambda: release(raw, str(out) + "/", spec(), FEATURES, "y",
+    fail_part(monkeypatch, 2, lambda: release(raw, str(out) + "/", spec(), FEATURES, "y",
                                                resume=True))
     plan = json.loads((out / "_iwpfast_plan.json").read_bytes())
     assert len(bytes.fromhex(plan["digest_key"])) == 16
