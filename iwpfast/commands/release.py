@@ -140,7 +140,8 @@ def register(subparsers) -> None:
                         "LO < 0)")
     p.add_argument("--target-bound", type=float, default=1.0,
                    help="clip the scaled regression target to [-B, B] (default 1)")
-    p.add_argument("--delta-y", type=float, help="delta of the target mechanism (default: --delta)")
+    p.add_argument("--delta-y", type=float,
+                   help="delta of the target mechanism (default: --delta, or 1e-5)")
     p.add_argument("--feature-dtype", choices=["float32", "float64"], default="float32")
     p.add_argument("--on-invalid", choices=["error", "drop"], default="error",
                    help="rows with null/NaN/inf: stop with an error (default) or drop and count them")
@@ -201,6 +202,19 @@ def parse_classes(tokens):
     if any(isinstance(v, str) for v in values):       # one non-number: all are names
         values = names
     return values
+
+
+def _target_delta(args, label_only: bool) -> float | None:
+    """The regression target's delta: ``--delta-y``; else, in a label-only release, ``--delta``
+    (its only delta) or, without it, the Gaussian mechanism's default, as features get theirs;
+    else None (the spec takes the features' delta)."""
+    if args.task != "regression" or args.delta_y is not None:
+        return args.delta_y
+    if label_only and args.epsilon_x is None:
+        from ..noise_registry import mechanism_record
+
+        return args.delta if args.delta is not None else mechanism_record("gaussian").default_delta
+    return None
 
 
 def _target_range(text):
@@ -364,9 +378,7 @@ def run(args) -> int:
         calibration=args.calibration, feature_dtype=args.feature_dtype,
         ranges_from_data=args.ranges_from_data, target_range=_target_range(args.target_range),
         target_bound=args.target_bound,
-        # a label-only regression release: --delta is the target mechanism's
-        delta_y=(args.delta if args.delta_y is None and label_only and args.task == "regression"
-                 and args.epsilon_x is None else args.delta_y),
+        delta_y=_target_delta(args, label_only),
         noise=args.noise,
         classes=parse_classes(args.classes),
         categories=categories,

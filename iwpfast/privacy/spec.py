@@ -285,7 +285,8 @@ class ReleaseSpec:
             if self.epsilon_y is not None:
                 if self.delta_y is None and self.delta is None:
                     raise InvalidInputError(
-                        "the target's Gaussian mechanism needs a delta: give delta_y (or delta)")
+                        "the target's Gaussian mechanism needs a delta: give delta_y (e.g. "
+                        "delta_y=1e-5; CLI: --delta-y, default 1e-5)")
                 delta_y = self.delta if self.delta_y is None else check_delta(self.delta_y, "delta_y")
                 set_(self, "delta_y", delta_y)
                 label_mech = GaussianTargetMechanism(self.epsilon_y, delta_y, self.target_bound,
