@@ -99,6 +99,14 @@ def test_fit_resume_from_checkpoint(files, capsys, single_holdout):
     assert main(args + ["--out", str(d / "a.json")]) == 0
     assert main(args + ["--out", str(d / "b.json"), "--checkpoint", str(d / "c.ckpt"),
                         "--checkpoint-every", "1000"]) == 0
+    capsys.readouterr()
+    # the same command again: refused in one sentence that says both ways on (it read "or
+    # pass --resume to continue from it, or --overwrite to restart to replace it")
+    assert main(args + ["--out", str(d / "d.json"), "--checkpoint", str(d / "c.ckpt"),
+                        "--checkpoint-every", "1000"]) == 2
+    err = capsys.readouterr().err
+    assert ("exists already; choose another path, or pass --resume to continue from it, or "
+            "--overwrite to start the pass again\n") in err, err
     assert main(args + ["--out", str(d / "c.json"), "--checkpoint", str(d / "c.ckpt"), "--resume"]) == 0
     a, c = (json.loads((d / f).read_text())["fitted"]["coef"] for f in ("a.json", "c.json"))
     assert a == c

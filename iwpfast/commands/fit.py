@@ -229,7 +229,8 @@ def run(args) -> int:
             raise InvalidInputError(f"--checkpoint and --out are the same file {args.out!r}; give two paths")
         check_output_path(args.checkpoint, what="checkpoint", inputs=source_files(source),
                           overwrite=args.overwrite or (args.resume and os.path.exists(args.checkpoint)),
-                          flag="--resume to continue from it, or --overwrite to restart")
+                          remedy="pass --resume to continue from it, or --overwrite to start "
+                                 "the pass again")
     task = args.task
     if task == "auto":
         meta = source.release_metadata

@@ -28,21 +28,22 @@ def _same_file(a: str, b: str) -> bool:
 
 
 def refuse_existing(display: str, kind: str | None, *, what: str, overwrite: bool,
-                    flag: str = OVERWRITE_FLAG, example: str | None = None) -> None:
+                    remedy: str | None = None, example: str | None = None) -> None:
     """The refusals every output shares, local or remote: a folder (or prefix) where the file is to
-    go, and an existing file unless ``overwrite``.  kind: "dir", "file" or None (nothing there)."""
+    go, and an existing file unless ``overwrite``.  kind: "dir", "file" or None (nothing there).
+    ``remedy``: what the refusal offers besides another path (default: the overwrite flag)."""
     if kind == "dir":
         such_as = f" such as {example}" if example else ""
         raise InvalidInputError(f"the {what} path {display!r} is a folder / prefix; give a file "
                                 f"name{such_as}")
     if kind == "file" and not overwrite:
         raise InvalidInputError(
-            f"the {what} file {display!r} exists already; choose another path, or pass {flag} to "
-            f"replace it")
+            f"the {what} file {display!r} exists already; choose another path, or "
+            f"{remedy or f'pass {OVERWRITE_FLAG} to replace it'}")
 
 
 def check_output_path(path, *, what: str, overwrite: bool, inputs: Iterable[str] = (),
-                      flag: str = OVERWRITE_FLAG, filesystem=None) -> str:
+                      remedy: str | None = None, filesystem=None) -> str:
     """Refuse ``path`` if it is one of ``inputs`` (always) or exists (unless ``overwrite``).
 
     what: what is written there ("model", "checkpoint"), for the message.  A URI (``s3://...``)
@@ -53,7 +54,7 @@ def check_output_path(path, *, what: str, overwrite: bool, inputs: Iterable[str]
     if filesystem is not None or is_uri(path):
         loc = resolve(path, filesystem)
         if not loc.local:
-            refuse_existing(loc.display, loc.kind(), what=what, overwrite=overwrite, flag=flag)
+            refuse_existing(loc.display, loc.kind(), what=what, overwrite=overwrite, remedy=remedy)
             return path
         path = loc.path
     for item in inputs:
@@ -61,7 +62,7 @@ def check_output_path(path, *, what: str, overwrite: bool, inputs: Iterable[str]
             raise InvalidInputError(
                 f"the {what} path {path!r} is an input file of this job; writing the {what} there "
                 f"would destroy the data: choose another path")
-    refuse_existing(path, local_kind(path), what=what, overwrite=overwrite, flag=flag)
+    refuse_existing(path, local_kind(path), what=what, overwrite=overwrite, remedy=remedy)
     check_writable_folder(path, what=what)
     return path
 

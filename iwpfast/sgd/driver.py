@@ -611,8 +611,8 @@ def _checkpoint_every(checkpoint, checkpoint_every, src, overwrite: bool, resume
         from ..io.outputs import check_output_path, source_files
         check_output_path(checkpoint, what="checkpoint", inputs=source_files(src),
                           overwrite=overwrite or (resume and os.path.exists(checkpoint)),
-                          flag="resume=True to continue from it, or overwrite=True (CLI: --resume, "
-                               "--overwrite)")
+                          remedy="pass resume=True to continue from it, or overwrite=True to "
+                                 "start the pass again (CLI: --resume, --overwrite)")
     if checkpoint is not None and checkpoint_every is None:
         checkpoint_every = DEFAULT_CHECKPOINT_ROWS
     if checkpoint_every is not None and int(checkpoint_every) < 1:
