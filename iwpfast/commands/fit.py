@@ -206,6 +206,10 @@ def _class_weight(text, task: str):
     return out
 
 
+#: what the refusal of an existing checkpoint offers besides another path
+CHECKPOINT_REMEDY = "pass --resume to continue from it, or --overwrite to start the pass again"
+
+
 def run(args) -> int:
     import os
     import warnings
@@ -229,8 +233,7 @@ def run(args) -> int:
             raise InvalidInputError(f"--checkpoint and --out are the same file {args.out!r}; give two paths")
         check_output_path(args.checkpoint, what="checkpoint", inputs=source_files(source),
                           overwrite=args.overwrite or (args.resume and os.path.exists(args.checkpoint)),
-                          remedy="pass --resume to continue from it, or --overwrite to start "
-                                 "the pass again")
+                          remedy=CHECKPOINT_REMEDY)
     task = args.task
     if task == "auto":
         meta = source.release_metadata
