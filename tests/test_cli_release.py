@@ -16,7 +16,7 @@ def small_parquet(tmp_path):
     n = 3000
     path = tmp_path / "in.parquet"
     pq.write_table(pa.table({"AGEP": r.integers(17, 95, n), "SCHL": r.integers(1, 25, n),
-                             "y": r.integers(0, 2, n)}), path)
+                             "y": r.integers(0, 2, n), "PINCP": r.integers(0, 200_000, n)}), path)
     return path
 
 
@@ -85,28 +85,18 @@ def test_release_help_says_a_failed_stream_to_stdout_is_to_discard():
     assert "discard the output of a failed run" in helptext
 
 
-@pytest.fixture
-def regression_parquet(tmp_path):
-    r = np.random.default_rng(1)
-    n = 2000
-    path = tmp_path / "reg.parquet"
-    pq.write_table(pa.table({"AGEP": r.integers(17, 95, n), "SCHL": r.integers(1, 25, n),
-                             "PINCP": r.integers(0, 200_000, n)}), path)
-    return path
-
-
 @pytest.mark.parametrize("extra, delta_y", [
     (["--public", "all"], 1e-5),                                 # target-only: the default
     (["--public", "all", "--delta", "1e-6"], 1e-6),              # its only delta
     (["--epsilon-x", "2", "--delta", "1e-7", "--bound", "1"], 1e-7),          # the features' delta
     (["--public", "all", "--delta-y", "1e-8"], 1e-8),
 ])
-def test_a_regression_target_takes_the_default_delta_like_features(tmp_path, regression_parquet,
+def test_a_regression_target_takes_the_default_delta_like_features(tmp_path, small_parquet,
                                                                    extra, delta_y):
     """Issue 46 item 3: a target-only release refused the default delta ("the target's Gaussian
     mechanism needs a delta") where a feature release took 1e-5."""
     out = tmp_path / "rel.parquet"
-    assert main(["release", str(regression_parquet), str(out), "--features", "AGEP", "SCHL",
+    assert main(["release", str(small_parquet), str(out), "--features", "AGEP", "SCHL",
                  "--ranges", "AGEP=0:99", "SCHL=1:24", "--label", "PINCP", "--task", "regression",
                  "--target-range", "0:200000", "--epsilon-y", "2", "--no-progress", *extra]) == 0
     assert read_release_spec(out).delta_y == delta_y
