@@ -41,7 +41,6 @@ def main():
 
     import iwpfast
     from iwpfast.privacy import ReleaseSpec, release
-    from iwpfast.sgd import crossval
     data = Path(iwpfast.__file__).parent / "data" / "acs2024_income_FL_NY_PA.parquet"
     table = pq.read_table(data)
     features = ["AGEP", "SCHL", "WKHP", "SEX"]
@@ -62,7 +61,7 @@ def main():
             }
             times: dict = {}
             for name, (cv, kw) in fits.items():
-                crossval.CROSS_VALIDATE = cv
+                os.environ["IWPFAST_CROSS_VALIDATE"] = str(int(cv))
                 iwpfast.IWPClassifier(progress=False, **kw).fit(str(path))     # warm
                 wall, cpu = [], []
                 for _ in range(args.repeats):
@@ -71,7 +70,7 @@ def main():
                     wall.append(time.perf_counter() - t0)
                     cpu.append(time.process_time() - c0)
                 times[name] = (statistics.median(wall), statistics.median(cpu))
-            crossval.CROSS_VALIDATE = True
+            os.environ.pop("IWPFAST_CROSS_VALIDATE", None)
             fixed = times["fixed alpha, step"][0]
             for name, (w, c) in times.items():
                 print(f"| {n:,} | {name} | {w:.3f} | {c:.3f} | {n / w / 1e6:.2f} | "

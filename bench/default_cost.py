@@ -260,7 +260,8 @@ def classes_floor(k_fixed_fit, k_auto_fit, k: int, binary_auto: tuple) -> tuple[
     k-head kernel's speed (that of the fixed k-class fit, on one thread), over the usable cores,
     with no rung, scoring, reading or Python cost at all.  Also that CPU against the binary
     'auto''s CPU (a machine with one core)."""
-    from iwpfast.sgd import engine, tuning
+    from iwpfast.settings import SearchOptions
+    from iwpfast.sgd import engine
     calls, _ = _kernel_calls(k_fixed_fit, engine, ("run_chunk_heads", "run_chunk"))
     updates = sum(len(c[0]) * len(c[2]) for c in calls)
     per_update = sum(c[3] for c in calls) / max(updates, 1)
@@ -268,11 +269,11 @@ def classes_floor(k_fixed_fit, k_auto_fit, k: int, binary_auto: tuple) -> tuple[
     n_train = int(table["n_train"])
     heads = len(table["alpha"])                        # k x G rows: (class, grid point)
     first = min((r for r in table["pruned_at_row"] if r is not None), default=0)
-    cpu = (heads * first + k * tuning.HALVING_MIN * (n_train - first)) * per_update
+    cpu = (heads * first + k * SearchOptions().halving_min * (n_train - first)) * per_update
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     floor = cpu / max(cores or 1, 1)
     how = (f"({heads} heads x {first:,} rows to the first rung + {k} classes x "
-           f"{tuning.HALVING_MIN} heads x {(n_train - first) / 1e6:.2f}M rows) x "
+           f"{SearchOptions().halving_min} heads x {(n_train - first) / 1e6:.2f}M rows) x "
            f"{per_update * 1e9:.2f} ns per update of the k-class kernel = {cpu:.3f} CPU s "
            f"({cpu / binary_auto[1]:.2f}x the binary auto's CPU {binary_auto[1]:.3f} s) / "
            f"{cores} cores = {floor:.3f} s vs binary auto {binary_auto[0]:.3f} s")

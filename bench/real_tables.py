@@ -449,8 +449,7 @@ def main():
     if args.step_multipliers:
         grid.STEP_MULTIPLIERS = args.step_multipliers
     if args.no_prune:
-        from iwpfast.sgd import tuning
-        tuning.PRUNE_AT = ()
+        os.environ["IWPFAST_PRUNE_AT"] = ""        # no halving rungs (iwpfast.settings)
     if args.cache:
         Path(args.cache).mkdir(parents=True, exist_ok=True)
     print(machine())

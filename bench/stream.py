@@ -120,10 +120,9 @@ def main(argv=None):
     if unknown:
         ap.error(f"unknown steps {unknown}; choose from {STEPS}")
 
-    from iwpfast.io import format_readers
     from iwpfast.io.reader import SOURCE_BATCH_CHUNKS, ChunkReader, default_chunk_rows
     from iwpfast.io.sources import open_source
-    default_mmap = format_readers.PARQUET_MEMORY_MAP
+    default_mmap = os.environ.get("IWPFAST_MEMORY_MAP")
     from iwpfast.sgd import engine
     from iwpfast.sgd.driver import Head, fit_stream, noise_from_release
     from iwpfast.sgd.state import HeadConfig, HeadState
@@ -167,11 +166,14 @@ def main(argv=None):
         if step in ("decode", "decode_mmap"):
             rows = decode_only(a.path, columns, chunk_rows, memory_map=step == "decode_mmap")
         elif step in ("reader", "reader_4chunk", "reader_pread"):
-            format_readers.PARQUET_MEMORY_MAP = step != "reader_pread"
+            os.environ["IWPFAST_MEMORY_MAP"] = str(int(step != "reader_pread"))
             try:
                 r = ChunkReader(open_source(a.path), [features], ["y"], chunk_rows)
             finally:
-                format_readers.PARQUET_MEMORY_MAP = default_mmap
+                if default_mmap is None:
+                    os.environ.pop("IWPFAST_MEMORY_MAP", None)
+                else:
+                    os.environ["IWPFAST_MEMORY_MAP"] = default_mmap
             if step == "reader_4chunk":  # the batch size used before: 4 chunks per source batch
                 r.source_batch_rows = lambda: SOURCE_BATCH_CHUNKS * chunk_rows
             rows = sum(ch.n_rows for ch in r)

@@ -203,11 +203,10 @@ def write_release_rows(table, start: int, length: int, path) -> None:
 
 @pytest.fixture()
 def single_holdout(monkeypatch):
-    """'auto' with the single hold-out only (``iwpfast.sgd.crossval.CROSS_VALIDATE`` off): for
-    tests that compare a local fit of small data with a path that never cross-validates (a
+    """'auto' with the single hold-out only (``IWPFAST_CROSS_VALIDATE=0``, ``iwpfast.settings``):
+    for tests that compare a local fit of small data with a path that never cross-validates (a
     cluster's pass, a stream read once, a checkpointed scan) or that check the one split itself."""
-    from iwpfast.sgd import crossval
-    monkeypatch.setattr(crossval, "CROSS_VALIDATE", False)
+    monkeypatch.setenv("IWPFAST_CROSS_VALIDATE", "0")
 
 
 @pytest.fixture()

@@ -131,7 +131,7 @@ def test_the_validation_rows_a_stream_holds_are_bounded(released, monkeypatch):
         held.add(piece)
     assert held.source(["a", "y"]) is None
     monkeypatch.setattr(peek, "STREAM_PEEK_BYTES", 20_000)
-    monkeypatch.setattr(tuning, "HELD_VALIDATION_BYTES", 1_000)
+    monkeypatch.setenv("IWPFAST_HELD_VALIDATION_BYTES", "1000")
     reader = pa.RecordBatchReader.from_batches(table.schema, table.to_batches())
     with pytest.raises(InvalidInputError, match="smaller validation_fraction"):
         fit(open_source(reader, record_batch_rows=500))

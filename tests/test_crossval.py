@@ -13,6 +13,7 @@ import pytest
 
 from iwpfast import IWPClassifier
 from iwpfast.estimates import RiskEstimate
+from iwpfast.settings import SearchOptions
 from iwpfast.sgd import crossval, tuning
 from iwpfast.sgd.driver import Head, fit_stream
 from iwpfast.sgd.state import HeadConfig
@@ -86,16 +87,15 @@ def test_the_model_is_the_chosen_head_trained_on_every_row(tmp_path):
     assert result.states[chosen.name].intercept == alone.states["h"].intercept
     # every head's estimate rests on all 4,000 rows: about sqrt(10) times the precision of one
     # fold's (the single split's 400 rows); 0.6 leaves room for the folds' different variances
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(crossval, "CROSS_VALIDATE", False)
-        single = tune_stream(path, ["a", "b", "c"], "y", POINTS, _make_config, **KW)
+    single = tune_stream(path, ["a", "b", "c"], "y", POINTS, _make_config, **KW,
+                         options=SearchOptions(cross_validate=False))
     assert single.n_validation == 400 and single.folds == 0
     for e_cv, e_one in zip(result.estimates, single.estimates, strict=True):
         if e_cv.reliable and e_one.reliable:
             assert e_cv.stderr < 0.6 * e_one.stderr
 
 
-def test_cross_validation_applies_only_to_small_rereadable_data(tmp_path, monkeypatch):
+def test_cross_validation_applies_only_to_small_rereadable_data(tmp_path):
     path = tmp_path / "d.parquet"
     table = _table(2_000)
     pq.write_table(table, path)
@@ -110,8 +110,8 @@ def test_cross_validation_applies_only_to_small_rereadable_data(tmp_path, monkey
     # a separate validation release, a checkpointed scan, data over the limit: the one hold-out
     assert folds(path, validation=path) == 0
     assert folds(path, checkpoint=str(tmp_path / "c.ckpt")) == 0
-    monkeypatch.setattr(crossval, "CROSS_VALIDATE_MAX_ROWS", 1_999)
-    assert folds(path) == 0
+    assert folds(path, options=SearchOptions(cross_validate_max_rows=1_999)) == 0
+    assert folds(path, options=SearchOptions(cross_validate=False)) == 0
 
 
 def test_auto_on_small_data_chooses_on_every_row_and_refits():
@@ -130,17 +130,17 @@ def test_auto_on_small_data_chooses_on_every_row_and_refits():
     assert tuning.VALIDATION_FRACTION == 0.1 and t["folds"] == 10
 
 
-def test_the_folds_read_a_file_once_when_it_fits_in_memory(tmp_path, monkeypatch, file_rows_read):
+def test_the_folds_read_a_file_once_when_it_fits_in_memory(tmp_path, file_rows_read):
     # the folds and the refit read the columns held in memory (one read of the file); over
-    # CROSS_VALIDATE_HELD_BYTES each fold reads the file again; the same rows either way
+    # cross_validate_held_bytes each fold reads the file again; the same rows either way
     path = tmp_path / "d.parquet"
     pq.write_table(_table(3_000), path)
     read = file_rows_read
     results = {}
-    for budget in (crossval.CROSS_VALIDATE_HELD_BYTES, 0):
-        monkeypatch.setattr(crossval, "CROSS_VALIDATE_HELD_BYTES", budget)
+    for budget in (SearchOptions().cross_validate_held_bytes, 0):
         read[0] = 0
-        results[budget] = tune_stream(path, ["a", "b", "c"], "y", POINTS, _make_config, **KW)
+        results[budget] = tune_stream(path, ["a", "b", "c"], "y", POINTS, _make_config, **KW,
+                                      options=SearchOptions(cross_validate_held_bytes=budget))
         assert results[budget].folds == 10
         if budget:
             assert read[0] == 3_000 and results[budget].passes == 1.0

@@ -290,6 +290,9 @@ def test_fit_files_auto_chooses_on_every_shard_as_one_machine(client, released, 
         assert got.tuning_[key] == one.tuning_[key]
     assert got.tuning_["n_validation"] == one.tuning_["n_validation"] > 0
     assert got.tuning_["n_train"] == one.tuning_["n_train"]
+    # what the cluster changes in the search is said (iwpfast.settings.SearchOptions.on_cluster)
+    assert any("cluster's runner" in n for n in got.tuning_["notes"])
+    assert not any("cluster's runner" in n for n in one.tuning_["notes"])
     assert got.tuning_["variance_cap"] == one.tuning_["variance_cap"] == 2.0
     assert got._pass.config.variance_cap == 2.0 and got._pass.config.average_start > 0
     assert got.telemetry_["shards"] == 2 and got.n_rows_seen_ == one.tuning_["n_train"]

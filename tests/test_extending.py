@@ -218,7 +218,6 @@ def test_toy_file_format_writes_and_reads_back(toy, tmp_path):
 
 def test_toy_loss_fits_through_the_numpy_twin_and_the_kernel_refuses_it(toy, tmp_path,
                                                                        monkeypatch):
-    import iwpfast.estimators._base as base
     from iwpfast.privacy import release
 
     path = tmp_path / "rel.parquet"
@@ -232,7 +231,7 @@ def test_toy_loss_fits_through_the_numpy_twin_and_the_kernel_refuses_it(toy, tmp
     with pytest.raises(InvalidInputError, match=r"toy_logistic.*SGD_KERNEL_LOSS_CODES"):
         _model(loss="toy_logistic", truncation=1).fit(path)
     monkeypatch.delitem(abi.LOSS_CODES, "toy_logistic")
-    monkeypatch.setattr(base, "ENGINE", "numpy")
+    monkeypatch.setenv("IWPFAST_ENGINE", "numpy")
     toy_fit = _model(loss="toy_logistic", truncation="auto").fit(path)
     logistic_fit = _model(loss="logistic", truncation="auto").fit(path)
     np.testing.assert_array_equal(toy_fit.coef_, logistic_fit.coef_)

@@ -89,8 +89,7 @@ PINNED_FIT = {
 
 @pytest.mark.parametrize("kind,params", sorted(PINNED_FIT))
 def test_fit_bits_are_pinned(tmp_path, kind, params, monkeypatch):
-    from iwpfast.sgd import crossval
-    monkeypatch.setattr(crossval, "CROSS_VALIDATE", params != "auto, one split")
+    monkeypatch.setenv("IWPFAST_CROSS_VALIDATE", str(int(params != "auto, one split")))
     path = _release(tmp_path, kind)
     kw = {} if params.startswith("auto") else dict(alpha=1e-2, learning_rate=0.1)
     if kind == "rr":

@@ -32,24 +32,24 @@ def test_iwp_gradient_is_unbiased_with_zeros_in_the_per_column_variances(loss):
 
 
 def test_the_grid_reads_per_column_noise():
-    """'auto''s derived step: the feature factor sums the private variances only, the cap bounds
-    |theta| only when every column is noised, and a label-only release (no feature noise) is
-    bounded by the projection radius, the label factor and the smoothness."""
+    """'auto''s grid step (``step_scale``): the feature factor sums the private variances only,
+    the cap bounds |theta| only when every column is noised, and a label-only release (no feature
+    noise) has the label factor only."""
     from iwpfast.sgd import tuning
-    kw = dict(loss="exponential", alpha=0.1, n_updates=1000, bound=2.0, batch_size=128,
-              label_keep_prob=0.73, n_features=5, radius=3.0)
-    uniform = tuning.derived_step(noise_var=1.5, **kw)
-    assert tuning.derived_step(noise_var=[1.5] * 5, **kw) == uniform
-    # two public columns: less noise, a larger (or equal) step
-    mixed = tuning.derived_step(noise_var=[1.5, 1.5, 1.5, 0.0, 0.0], **kw)
-    assert mixed >= uniform
+    kw = dict(loss="exponential", alpha=0.1, bound=2.0, label_keep_prob=0.73, n_features=5,
+              radius=3.0)
+    uniform = tuning.step_scale(noise_var=1.5, **kw)
+    assert tuning.step_scale(noise_var=[1.5] * 5, **kw) == uniform
+    # two public columns: less noise, a larger step
+    mixed = tuning.step_scale(noise_var=[1.5, 1.5, 1.5, 0.0, 0.0], **kw)
+    assert mixed > uniform
     noise = tuning.column_noise([1.5, 1.5, 1.5, 0.0, 0.0], 5)
     assert noise.total == 4.5 and not noise.all_private
     assert noise.capped_radius(10.0, 2.0) == 10.0         # the public directions are not capped
     assert tuning.column_noise(2.0, 3).capped_radius(10.0, 2.0) == 1.0
-    label_only = tuning.derived_step(noise_var=[0.0] * 5, **kw)
-    no_label_noise = tuning.derived_step(noise_var=[0.0] * 5, **dict(kw, label_keep_prob=None))
-    assert label_only <= no_label_noise and label_only >= mixed
+    label_only = tuning.step_scale(noise_var=[0.0] * 5, **kw)
+    no_label_noise = tuning.step_scale(noise_var=[0.0] * 5, **dict(kw, label_keep_prob=None))
+    assert label_only < no_label_noise and label_only > mixed
 
 
 # ------------------------------------------------------------------------------ the release

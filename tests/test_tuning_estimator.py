@@ -230,19 +230,20 @@ def test_divergence_advice_fits_the_settings():
 def test_the_grid_reads_the_file_once_or_twice(tmp_path, monkeypatch, single_holdout,
                                               file_rows_read):
     """docs/tuning.md: 'auto' costs one training scan (every head updated per row); the validation
-    rows it passes over are held in memory (up to HELD_VALIDATION_BYTES) and scored from there:
+    rows it passes over are held in memory (up to IWPFAST_HELD_VALIDATION_BYTES) and scored from there:
     rows read = n.  Over that budget the validation part is read again: rows read <= 2 n.  Both
     score the same rows: the same choice, the same risks up to summation order."""
     from iwpfast.privacy import ReleaseSpec, release
-    from iwpfast.sgd import tuning
+    from iwpfast.settings import SearchOptions
     X, y = _task(5000, 12)
     spec = ReleaseSpec(epsilon_x=4.0, delta=1e-5, bound=1.5, epsilon_y=2.0, features=["a", "b", "c"],
                        ranges={"a": (-1, 1), "b": (-1, 1), "c": (-1, 1)}, label="y")
     release({"a": X[:, 0], "b": X[:, 1], "c": X[:, 2], "y": y}, tmp_path / "r.parquet", spec, seed=1)
     read = file_rows_read
     models = {}
-    for budget, passes, most in ((tuning.HELD_VALIDATION_BYTES, 1.0, 5000), (0, 2.0, 2 * 5000)):
-        monkeypatch.setattr(tuning, "HELD_VALIDATION_BYTES", budget)
+    for budget, passes, most in ((SearchOptions().held_validation_bytes, 1.0, 5000),
+                                 (0, 2.0, 2 * 5000)):
+        monkeypatch.setenv("IWPFAST_HELD_VALIDATION_BYTES", str(budget))
         read[0] = 0
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

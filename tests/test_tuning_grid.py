@@ -14,7 +14,7 @@ import pytest
 
 from iwpfast import IWPClassifier
 from iwpfast.estimates import RiskEstimate
-from iwpfast.sgd import tuning
+from iwpfast.settings import SearchOptions
 from iwpfast.sgd.tuning import GridPoint, _Race, grid_edge
 
 W = np.array([2.0, -1.5, 1.0])
@@ -79,9 +79,9 @@ def test_halving_keeps_the_best_head(kind, monkeypatch, single_holdout):
     # release the best, a large step whose interim estimate is heavy-tailed, is stopped and the
     # next, 0.0008 worse at a standard error of 0.028, is chosen)
     X, y, _, _, noise = _task(kind, n=40_000, seed=1)
-    monkeypatch.setattr(tuning, "PRUNE_MIN_ROWS", 500)
+    monkeypatch.setenv("IWPFAST_PRUNE_MIN_ROWS", "500")
     halved = _fit(X, y, noise, chunk_rows=2048)
-    monkeypatch.setattr(tuning, "PRUNE_AT", ())
+    monkeypatch.setenv("IWPFAST_PRUNE_AT", "")
     full = _fit(X, y, noise, chunk_rows=2048)
     h, f = halved.tuning_, full.tuning_
     stopped = [i for i, r in enumerate(h["pruned_at_row"]) if r is not None]
@@ -106,8 +106,7 @@ def _estimate(risk, reliable=True):
     return RiskEstimate(risk, 0.01, 10_000, reliable=reliable)
 
 
-def test_a_halving_rung_keeps_a_third_of_each_class_by_interim_risk(monkeypatch):
-    monkeypatch.setattr(tuning, "PRUNE_RULE", "halving")
+def test_a_halving_rung_keeps_a_third_of_each_class_by_interim_risk():
     points = [GridPoint(0.1, 0.001 * (i + 1)) for i in range(9)]
     names = [f"{p.name},class={c}" for c in (0, 1) for p in points]
     table = {n: points[i % 9] for i, n in enumerate(names)}
@@ -122,7 +121,7 @@ def test_a_halving_rung_keeps_a_third_of_each_class_by_interim_risk(monkeypatch)
     kept = [n for n in names if n not in out]
     # 3 of 9 per class: class 0 its three lowest reliable (indices 5, 6, 7), class 1 its first 3
     assert kept == [names[i] for i in (5, 6, 7, 9, 10, 11)]
-    # never fewer than HALVING_MIN per class: 3 live heads a class become 2, 2 score nothing
+    # never fewer than halving_min per class: 3 live heads a class become 2, 2 score nothing
     last = [estimates[names.index(n)] for n in kept]
     race.score = lambda n_val, alive, states: (last, np.eye(len(alive)) * 1e-4)
     out = race.prune(race.rows[1], kept, {})
@@ -131,11 +130,10 @@ def test_a_halving_rung_keeps_a_third_of_each_class_by_interim_risk(monkeypatch)
     assert race.prune(race.rows[2], [names[i] for i in (6, 7, 9, 10)], {}) == []
 
 
-def test_halving_keeps_the_best_head_of_the_largest_alpha(monkeypatch):
+def test_halving_keeps_the_best_head_of_the_largest_alpha():
     # the most regularized alpha's best head takes the last place a rung keeps even when it
     # ranks last (the one-standard-error rule prefers it; with private labels it drifts least):
     # in the place of the second best, not beside it (two survivors, not three)
-    monkeypatch.setattr(tuning, "PRUNE_RULE", "halving")
     points = [GridPoint(a, g) for a in (0.01, 1.0) for g in (0.001, 0.01, 0.1)]
     names = [p.name for p in points]
 
@@ -151,13 +149,12 @@ def test_halving_keeps_the_best_head_of_the_largest_alpha(monkeypatch):
     assert kept((0.55, 0.51, 0.52, 0.80, 0.50, 0.90)) == [names[1], names[4]]
 
 
-def test_a_chunk_passing_two_rungs_halves_twice(monkeypatch):
-    monkeypatch.setattr(tuning, "PRUNE_RULE", "halving")
-    monkeypatch.setattr(tuning, "HALVING_MIN", 1)
+def test_a_chunk_passing_two_rungs_halves_twice():
     points = [GridPoint(0.1, 0.001 * (i + 1)) for i in range(27)]       # one alpha
     estimates = [_estimate(1.0 - 0.01 * i) for i in range(27)]
     race = _Race({p.name: p for p in points}, _Held(), period=10, block=100, n_train=10**6,
-                 score=lambda n_val, alive, states: (estimates, np.eye(len(alive)) * 1e-4))
+                 score=lambda n_val, alive, states: (estimates, np.eye(len(alive)) * 1e-4),
+                 options=SearchOptions(halving_min=1))
     out = race.prune(race.rows[1], [p.name for p in points], {})
     assert len(points) - len(out) == 3                 # 27 / 3 / 3
 

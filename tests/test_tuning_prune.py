@@ -1,10 +1,10 @@
 """Issue 20: the 'auto' grid's hopeless heads stopped early on the interleaved hold-out.
 
 The driver's ``race`` hook (heads stopped mid-scan: the others keep their bits, the stopped ones
-are the models at that row), the pruning rule of ``iwpfast.sgd.tuning._Race`` (only a head no
-faster than j can prune j, by more than PRUNE_Z paired standard errors), the rows a rung scores
-(held before the scan reaches it, whatever the reader's timing), and the estimator: the same
-choice and the same bits as the full grid, pruned heads never chosen, reported in ``tuning_``.
+are the models at that row), the rows a rung of ``iwpfast.sgd.tuning._Race`` scores (held
+before the scan reaches it, whatever the reader's timing), and the estimator: survivors keep
+their bits, pruned heads are never chosen, reported in ``tuning_`` (successive halving's own rule:
+tests/test_tuning_grid.py; issue 20's "dominance" rule, which only these tests ran, is gone).
 """
 import math
 import warnings
@@ -15,6 +15,7 @@ import pytest
 
 from iwpfast import IWPClassifier
 from iwpfast.exceptions import InvalidInputError
+from iwpfast.settings import SearchOptions
 from iwpfast.sgd import tuning
 from iwpfast.sgd.driver import Head, fit_stream
 from iwpfast.sgd.state import HeadConfig
@@ -92,54 +93,9 @@ def test_a_race_never_stops_every_head_and_needs_drop_diverged():
         fit_stream(table, _heads(STEPS[:2]), race=race, **kw)
 
 
-@pytest.fixture
-def dominance(monkeypatch):
-    """The rung rule of issue 20 (``PRUNE_RULE = "dominance"``; the default is successive
-    halving since issue 33): these tests are about it."""
-    monkeypatch.setattr(tuning, "PRUNE_RULE", "dominance")
-
-
 class _Held:
     def __init__(self, n_rows):
         self.n_rows = n_rows
-
-
-def _race(points, estimates, cov, states=None):
-    race = _Race({p.name: p for p in points}, _Held(10**6), period=10, block=100,
-                 n_train=10**6, score=lambda n_val, alive, states: (estimates, cov))
-    return race.prune(500_000, [p.name for p in points], states or {})
-
-
-class _Telemetry:
-    """A state whose telemetry says: `batches` batches, gradient norms of this mean and sd."""
-
-    def __init__(self, mean, sd, batches=1001):
-        from iwpfast._kernels.abi import TELEMETRY_FIELDS, TELEMETRY_INDEX
-        self.telemetry = np.zeros(len(TELEMETRY_FIELDS))
-        self.telemetry[TELEMETRY_INDEX["batches"]] = batches
-        self.telemetry[TELEMETRY_INDEX["grad_norm_mean"]] = mean
-        self.telemetry[TELEMETRY_INDEX["grad_norm_m2"]] = sd * sd * (batches - 1)
-
-
-def test_a_faster_head_is_credited_the_iterate_noise_its_final_average_removes(monkeypatch,
-                                                                              dominance):
-    # gap 0.05 at 3.5 paired standard errors: pruned without the credit; with it the faster
-    # head's extra (gamma/4) E|g|^2 = (0.004 - 0.001) / 4 * 100 = 0.075 covers the gap
-    slow, fast = GridPoint(0.1, 0.001), GridPoint(0.1, 0.004)
-    cov = np.array([[2e-4, 1e-4], [1e-4, 2e-4]])
-    gap = 3.5 * math.sqrt(2e-4)
-    states = {slow.name: _Telemetry(6.0, 8.0), fast.name: _Telemetry(6.0, 8.0)}  # E|g|^2 100
-    estimates = [_estimate(0.5), _estimate(0.5 + gap)]
-    monkeypatch.setattr(tuning, "PRUNE_CREDIT", "second_moment")
-    assert _race([slow, fast], estimates, cov, states) == []
-    # the lower bound Var|g| = 64 (the default): credit 0.048, the gap minus it is under 3 se
-    monkeypatch.setattr(tuning, "PRUNE_CREDIT", "variance")
-    assert _race([slow, fast], estimates, cov, states) == []
-    states = {slow.name: _Telemetry(6.0, 2.0), fast.name: _Telemetry(6.0, 2.0)}  # Var|g| = 4
-    assert _race([slow, fast], estimates, cov, states) == [fast.name]
-    monkeypatch.setattr(tuning, "PRUNE_CREDIT", "none")
-    assert _race([slow, fast], estimates, cov,
-                 {slow.name: _Telemetry(6.0, 8.0), fast.name: _Telemetry(6.0, 8.0)}) == [fast.name]
 
 
 def _estimate(risk, reliable=True):
@@ -147,39 +103,13 @@ def _estimate(risk, reliable=True):
     return RiskEstimate(risk, 0.01, 1000, reliable=reliable)
 
 
-def test_only_a_slower_more_regularized_head_prunes_and_only_beyond_z_paired_errors(dominance):
-    z = tuning.PRUNE_Z
-    slow = GridPoint(0.1, 0.001)        # gamma 1e-3, gamma*alpha 1e-4
-    fast = GridPoint(0.1, 0.004)        # faster: the slow one may prune it, never the reverse
-    cov = np.array([[2e-4, 1e-4], [1e-4, 2e-4]])     # paired se sqrt(2e-4) = 0.01414
-    se = math.sqrt(2e-4)
-    worse = se * z * 1.01
-    assert _race([slow, fast], [_estimate(0.5), _estimate(0.5 + worse)], cov) == [fast.name]
-    assert _race([slow, fast], [_estimate(0.5 + worse), _estimate(0.5)], cov) == []
-    # within z paired standard errors: kept
-    assert _race([slow, fast], [_estimate(0.5), _estimate(0.5 + se * z * 0.99)], cov) == []
-    # an unreliable estimate neither prunes nor is pruned
-    assert _race([slow, fast], [_estimate(0.5, False), _estimate(0.5 + worse)], cov) == []
-    assert _race([slow, fast], [_estimate(0.5), _estimate(0.5 + worse, False)], cov) == []
-    # more regularized and gamma*alpha no larger: no faster for any curvature, and preferred
-    # by the one-standard-error rule wherever j would be a candidate
-    firm = GridPoint(0.2, 0.0004)       # gamma*alpha 8e-5 <= 1e-4
-    assert _race([firm, slow], [_estimate(0.5), _estimate(0.5 + worse)], cov) == [slow.name]
-    # a larger gamma*alpha is faster in the flat directions: no pruning
-    strong = GridPoint(1.0, 0.0005)     # gamma*alpha 5e-4 > 1e-4
-    assert _race([strong, slow], [_estimate(0.5), _estimate(0.5 + worse)], cov) == []
-    # less regularized (slower too): the rule could still prefer j, so no pruning
-    gentle = GridPoint(0.05, 0.0005)
-    assert _race([gentle, slow], [_estimate(0.5), _estimate(0.5 + worse)], cov) == []
-
-
-def test_a_rung_reached_late_by_a_large_chunk_is_skipped(monkeypatch, dominance):
+def test_a_rung_reached_late_by_a_large_chunk_is_skipped():
     # the rung is taken at the end of the chunk reaching it; past half the rows after the rung
     # (chunks that are a large share of a small file) its scoring would cost more than it saves
     scored = []
-    monkeypatch.setattr(tuning, "PRUNE_AT", (0.125,))
     race = _Race({}, _Held(10**5), period=10, block=100, n_train=10**6,
-                 score=lambda n_val, alive, states: scored.append(n_val) or (None, None))
+                 score=lambda n_val, alive, states: scored.append(n_val) or (None, None),
+                 options=SearchOptions(prune_at=(0.125,), halving_min=0))
     assert race.rows == [125_000]
     assert race.prune(600_000, ["a"], {}) == [] and scored == []      # > 125k + 437.5k
     assert race.prune(500_000, ["a"], {}) == [] and scored == [race.validation_rows(500_000)]
@@ -222,26 +152,24 @@ def _private_task(n, seed=0, sigma=0.5, keep=0.85):
     return Xn, yn, dict(noise_var=sigma ** 2, label_keep_prob=keep, feature_bound=float(np.sqrt(3)))
 
 
-def test_auto_prunes_and_chooses_the_full_grid_s_head_with_its_bits(monkeypatch, dominance, single_holdout):
-    # 200,000 private rows, rungs from 500 validation rows: the scan stops the heads that a head
-    # no faster beats clearly, and the model is the full grid's, bit for bit (survivors keep
-    # their bits; the chosen head is a survivor)
+def test_auto_prunes_and_the_survivors_keep_their_bits(monkeypatch, single_holdout):
+    # 200,000 private rows, rungs from 500 validation rows: the scan halves the grid twice; the
+    # survivors keep the full grid's bits and estimates, a stopped head is never chosen, and the
+    # choice is one the full grid's hold-out cannot tell from its best (with issue 20's
+    # "dominance" rule the model was the full grid's bit for bit; halving stops more heads)
     Xn, yn, noise = _private_task(200_000, sigma=0.3)
-    monkeypatch.setattr(tuning, "PRUNE_MIN_ROWS", 500)
-    monkeypatch.setattr(tuning, "PRUNE_AT", (0.125, 0.5))
+    monkeypatch.setenv("IWPFAST_PRUNE_MIN_ROWS", "500")
+    monkeypatch.setenv("IWPFAST_PRUNE_AT", "0.125,0.5")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         pruned = IWPClassifier(progress=False, chunk_rows=4096).fit(Xn, yn, **noise)
         again = IWPClassifier(progress=False, chunk_rows=4096).fit(Xn, yn, **noise)
-        monkeypatch.setattr(tuning, "PRUNE_AT", ())
+        monkeypatch.setenv("IWPFAST_PRUNE_AT", "")
         full = IWPClassifier(progress=False, chunk_rows=4096).fit(Xn, yn, **noise)
     t, f = pruned.tuning_, full.tuning_
     stopped = [i for i, r in enumerate(t["pruned_at_row"]) if r is not None]
     assert stopped, "no head was pruned: the test data no longer exercise the race"
     assert all(r is None for r in f["pruned_at_row"])
-    assert t["chosen"] == f["chosen"]
-    np.testing.assert_array_equal(pruned.coef_, full.coef_)
-    np.testing.assert_array_equal(pruned.intercept_, full.intercept_)
     for i in stopped:
         assert not t["chosen"][i] and not t["reliable"][i] and math.isnan(t["risk"][i])
         assert 0 < t["pruned_at_row"][i] < t["n_train"]
@@ -251,33 +179,32 @@ def test_auto_prunes_and_chooses_the_full_grid_s_head_with_its_bits(monkeypatch,
         assert t["stderr"][i] == f["stderr"][i]
     assert any("pruned early" in note for note in t["notes"])
     assert t["pruned_at_row"] == again.tuning_["pruned_at_row"]      # deterministic
-    # the full grid agrees that each pruned head was not a candidate: its final risk is above
-    # the chosen head's
-    chosen = f["chosen"].index(True)
-    assert all(f["risk"][i] > f["risk"][chosen] for i in stopped)
+    chosen = t["chosen"].index(True)
+    best = min((i for i in range(len(f["alpha"])) if f["reliable"][i]), key=lambda i: f["risk"][i])
+    assert f["risk"][chosen] - f["risk"][best] <= f["stderr"][best]
+    if t["chosen"] == f["chosen"]:
+        np.testing.assert_array_equal(pruned.coef_, full.coef_)
+        np.testing.assert_array_equal(pruned.intercept_, full.intercept_)
 
 
 def test_no_pruning_on_small_data(monkeypatch):
-    assert tuning.PRUNE_AT == (1 / 32, 1 / 16, 1 / 8, 1 / 4)                     # the defaults
-    assert tuning.PRUNE_RULE == "halving" and tuning.HALVING_CREDIT == "none"
-    monkeypatch.setattr(tuning, "PRUNE_AT", (0.125, 0.5))
+    assert SearchOptions().prune_at == (1 / 32, 1 / 16, 1 / 8, 1 / 4)             # the defaults
+    assert SearchOptions().prune_min_rows == 8192
+    monkeypatch.setenv("IWPFAST_PRUNE_AT", "0.125,0.5")
     Xn, yn, noise = _private_task(20_000)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         m = IWPClassifier(progress=False).fit(Xn, yn, **noise)
-    # 2,000 validation rows in all: no rung has PRUNE_MIN_ROWS behind it
+    # 2,000 validation rows in all: no rung has prune_min_rows behind it
     assert all(r is None for r in m.tuning_["pruned_at_row"])
 
 
-def test_k_classes_prune_within_a_class_and_keep_the_full_grid_s_models(monkeypatch, dominance,
+def test_k_classes_prune_within_a_class_and_keep_the_full_grid_s_models(monkeypatch,
                                                                         single_holdout):
     # 3 classes, one-vs-rest heads, rungs after 1/8 and 1/2: each class's heads race among
-    # themselves (never across classes) and each class keeps a head.  With the conservative
-    # credit the model is the full grid's, bit for bit.  With the default credit a class's choice
-    # can differ: the full grid's pick (the most regularized head within one standard error of
-    # the best) can be a faster head stopped at the 1/2 rung, behind by more than the credited
-    # iterate noise but caught up by its tail average; the pruned scan then picks that class's
-    # best head (on the grid of issue 20 class 1 did; on issue 33's grid none does)
+    # themselves (never across classes) and each class keeps a head.  A class whose choice is
+    # the full grid's has its model bit for bit; one whose full-grid pick was stopped chooses a
+    # survivor the hold-out cannot tell from the full grid's best
     rng = np.random.default_rng(5)
     n = 120_000
     X = rng.uniform(-1, 1, (n, 3))
@@ -285,36 +212,31 @@ def test_k_classes_prune_within_a_class_and_keep_the_full_grid_s_models(monkeypa
                   + rng.gumbel(size=(n, 3)), axis=1)
     Xn = X + rng.normal(0, 0.5, X.shape)
     noise = dict(noise_var=0.25, feature_bound=float(np.sqrt(3)))
-    monkeypatch.setattr(tuning, "PRUNE_MIN_ROWS", 500)
-    monkeypatch.setattr(tuning, "PRUNE_AT", (0.125, 0.5))       # the change happens at 1/2
+    monkeypatch.setenv("IWPFAST_PRUNE_MIN_ROWS", "500")
+    monkeypatch.setenv("IWPFAST_PRUNE_AT", "0.125,0.5")
 
     def fit():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return IWPClassifier(progress=False, chunk_rows=4096).fit(Xn, y, classes=[0, 1, 2],
                                                                       **noise)
-    default = fit()
-    monkeypatch.setattr(tuning, "PRUNE_CREDIT", "second_moment")
-    conservative = fit()
-    monkeypatch.setattr(tuning, "PRUNE_AT", ())
+    model = fit()
+    monkeypatch.setenv("IWPFAST_PRUNE_AT", "")
     full = fit()
-    f = full.tuning_
-    for model in (default, conservative):
-        t = model.tuning_
-        stopped = [i for i, r in enumerate(t["pruned_at_row"]) if r is not None]
-        assert stopped, "no head was pruned: the test data no longer exercise the race"
-        for c in (0, 1, 2):
-            mine = [i for i, k in enumerate(t["class"]) if k == c]
-            assert any(t["pruned_at_row"][i] is None for i in mine)
-            assert not any(t["chosen"][i] for i in stopped)
-            same = [t["chosen"][i] for i in mine] == [f["chosen"][i] for i in mine]
-            if model is conservative or same:
-                assert same
-                np.testing.assert_array_equal(model.coef_[c], full.coef_[c])
-                np.testing.assert_array_equal(model.intercept_[c], full.intercept_[c])
-            else:
-                chosen = next(i for i in mine if t["chosen"][i])
-                assert f["risk"][chosen] == min(f["risk"][i] for i in mine if f["reliable"][i])
+    t, f = model.tuning_, full.tuning_
+    stopped = [i for i, r in enumerate(t["pruned_at_row"]) if r is not None]
+    assert stopped, "no head was pruned: the test data no longer exercise the race"
+    for c in (0, 1, 2):
+        mine = [i for i, k in enumerate(t["class"]) if k == c]
+        assert any(t["pruned_at_row"][i] is None for i in mine)
+        assert not any(t["chosen"][i] for i in stopped)
+        if [t["chosen"][i] for i in mine] == [f["chosen"][i] for i in mine]:
+            np.testing.assert_array_equal(model.coef_[c], full.coef_[c])
+            np.testing.assert_array_equal(model.intercept_[c], full.intercept_[c])
+        else:
+            chosen = next(i for i in mine if t["chosen"][i])
+            best = min((i for i in mine if f["reliable"][i]), key=lambda i: f["risk"][i])
+            assert f["risk"][chosen] - f["risk"][best] <= f["stderr"][best]
 
 
 def test_the_cli_summary_counts_pruned_heads_and_the_updates_they_made(capsys):
@@ -352,11 +274,11 @@ def test_select_does_not_count_pruned_heads_as_unreliable():
 def test_a_raced_scan_reads_one_group_of_training_blocks_per_chunk():
     # (period - 1) x block rows: the training view's slice of one group, so a chunk is a view;
     # each rung at the chunk end nearest its share, later than the previous rung's, with
-    # PRUNE_MIN_ROWS validation rows behind it
+    # prune_min_rows validation rows behind it
     race = _Race({}, _Held(10**7), period=10, block=8192, n_train=3_600_000, score=None)
     assert race.chunk_rows(10) == 73_728
     assert race.rows == [2 * 73_728, 3 * 73_728, 6 * 73_728, 12 * 73_728]
-    assert all(race.validation_rows(r) >= tuning.PRUNE_MIN_ROWS for r in race.rows)
+    assert all(race.validation_rows(r) >= SearchOptions().prune_min_rows for r in race.rows)
     # wide rows: the largest divisor of a group within the reader's bounds (8192 x 9 = 73,728)
     assert race.chunk_rows(200) == 8192
     # a group smaller than the reader's least chunk: whole groups; two rungs never merge

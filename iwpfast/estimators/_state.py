@@ -18,9 +18,6 @@ from ..sgd.state import HeadConfig, HeadState
 from ._heads import Heads, OneVsRestHeads
 from ._noise import NoiseModel
 
-#: which update engine the estimators' driver runs: "numba" (the fused kernels) or "reference"
-#: (the NumPy twin; tests use it to check the facade independently of the kernels)
-ENGINE = "numba"
 ARRAY_LABEL = "__label__"      # the label column's name when fitting on in-memory arrays
 ARRAY_WEIGHT = "__sample_weight__"  # the sample-weight column's name for in-memory arrays
 
@@ -37,7 +34,8 @@ class PassPlan:
     names:         the input's own feature names (a DataFrame's columns: ``feature_names_in_``)
     config:        the head's configuration, once made (``IWPBase._make_config``)
     sample_weight: the column of sample weights the driver reads (None: unweighted)
-    engine:        the update engine the driver runs ("numba"; "reference" in some tests)
+    engine:        the update engine the driver runs ("numba"; "numpy" with IWPFAST_ENGINE=numpy,
+                   ``iwpfast.settings``)
     make_config:   rows -> the head's configuration for a pass over that many rows
                    (``IWPBase.plan_pass`` sets it; ``config_for`` calls it)
     """

@@ -17,11 +17,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..exceptions import InvalidInputError, NumericalWarning, ReleaseSpecError, user_stacklevel
+from ..progress import logger
+from ..settings import current
 from ..sgd.schedules import default_radius
 from ._fields import EstimatorFields
 from ._heads import Heads, SingleHead
 from ._noise import NoiseModel
-from ._state import ENGINE, PassPlan
+from ._state import PassPlan
 
 
 class TunedFitMixin(EstimatorFields):
@@ -121,8 +123,11 @@ class TunedFitMixin(EstimatorFields):
             self._fit_untuned_centre(plan, mapper, grid, scaling)
             return
         mode = grid.mode
+        # the engine and the search's options (``iwpfast.settings``), passed down explicitly
+        settings = current()
         kw = dict(loss=v["loss"], validation_fraction=v["validation_fraction"], validation=val_src,
-                  mapper=mapper, engine=ENGINE, progress=self.progress, chunk_rows=self.chunk_rows,
+                  mapper=mapper, engine=settings.engine, options=settings.search,
+                  progress=self.progress, chunk_rows=self.chunk_rows,
                   feature_bound=noise.feature_bound,
                   # the pass's noise model (clean heads debias for none)
                   noise=noise if mode != "clean" else dataclasses.replace(
@@ -151,9 +156,15 @@ class TunedFitMixin(EstimatorFields):
         self._update_fitted(outcome.telemetry)
         self.alpha_, self.learning_rate_ = outcome.alpha, outcome.learning_rate
         self.tuning_ = outcome.table
+        from ..sgd.tuning import routine_note
         for note in outcome.notes:
-            warnings.warn(f"auto hyper-parameters: {note}", NumericalWarning,
-                      stacklevel=user_stacklevel())
+            # routine events of the search (heads pruned, diverged, left out) are tuning_'s
+            # notes and log lines; a warning is for what the user must act on
+            if routine_note(note):
+                logger.getChild("progress").info("auto hyper-parameters: %s", note)
+            else:
+                warnings.warn(f"auto hyper-parameters: {note}", NumericalWarning,
+                              stacklevel=user_stacklevel())
         # the chosen heads' own warnings, as a plain fit would give them: a chosen head that
         # ended on the cap "auto" set is a model the noise held small (issue 18), said too
         for name, cfg, tel in zip(outcome.warn_names, outcome.configs,

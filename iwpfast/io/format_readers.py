@@ -15,7 +15,7 @@ import threading
 
 import pyarrow as pa
 
-from ..exceptions import InvalidInputError
+from ..exceptions import BadDataError, InvalidInputError
 from .filesystem import Location, map_ahead
 from .formats import input_format, open_reader
 from .handoff import join_draining, put_unless_stopped
@@ -27,14 +27,22 @@ def _file_format(path: str) -> str:
 
 
 def _corrupt(path: str, fmt: str, exc: Exception, where: str = "") -> InvalidInputError:
-    return InvalidInputError(
+    return BadDataError(
         f"{path!r}{where}: cannot be read as {fmt} ({type(exc).__name__}: "
         f"{' '.join(str(exc).split())}); the file is "
         f"truncated or corrupt (e.g. an interrupted copy or write). Re-create or re-copy it.")
 
 
-#: read Parquet files through a memory map (see _ParquetFile); False: pyarrow's buffered reads
-PARQUET_MEMORY_MAP = True
+
+def memory_map() -> bool:
+    """Whether local Parquet and Arrow IPC files are read through a memory map
+    (``IWPFAST_MEMORY_MAP=1`` or the CLI's ``--memory-map``; ``iwpfast.settings``).  Off by
+    default: the mapped pages of a file count in the process's resident memory (VmRSS, what
+    YARN's and cgroup v1's memory checks see) up to the file's size, buffered reads hold one
+    chunk."""
+    from ..settings import current
+    return current().memory_map
+
 #: local Parquet files: threads decoding the columns ahead of the reader, each a share of them
 #: (``_ColumnThreads``; None: one per usable core, at most 4 and at most pyarrow's thread count;
 #: 1: each batch decoded when the reader asks for it, with pyarrow's threads)
@@ -68,15 +76,18 @@ class _ParquetFile:
         self.path = loc.display
         #: the bytes of a small remote file fetched whole (``whole``), until read_whole uses them
         self._data = None
+        #: read through a memory map (``memory_map()``, decided once per file; local files only)
+        self.pf_memory_map = bool(loc.local) and memory_map()
         try:
             if loc.local:
                 # pre_buffer=False: pyarrow's default pre-buffers whole row groups/files (4 GiB
-                # seen).  memory_map=True: pages are decoded straight from the page cache instead
-                # of first being copied into a read buffer (one memcpy of the file less; measured
-                # 20-35% less CPU for uncompressed files, bench/README.md); the mapped pages are
-                # page cache, not memory of the process (RssAnon), and are dropped by the kernel
-                # under pressure.
-                self.pf = pq.ParquetFile(loc.path, pre_buffer=False, memory_map=PARQUET_MEMORY_MAP,
+                # seen).  Buffered reads by default: resident memory stays at a chunk.  With
+                # memory_map() pages are decoded straight from the page cache instead of first
+                # being copied into a read buffer (one memcpy of the file less; measured 20-35%
+                # less CPU for uncompressed files, bench/README.md), but the mapped pages count
+                # in VmRSS up to the file's size (issue 47)
+                self.pf = pq.ParquetFile(loc.path, pre_buffer=False,
+                                         memory_map=self.pf_memory_map,
                                          page_checksum_verification=True)
             else:
                 # Remote files cannot be mapped, and each small read is a request: pre_buffer=True
@@ -335,7 +346,7 @@ class _ColumnThreads:
         import pyarrow.parquet as pq
         try:
             pf = pq.ParquetFile(parquet.loc.path, pre_buffer=False,
-                                memory_map=PARQUET_MEMORY_MAP, metadata=parquet.pf.metadata,
+                                memory_map=parquet.pf_memory_map, metadata=parquet.pf.metadata,
                                 page_checksum_verification=True)
             for rg in groups:
                 for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[rg],
@@ -400,8 +411,9 @@ class _IpcFile:
     def __init__(self, loc: Location):
         self.path = path = loc.display
         try:
-            # local: memory-mapped (batches are views of the page cache); remote: a buffered
-            # random-access file (record batches are fetched by range requests)
+            # local: memory-mapped to read the footer and the row counts (then buffered reads,
+            # ``_buffered``, unless ``memory_map()``: batches views of the page cache); remote: a
+            # buffered random-access file (record batches are fetched by range requests)
             self.mm = pa.memory_map(loc.path, "r") if loc.local else loc.open_input_file()
         except (pa.ArrowException, OSError) as exc:
             raise _corrupt(path, "Arrow IPC", exc) from exc
@@ -427,6 +439,23 @@ class _IpcFile:
             self.group_rows = None
             self.num_rows = None
             _check_end_of_stream(self.mm, path, loc.local)
+        if loc.local and not memory_map():
+            self._buffered(loc.path)
+
+    def _buffered(self, path: str) -> None:
+        """Read the batches with buffered reads from here on (the default, ``memory_map()``):
+        the map served the footer, the row counts and the end-of-stream check, which read
+        only the messages' metadata; unmapped now, the file's pages stop counting in the
+        process's resident memory, and each batch read is memory of its own, freed with it."""
+        try:
+            handle = pa.OSFile(path, "rb")
+            reader = None if self.stream else pa.ipc.open_file(handle)
+        except (pa.ArrowException, OSError) as exc:
+            raise _corrupt(self.path, "Arrow IPC", exc) from exc
+        self.mm.close()
+        self.mm = handle
+        if reader is not None:
+            self.reader = reader
 
     @property
     def nbytes(self) -> int:

@@ -15,8 +15,10 @@ and returns a ``Source`` with ``schema``, ``release_metadata``, ``num_rows`` and
 Memory stays bounded whatever the input size: Parquet is read one file at a time with
 ``ParquetFile(path, pre_buffer=False).iter_batches(...)`` (pyarrow's default ``pre_buffer=True``
 held a whole 4.4 GB file in memory and ``Dataset.to_batches`` grew memory by 4 GiB,
-apache/arrow#39808); Arrow IPC files are memory-mapped, so their batches are views of the page
-cache; CSV is parsed block by block.
+apache/arrow#39808) with buffered reads, and Arrow IPC files batch by batch, so resident memory
+stays at a chunk (``IWPFAST_MEMORY_MAP=1``, the CLI's ``--memory-map``, reads local files
+through a memory map instead: less CPU, but the mapped pages count in VmRSS up to the file's
+size; ``iwpfast.settings``); CSV is parsed block by block.
 
 Every batch can be located (``Source.located_batches``): file index and path, Parquet row group
 (or IPC record batch), row offset inside it and global row.  The training reader uses that to name
@@ -32,7 +34,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..deprecation import renamed_keyword
-from ..exceptions import InvalidInputError, ReleaseSpecError
+from ..exceptions import InvalidInputError, MissingInputError, ReleaseSpecError
 from .filesystem import Location, map_ahead, map_bounded, resolve
 from .format_readers import _file_format, _is_known
 from .formats import CSV_SUFFIXES, IPC_SUFFIXES, PARQUET_SUFFIXES, has_data_suffix, open_reader
@@ -596,7 +598,7 @@ def _expand_path(loc: Location) -> tuple[list[Location], str]:
     if loc.is_glob:
         found = loc.glob()
         if not found:
-            raise InvalidInputError(f"glob {path!r} matches no file; check the pattern")
+            raise MissingInputError(f"glob {path!r} matches no file; check the pattern")
         return found, path
     kind = loc.kind()
     if kind == "dir":
@@ -612,7 +614,7 @@ def _expand_path(loc: Location) -> tuple[list[Location], str]:
                 f"{[e.name for e in entries][:20]}")
         return found, path
     if kind == "missing":
-        raise InvalidInputError(f"{path!r} does not exist; check the path")
+        raise MissingInputError(f"{path!r} does not exist; check the path")
     return [loc], path
 
 
@@ -681,7 +683,7 @@ def open_source(source, columns: Sequence[str] | None = None, *,
         paths = [resolve(s, filesystem) for s in source]
         for p in paths:
             if p.kind() != "file":
-                raise InvalidInputError(f"{p.display!r} does not exist or is not a file")
+                raise MissingInputError(f"{p.display!r} does not exist or is not a file")
         return FileSource(paths, columns, batch_rows,
                           description=f"{len(paths)} files from {paths[0].display!r}")
     if isinstance(source, pa.Table):

@@ -136,7 +136,7 @@ class HeldRows:
 
     def _over(self, rows: int) -> str:
         return (f"{rows:,} validation rows of {self.row_bytes} bytes are over the "
-                f"{self.budget_bytes / 2**20:.0f} MiB it may hold (HELD_VALIDATION_BYTES)")
+                f"{self.budget_bytes / 2**20:.0f} MiB it may hold (IWPFAST_HELD_VALIDATION_BYTES)")
 
     def _grow(self, rows: int) -> bool:
         """Room for ``rows`` rows in all (a stream of unknown length: doubling, within the

@@ -4,7 +4,8 @@ On a small release one hold-out of a tenth of the rows cannot tell the grid's he
 ``bench/real_tables.py``'s fair table (4,457 training rows, 440 validation rows with
 randomized-response labels) the paired standard errors (0.018-0.032) were as large as the clean
 risk gaps between the heads (0.012-0.055).  Where a scan is cheap (at most
-``CROSS_VALIDATE_MAX_ROWS`` rows, where successive halving takes no rung anyway), the grid is
+``cross_validate_max_rows`` rows of ``iwpfast.settings.SearchOptions``, where successive
+halving takes no rung anyway), the grid is
 scanned once per phase of the validation blocks instead: fold f holds out the blocks that the
 split of ``iwpfast.sgd.split`` would hold out with the block numbering shifted by f, so the m folds
 (m = 1 / validation_fraction) hold out every row exactly once and fold 0 is the single split's.
@@ -15,7 +16,8 @@ trained once more on every row: the model is a single pass over all the data, as
 cross-validation, and the choice rests on m times the validation rows.  It costs m scans of the
 grid on (m - 1)/m of the rows and one single-head pass: at most 10 x 28 x 400,000 head updates
 on the largest data it applies to, with the needed columns read once and held in memory when
-they fit in ``CROSS_VALIDATE_HELD_BYTES`` (docs/tuning.md, "What auto does", step 6).
+they fit in ``SearchOptions.cross_validate_held_bytes`` (docs/tuning.md, "What auto does",
+step 6).
 """
 from __future__ import annotations
 
@@ -23,30 +25,23 @@ import math
 from collections.abc import Callable, Sequence
 
 from ..exceptions import DivergenceError
+from ..settings import SearchOptions
 from .grid import GridPoint
 from .scoring import _blas_single_threaded, _scored_columns, score_heads
 from .state import HeadConfig
 
-#: data with at most this many rows (training + validation) is cross-validated (when no
-#: halving rung is taken and the data can be read again); larger data keeps the one hold-out
-CROSS_VALIDATE_MAX_ROWS = 400_000
-#: False: every fit uses the single hold-out (the tests of the single split set it)
-CROSS_VALIDATE = True
-#: the most memory the folds hold the data's columns in (one read of a file, or of an object
-#: store, instead of one per fold and one for the refit); larger data is read again by each
-CROSS_VALIDATE_HELD_BYTES = 256 << 20
 
-
-def cross_validates(train, validation, kw: dict) -> bool:
-    """Whether a tuning scan with training part ``train`` cross-validates (``tune_stream``)."""
+def cross_validates(train, validation, kw: dict, options: SearchOptions) -> bool:
+    """Whether a tuning scan with training part ``train`` cross-validates (``tune_stream``):
+    ``options.cross_validate``, no separate validation release, no checkpoint, a split that can
+    be read again and at most ``options.cross_validate_max_rows`` rows."""
     from ..io.views import PartSource
-    from .driver import stream_runner
-    if not CROSS_VALIDATE or validation is not None or "checkpoint" in kw:
+    if not options.cross_validate or validation is not None or "checkpoint" in kw:
         return False
     if not isinstance(train, PartSource) or train.period is None or not train.rereadable:
         return False
     n = train.inner.num_rows
-    return n is not None and 0 < n <= CROSS_VALIDATE_MAX_ROWS and stream_runner() is None
+    return n is not None and 0 < n <= options.cross_validate_max_rows
 
 
 def _pooled(estimates: list, rows: list[int]):
@@ -67,15 +62,15 @@ def _pooled(estimates: list, rows: list[int]):
         reliable=all(e.reliable for e in estimates), warnings=warnings)
 
 
-def held_source(train, columns: list[str]):
+def held_source(train, columns: list[str], budget: int):
     """The rows the folds read: ``train``'s source with ``columns`` read once into memory when
-    they fit in ``CROSS_VALIDATE_HELD_BYTES`` (8 bytes a value at most; ``io.sources.HeldSource``
-    keeps each batch's origin and the decoded release metadata), else the source itself (read
-    again by every fold; in-memory data as it is)."""
+    they fit in ``budget`` bytes (``SearchOptions.cross_validate_held_bytes``; 8 bytes a value
+    at most; ``io.sources.HeldSource`` keeps each batch's origin and the decoded release
+    metadata), else the source itself (read again by every fold; in-memory data as it is)."""
     from ..io.sources import HeldSource
     inner = train.inner
     columns = list(dict.fromkeys(columns))   # a label that is also a feature is one column
-    if inner.cheap_decode or 8 * len(columns) * int(inner.num_rows) > CROSS_VALIDATE_HELD_BYTES:
+    if inner.cheap_decode or 8 * len(columns) * int(inner.num_rows) > budget:
         return inner
     return HeldSource(inner, columns)
 
@@ -102,8 +97,8 @@ class Folds:
 
 
 def fold_scans(train, names: list[str], heads_of: Callable[[list[str]], list], kw: dict,
-               *, score_kw: dict, tuning, siblings: Callable[[str], list[str]] | None = None
-               ) -> Folds:
+               *, score_kw: dict, tuning, options: SearchOptions,
+               siblings: Callable[[str], list[str]] | None = None) -> Folds:
     """Scan the named heads once per fold of ``train``'s validation blocks (module docstring)
     and score each fold's heads on its held-out rows.  ``heads_of(names)``: the heads, their
     configs made for ``train``'s training rows (the folds' differ by less than a block, so the
@@ -111,12 +106,13 @@ def fold_scans(train, names: list[str], heads_of: Callable[[list[str]], list], k
     ``score_kw``: ``score_heads``' features, label, loss, noise, sample_weight, engine (and
     label_table); a head diverging in one fold is dropped (with its ``siblings``) from the later
     folds and from the choice.  ``tuning``: the module whose ``_scan``, ``_hold_validation`` and
-    ``_scoring_source`` each fold uses (passed in: ``tuning`` calls this module)."""
+    ``_scoring_source`` each fold uses (passed in: ``tuning`` calls this module); ``options``:
+    the search's (the rows held in memory)."""
     from ..io.views import PartSource
     period, block, mapper = train.period, train.block, train.mapper
     columns = _scored_columns(score_kw["features"], score_kw["label"],
                               score_kw.get("sample_weight"))
-    src = held_source(train, columns)
+    src = held_source(train, columns, options.cross_validate_held_bytes)
     held = src is not train.inner
     passes = 1.0 if held else 0.0          # reads of the data
     per_fold: list = []            # (scored, index, cov, validation rows) per fold
@@ -130,7 +126,7 @@ def fold_scans(train, names: list[str], heads_of: Callable[[list[str]], list], k
                         row_offset=f * block)
         if not va.num_rows:
             continue
-        rows_held = tuning._hold_validation(tr, va, None)
+        rows_held = tuning._hold_validation(tr, va, None, options)
         alive = [n for n in names if n not in diverged]
         result, active, lost, repeats = tuning._scan(tr, heads_of, alive, dict(kw),
                                                      siblings=siblings)
@@ -190,7 +186,7 @@ def _heads_of(features, label, sample_weight, config_of: Callable[[str], HeadCon
 
 def tune_folds(train, points: Sequence[GridPoint],
                make_config: Callable[[GridPoint, int | None], HeadConfig], kw: dict, *,
-               score_kw: dict, tuning):
+               score_kw: dict, tuning, options: SearchOptions):
     """``tune_stream`` by cross-validation (module docstring): a ``tuning.TuningResult`` whose
     estimates are pooled over every row and whose chosen head's state is its pass over all the
     rows; ``tuning``: the module whose scan and choice the folds use (``fold_scans``)."""
@@ -201,7 +197,7 @@ def tune_folds(train, points: Sequence[GridPoint],
     n_train = train.num_rows
     folds = fold_scans(train, names, _heads_of(features, label, weight,
                                                lambda h: make_config(by_name[h], n_train)),
-                       kw, score_kw=score_kw, tuning=tuning)
+                       kw, score_kw=score_kw, tuning=tuning, options=options)
     estimates, chosen, rule, notes, edge = tuning._choose(points, names, folds.pooled,
                                                           folds.cov_of)
     n, name, first = folds.n_rows, names[chosen], folds.first
@@ -226,7 +222,7 @@ def tune_folds(train, points: Sequence[GridPoint],
 
 def tune_folds_classes(train, points: Sequence[GridPoint],
                        make_configs: Callable[[GridPoint, int | None], list], n_classes: int,
-                       kw: dict, *, score_kw: dict, tuning) -> list:
+                       kw: dict, *, score_kw: dict, tuning, options: SearchOptions) -> list:
     """``tune_stream_classes`` by cross-validation: every class chooses its point on the pooled
     estimates of its heads, and the k chosen heads are trained once more on every row, together
     (one TuningResult per class, as ``tune_stream_classes``)."""
@@ -248,7 +244,7 @@ def tune_folds_classes(train, points: Sequence[GridPoint],
     n_train = train.num_rows
     folds = fold_scans(train, list(owner),
                        _heads_of(features, label, weight, lambda h: config_of(h, n_train)), kw,
-                       score_kw=score_kw, tuning=tuning, siblings=siblings)
+                       score_kw=score_kw, tuning=tuning, options=options, siblings=siblings)
     n, first = folds.n_rows, folds.first
     choices = []
     for c in range(k):

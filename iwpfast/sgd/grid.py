@@ -4,8 +4,9 @@ quantities only (docs/tuning.md "The default grid").
 alpha: the curvature scale kappa = f''(0) B^2 / p times ``ALPHA_MULTIPLIERS``; the steps: 3
 decades around the noise-scaled step h = 1 / (kappa sqrt(L F G)) (``step_scale``, issue 33),
 with no worst-case cap.  ``grid_edge`` says when a choice sits on the steps' edge.
-``derived_step`` (the paper's Theorem 4.4 step, the grid before issue 33) is kept for
-reference.  ``iwpfast.sgd.tuning`` re-exports every name.
+(The paper's Theorem 4.4 step, the grid before issue 33, is gone: its worst-case cap held every
+step far below what real tables want, docs/tuning.md.)  ``iwpfast.sgd.tuning`` re-exports
+every name.
 """
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..exceptions import InvalidInputError
 from ..losses import loss_record
 
 #: the steps tried for each alpha: the noise-scaled step h (``step_scale``) times these, seven
@@ -24,62 +24,6 @@ from ..losses import loss_record
 STEP_MULTIPLIERS = tuple(10.0 ** (0.5 - 0.5 * j) for j in range(7))
 #: alpha = curvature scale kappa = f''(0) B^2 / p times these
 ALPHA_MULTIPLIERS = (0.001, 0.01, 0.1, 1.0)
-#: |margin| over which the step's constants (|f'|, f'') are bounded
-MARGIN_SCALE = 2.0
-
-
-def _derivative_bounds(loss: str, zmax: float, target_bound: float = 1.0) -> tuple[float, float]:
-    """|f'(z)| and f''(z) bounds on |z| <= zmax, for the constants of the paper's Theorem 4.4."""
-    return loss_record(loss).derivative_bounds(zmax, target_bound)
-
-
-def derived_step(*, loss: str, alpha: float, n_updates: int, bound: float, batch_size: int,
-                 noise_var: float, label_keep_prob: float | None, n_features: int,
-                 radius: float, target_noise_var: float = 0.0,
-                 variance_cap: float = math.inf) -> float:
-    """gamma*(alpha): the step of the paper's Theorem 4.4 with the IWP gradient's second moment.
-
-    Not the "auto" grid since issue 33 (``step_scale``: its worst-case cap 1/(2K) held every
-    step far below what real tables want, docs/tuning.md); kept for reference and ``plan``-like
-    uses.
-
-    gamma* = log(max(2, mu^2 R^2 T / A)) / (mu T), capped at 1 / (2 K), with mu = alpha, T updates,
-    R the radius theta can reach, K = B^2 max f'' + alpha the smoothness, and
-    A = C^2 L F G / batch: C = B max|f'| on |z| <= min(R B, MARGIN_SCALE) (the paper's C, over the
-    margins a model meets rather than the whole ball), L = 1/(2S-1)^2 the label
-    factor, F = 1 + sum_j s_j / B^2 the feature factor (p sigma^2 / B^2 when every column has the
-    same noise; public columns, s_j = 0, add nothing), G = exp(s_max R^2) for the exponential loss
-    (1 otherwise; the energy s_max R^2 is taken at most ``variance_cap``) -- the variance factors of
-    ``iwpfast.planning`` (docs/tuning.md).  ``noise_var``: one variance for every feature, or one
-    per feature (zeros for public columns).
-    """
-    mu = float(alpha)
-    if mu <= 0:
-        raise InvalidInputError("the derived step needs alpha > 0 (strong convexity)")
-    B = float(bound)
-    R = float(radius)
-    # the margins the constants are taken over: |z| <= R B, but at most MARGIN_SCALE (the sup of
-    # e^{-z} over a large ball is a worst case no useful model meets; it would make the step vanish)
-    fp, fpp = _derivative_bounds(loss, min(R * B, MARGIN_SCALE))
-    label = 1.0 if label_keep_prob is None else 1.0 / (2.0 * label_keep_prob - 1.0) ** 2
-    if loss_record(loss).task == "regression":
-        label = 1.0 + target_noise_var
-    noise = column_noise(noise_var, n_features)
-    feature = 1.0 + noise.total / (B * B)
-    # the score factor at the largest noise energy a head meets: s_max R^2, or the cap when it
-    # binds first (with public columns R is not capped, but the energy still is)
-    score = loss_record(loss).score_factor(noise.energy_bound(R, variance_cap))
-    A = (B * fp) ** 2 * label * feature * score / max(int(batch_size), 1)
-    K = smoothness(loss, B, mu, R)
-    T = max(int(n_updates), 1)
-    gamma = math.log(max(2.0, mu * mu * R * R * T / A)) / (mu * T)
-    return min(gamma, 1.0 / (2.0 * K))
-
-
-def smoothness(loss: str, bound: float, alpha: float, radius: float) -> float:
-    """K = B^2 max f'' + alpha over the margins |z| <= min(R B, MARGIN_SCALE) (``derived_step``)."""
-    _, fpp = _derivative_bounds(loss, min(float(radius) * float(bound), MARGIN_SCALE))
-    return float(bound) ** 2 * fpp + float(alpha)
 
 
 @dataclass(frozen=True)
@@ -139,8 +83,9 @@ def step_scale(*, loss: str, alpha: float, bound: float, noise_var, label_keep_p
     1 / kappa = p / (f''(0) B^2) is the loss-scale step: the inverse curvature of the risk at
     theta = 0 in a direction where features spread evenly over the bound (the noiseless step of
     a well-conditioned problem).  The release multiplies the gradient's second moment by
-    L F G (``derived_step``'s factors: the label factor 1/(2S-1)^2 or 1 + sigma_y^2, the feature
-    factor 1 + sum_j s_j / B^2, the exponential loss's score factor exp(min(cap, s_max R^2)));
+    L F G (the variance factors of ``iwpfast.planning``: the label factor 1/(2S-1)^2 or
+    1 + sigma_y^2, the feature factor 1 + sum_j s_j / B^2, the exponential loss's score factor
+    exp(min(cap, s_max R^2)));
     averaged SGD's step scales like one over the gradient's root mean square, hence the square
     root.  No worst-case curvature caps it: the grid spans decades around h and the hold-out
     judges them."""

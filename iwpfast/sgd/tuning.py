@@ -7,7 +7,8 @@ over the release noise is the clean risk; ``iwpfast.estimates``), drops heads wh
 reliable, and picks one by the standard-error rule (``select``: half a paired SE).
 docs/tuning.md derives the default grid (``default_grid``) and states the cost.
 
-The validation part (``validation_fraction`` f of a stream, ``SplitSource``): the rows are cut
+The validation part (``validation_fraction`` f of a stream, ``iwpfast.sgd.split.make_split``: two
+``iwpfast.io.views.PartSource`` views of the source): the rows are cut
 into blocks of ``block_rows`` consecutive rows and every m-th block (m = round(1/f), the last of
 each group of m) is held out.  Blocks spread the hold-out over the whole file (a file sorted by,
 say, state is not validated on its last state only) while every piece stays a zero-copy slice.
@@ -17,7 +18,7 @@ Cost: one read of the data (each training row updates every live head: k heads c
 updates per row, the reading and decoding is shared; ``_Race`` halves the grid after 1/32,
 1/16, 1/8 and 1/4 of the rows, docs/tuning.md "Successive halving").  The training scan copies
 the validation blocks it passes over (``iwpfast.io.views.HeldRows``, up to
-``HELD_VALIDATION_BYTES``) and the heads are scored from them (``iwpfast.sgd.scoring``); a
+``SearchOptions.held_validation_bytes``) and the heads are scored from them (``iwpfast.sgd.scoring``); a
 larger hold-out is read again (a Parquet row group holds both parts: that read decodes the whole
 file).  A head that diverges is left out and the scan goes on (``_scan``).  With a separate
 validation release the scoring reads that release.
@@ -33,20 +34,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..exceptions import NumericalWarning
+from ..settings import SearchOptions
 from .grid import (  # noqa: F401  (the grid's names: also reached here)
     ALPHA_MULTIPLIERS,
-    MARGIN_SCALE,
     STEP_MULTIPLIERS,
     ColumnNoise,
     GridPoint,
-    _derivative_bounds,
     column_noise,
     default_grid,
-    derived_step,
     edge_note,
     grid_centre,
     grid_edge,
-    smoothness,
     step_scale,
 )
 from .scoring import (  # noqa: F401  (HeadScorer, score_heads: also reached here)
@@ -74,43 +72,29 @@ VALIDATION_FRACTION = 0.1
 MIN_VALIDATION_ROWS = 30
 #: the variance cap "auto" uses for IWP heads when none is given (sigma^2 |theta|^2 <= 2)
 AUTO_VARIANCE_CAP = 2.0
-#: the shares of the training rows after which a tuning scan prunes heads (``_Race``: the rungs
-#: of successive halving; an empty tuple trains every head to the end)
-PRUNE_AT: tuple = (1 / 32, 1 / 16, 1 / 8, 1 / 4)
-#: the rule a rung applies: "halving" (keep the best ``HALVING_KEEP`` of each class's live heads
-#: by credited interim risk, at least ``HALVING_MIN``) or "dominance" (stop a head only when a
-#: head at least as regularized and no faster beats it by ``PRUNE_Z`` paired standard errors)
-PRUNE_RULE = "halving"
-#: the share of a class's live heads a halving rung keeps
-HALVING_KEEP = 1 / 3
-#: ... and at least this many (the standard-error rule's final choice is among them); the best
-#: head of each class's largest alpha takes the last of those places (``_Race._halve``)
-HALVING_MIN = 2
-#: the iterate noise a halving rung credits (``_noise_floor``'s kinds; "none": at an early rung a
-#: slow head lags by its bias while a fast one carries iterate noise, errors of opposite sign;
-#: crediting only the fast head's made the rungs keep only the fastest heads, docs/tuning.md)
-HALVING_CREDIT = "none"
-#: "dominance": a head is pruned when a head no faster than it has an interim private risk
-#: lower by more than this many paired standard errors
-PRUNE_Z = 3.0
-#: a pruning rung is taken only with at least this many validation rows behind it
-PRUNE_MIN_ROWS = 8192
-#: ... and only when the chunk reaching it ends before this share of the rows after the rung
+#: a pruning rung is taken only when the chunk reaching it ends before this share of the rows
+#: after the rung (the rungs' rows and sizes: ``iwpfast.settings.SearchOptions``)
 PRUNE_LATEST = 0.5
-#: why a head was pruned (its estimate's warning and the tuning notes), by ``PRUNE_RULE``
-PRUNE_REASONS = {
-    "dominance": ("a head at least as regularized and no faster had a lower interim private risk "
-                  f"by more than {PRUNE_Z:g} paired standard errors plus the iterate noise "
-                  "credited to it"),
-    "halving": ("successive halving: not among the best third of its class's live heads by "
-                "interim private risk (less the iterate noise credited to it), the last place "
-                "going to the best head of the class's largest alpha"),
-}
+#: why a head was pruned (its estimate's warning and the tuning notes)
+PRUNE_REASON = ("successive halving: not among the best third of its class's live heads by "
+                "interim private risk, the last place going to the best head of the class's "
+                "largest alpha")
+
+#: the phrases of the notes on routine events of a search (heads pruned, heads diverged, heads
+#: left out for an unreliable estimate, a cluster's search): the estimator logs those notes
+#: (``routine_note``); the others ask the user to act and are warnings
+PRUNED_EARLY = "heads pruned early"
+DIVERGED_DROPPED = "diverged and were dropped"
+POINTS_DIVERGED = "diverged on some class's head and were dropped for every class"
+UNRELIABLE_DISCARDED = "heads discarded: their private risk is unreliable"
+ON_CLUSTER = "the passes ran on a cluster's runner"
+ROUTINE_PHRASES = (PRUNED_EARLY, DIVERGED_DROPPED, POINTS_DIVERGED, UNRELIABLE_DISCARDED,
+                   ON_CLUSTER)
 
 
-def prune_reason() -> str:
-    return PRUNE_REASONS[PRUNE_RULE]
-
+def routine_note(note: str) -> bool:
+    """Whether a tuning note reports a routine event of the search (logged, not warned)."""
+    return any(phrase in note for phrase in ROUTINE_PHRASES)
 
 
 # ------------------------------------------------------------------------------ scoring + choice
@@ -213,96 +197,57 @@ def select(points: Sequence[GridPoint], estimates: Sequence,
     # candidates, but not for being unreliable (a note of their own says they diverged)
     dropped = len(points) - len(reliable) - n_pruned - n_diverged
     if dropped:
-        notes.append(f"{dropped} of {len(points)} heads discarded: their private risk is unreliable")
+        notes.append(f"{dropped} of {len(points)} {UNRELIABLE_DISCARDED}")
     return chosen, SE_RULE, notes
 
 
-#: the most memory a tuning scan uses to hold its validation rows (``iwpfast.io.views.HeldRows``)
-HELD_VALIDATION_BYTES = 256 << 20
-
-
-def _hold_validation(train, val, validation):
+def _hold_validation(train, val, validation, options: SearchOptions):
     """A ``HeldRows`` for the validation rows the training scan passes over (a split of one
-    source, scanned here, not by a cluster's workers), or None."""
+    source, ``options.hold_validation``; at most ``options.held_validation_bytes``), or None."""
     from ..io.views import HeldRows, PartSource
-    from .driver import stream_runner
-    if (validation is not None or stream_runner() is not None or not isinstance(train, PartSource)
-            or train.period is None):
+    if (validation is not None or not options.hold_validation
+            or not isinstance(train, PartSource) or train.period is None):
         return None
     if not train.rereadable:
         # a stream read once: its validation rows can only be held (or the fit stops, saying so)
-        train.hold = HeldRows(val.num_rows, HELD_VALIDATION_BYTES, one_shot=True,
+        train.hold = HeldRows(val.num_rows, options.held_validation_bytes, one_shot=True,
                               description=train.inner.description)
         return train.hold
     if val.num_rows is None:
         return None
-    train.hold = HeldRows(val.num_rows, HELD_VALIDATION_BYTES)
+    train.hold = HeldRows(val.num_rows, options.held_validation_bytes)
     return train.hold
-
-
-def _may_prune(b: GridPoint, j: GridPoint) -> bool:
-    """Whether head b may stop head j (``_Race``): b regularizes at least as much (alpha_b >=
-    alpha_j: where j would be a candidate of the one-standard-error rule, b, better and at least
-    as regularized, is preferred to it) and is no faster (gamma_b alpha_b <= gamma_j alpha_j,
-    which with alpha_b >= alpha_j gives gamma_b <= gamma_j: for every curvature lambda >= 0,
-    gamma_b (alpha_b + lambda) <= gamma_j (alpha_j + lambda))."""
-    return b.alpha >= j.alpha and b.learning_rate * b.alpha <= j.learning_rate * j.alpha
-
-
-#: the iterate noise a pruning rung credits to each head (``_noise_floor``): "variance" (the
-#: default, a lower bound), "second_moment" (an upper bound: prunes less), "none"
-PRUNE_CREDIT = "variance"
-
-
-def _noise_floor(point: GridPoint, state, credit: str | None = None) -> float:
-    """The part of a head's interim risk that the tail average of its final model removes, as
-    the rung credits it: the stationary excess risk of constant-step SGD on a quadratic,
-    (gamma / 4) tr(S) with S the covariance of its batch gradients, estimated by the telemetry's
-    E|g|^2 (``PRUNE_CREDIT`` "second_moment", an upper bound of tr(S)) or Var|g| ("variance", a
-    lower bound); 0 with "none".  Without it a faster head behind only by its iterate noise,
-    which the average removes, was pruned (a k-class test, docs/tuning.md)."""
-    credit = PRUNE_CREDIT if credit is None else credit
-    if state is None or credit == "none":
-        return 0.0
-    from .._kernels.abi import TELEMETRY_INDEX
-    t = state.telemetry
-    batches = float(t[TELEMETRY_INDEX["batches"]])
-    mean = float(t[TELEMETRY_INDEX["grad_norm_mean"]])
-    var = float(t[TELEMETRY_INDEX["grad_norm_m2"]]) / (batches - 1) if batches > 1 else 0.0
-    g = var + mean * mean if credit == "second_moment" else var
-    return point.learning_rate * g / 4.0
 
 
 class _Race:
     """Successive halving of a tuning grid on the interleaved hold-out (``fit_stream``'s
     ``race``).
 
-    After each share ``PRUNE_AT`` of the training rows (a rung with at least ``PRUNE_MIN_ROWS``
-    validation rows behind it), every live head is scored with its current theta on the
-    validation rows the scan has passed (held in memory, ``HeldRows``) with the same unbiased
-    private risk as the final choice, less the iterate noise credited to it (``_noise_floor``:
-    the tail average of the final model removes it).  ``PRUNE_RULE`` "halving" (successive
-    halving, the default): each group's (class's) live heads are ranked, reliable ones first by
-    credited risk, and the best ``HALVING_KEEP`` of them go on (at least ``HALVING_MIN``).
-    "dominance": head j is stopped when some reliable head b that may stop it (``_may_prune``:
-    at least as regularized, no faster) has a credited interim risk lower by more than
-    ``PRUNE_Z`` paired standard errors.  The final choice is still ``select`` over the
+    After each share ``options.prune_at`` of the training rows (a rung with at least
+    ``options.prune_min_rows`` validation rows behind it), every live head is scored with its
+    current theta on the validation rows the scan has passed (held in memory, ``HeldRows``) with
+    the same unbiased private risk as the final choice; each group's (class's) live heads are
+    ranked, reliable ones first by interim risk, and the best ``options.halving_keep`` of them go
+    on (at least ``options.halving_min``).  The final choice is still ``select`` over the
     survivors' final models on the whole hold-out (docs/tuning.md "Successive halving").
     The rows a rung uses depend only on the row numbers (the blocks before the rung's group),
     so a fit prunes the same heads every time.  ``groups``: head name -> its group (k classes:
     its class; heads of different groups are never compared)."""
 
     def __init__(self, points: dict, held, period: int, block: int, n_train: int,
-                 score: Callable, groups: dict | None = None):
+                 score: Callable, groups: dict | None = None,
+                 options: SearchOptions | None = None):
         self.points, self.held, self.period, self.block = points, held, period, block
         self.score, self.n_train = score, int(n_train)
         self.groups = groups or {}
+        self.options = options = SearchOptions() if options is None else options
         #: name -> the heads dropped with it when it diverges (k classes: its grid point's)
         self.siblings: Callable[[str], list[str]] | None = None
         self.last_row = 0
-        self.targets = [max(1, math.ceil(f * n_train)) for f in sorted(PRUNE_AT) if 0 < f < 1]
+        self.targets = [max(1, math.ceil(f * n_train))
+                        for f in sorted(options.prune_at) if 0 < f < 1]
         rows = sorted(set(self.targets))
-        self.rows = [r for r in rows if self.validation_rows(r) >= PRUNE_MIN_ROWS]
+        self.rows = [r for r in rows if self.validation_rows(r) >= options.prune_min_rows]
 
     def validation_rows(self, row: int) -> int:
         """The validation rows that precede training row ``row`` (those of the groups of blocks
@@ -322,7 +267,7 @@ class _Race:
         of them was copied (``bench/default_cost.py``'s release: 27 of 28 chunks, 145 MB a
         pass, a third of the reading's CPU).  Each rung then moves to the chunk end nearest its
         share of the rows (a rung is taken at a chunk's end), after the previous rung's and with
-        ``PRUNE_MIN_ROWS`` validation rows behind it (else a later one)."""
+        ``options.prune_min_rows`` validation rows behind it (else a later one)."""
         from ..io.reader import MIN_DEFAULT_CHUNK_ROWS, default_chunk_rows
         group = (self.period - 1) * self.block
         cap = default_chunk_rows(8 * (int(n_features) + 1))
@@ -333,10 +278,10 @@ class _Race:
                          if group % d == 0 and group // d <= cap)
         rows: list[int] = []
         for target in sorted(self.targets):
-            if self.validation_rows(target) < PRUNE_MIN_ROWS:
+            if self.validation_rows(target) < self.options.prune_min_rows:
                 continue                # as without a race's chunks: too early for any rung
             row = max(round(target / chunk), 1 + (rows[-1] // chunk if rows else 0)) * chunk
-            while self.validation_rows(row) < PRUNE_MIN_ROWS:
+            while self.validation_rows(row) < self.options.prune_min_rows:
                 row += chunk
             if row < self.n_train:
                 rows.append(row)
@@ -352,32 +297,14 @@ class _Race:
             # a rung is taken at the end of the chunk reaching it: with chunks that are a large
             # share of the rows it can come too late to save what its scoring costs
             return []
-        if PRUNE_RULE == "halving" and not any(
-                len(g) > HALVING_MIN for g in self._grouped(alive).values()):
+        if not any(len(g) > self.options.halving_min for g in self._grouped(alive).values()):
             return []                  # nothing to halve: no scoring
         n_val = self.validation_rows(row)
-        estimates, cov = self.score(n_val, alive, states)
+        estimates, _ = self.score(n_val, alive, states)
         if estimates is None:
             return []
         reliable = [i for i, e in enumerate(estimates) if e.reliable and math.isfinite(e.risk)]
-        credit = HALVING_CREDIT if PRUNE_RULE == "halving" else PRUNE_CREDIT
-        floor = {i: _noise_floor(self.points[alive[i]], states.get(alive[i]), credit)
-                 for i in reliable}
-        if PRUNE_RULE == "halving":
-            return self._halve(alive, estimates, reliable, floor, HALVING_KEEP ** passed)
-        out = []
-        for j in reliable:
-            pj = self.points[alive[j]]
-            for b in reliable:
-                pb = self.points[alive[b]]
-                if b == j or not _may_prune(pb, pj):
-                    continue
-                se = math.sqrt(max(cov[j, j] + cov[b, b] - 2.0 * cov[j, b], 0.0))
-                gap = estimates[j].risk - estimates[b].risk - max(0.0, floor[j] - floor[b])
-                if se > 0 and gap > PRUNE_Z * se:
-                    out.append(alive[j])
-                    break
-        return out
+        return self._halve(alive, estimates, reliable, self.options.halving_keep ** passed)
 
     def _grouped(self, alive: list[str]) -> dict:
         grouped: dict = {}
@@ -385,20 +312,20 @@ class _Race:
             grouped.setdefault(self.groups.get(name), []).append(i)
         return grouped
 
-    def _halve(self, alive, estimates, reliable, floor, share: float) -> list[str]:
-        """Successive halving: in each group keep the best ``share`` (``HALVING_KEEP`` per rung
-        passed, at least ``HALVING_MIN``): reliable heads by credited interim risk, then the
+    def _halve(self, alive, estimates, reliable, share: float) -> list[str]:
+        """Successive halving: in each group keep the best ``share`` (``halving_keep`` per rung
+        passed, at least ``halving_min``): reliable heads by interim risk, then the
         unreliable ones (an interim estimate can be unreliable on a rung's few rows and recover
         on the whole hold-out; they go last, by the smaller noise energy).  The best head of the
         group's largest alpha takes the last of those places when it has none of its own."""
         ok = set(reliable)
         out = []
         for members in self._grouped(alive).values():
-            keep = max(HALVING_MIN, math.ceil(share * len(members) - 1e-9))
+            keep = max(self.options.halving_min, math.ceil(share * len(members) - 1e-9))
             if keep >= len(members):
                 continue
             ranked = sorted(members, key=lambda i: (
-                (0, estimates[i].risk - floor[i]) if i in ok
+                (0, estimates[i].risk) if i in ok
                 else (1, estimates[i].noise_energy if math.isfinite(estimates[i].noise_energy)
                       else math.inf), i))
             kept = ranked[:keep]
@@ -415,16 +342,14 @@ class _Race:
         return out
 
 
-def _race(train, held, points: dict, heads_of, kw: dict, groups: dict | None = None,
-          **score_kw):
+def _race(train, held, points: dict, heads_of, kw: dict, options: SearchOptions,
+          groups: dict | None = None, **score_kw):
     """The ``_Race`` of a tuning scan (``points``: head name -> its GridPoint; ``score_kw``:
     ``score_heads``'s features, label, loss, noise, sample_weight, engine[, label_table]), or
-    None (no held hold-out, unknown length, a checkpoint, a cluster's pass, pruning off, or too
-    few validation rows for any rung)."""
-    from .driver import stream_runner
+    None (no held hold-out, unknown length, a checkpoint, no rungs in ``options``, or too few
+    validation rows for any rung)."""
     n_train = pass_rows(train)
-    if (held is None or not PRUNE_AT or n_train is None or "checkpoint" in kw
-            or stream_runner() is not None):
+    if held is None or not options.prune_at or n_train is None or "checkpoint" in kw:
         return None
     from .scoring import SCORE_KERNEL_MIN_VALUES
     columns = _scored_columns(score_kw["features"], score_kw["label"], score_kw["sample_weight"])
@@ -450,7 +375,7 @@ def _race(train, held, points: dict, heads_of, kw: dict, groups: dict | None = N
             return score_heads(source, heads=alive, states=states, configs=configs, **score_kw)
 
     race = _Race(points, held, train.period, train.block, int(n_train), score,
-                 groups=groups)
+                 groups=groups, options=options)
     return race if race.rows else None
 
 
@@ -462,7 +387,7 @@ def _race_notes(race, pruned: dict, n_points: int, n_train: int) -> list[str]:
     rows = sorted(set(pruned.values()))
     rungs = ", ".join(f"{sum(1 for v in pruned.values() if v == r)} after row {r:,} "
                       f"({race.validation_rows(r):,} validation rows)" for r in rows)
-    return [f"{len(pruned)} of {n_points} heads pruned early ({rungs}): {prune_reason()}; the "
+    return [f"{len(pruned)} of {n_points} {PRUNED_EARLY} ({rungs}): {PRUNE_REASON}; the "
             f"scan made {trained / max(n_train, 1):.1f} head updates per row instead of "
             f"{n_points}"]
 
@@ -472,8 +397,7 @@ def _diverged_notes(names: list[str], repeats: int = 0, points: bool = False) ->
     that diverged, or none."""
     if not names:
         return []
-    what = ("grid point(s) diverged on some class's head and were dropped for every class"
-            if points else "head(s) diverged and were dropped")
+    what = (f"grid point(s) {POINTS_DIVERGED}" if points else f"head(s) {DIVERGED_DROPPED}")
     return [f"{len(names)} {what} ({', '.join(names)})"
             + (f"; the scan was repeated {repeats} time(s) without them" if repeats else "")]
 
@@ -577,7 +501,7 @@ def _choose(points, names: list[str], scored: dict, cov_of: Callable[[str, str],
     pruned = pruned or {}
     estimates = [scored[n] if n in scored else
                  RiskEstimate(math.nan, math.inf, 0, noise_energy=math.inf, reliable=False,
-                              warnings=(f"pruned after training row {pruned[n]}: {prune_reason()}.",))
+                              warnings=(f"pruned after training row {pruned[n]}: {PRUNE_REASON}.",))
                  if n in pruned else
                  RiskEstimate(math.nan, math.inf, 0, reliable=False,
                               warnings=("the head diverged (theta became non-finite).",))
@@ -599,13 +523,27 @@ def _choose(points, names: list[str], scored: dict, cov_of: Callable[[str, str],
     return estimates, chosen, rule, notes, edge
 
 
+def _search_options(options: SearchOptions | None) -> tuple[SearchOptions, list[str]]:
+    """The options a search follows and the note saying where they differ from those asked:
+    inside ``driver.streams_on`` (a cluster's runner) the passes run on the shards, so the
+    search holds no rows here, takes no halving rungs and does not cross-validate
+    (``SearchOptions.on_cluster``)."""
+    from .driver import stream_runner
+    options = SearchOptions() if options is None else options
+    if stream_runner() is None:
+        return options, []
+    return options.on_cluster(), [f"{ON_CLUSTER}: one hold-out scored on the shards, without "
+                                  "halving rungs or cross-validation"]
+
+
 def tune_stream(source, features: Sequence[str], label: str, points: Sequence[GridPoint],
                 make_config: Callable[[GridPoint, int | None], HeadConfig], *, loss: str,
                 validation_fraction: float = VALIDATION_FRACTION, validation=None,
                 mapper=None, validation_mapper=None, engine: str = "numba", progress=True,
                 chunk_rows=None, feature_bound=None, noise=None, checkpoint=None,
                 checkpoint_every=None, resume: bool = False, overwrite: bool = False,
-                sample_weight: str | None = None, prune: bool = True) -> TuningResult:
+                sample_weight: str | None = None, prune: bool = True,
+                options: SearchOptions | None = None) -> TuningResult:
     """Train every grid point as a head in one scan, score each privately, choose one.
 
     source: the training data (a Source or anything ``open_source`` takes); ``mapper`` (see
@@ -621,8 +559,11 @@ def tune_stream(source, features: Sequence[str], label: str, points: Sequence[Gr
     the weighted risk.
     prune: stop hopeless heads early on the validation rows the scan has passed (``_Race``; only
     when the hold-out is held in memory, the length is known and there is no checkpoint).
+    options: how the search prunes, holds and cross-validates (``iwpfast.settings.SearchOptions``;
+    default: its defaults).
     """
     from . import driver
+    options, cluster_notes = _search_options(options)
     train, val, passes = _open_parts(source, validation_fraction, validation, mapper,
                                      validation_mapper)
     kw = _driver_kw(engine, progress, chunk_rows, feature_bound, checkpoint, checkpoint_every,
@@ -637,15 +578,17 @@ def tune_stream(source, features: Sequence[str], label: str, points: Sequence[Gr
         return [driver.Head(n, configs[n], list(features), label, sample_weight=sample_weight)
                 for n in names]
 
-    held = _hold_validation(train, val, validation)
-    race = (_race(train, held, by_name, heads_of, kw, features=features, label=label, loss=loss,
-                  noise=noise, sample_weight=sample_weight, engine=engine) if prune else None)
+    held = _hold_validation(train, val, validation, options)
+    race = (_race(train, held, by_name, heads_of, kw, options, features=features, label=label,
+                  loss=loss, noise=noise, sample_weight=sample_weight, engine=engine)
+            if prune else None)
     if race is not None and "chunk_rows" not in kw:
         kw["chunk_rows"] = race.chunk_rows(len(features))
     from .crossval import cross_validates, tune_folds
-    if race is None and cross_validates(train, validation, kw):
+    if race is None and cross_validates(train, validation, kw, options):
         # small data: every row scored once, the choice refit on all of them (sgd/crossval.py)
         return tune_folds(train, points, make_config, kw, tuning=sys.modules[__name__],
+                          options=options,
                           score_kw=dict(features=features, label=label, loss=loss, noise=noise,
                                         sample_weight=sample_weight, engine=engine))
     result, active, diverged, repeats = _scan(train, heads_of, [pt.name for pt in points], kw,
@@ -663,7 +606,7 @@ def tune_stream(source, features: Sequence[str], label: str, points: Sequence[Gr
         points, [pt.name for pt in points], dict(zip(active, scored, strict=True)),
         lambda a, b: cov_active[index[a], index[b]], pruned)
     notes += _race_notes(race, pruned, len(points), int(result.n_rows))
-    notes += _diverged_notes(diverged, repeats)
+    notes += _diverged_notes(diverged, repeats) + cluster_notes
     n_val = max((e.n_rows for e in estimates), default=0)
     return TuningResult(points=list(points), estimates=estimates, states=result.states,
                         configs=result.configs, telemetry=result.telemetry, chosen=chosen,
@@ -684,7 +627,8 @@ def tune_stream_classes(source, features: Sequence[str], label: str, points: Seq
                         engine: str = "numba", progress=True, chunk_rows=None, feature_bound=None,
                         noise=None, label_table=None, checkpoint=None, checkpoint_every=None,
                         resume: bool = False, overwrite: bool = False,
-                        sample_weight: str | None = None, prune: bool = True) -> list[TuningResult]:
+                        sample_weight: str | None = None, prune: bool = True,
+                        options: SearchOptions | None = None) -> list[TuningResult]:
     """``tune_stream`` for k > 2 classes learned one-vs-rest: one TuningResult per class.
 
     Each class's head is a two-class problem (class c against the rest), so every (grid point,
@@ -703,9 +647,10 @@ def tune_stream_classes(source, features: Sequence[str], label: str, points: Seq
     ``passes`` and ``n_train`` are the shared scan's, ``head_updates_per_row`` is k x G.
     ``sample_weight``, ``prune``: as for ``tune_stream`` (a class's heads are compared only with
     each other: the covariance between classes is infinite, so the rule never crosses them, and
-    each class keeps at least its best head).
+    each class keeps at least its best head).  ``options``: as for ``tune_stream``.
     """
     from . import driver
+    options, cluster_notes = _search_options(options)
     k = int(n_classes)
     train, val, passes = _open_parts(source, validation_fraction, validation, mapper,
                                      validation_mapper)
@@ -727,8 +672,8 @@ def tune_stream_classes(source, features: Sequence[str], label: str, points: Seq
 
     # a step that makes one class's head diverge is too large for these data: the point is
     # dropped for every class (one repeated scan per point, not per head)
-    held = _hold_validation(train, val, validation)
-    race = (_race(train, held, {n: pt for n, (pt, _) in owner.items()}, heads_of, kw,
+    held = _hold_validation(train, val, validation, options)
+    race = (_race(train, held, {n: pt for n, (pt, _) in owner.items()}, heads_of, kw, options,
                   groups={n: c for n, (_, c) in owner.items()}, features=features, label=label,
                   loss=loss, noise=noise,
                   label_table=label_table, sample_weight=sample_weight, engine=engine)
@@ -741,10 +686,10 @@ def tune_stream_classes(source, features: Sequence[str], label: str, points: Seq
         if "chunk_rows" not in kw:
             kw["chunk_rows"] = race.chunk_rows(len(features))
     from .crossval import cross_validates, tune_folds_classes
-    if race is None and cross_validates(train, validation, kw):
+    if race is None and cross_validates(train, validation, kw, options):
         # small data: as tune_stream (sgd/crossval.py)
         return tune_folds_classes(train, points, make_configs, k, kw,
-                                  tuning=sys.modules[__name__],
+                                  tuning=sys.modules[__name__], options=options,
                                   score_kw=dict(features=features, label=label, loss=loss,
                                                 noise=noise, label_table=label_table,
                                                 sample_weight=sample_weight, engine=engine))
@@ -770,7 +715,7 @@ def tune_stream_classes(source, features: Sequence[str], label: str, points: Seq
                   if n in all_pruned}
         notes += _race_notes(race, pruned, len(points), int(result.n_rows))
         notes += _diverged_notes([owner[n][0].name for n in diverged if owner[n][1] == c],
-                                 repeats, points=True)
+                                 repeats, points=True) + cluster_notes
         kept = {pt.name: n for pt, n in zip(points, names, strict=True) if n in result.states}
         results.append(TuningResult(
             points=list(points), estimates=estimates,
