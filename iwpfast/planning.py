@@ -254,12 +254,16 @@ def plan_release(*, epsilon_x: float | None, delta: float | None, bound: float |
     if isinstance(n_public, bool) or not isinstance(n_public, int) or not 0 <= n_public <= n_features:
         raise InvalidInputError(f"n_public={n_public!r} must be an integer in 0..{n_features} (the "
                                 "public features among the n_features; CLI: --public K)")
-    label_only = n_public == n_features and epsilon_x is None
-    spec = ReleaseSpec(epsilon_x=epsilon_x, delta=None if label_only else delta,
-                       bound=None if label_only else bound, epsilon_y=epsilon_y,
+    from .privacy.spec_rules import release_deltas
+    public = features[n_features - n_public:]
+    # label-only (every feature public, no epsilon_x): no feature delta nor bound, the target's
+    # delta the one given; the rules `iwpfast release` applies (privacy/spec_rules.py)
+    kw.update(release_deltas(epsilon_x=epsilon_x, features=features, public_features=public,
+                             task=task, delta=delta, bound=bound, mechanism=mechanism))
+    spec = ReleaseSpec(epsilon_x=epsilon_x, epsilon_y=epsilon_y,
                        features=features, ranges={f: (-1.0, 1.0) for f in features}, label="y",
                        task=task, calibration=calibration, mechanism=mechanism,
-                       public_features=features[n_features - n_public:], **kw)
+                       public_features=public, **kw)
     plan = ReleasePlan(
         epsilon_x=spec.epsilon_x, epsilon_y=spec.epsilon_y, delta=spec.delta, bound=spec.bound,
         n_features=n_features, loss=loss, task=task, calibration=calibration, sigma=spec.sigma,

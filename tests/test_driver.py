@@ -38,9 +38,11 @@ def make_table(n=N, seed=0, meta=True):
 
 
 def heads():
-    noise = noise_from_release(META, FEATURES)
-    iwp = HeadConfig(loss="logistic", mode="iwp", n_features=3, noise_var=noise.noise_var,
-                     label_keep_prob=noise.label_keep_prob, batch_size=16, learning_rate=0.05,
+    # META's noise (its sigmas squared, its keep probability), given explicitly: META is a
+    # hand-made dict, not a release a spec can be read from
+    iwp = HeadConfig(loss="logistic", mode="iwp", n_features=3,
+                     noise_var=np.array(META["feature_noise_scale"]) ** 2,
+                     label_keep_prob=META["label_keep_prob"], batch_size=16, learning_rate=0.05,
                      radius=3.0, average_start=20, fit_intercept=True)
     naive = HeadConfig(loss="exponential", mode="naive", n_features=2, noise_var=np.zeros(2),
                        batch_size=7, learning_rate=0.05, schedule="inverse", mu=0.1)
@@ -181,9 +183,19 @@ def test_missing_column_error_lists_the_columns_found(table):
 
 
 def test_noise_from_release():
-    n = noise_from_release(META, ["c", "a"])
-    np.testing.assert_allclose(n.noise_var, [0.25, 0.09])
-    assert n.label_keep_prob == 0.8 and n.origin == "release"
+    from iwpfast.privacy import ReleaseSpec
+    spec = ReleaseSpec(epsilon_x=1.0, delta=1e-5, bound=1.0, epsilon_y=1.0, features=FEATURES,
+                       ranges={f: (0, 1) for f in FEATURES}, public_features=["b"], label="y")
+    meta = spec.to_metadata(N)
+    variance = spec.feature_mechanism.variance
+    n = noise_from_release(meta, ["c", "b", "a"])
+    np.testing.assert_array_equal(n.noise_var, [variance, 0.0, variance])   # b is public
+    assert n.label_keep_prob == spec.label_keep_prob and n.origin == "release"
+    assert n.spec == spec and n.metadata is meta and n.feature_bound == math.sqrt(2.0)
+    # the spec itself gives the same model (the metadata is only read into it)
+    by_spec = noise_from_release(spec, ["c", "b", "a"])
+    np.testing.assert_array_equal(by_spec.noise_var, n.noise_var)
+    assert by_spec.label_keep_prob == n.label_keep_prob and by_spec.metadata is None
     import iwpfast.sgd
     assert type(n) is iwpfast.sgd.NoiseModel is iwpfast.sgd.NoiseParameters   # new name and old
     with pytest.raises(ReleaseSpecError, match="no release metadata"):
@@ -193,11 +205,14 @@ def test_noise_from_release():
     np.testing.assert_array_equal(e.noise_var, [0.5, 0.5])
     assert e.origin == "explicit"
     with pytest.raises(ReleaseSpecError, match="contradicts"):
-        noise_from_release(META, ["a"], noise_var=[1.0])
+        noise_from_release(meta, ["a"], noise_var=[1.0])
     with pytest.raises(ReleaseSpecError, match="not among the released"):
-        noise_from_release(META, ["a", "clean_a"])
+        noise_from_release(meta, ["a", "clean_a"])
+    # a hand-made dict is no release: refused, not read field by field
+    with pytest.raises(ReleaseSpecError, match="format version"):
+        noise_from_release(META, ["a"])
     # a noise law this version has no record of: refused by name, not debiased as Gaussian noise
-    future = {**META, "noise": {"law": "future_law", "grid": 0.5, "scale": 1.0, "variance": 0.3}}
+    future = {**meta, "noise": {"law": "future_law", "grid": 0.5, "scale": 1.0, "variance": 0.3}}
     with pytest.raises(ReleaseSpecError, match="unknown noise law 'future_law'"):
         noise_from_release(future, ["a"])
 

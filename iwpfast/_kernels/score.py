@@ -5,8 +5,9 @@ grid) on rows [0, n_rows) of a chunk and merges the per-row IWP loss values into
 sums of ``iwpfast.estimates.RiskAccumulator`` (mean, squared deviations, the G x G comoment of the
 paired estimates, sum |v|, sum v^2, max |v|), SCORE_BLOCK rows at a time, with the merge of that
 class (Chan et al.).  It is the compiled form of ``HeadScorer``'s NumPy batch step (its twin,
-``iwpfast.sgd.tuning``), which made every (rows x G) intermediate a temporary array: scoring a
-tenth of the rows cost as much as training 25 heads on the other nine tenths.
+``iwpfast.sgd.scoring.HeadScorer.add_source``), which made every (rows x G) intermediate a
+temporary array: scoring a tenth of the rows cost as much as training 25 heads on the other nine
+tenths.
 
 Per block: the margins of all heads, the loss values, then the block's sums and the merge.
 Every loop has the heads innermost over row-major (rows, G) buffers: the per-head sums are then

@@ -7,7 +7,7 @@ import contextlib
 from ..io.formats import output_formats
 from ..noise_registry import mechanism_choices, mechanism_help, noise_choices, noise_help
 from ..progress import add_progress_arguments, cli_progress
-from . import add_cluster_arguments, add_subparser, feature_delta, split_names
+from . import add_cluster_arguments, add_subparser, split_names
 
 EXAMPLES = """\
   # ACSIncome: 4 features with their public ranges, (1, 1e-5) on features + 1 on labels
@@ -25,17 +25,17 @@ EXAMPLES = """\
 
   # two public columns (scaled and clipped, never noised; NOT protected): the L2 bound, its
   # clipping and the noise cover the private AGEP and WKHP only
-  iwpfast release acs.parquet acs_ldp.parquet --features AGEP SCHL WKHP SEX --public SCHL SEX \
+  iwpfast release acs.parquet acs_ldp.parquet --features AGEP SCHL WKHP SEX --public SCHL SEX \\
       --ranges AGEP=0:99 SCHL=1:24 WKHP=0:99 SEX=1:2 --epsilon-x 1 --epsilon-y 1
 
   # categorical columns, one-hot: declared categories (never read from the data), public here;
   # values outside them go to the catch-all "Other"
-  iwpfast release adult.parquet adult_ldp.parquet --features age=17:90,hours=1:99,workclass \
-      --categories workclass=Private,Self-emp-inc,State-gov --unknown-category Other \
+  iwpfast release adult.parquet adult_ldp.parquet --features age=17:90,hours=1:99,workclass \\
+      --categories workclass=Private,Self-emp-inc,State-gov --unknown-category Other \\
       --public workclass --epsilon-x 4 --epsilon-y 2 --bound 1
 
   # label-only: every feature public, no --epsilon-x; the label by randomized response
-  iwpfast release acs.parquet labels_ldp.parquet --features AGEP SCHL WKHP SEX --public all \
+  iwpfast release acs.parquet labels_ldp.parquet --features AGEP SCHL WKHP SEX --public all \\
       --ranges AGEP=0:99 SCHL=1:24 WKHP=0:99 SEX=1:2 --epsilon-y 1
 
   # a bucket of files, one part per file, on a Dask cluster (or --workers 8 on this machine)
@@ -204,19 +204,6 @@ def parse_classes(tokens):
     return values
 
 
-def _target_delta(args, label_only: bool) -> float | None:
-    """The regression target's delta: ``--delta-y``; else, in a label-only release, ``--delta``
-    (its only delta) or, without it, the Gaussian mechanism's default, as features get theirs;
-    else None (the spec takes the features' delta)."""
-    if args.task != "regression" or args.delta_y is not None:
-        return args.delta_y
-    if label_only and args.epsilon_x is None:
-        from ..noise_registry import mechanism_record
-
-        return args.delta if args.delta is not None else mechanism_record("gaussian").default_delta
-    return None
-
-
 def _target_range(text):
     from ..exceptions import InvalidInputError
     from ..privacy.scaling import check_range
@@ -333,6 +320,8 @@ def run(args) -> int:
     import warnings
 
     from ..exceptions import InvalidInputError
+    from ..io.filesystem import is_uri
+    from ..io.outputs import refuse_file_in_the_way
     from ..privacy import ReleaseSpec, parse_ranges
     from ..privacy.options import release_options
     from ..privacy.release import run_release
@@ -366,19 +355,20 @@ def run(args) -> int:
     public = split_names(args.public) if args.public else []
     if public == ["all"]:
         public = list(features)
-    label_only = bool(public) and set(features) <= set(public)
-    delta = feature_delta(args)
+    from ..privacy.spec_rules import release_deltas
     spec = ReleaseSpec(
         epsilon_x=args.epsilon_x,
-        delta=None if label_only and args.epsilon_x is None else delta,
-        bound=None if label_only and args.epsilon_x is None else args.bound,
+        # label-only (every feature public, no --epsilon-x): no feature delta nor bound; the
+        # defaults of --delta and --delta-y (privacy/spec_rules.py)
+        **release_deltas(epsilon_x=args.epsilon_x, features=features, public_features=public,
+                         task=args.task, delta=args.delta, bound=args.bound,
+                         delta_y=args.delta_y, mechanism=args.mechanism),
         public_features=tuple(public), mechanism=args.mechanism,
         epsilon_y=None if label is None else args.epsilon_y,
         features=tuple(features), ranges=ranges, label=label, task=args.task,
         calibration=args.calibration, feature_dtype=args.feature_dtype,
         ranges_from_data=args.ranges_from_data, target_range=_target_range(args.target_range),
         target_bound=args.target_bound,
-        delta_y=_target_delta(args, label_only),
         noise=args.noise,
         classes=parse_classes(args.classes),
         categories=categories,
@@ -412,6 +402,8 @@ def run(args) -> int:
                 destination = _as_folder(destination, "--part-rows")
             elif args.resume:
                 destination = _as_folder(destination, "--resume")
+            if destination != STDIO and not is_uri(destination):
+                refuse_file_in_the_way(destination, what="destination")
             threads = args.threads
             if client is not None and threads is None:
                 threads = 1                 # per Dask task: the workers are the parallelism
@@ -426,7 +418,8 @@ def run(args) -> int:
                 source = stdin
             if destination == STDIO:
                 destination = stdout_sink()
-            with stdout_failures(destination, args.format):
+            with stdout_failures(destination, args.format), summary_printed_once(), \
+                    resume_named(args, destination):
                 result = run_release(source, destination, spec, options, parts_runner=parts_runner)
     import sys
     report = sys.stderr if args.destination == STDIO else sys.stdout
@@ -437,6 +430,57 @@ def run(args) -> int:
 
 #: the path that names stdin (IN) or stdout (OUT)
 STDIO = "-"
+
+
+@contextlib.contextmanager
+def summary_printed_once():
+    """The library logs a release's summary ("released N rows to ..."); the command prints it
+    (with the guarantee) itself: the logged copy is left out, so that it is shown once."""
+    import logging
+
+    from ..progress import logger
+
+    class Printed(logging.Filter):
+        def filter(self, record) -> bool:
+            return not str(record.msg).startswith("released ")
+
+    printed = Printed()
+    logger.addFilter(printed)
+    try:
+        yield
+    finally:
+        logger.removeFilter(printed)
+
+
+@contextlib.contextmanager
+def resume_named(args, destination):
+    """A multi-part release refused because an unfinished run of it is in the folder (killed,
+    or stopped by a signal with --resume): the refusal ends with the exact command that resumes
+    it (this one with --resume)."""
+    from ..exceptions import InvalidInputError
+
+    try:
+        yield
+    except InvalidInputError as exc:
+        if args.resume or args.overwrite or not isinstance(destination, str) \
+                or not _holds_unfinished_plan(destination):
+            raise
+        from . import rerun_command
+
+        raise type(exc)(f"{exc}. The command that resumes it: "
+                        f"{rerun_command('--resume')}") from None
+
+
+def _holds_unfinished_plan(destination: str) -> bool:
+    from ..io.filesystem import resolve
+    from ..io.parts import MANIFEST_NAME, PLAN_NAME
+
+    try:
+        folder = resolve(destination)
+        names = {e.name for e in folder.listdir()} if folder.kind() == "dir" else set()
+    except (OSError, ValueError):
+        return False
+    return PLAN_NAME in names and MANIFEST_NAME not in names
 
 
 def stdin_stream():

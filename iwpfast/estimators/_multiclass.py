@@ -20,6 +20,8 @@ import numpy as np
 from ..estimates import class_indices, noise_tau
 from ..exceptions import InvalidInputError
 from ..label_noise import class_weighted_head_tables, label_weight_table
+from ..privacy.spec import ReleaseSpec
+from ..privacy.spec_reading import release_spec_of, source_release_spec
 
 PUBLIC_TABLE = (1.0, 0.0, 1.0, 0.0)
 
@@ -67,10 +69,16 @@ def equivalent_keep_prob(table) -> float | None:
     return 0.5 * (1.0 + 1.0 / float(np.sqrt(factor)))
 
 
-def release_table(meta: dict) -> tuple:
-    """The label weights of a k-class release, recomputed from its (checked) epsilon_y."""
-    eps = meta.get("epsilon_y")
-    return PUBLIC_TABLE if eps is None else label_weight_table(eps, len(meta["classes"]))
+def release_table(spec: ReleaseSpec) -> tuple:
+    """The label weights of a k-class release (its ``ReleaseSpec``), from its checked epsilon_y."""
+    eps = spec.epsilon_y
+    return PUBLIC_TABLE if eps is None else label_weight_table(eps, len(spec.class_values))
+
+
+def _class_index_release(spec: ReleaseSpec | None) -> ReleaseSpec | None:
+    """``spec`` when its release's label column holds class indices (k >= 3 declared classes),
+    else None."""
+    return spec if spec is not None and spec.label_encoding == "class_index" else None
 
 
 def k_class_encoder(est, y: np.ndarray, request, start_one_vs_rest):
@@ -115,24 +123,26 @@ def k_class_mapper(source, lab, request, heads, start_one_vs_rest):
     classes: None for class indices already in the file, a mapper to class indices otherwise;
     ``NOT_K_CLASS`` when the labels are two classes (the binary mapper applies).  ``heads``: the
     pass's one-vs-rest heads if it has them."""
-    meta = source.release_metadata if hasattr(source, "release_metadata") else None
+    spec = _class_index_release(source_release_spec(source))
     declared, eps, _ = request or (None, None, None)
     if heads is not None and heads.state is not None:
         # a later partial_fit call of a k-class pass: the same classes and label weights
         classes = list(heads.classes)
-        if meta is not None and meta.get("label_encoding") == "class_index":
-            if list(meta["classes"]) != classes or tuple(release_table(meta)) != tuple(heads.table):
-                raise InvalidInputError(f"this release declares the classes {meta['classes']} "
-                                        f"(or another epsilon_y) but the pass learns {classes}")
+        if spec is not None:
+            if list(spec.class_values) != classes or \
+                    tuple(release_table(spec)) != tuple(heads.table):
+                raise InvalidInputError(f"this release declares the classes "
+                                        f"{list(spec.class_values)} (or another epsilon_y) but "
+                                        f"the pass learns {classes}")
             return None
         from ..io.views import column_mapper
         return column_mapper({lab: lambda yv: class_codes(yv, classes)})
-    if meta is not None and meta.get("label_encoding") == "class_index":
-        classes = list(meta["classes"])
+    if spec is not None:
+        classes = list(spec.class_values)
         if declared is not None and list(declared) != classes:
             raise InvalidInputError(f"classes={list(declared)} but the release declares {classes}; "
                                     "drop classes= (the release's own are used)")
-        start_one_vs_rest(classes, release_table(meta))
+        start_one_vs_rest(classes, release_table(spec))
         return None                         # class indices already
     if declared is not None and len(declared) > 2:
         # a file of clean or explicitly-noised data holding the label's values
@@ -174,10 +184,12 @@ def class_tables(classes, tables, rules, notes, grid, first, edges=None) -> dict
 
 
 def check_validation_release(heads, meta: dict) -> None:
-    """A separate validation release of a k-class pass: the same classes and label budget."""
-    if meta.get("label_encoding") != "class_index" or \
-            list(meta.get("classes", [])) != list(heads.classes) or \
-            tuple(release_table(meta)) != tuple(heads.table):
+    """A separate validation release of a k-class pass (its metadata): the same classes and
+    label budget."""
+    spec = _class_index_release(release_spec_of(meta))
+    if spec is None or \
+            list(spec.class_values) != list(heads.classes) or \
+            tuple(release_table(spec)) != tuple(heads.table):
         raise InvalidInputError(
             f"the validation release must be a k-class release of the same classes "
             f"{list(heads.classes)} and label budget as the training data (iwpfast release "
@@ -202,15 +214,15 @@ def one_vs_rest_risk(est, plan, epsilon_y, class_weights=None):
     k = theta.shape[0]
     source, feats, lab, noise, weight_column = (plan.source, plan.features, plan.label,
                                                 plan.noise, plan.sample_weight)
-    meta = getattr(source, "release_metadata", None)
-    codes_in_file = meta is not None and meta.get("label_encoding") == "class_index"
+    spec = _class_index_release(source_release_spec(source))
+    codes_in_file = spec is not None
     # arrays are read through this model's encoder (class indices already)
     encoded = codes_in_file or isinstance(source, (ArraySource, dict))
-    if codes_in_file and meta is not None:
-        if list(meta["classes"]) != list(est.classes_):
-            raise InvalidInputError(f"the hold-out's classes {meta['classes']} are not the model's "
-                                    f"{est.classes_.tolist()}")
-        table = release_table(meta)
+    if codes_in_file and spec is not None:
+        if list(spec.class_values) != list(est.classes_):
+            raise InvalidInputError(f"the hold-out's classes {list(spec.class_values)} are not "
+                                    f"the model's {est.classes_.tolist()}")
+        table = release_table(spec)
     else:
         table = PUBLIC_TABLE if epsilon_y is None else label_weight_table(epsilon_y, k)
     law = None if noise.noise_law is None else noise.noise_law.broadcast(theta.shape[1])

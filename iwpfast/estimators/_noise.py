@@ -2,7 +2,8 @@
 
 A release's metadata is read once into its validated ``ReleaseSpec`` (fields checked, stored
 noise verified against its calibration) and the ``NoiseModel`` the learner layers take is derived
-from the two, carrying the spec: nothing below parses the metadata again.
+from the spec alone, carrying it: nothing reads the metadata's fields (the spec is their only
+reader, ``iwpfast.privacy.spec_reading``).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from ..sgd.driver import NoiseModel
 from ._checks import is_real
 
 __all__ = ["NoiseModel", "check_same_noise", "explicit_noise", "noise_from_metadata",
-           "override_noise", "release_vector_bound"]
+           "override_noise"]
 
 
 def check_same_noise(given: dict, meta_noise: NoiseModel, override: bool) -> None:
@@ -34,8 +35,9 @@ def check_same_noise(given: dict, meta_noise: NoiseModel, override: bool) -> Non
                 given["label_keep_prob"], meta_noise.label_keep_prob, rel_tol=1e-9):
             problems.append(f"label keep probability {given['label_keep_prob']} (from epsilon_y / "
                             f"label_keep_prob) but the release has {meta_noise.label_keep_prob}")
-    if given.get("epsilon_y") is not None and meta_noise.metadata is not None:
-        released = meta_noise.metadata.get("epsilon_y")
+    spec = meta_noise.release_spec()
+    if given.get("epsilon_y") is not None and spec is not None:
+        released = spec.epsilon_y
         if released is None or not math.isclose(float(given["epsilon_y"]), float(released),
                                                  rel_tol=1e-9):
             problems.append(f"epsilon_y={given['epsilon_y']} but the release has "
@@ -57,38 +59,12 @@ def check_same_noise(given: dict, meta_noise: NoiseModel, override: bool) -> Non
 
 def noise_from_metadata(meta: dict, features: list[str]) -> NoiseModel:
     """The noise of ``features`` (any subset or order of the released columns: each carries its
-    own independent noise) from a release's metadata, via the driver's by-name lookup, with the
-    release's spec: the metadata validated once (``ReleaseSpec.from_metadata``: its fields, and
-    the stored noise against the calibration of its parameters)."""
-    from ..privacy.spec import ReleaseSpec
+    own independent noise) from a release's metadata, with the release's spec: the metadata read
+    and validated once into its ``ReleaseSpec`` (``privacy.spec_reading.release_spec_of``: its
+    fields, and the stored noise against the calibration of its parameters), the noise model
+    derived from the spec alone (``driver.noise_from_release``)."""
     from ..sgd import driver
-    spec = ReleaseSpec.from_metadata(meta)
-    try:
-        found = driver.noise_from_release(meta, features)
-        bound = release_vector_bound(meta)
-        return replace(found, feature_bound=None if bound is None else float(bound),
-                       metadata=meta, spec=spec)
-    except (KeyError, TypeError, ValueError) as exc:
-        if isinstance(exc, ReleaseSpecError):
-            raise
-        raise ReleaseSpecError(
-            f"the release metadata (schema key 'iwpfast.release') is incomplete or corrupt ({exc!r}); "
-            "re-create the release with iwpfast.release / `iwpfast release`") from exc
-
-
-def release_vector_bound(meta: dict) -> float | None:
-    """The L2 bound of a released (clean) feature vector: the release's ``feature_bound`` B,
-    which the private columns are clipped to, with each public column (scaled into [-1, 1])
-    adding at most 1 to the squared norm: sqrt(B^2 + number of public columns); a label-only
-    release: sqrt(p)."""
-    if meta.get("feature_vector_bound") is not None:
-        # categorical columns: sqrt(B^2 + one per one-hot block and per public numeric column)
-        return float(meta["feature_vector_bound"])
-    bound = meta.get("feature_bound")
-    public = meta.get("public_features") or []
-    if bound is None and not public:
-        return None
-    return math.sqrt((0.0 if bound is None else float(bound)) ** 2 + len(public))
+    return driver.noise_from_release(meta, features)
 
 
 def explicit_noise(p: int, *, noise_var, epsilon_y, label_keep_prob, target_noise_var,

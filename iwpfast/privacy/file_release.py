@@ -19,7 +19,15 @@ from .options import ReleaseOptions, fill_ranges_from_data
 from .privatizer import _Privatizer
 from .report import ReleaseResult, finish_counts, is_seeded, warn_seeded
 from .spec import METADATA_KEY, ReleaseSpec
-from .writing import declared_label_classes, label_dtype, metadata_json, output_schema, record_batch
+from .writing import (
+    declared_label_classes,
+    label_dtype,
+    metadata_text,
+    output_schema,
+    record_batch,
+    release_metadata,
+    with_rows,
+)
 
 
 def release_file(source, destination, spec: ReleaseSpec, options: ReleaseOptions,
@@ -179,9 +187,9 @@ def _write(src, destination, spec: ReleaseSpec, options: ReleaseOptions, part, p
     # With on_invalid="error" every row read is written, so a known row count is final now;
     # otherwise the writer fixes the metadata at the end (free for Parquet, a rewrite for IPC).
     expected_rows = src.num_rows if options.on_invalid == "error" else None
-    label_classes = declared_label_classes(spec)
-    schema = output_schema(spec, {METADATA_KEY: metadata_json(spec, expected_rows, part,
-                                                              label_classes)})
+    # the spec's metadata, built once: the commit only sets the rows written
+    meta = release_metadata(spec, expected_rows, part, declared_label_classes(spec))
+    schema = output_schema(spec, {METADATA_KEY: metadata_text(meta)})
     dictionary = [spec.label] if spec.label is not None and spec.task == "classification" else []
     # public one-hot columns hold only 0 and 1, randomized-response codes k values:
     # dictionary-encoded they take bits, not bytes
@@ -207,8 +215,7 @@ def _write(src, destination, spec: ReleaseSpec, options: ReleaseOptions, part, p
                     "invalid values): nothing to release")
             # the rows written complete the spec (built and calibrated once, at the start)
             spec = spec.with_counts(row_count=result.rows_written)
-            writer.commit({METADATA_KEY: metadata_json(spec, result.rows_written, part,
-                                                       label_classes)})
+            writer.commit({METADATA_KEY: metadata_text(with_rows(meta, result.rows_written))})
     finally:
         write_pool.shutdown(wait=True)
     result.spec = spec

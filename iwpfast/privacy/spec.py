@@ -11,6 +11,7 @@ import copy
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import ClassVar
 
 from .._version import __version__
@@ -501,6 +502,21 @@ class ReleaseSpec:
         mech = self._label_mech
         return mech.sigma if isinstance(mech, GaussianTargetMechanism) else None
 
+    @property
+    def target_noise_variance(self) -> float:
+        """The exact variance of the regression target's noise (0.0 without target noise)."""
+        mech = self._label_mech
+        return mech.variance if isinstance(mech, GaussianTargetMechanism) else 0.0
+
+    def feature_noise_record(self) -> dict:
+        """The ``noise`` field: the feature mechanism's law, grid, sigma and exact variance; a
+        label-only release has no feature noise, the law still names the labels' randomness."""
+        mech = self._features_mech
+        if mech is None:
+            return {"law": law_record("gaussian", self.noise).law, "grid": None, "sigma": 0.0,
+                    "variance": 0.0}
+        return mech.noise_metadata()
+
     def scaler_ranges(self) -> dict[str, tuple[float, float]]:
         """The declared ranges of the numeric ``features`` (categorical ones have categories, no
         range), raising (with the fix) when some are missing."""
@@ -523,9 +539,11 @@ class ReleaseSpec:
     def has_categorical(self) -> bool:
         return any(f in self.categories for f in self.features or ())
 
-    @property
+    @cached_property
     def feature_map(self) -> FeatureMap:
-        """Input columns -> released coordinates (``iwpfast.privacy.feature_map``)."""
+        """Input columns -> released coordinates (``iwpfast.privacy.feature_map``): built once
+        per spec (it depends on fields a spec never changes; a copy with other columns is a new
+        spec and builds its own)."""
         return FeatureMap.build(self.feature_names, self.ranges, self.categories,
                                 self.public_features, self._unknown(), rr=self._rr_mechs)
 
@@ -607,7 +625,6 @@ class ReleaseSpec:
             raise InvalidInputError("the spec names no features; give features=[...] first")
         g = self.guarantee()
         regression = self.task == "regression"
-        mech = self._features_mech
         categorical = self.has_categorical
         fmap = self.feature_map if categorical else None
         meta = {
@@ -640,9 +657,7 @@ class ReleaseSpec:
             "target_noise_scale": self.target_noise_scale,
             "delta_y": self.delta_y if regression else None,
             "guarantee": self._guarantee_metadata(g),
-            # label-only: no feature noise; the law still names the randomness of the labels
-            "noise": ({"law": law_record("gaussian", self.noise).law, "grid": None, "sigma": 0.0,
-                       "variance": 0.0} if mech is None else mech.noise_metadata()),
+            "noise": self.feature_noise_record(),
             "target_noise": self._label_mech.noise_metadata()
             if isinstance(self._label_mech, GaussianTargetMechanism) else None,
             "seeded": bool(self.seeded),

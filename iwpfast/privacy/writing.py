@@ -59,20 +59,37 @@ def declared_label_classes(spec: ReleaseSpec) -> list | None:
 
 
 def metadata_json(spec: ReleaseSpec, rows, part: dict | None, label_classes=None) -> str:
-    """The release metadata as stored: the spec, the row count, a part's fields (multi-part
-    releases: release id, part index, the part's rows; see iwpfast/io/parts.py), and
-    ``label_classes``: the binary classes (declared, or ``DEFAULT_BINARY_CLASSES``; the released
-    column holds -1/+1 and a learner maps them back)."""
-    if part is None and label_classes is None:
-        return spec.to_json(rows)
-    import json
+    """The release metadata as stored (``release_metadata``, as JSON text)."""
+    return metadata_text(release_metadata(spec, rows, part, label_classes))
 
+
+def release_metadata(spec: ReleaseSpec, rows, part: dict | None, label_classes=None) -> dict:
+    """The release metadata dict: the spec (``ReleaseSpec.to_metadata``), the row count, a
+    part's fields (multi-part releases: release id, part index, the part's rows; see
+    iwpfast/io/parts.py), and ``label_classes``: the binary classes (declared, or
+    ``DEFAULT_BINARY_CLASSES``; the released column holds -1/+1 and a learner maps them back)."""
     meta = spec.to_metadata(rows)
     if label_classes is not None:
         meta["label_classes"] = list(label_classes)
     if part is not None:
         meta["part"] = {"release_id": str(part["release_id"]), "index": int(part["index"]),
                         "rows": None if rows is None else int(rows)}
+    return meta
+
+
+def with_rows(meta: dict, rows) -> dict:
+    """``meta`` (``release_metadata``) for ``rows`` rows: the row count is its only field that
+    depends on them, so the spec's metadata is built once per release write."""
+    out = dict(meta, row_count=None if rows is None else int(rows))
+    if out.get("part") is not None:
+        out["part"] = dict(out["part"], rows=None if rows is None else int(rows))
+    return out
+
+
+def metadata_text(meta: dict) -> str:
+    """The stored form of the metadata: sorted-key JSON, no NaN."""
+    import json
+
     return json.dumps(meta, sort_keys=True, allow_nan=False)
 
 

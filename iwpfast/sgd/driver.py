@@ -164,17 +164,19 @@ class NoiseModel:
 NoiseParameters = NoiseModel
 
 
-def noise_from_release(metadata: dict | None, features: Sequence[str], *,
+def noise_from_release(metadata: ReleaseSpec | dict | None, features: Sequence[str], *,
                        noise_var=None, label_keep_prob=None, target_noise_var=None,
                        rtol: float = 1e-9) -> NoiseModel:
-    """The noise parameters of ``features`` from a release's metadata (docs/internals.md fields
-    ``features``, ``feature_noise_variance`` (public columns: 0), else ``noise.variance``, else
-    ``feature_noise_scale`` squared, ``label_keep_prob``,
-    ``target_noise.variance`` (else ``target_noise_scale`` squared)).
+    """The noise parameters of ``features`` from a release: its ``ReleaseSpec``, or its metadata
+    dict, read into its spec first (``privacy.spec_reading.release_spec_of``: the fields
+    validated, the stored noise checked against the parameters).  Everything comes from the
+    spec: each feature's exact noise variance (0 for a public column and a randomized-response
+    code), the label keep probability, the target's noise variance, the law and the L2 bound of
+    a released vector; nothing is read from the metadata's fields.
 
-    Without metadata, the parameters must be given explicitly (``noise_var`` at least); that
+    Without a release, the parameters must be given explicitly (``noise_var`` at least); that
     works with a warning, since nothing then ties the correction to the noise actually added.
-    With metadata, explicit values must agree with it (else ReleaseSpecError)."""
+    With a release, explicit values must agree with it (else ReleaseSpecError)."""
     features = list(features)
     if metadata is None:
         if noise_var is None:
@@ -189,38 +191,17 @@ def noise_from_release(metadata: dict | None, features: Sequence[str], *,
             "the noise actually added, the model is biased.", UserWarning, stacklevel=2)
         return NoiseModel(nv, None if label_keep_prob is None else float(label_keep_prob),
                           float(target_noise_var or 0.0), origin="explicit")
-    released = list(metadata.get("features") or [])
-    scales = metadata.get("feature_noise_scale")
-    if scales is None or len(scales) != len(released):
-        raise ReleaseSpecError(
-            f"release metadata: feature_noise_scale {scales!r} does not give one sigma per "
-            f"released feature {released}; the release is corrupt, re-create it.")
-    unknown = [f for f in features if f not in released]
-    if unknown:
-        raise ReleaseSpecError(
-            f"feature(s) {unknown} are not among the released (noised) features {released}; "
-            f"train on released columns, or pass noise_var explicitly for a clean head.")
-    # The law that was applied: "noise" holds the exact per-coordinate variance of the noise as
-    # written (discrete Gaussian on a grid: Lambda^2 Var(Z)); releases from before it carry only
-    # sigma (float Gaussian noise: variance sigma^2).
-    law = metadata.get("noise")
-    per_column = metadata.get("feature_noise_variance")
-    if per_column is not None and len(per_column) == len(released):
-        # public columns (version 2): each feature's own variance, 0 for a public one
-        variance = {f: float(v) for f, v in zip(released, per_column, strict=True)}
-    elif law is not None and law.get("variance") is not None:
-        variance = {f: float(law["variance"]) for f in released}
-    else:
-        variance = {f: float(s) ** 2 for f, s in zip(released, scales, strict=True)}
-    nv = np.array([variance[f] for f in features], dtype=np.float64)
-    keep = metadata.get("label_keep_prob")
-    keep = None if keep is None else float(keep)
-    ts = metadata.get("target_noise_scale")
-    target_law = metadata.get("target_noise")
-    if target_law is not None and target_law.get("variance") is not None:
-        tnv = float(target_law["variance"])
-    else:
-        tnv = 0.0 if ts is None else float(ts) ** 2
+    from ..privacy.spec import ReleaseSpec
+    from ..privacy.spec_reading import (
+        column_noise_variances,
+        release_spec_of,
+        release_vector_bound,
+    )
+    meta = None if isinstance(metadata, ReleaseSpec) else metadata
+    spec = metadata if isinstance(metadata, ReleaseSpec) else release_spec_of(metadata)
+    assert spec is not None
+    nv = column_noise_variances(spec, features)
+    keep = spec.label_keep_prob
     if noise_var is not None:
         given = np.broadcast_to(np.asarray(noise_var, dtype=np.float64), nv.shape)
         if not np.allclose(given, nv, rtol=rtol, atol=0):
@@ -232,8 +213,10 @@ def noise_from_release(metadata: dict | None, features: Sequence[str], *,
         raise ReleaseSpecError(
             f"label_keep_prob={label_keep_prob} contradicts the release metadata ({keep}); drop "
             f"the explicit value.")
-    return NoiseModel(nv, keep, tnv, noise_law=laplace_law_of(law, len(features), nv),
-                      origin="release")
+    return NoiseModel(nv, keep, spec.target_noise_variance, feature_bound=release_vector_bound(spec),
+                      metadata=meta,
+                      noise_law=laplace_law_of(spec.feature_noise_record(), len(features), nv),
+                      spec=spec, origin="release")
 
 
 def laplace_law_of(law: dict | None, p: int, noised=None) -> DiscreteLaplace | None:
