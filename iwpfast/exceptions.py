@@ -46,6 +46,48 @@ class InvalidInputError(IWPError, ValueError):
     """Bad data or a bad parameter; the message names the column/row/parameter and the fix."""
 
 
+class BadDataError(InvalidInputError):
+    """The data are at fault, not the parameters: a null or NaN where a value is needed, a value
+    outside what was declared for it in some row, a truncated or corrupt file (the CLI exits 65,
+    EX_DATAERR).  An ``InvalidInputError``, so ``except InvalidInputError`` catches it."""
+
+
+class MissingInputError(InvalidInputError):
+    """An input that does not exist: no file, folder, object or match of a glob where the data
+    (or a model) were to be read (the CLI exits 66, EX_NOINPUT)."""
+
+
+class OutputNotCreatedError(InvalidInputError):
+    """An output cannot be created where it was asked for: its folder is missing or is a file,
+    cannot be written, or lacks the space (the CLI exits 73, EX_CANTCREAT)."""
+
+
+class ServiceUnavailableError(IWPError, ConnectionError):
+    """A service the command needs cannot be reached: an object store's endpoint, a cluster's
+    scheduler, Spark's workers without pyarrow (the CLI exits 69, EX_UNAVAILABLE).  Also a
+    ``ConnectionError``."""
+
+
+class TemporaryFailureError(IWPError, OSError):
+    """A failure that may pass if the command is run again later: a timeout, a store that throttles
+    (the CLI exits 75, EX_TEMPFAIL).  Also an ``OSError``."""
+
+
+class InternalError(IWPError, RuntimeError):
+    """A bug of iwpfast: a state its own code should never reach (the CLI exits 70, EX_SOFTWARE,
+    with the traceback to report)."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """The command was stopped by a signal (SIGINT, SIGTERM or SIGHUP): a ``KeyboardInterrupt``
+    (every cleanup that handles Ctrl-C handles it), carrying the signal's number (the CLI exits
+    128 + signum)."""
+
+    def __init__(self, signum: int = 2):
+        super().__init__(signum)
+        self.signum = int(signum)
+
+
 class ReleaseSpecError(IWPError, ValueError):
     """A release's metadata is missing, corrupt or contradicts the parameters given."""
 

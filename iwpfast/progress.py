@@ -32,7 +32,7 @@ import sys
 import time
 
 __all__ = ["progress_bar", "shows_progress", "LOG_INTERVAL_S", "logger", "log_to_stderr",
-           "cli_progress", "CLI_PROGRESS"]
+           "cli_progress", "CLI_PROGRESS", "set_command"]
 
 #: the library's logger; its records go nowhere until the application configures logging
 logger = logging.getLogger("iwpfast")
@@ -43,6 +43,28 @@ LOG_INTERVAL_S = 5.0
 _DEFAULT_LOG_INTERVAL_S = LOG_INTERVAL_S
 
 PROGRESS_CHOICES = (True, False, "force", "log", None)
+#: the CLI command being run ("release", "fit"...; None in a library call): progress lines and
+#: log records then start with "iwpfast COMMAND:" (``set_command``)
+COMMAND: str | None = None
+
+
+def set_command(name: str | None) -> None:
+    """Name the CLI command being run (None: a library call), for the prefix of its lines."""
+    global COMMAND
+    COMMAND = name
+
+
+def line_prefix(desc: str = "iwpfast") -> str:
+    """``iwpfast COMMAND`` (plus what ``desc`` adds: "(4 shards)"), or ``iwpfast`` and ``desc``
+    in a library call: what a progress line or log record starts with, before its colon."""
+    rest = desc.strip()
+    if rest == "iwpfast" or rest.startswith("iwpfast "):
+        rest = rest[len("iwpfast"):].strip()
+    if COMMAND is None:
+        return f"iwpfast {rest}".strip()
+    if rest == COMMAND or not rest:
+        return f"iwpfast {COMMAND}"
+    return f"iwpfast {COMMAND} {rest}"
 #: the CLI's --progress choices -> the library's progress= values
 CLI_PROGRESS = {"auto": True, "bar": "force", "log": "log", "none": False}
 
@@ -75,16 +97,18 @@ class _LogProgress:
             self.last = now
             self._log(now, final=False)
 
-    def _log(self, now: float, final: bool) -> None:
+    def _log(self, now: float, final: bool | str) -> None:
         if not self.logger.isEnabledFor(logging.INFO):
             return
         rate = (self.n - self.first) / max(now - self.started, 1e-9)
-        text = f"{self.desc}: {self.n:,} {self.unit}"
+        text = f"{line_prefix(self.desc)}: {self.n:,} {self.unit}"
         if self.total:
             text += f" of {self.total:,} ({100.0 * self.n / self.total:.1f}%)"
         text += (f", {rate / 1e6:.3g} M rows/s" if self.unit == "rows"
                  else f", {rate:.3g} {self.unit}/s")
-        if final:
+        if final == "stopped":
+            text += f", stopped after {now - self.started:.1f} s"
+        elif final:
             text += f", done in {now - self.started:.1f} s"
         elif self.total and rate > 0:
             text += f", ETA {max(self.total - self.n, 0) / rate:.0f} s"
@@ -92,7 +116,9 @@ class _LogProgress:
 
     def close(self) -> None:
         if self.n > self.first:
-            self._log(time.monotonic(), final=True)
+            # closed while an exception (an error, an interrupt) passes: the pass did not finish
+            stopped = sys.exc_info()[1] is not None
+            self._log(time.monotonic(), final="stopped" if stopped else True)
             self.first = self.n
 
 
@@ -140,11 +166,11 @@ class _StderrHandler(logging.StreamHandler):
 
 
 class _Prefixed(logging.Formatter):
-    """``iwpfast: message``, once (a fit's progress lines already start with "iwpfast:")."""
+    """``iwpfast COMMAND: message``, once (progress lines already start with their prefix)."""
 
     def format(self, record) -> str:
         text = super().format(record)
-        return text if text.startswith("iwpfast") else f"iwpfast: {text}"
+        return text if text.startswith("iwpfast") else f"{line_prefix()}: {text}"
 
 
 def log_to_stderr(level: int = logging.INFO) -> None:
@@ -193,6 +219,9 @@ def cli_progress(args):
             from .exceptions import InvalidInputError
             raise InvalidInputError(f"--progress-every {every}: give a number of seconds > 0")
         LOG_INTERVAL_S = float(every)
+    if choice == "bar" and not _on_terminal():
+        # a bar redrawn with carriage returns is unreadable in a file or pipe: lines instead
+        choice = "log"
     if choice in ("auto", "log"):
         log_to_stderr()
     return CLI_PROGRESS[choice]

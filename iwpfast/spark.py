@@ -52,6 +52,51 @@ _SUMMARY_SCHEMA = "part long, rows long, digest string, kept boolean"
 _PAYLOAD_SCHEMA = "shard long, rows long, payload binary"
 
 
+#: SparkContexts whose workers were found able to run iwpfast (``check_workers_python``)
+_CHECKED_CONTEXTS: set = set()
+
+
+def check_workers_python(df_or_context) -> None:
+    """Refuse, before anything is written, Spark workers whose Python cannot import pyarrow and
+    iwpfast (a tiny job of one task; once per SparkContext): without it ``mapInArrow`` fails on the
+    executors after the job has started.  The error names ``PYSPARK_PYTHON``."""
+    from .exceptions import ServiceUnavailableError
+
+    sc = getattr(df_or_context, "sparkSession", df_or_context)
+    sc = getattr(sc, "sparkContext", sc)
+    key = getattr(sc, "applicationId", None) or id(sc)
+    if key in _CHECKED_CONTEXTS:
+        return
+    import sys
+
+    def probe(_):
+        """On a worker (pickled by value: it needs nothing but the standard library there):
+        its Python, and what it cannot import (None: nothing)."""
+        import sys
+
+        for module in ("pyarrow", "iwpfast"):
+            try:
+                __import__(module)
+            except ImportError as exc:
+                return sys.executable, f"{module} ({type(exc).__name__}: {exc})"
+        return sys.executable, None
+
+    try:
+        results = sc.parallelize([0], 1).map(probe).collect()
+    except Exception as exc:            # the worker's Python did not even start
+        results = [("?", f"anything: its job failed ({type(exc).__name__}: "
+                         f"{' '.join(str(exc).split())[:300]})")]
+    broken = [(exe, missing) for exe, missing in results if missing is not None]
+    if broken:
+        exe, missing = broken[0]
+        raise ServiceUnavailableError(
+            f"the Spark workers' Python ({exe}) cannot import {missing}; point PYSPARK_PYTHON at "
+            f"a Python that has iwpfast and pyarrow (e.g. PYSPARK_PYTHON={sys.executable} in the "
+            "environment before the SparkSession starts, or spark.pyspark.python), or install "
+            "them on the workers; docs/usage.md \"Spark\"")
+    _CHECKED_CONTEXTS.add(key)
+
+
 def _partition_id(task_context) -> int:
     """The running Spark task's partition (``TaskContext.get()`` is None only off a task)."""
     context = task_context.get()
@@ -129,6 +174,7 @@ def release_dataframe(df, destination, spec, *, features, label, overwrite: bool
         raise InvalidInputError(f"the DataFrame has no column(s) {missing}; its columns are "
                                 f"{list(df.columns)}")
     df = df.select(*columns)
+    check_workers_python(df)                       # before anything is written
     schema = arrow_schema(df)
     text = os.fspath(destination)
     local_fs = None if is_uri(text) else filesystem
@@ -705,6 +751,7 @@ def fit_dataframe(df, estimator, *, rounds: int = 1, release=None, features=None
 
     if int(rounds) < 1:
         raise InvalidInputError(f"rounds={rounds}: use 1 (one merge at the end) or more")
+    check_workers_python(df)
     meta = _release_metadata(df, release)
     schema = arrow_schema(df)
     persist = not df.is_cached and not _rereads_the_same(df)

@@ -27,7 +27,7 @@ RELEASE = ["--features", "a", "b", "--ranges", "a=-1:1", "b=-1:1", "--epsilon-x"
 
 
 def lines(text):
-    return [line for line in text.splitlines() if line.startswith("iwpfast: ")]
+    return [line for line in text.splitlines() if line.startswith("iwpfast")]
 
 
 def test_progress_log_writes_rows_rate_and_eta_lines(raw, capsys, monkeypatch):
@@ -35,16 +35,19 @@ def test_progress_log_writes_rows_rate_and_eta_lines(raw, capsys, monkeypatch):
     assert main(["release", str(raw / "raw.parquet"), str(raw / "rel.parquet"), *RELEASE,
                  "--progress", "log", "--progress-every", "1e-9"]) == 0
     err = capsys.readouterr().err
-    steps = [line for line in lines(err) if line.startswith("iwpfast: release: ")]
+    # each line carries the command (issue 47: it read "iwpfast: release: ...", and through a
+    # logging format "iwpfast.progress INFO iwpfast: 1,803,392 rows")
+    steps = [line for line in lines(err) if line.startswith("iwpfast release: ")]
     # one line per record batch read (the interval is ~0), the last one with the time taken
-    assert steps[0].startswith("iwpfast: release: 1,000 rows of 4,000 (25.0%)")
+    assert steps[0].startswith("iwpfast release: 1,000 rows of 4,000 (25.0%)")
     assert "M rows/s" in steps[0] and "ETA" in steps[0] and "done in" in steps[-1]
-    assert any("released 4,000 rows to" in line for line in lines(err))
+    # the summary is printed once, on stdout, not logged to stderr as well (issue 47)
+    assert not any("released 4,000 rows to" in line for line in lines(err))
     assert progress.LOG_INTERVAL_S == 5.0 and not logging.getLogger("iwpfast").handlers[1:]
     assert main(["fit", str(raw / "rel.parquet"), "--out", str(raw / "m.json"), "--alpha", "1",
                  "--learning-rate", "0.01", "--progress", "log", "--progress-every", "1e-9"]) == 0
     err = capsys.readouterr().err
-    assert any(line.startswith("iwpfast: 4,000 rows of 4,000 (100.0%)") and "done in" in line
+    assert any(line.startswith("iwpfast fit: 4,000 rows of 4,000 (100.0%)") and "done in" in line
                for line in lines(err))
     assert any("fitted IWPClassifier on 4,000 rows" in line for line in lines(err))
 

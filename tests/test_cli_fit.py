@@ -98,7 +98,7 @@ def test_fit_resume_from_checkpoint(files, capsys, single_holdout):
     args = ["fit", str(d / "r2.parquet"), "--learning-rate", "0.05", "--no-progress"]
     assert main(args + ["--out", str(d / "a.json")]) == 0
     assert main(args + ["--out", str(d / "b.json"), "--checkpoint", str(d / "c.ckpt"),
-                        "--checkpoint-every", "1000"]) == 0
+                        "--checkpoint-every", "1000", "--keep-checkpoint"]) == 0
     capsys.readouterr()
     # the same command again: refused in one sentence that says both ways on (it read "or
     # pass --resume to continue from it, or --overwrite to restart to replace it")
@@ -106,7 +106,9 @@ def test_fit_resume_from_checkpoint(files, capsys, single_holdout):
                         "--checkpoint-every", "1000"]) == 2
     err = capsys.readouterr().err
     assert ("exists already; choose another path, or pass --resume to continue from it, or "
-            "--overwrite to start the pass again\n") in err, err
+            "--overwrite to start the pass again (to continue: iwpfast fit ") in err, err
+    # the exact command that resumes: this one with --resume (issue 47)
+    assert err.rstrip().endswith("--checkpoint-every 1000 --resume)"), err
     assert main(args + ["--out", str(d / "c.json"), "--checkpoint", str(d / "c.ckpt"), "--resume"]) == 0
     a, c = (json.loads((d / f).read_text())["fitted"]["coef"] for f in ("a.json", "c.json"))
     assert a == c

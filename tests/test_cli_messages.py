@@ -78,11 +78,11 @@ def test_fit_and_tune_check_out_before_reading_data(people, tmp_path, capsys, mo
     base = [command, str(people), "--features", "AGEP", "WKHP", "--label", "edu", "--noise-var",
             "1", "--no-progress", "--classes", *EDU]
     missing = tmp_path / "nowhere" / "m.json"
-    assert main([*base, "--out", str(missing)]) == 2
+    assert main([*base, "--out", str(missing)]) == 73      # EX_CANTCREAT (issue 47)
     err = _err(capsys)
     assert str(missing) in err and "does not exist" in err and "mkdir" in err
     locked = _locked_folder(tmp_path, monkeypatch)
-    assert main([*base, "--out", str(locked / "m.json")]) == 2
+    assert main([*base, "--out", str(locked / "m.json")]) == 73
     err = _err(capsys)
     assert str(locked / "m.json") in err and "not writable" in err
     assert read == []                          # refused before a single batch was read
@@ -117,7 +117,7 @@ def test_too_little_free_space_is_refused_before_the_release(people, tmp_path, c
     out = tmp_path / "rel.parquet"
     assert main(["release", str(people), str(out), "--features", "AGEP=0:99", "WKHP=0:99",
                  "--label", "edu", "--epsilon-x", "4", "--epsilon-y", "2", "--classes", *EDU,
-                 "--no-progress"]) == 2
+                 "--no-progress"]) == 73
     err = _err(capsys)
     assert str(out) in err and "free" in err and "needs about" in err
     assert os.listdir(tmp_path) == ["people.parquet"]
@@ -133,7 +133,7 @@ def test_a_full_disk_during_the_release_names_the_destination(people, tmp_path, 
     out = tmp_path / "rel.parquet"
     assert main(["release", str(people), str(out), "--features", "AGEP=0:99", "WKHP=0:99",
                  "--label", "edu", "--epsilon-x", "4", "--epsilon-y", "2", "--classes", *EDU,
-                 "--no-progress"]) == 2
+                 "--no-progress"]) == 73
     err = _err(capsys)
     assert str(out) in err and "No space left" in err and "free space" in err
     assert os.listdir(tmp_path) == ["people.parquet"]          # nothing left behind

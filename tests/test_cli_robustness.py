@@ -101,7 +101,7 @@ def test_feature_ranges_null_names_the_field_in_python_and_every_cli_command(goo
                  ["evaluate", str(model), str(bad)]):
         if argv[-1] == "--json":
             continue  # --json prints the stored document as it is (tested below)
-        assert main(argv) == 2, argv
+        assert main(argv) == 65, argv      # a corrupt release is bad data (EX_DATAERR)
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("iwpfast: error: ") and "feature_ranges" in err[0], \
             (argv, err)
@@ -115,7 +115,7 @@ def test_cli_fit_and_info_on_malformed_fields(good_release, capsys, name, how):
     doc = dict(next(v[2] for v in _variants(meta) if v[0] == name and v[1] == how))
     bad = _write_with_meta(table, doc, d / f"bad_{name}_{how}.parquet")
     for argv in (["info", str(bad)], ["fit", str(bad), "--out", str(d / "x.json"), "--no-progress"]):
-        assert main(argv) == 2
+        assert main(argv) == 65          # bad data (EX_DATAERR)
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and name in err[0], (argv, err)
 

@@ -237,7 +237,7 @@ def test_release_label_errors_name_the_file_and_classes(tmp_path, capsys):
     for extra in ([], ["--shuffle"]):
         assert main(["release", str(tmp_path / "s.parquet"), str(tmp_path / "o.parquet"),
                      "--features", "a", "--ranges", "a=0:10", "--epsilon-x", "1", "--epsilon-y",
-                     "1", *extra]) == 2
+                     "1", *extra]) == 65      # bad data (EX_DATAERR)
         err = capsys.readouterr().err
         assert str(tmp_path / "s.parquet") in err and "--classes" in err, err
 

@@ -169,7 +169,8 @@ def test_separate_validation_release_and_resume(released, tmp_path):
     ckpt = tmp_path / "ck.json"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        first = IWPClassifier(progress=False).fit(released, checkpoint=ckpt, checkpoint_every=1000)
+        first = IWPClassifier(progress=False).fit(released, checkpoint=ckpt, checkpoint_every=1000,
+                                                  keep_checkpoint=True)
         again = IWPClassifier(progress=False).fit(released, checkpoint=ckpt, resume=True)
     np.testing.assert_array_equal(first.coef_, again.coef_)
     np.testing.assert_array_equal(first.alpha_, again.alpha_)

@@ -62,7 +62,7 @@ def test_cli_checkpoint_refused_when_it_exists_without_resume(data, tmp_path, ca
     ck = tmp_path / "run.ckpt"
     base = ["fit", str(data), "--features", "a", "b", "--label", "y", "--no-progress",
             "--checkpoint", str(ck)]
-    assert main([*base, "--out", str(tmp_path / "m1.json")]) == 0
+    assert main([*base, "--out", str(tmp_path / "m1.json"), "--keep-checkpoint"]) == 0
     assert main([*base, "--out", str(tmp_path / "m2.json")]) == 2
     assert "--resume" in capsys.readouterr().err
     assert main([*base, "--out", str(tmp_path / "m2.json"), "--resume"]) == 0

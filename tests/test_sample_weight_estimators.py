@@ -214,7 +214,7 @@ def test_cli_fit_sample_weight_column(tmp_path, capsys):
     pq.write_table(pa.table({"a": X[:, 0], "b": X[:, 1], "c": X[:, 2], "y": y, "w": w_bad}), path)
     assert main(["fit", str(path), "--out", str(tmp_path / "m2.json"), "--features", "a", "b", "c",
                  "--label", "y", "--sample-weight", "w", "--alpha", "0.1", "--learning-rate",
-                 "0.05", "--no-progress"]) == 2
+                 "0.05", "--no-progress"]) == 65     # bad data (EX_DATAERR)
     err = capsys.readouterr().err
     assert err.startswith("iwpfast: error:") and "'w'" in err and "row 7" in err
 

@@ -5,10 +5,22 @@ handler so that ``iwpfast --help`` does not load numba or pyarrow.
 """
 import argparse
 
+#: the command line being run, set by ``iwpfast.cli.main`` (``rerun_command`` repeats it)
+COMMAND_LINE: list[str] = []
+
+
+def rerun_command(*extra: str) -> str:
+    """The command line being run, as a shell would take it, with ``extra`` options added (those
+    already there are not repeated): the exact command a refusal tells the user to run."""
+    import shlex
+
+    argv = list(COMMAND_LINE) + [x for x in extra if x not in COMMAND_LINE]
+    return "iwpfast " + shlex.join(argv)
+
 
 def add_subparser(subparsers, name: str, *, help: str, description: str, examples: str):
-    """A subparser whose epilog shows ``examples`` verbatim."""
-    return subparsers.add_parser(
+    """A subparser whose epilog shows ``examples`` verbatim, with the common ``--memory-map``."""
+    parser = subparsers.add_parser(
         name,
         help=help,
         description=description,
@@ -18,6 +30,22 @@ def add_subparser(subparsers, name: str, *, help: str, description: str, example
         # privacy tool that silently changes what is released
         allow_abbrev=False,
     )
+    parser.add_argument("--memory-map", action=_MemoryMap, nargs=0, default=False,
+                        help="read local Parquet and Arrow IPC files through a memory map: less "
+                             "CPU, but resident memory (VmRSS) grows to the files' size; "
+                             "default: buffered reads, memory bounded by the chunk (same as "
+                             "IWPFAST_MEMORY_MAP=1)")
+    return parser
+
+
+class _MemoryMap(argparse.Action):
+    """``--memory-map``: sets ``IWPFAST_MEMORY_MAP=1`` for this process and the Dask workers it
+    starts (``iwpfast.settings``, where the readers look)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        import os
+        os.environ["IWPFAST_MEMORY_MAP"] = "1"
+        setattr(namespace, self.dest, True)
 
 
 def feature_delta(args) -> float:

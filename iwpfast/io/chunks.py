@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..exceptions import InvalidInputError
+from ..exceptions import BadDataError, InvalidInputError
 from .source_base import BatchOrigin
 
 
@@ -70,6 +70,6 @@ class Chunk:
 def non_finite_value_error(value, column: str, where: str) -> InvalidInputError:
     """The error for a NaN/inf ``value`` in a feature or label ``column`` of training data at
     ``where`` (a ``describe`` text): one wording whether the reader or the SGD scan finds it."""
-    return InvalidInputError(
+    return BadDataError(
         f"non-finite value {float(value)!r} in column {column!r} at {where}. Remove or fix the "
         f"rows with NaN/inf before training.")

@@ -27,7 +27,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from ..exceptions import InvalidInputError
+from ..exceptions import InvalidInputError, ServiceUnavailableError
 
 _GLOB_CHARS = "*?["
 #: set the moment a command's final output is published (a single-file release renamed into
@@ -405,7 +405,7 @@ def resolve(target, filesystem=None) -> Location:
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as exc:
         fs, path = _fsspec_filesystem(text, scheme, exc)
     except OSError as exc:
-        raise InvalidInputError(
+        raise ServiceUnavailableError(
             f"cannot reach the filesystem of {text!r}: {' '.join(str(exc).split())}. Check the "
             f"credentials, the network, and for S3-compatible servers the query options, e.g. "
             f"?endpoint_override=HOST:PORT&scheme=http&region=REGION") from exc
@@ -413,6 +413,22 @@ def resolve(target, filesystem=None) -> Location:
         return Location(None, path, path, trailing)
     return Location(_bounded(fs), path.rstrip("/") or path, _redacted(text.split("?", 1)[0]),
                     trailing)
+
+
+def remove_file(target) -> bool:
+    """Delete the file ``target`` (a path or URI) if it is there; True when one was deleted."""
+    text = os.fspath(target)
+    if not is_uri(text):
+        try:
+            os.remove(text)
+            return True
+        except FileNotFoundError:
+            return False
+    loc = resolve(text)
+    if loc.kind() != "file":
+        return False
+    loc.delete()
+    return True
 
 
 def _redacted(uri: str) -> str:
@@ -423,6 +439,17 @@ def _redacted(uri: str) -> str:
 
 
 def _fsspec_filesystem(text: str, scheme: str, arrow_error: Exception):
+    rejected = re.search(r"Unexpected query parameter in (\w+) URI: '([^']*)'", str(arrow_error))
+    if rejected:
+        # pyarrow knows the scheme but not the option: fsspec's advice (install s3fs) would mislead
+        kind, name = rejected.groups()
+        where = (" Credentials go in the environment (AWS_ACCESS_KEY_ID, "
+                 "AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN) or the URI's user part "
+                 "(KEY:SECRET@ before the bucket), never in its query." if kind == "S3" else "")
+        raise InvalidInputError(
+            f"{text!r}: pyarrow does not take the query parameter {name!r} in a {scheme}:// URI "
+            f"({kind} URIs take options such as region, scheme and endpoint_override).{where} "
+            f"Remove it, or pass filesystem=... built with it") from None
     try:
         import fsspec
         import fsspec.core

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from ..exceptions import InvalidInputError
+from ..exceptions import InvalidInputError, OutputNotCreatedError
 
 
 def source_files(source) -> list[str]:
@@ -79,10 +79,11 @@ def check_writable_folder(path, *, what: str, need_bytes: int | None = None) -> 
     path = os.fspath(path)
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
-        raise InvalidInputError(f"the folder {parent!r} of the {what} path {path!r} does not "
-                                f"exist; create it first (mkdir -p) or choose another path")
+        refuse_file_in_the_way(path, what=what)
+        raise OutputNotCreatedError(f"the folder {parent!r} of the {what} path {path!r} does not "
+                                    f"exist; create it first (mkdir -p) or choose another path")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise InvalidInputError(f"the folder {parent!r} of the {what} path {path!r} is not "
+        raise OutputNotCreatedError(f"the folder {parent!r} of the {what} path {path!r} is not "
                                 f"writable (permission denied or a read-only file system); "
                                 f"choose a path you can write to")
     need = MIN_FREE_BYTES if need_bytes is None else max(int(need_bytes), MIN_FREE_BYTES)
@@ -92,9 +93,32 @@ def check_writable_folder(path, *, what: str, need_bytes: int | None = None) -> 
         return
     free = stat.f_bavail * stat.f_frsize
     if stat.f_blocks and free < need:
-        raise InvalidInputError(
+        raise OutputNotCreatedError(
             f"the file system of the {what} path {path!r} has {_size(free)} free, and the "
             f"{what} needs about {_size(need)}; free space there or choose another path")
+
+
+def refuse_file_in_the_way(path, *, what: str) -> None:
+    """Refuse a local output ``path`` (a file, or a folder ending in /) that goes through a
+    file where a folder must be: an error that says so (not "the folder does not exist")."""
+    path = os.fspath(path)
+    in_the_way = _file_in_the_way(os.path.dirname(os.path.abspath(path.rstrip(os.sep) or path)))
+    if in_the_way is not None:
+        raise OutputNotCreatedError(
+            f"the {what} path {path!r} goes through {in_the_way!r}, which is a file, not a "
+            f"folder; choose another path (or move that file away)")
+
+
+def _file_in_the_way(folder: str) -> str | None:
+    """The nearest existing ancestor of ``folder`` (itself included) when it is not a folder (a
+    file where a folder must be), else None."""
+    current = folder
+    while current and not os.path.exists(current):
+        parent = os.path.dirname(current)
+        if parent == current:
+            return None
+        current = parent
+    return current if current and not os.path.isdir(current) else None
 
 
 def _size(n: int) -> str:

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from ..exceptions import InvalidInputError
+from ..exceptions import BadDataError, InvalidInputError
 from .chunks import Chunk, ReaderStats, non_finite_value_error
 from .handoff import join_draining, put_unless_stopped
 from .source_base import BatchOrigin, Source
@@ -134,7 +134,7 @@ def _validate(origin: BatchOrigin, name: str, arr: pa.Array, values: np.ndarray 
     """Raise InvalidInputError at the first null or non-finite value of one column of a batch."""
     if arr.null_count:
         i = _locate_bad(arr, None)
-        raise InvalidInputError(
+        raise BadDataError(
             f"null value in column {name!r} at {origin.describe(i)}. Training needs complete rows: "
             f"drop or impute missing values before the release (nulls cannot be debiased).")
     if values is None or values.dtype.kind != "f":

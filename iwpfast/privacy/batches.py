@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..exceptions import InvalidInputError
+from ..exceptions import BadDataError, InvalidInputError
 from ..io.reader import numeric_kind
 from .scaling import RangeScaler
 from .spec import ReleaseSpec
@@ -102,7 +102,7 @@ class BatchChecker:
             if bad is not None:
                 if on_invalid == "error":
                     row = int(np.argmax(bad))
-                    raise InvalidInputError(
+                    raise BadDataError(
                         f"column {name!r} has {what} at {origin.describe(row)}; clean the data, or "
                         f"drop such rows with on_invalid='drop' (CLI: --on-invalid drop)"
                     )
@@ -175,7 +175,7 @@ class BatchChecker:
         else:
             seen = np.unique(values).tolist()
         shown = ", ".join(repr(v) for v in sorted(seen, key=repr)[:12]) + (" ..." if len(seen) > 12 else "")
-        raise InvalidInputError(
+        raise BadDataError(
             f"label column {self.spec.label!r} {reason}: binary labels must be in {{0, 1}}, {{-1, 1}} "
             f"or bool; values seen in the batch starting at {origin.describe(0)}: {shown}. Declare "
             f"the label's classes in order, classes=[negative, positive] (CLI: --classes NEG POS; "
@@ -205,7 +205,7 @@ class BatchChecker:
         if on_invalid == "error":
             row = int(np.argmax(bad))
             value = arr[row].as_py()
-            raise InvalidInputError(
+            raise BadDataError(
                 f"label column {spec.label!r} has {value!r} at {origin.describe(row)}, which is not "
                 f"one of the declared classes {list(spec.class_values)!r}; declare every class, or drop "
                 f"such rows with on_invalid='drop' (CLI: --on-invalid drop)"
@@ -232,7 +232,7 @@ class BatchChecker:
             if self.label_encoding is None:
                 self.label_encoding = encoding
             elif encoding != self.label_encoding:
-                raise InvalidInputError(
+                raise BadDataError(
                     f"label column {self.spec.label!r} mixes encodings: earlier rows used "
                     f"{'{0, 1}' if self.label_encoding == '01' else '{-1, 1}'} and the batch starting at "
                     f"{origin.describe(0)} uses {'{0, 1}' if encoding == '01' else '{-1, 1}'}; "

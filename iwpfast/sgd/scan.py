@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .._kernels.abi import C_TRACE
-from ..exceptions import DivergenceError, InvalidInputError, SampleWeightError
+from ..exceptions import BadDataError, DivergenceError, SampleWeightError
 from ..io.chunks import non_finite_value_error
 from ..io.reader import ChunkReader
 from .checkpoint import write_checkpoint
@@ -239,7 +239,7 @@ def _run_unit_chunk(run_unit, unit, configs, states, chunk, group, dropped=None)
         # update; here the error gets the column and the row of the source
         if weights is None:
             raise
-        raise InvalidInputError(
+        raise BadDataError(
             f"sample weight {float(weights[exc.row])!r} in column {head.sample_weight!r} at "
             f"{chunk.origin.describe(exc.row)}: {exc.reason}; fix or drop that row") from None
     except DivergenceError as exc:
@@ -307,7 +307,7 @@ def _locate_non_finite_carry(unit, state, end_row) -> None:
         if bad.size:
             i = int(bad[0])
             row = "" if end_row is None else f" (row {int(end_row) - n + i} of the stream)"
-            raise InvalidInputError(
+            raise BadDataError(
                 f"non-finite value {float(values[i])!r} in column {name!r} in the last, partial "
                 f"batch{row}. Remove or fix the rows with NaN/inf before training.") from None
 
