@@ -1,6 +1,7 @@
 """Model files: one small self-describing JSON document per fitted estimator.
 
-Layout (``format_version`` 1)::
+Layout (``format_version`` 1; version 2 adds ``"solver": "moments"`` to ``fitted`` and
+``params``, written only for a model of that solver)::
 
     {"format": "iwpfast.model", "format_version": 1, "library_version": "0.1.0",
      "numpy_version": "...", "estimator": "IWPClassifier", "params": {...},
@@ -41,7 +42,7 @@ from ._version import __version__
 from .exceptions import InvalidInputError
 
 FORMAT = "iwpfast.model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 def jsonable(value):
@@ -78,8 +79,12 @@ def _digest(doc: dict) -> str:
 
 def seal(body: dict) -> dict:
     """The model document of an estimator's own part ``body`` (estimator, params, fitted,
-    release, state: ``IWPBase._to_document``): the format envelope and the checksum around it."""
-    doc = {"format": FORMAT, "format_version": FORMAT_VERSION, "library_version": __version__,
+    release, state: ``IWPBase._to_document``): the format envelope and the checksum around it.
+    A model of ``solver='moments'`` is version 2 (an older iwpfast says to upgrade instead of
+    failing on the parameter it does not know); every other model stays version 1, the file an
+    older iwpfast reads."""
+    version = 2 if body.get("fitted", {}).get("solver", "sgd") != "sgd" else 1
+    doc = {"format": FORMAT, "format_version": version, "library_version": __version__,
            "numpy_version": np.__version__, **body}
     doc["sha256"] = _digest(doc)
     return doc

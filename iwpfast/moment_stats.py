@@ -13,7 +13,7 @@ over rows are corrected so that their expectation over the release's noise is th
 - labels: binary randomized response y~/(2q - 1); k classes the one-hot e-hat per row, one
   right-hand side per class; a regression target as released; clean labels as they are.
 
-These are the statistics of the coming moment learner (issue 44): no estimator uses them yet.
+These are the statistics of the moment learner (``moment_learner``, ``solver='moments'``).
 ``Moments`` holds the sums (they add across chunks, parts, folds and releases, each debiased by
 its own law when it was read), saves and loads them; ``solve_ridge`` solves (G + alpha D) theta = b.
 One kernel call per chunk (``_kernels/moments.py``) beside one BLAS product X X^T of the float
@@ -36,6 +36,8 @@ FORMAT = "iwpfast.moments"
 FORMAT_VERSION = 1
 #: label kinds, the kernel's codes
 NO_LABEL, SCALAR_LABEL, CLASS_LABEL = 0, 1, 2
+#: rows per block of ``fold_moments``' parts
+FOLD_BLOCK_ROWS = 1024
 
 
 @dataclass(frozen=True, eq=False)
@@ -114,7 +116,7 @@ class Moments:
 
 
 @dataclass
-class _Layout:
+class MomentLayout:
     """What a chunk needs: the columns read, where each lands in z, and the laws to invert."""
 
     float_columns: list[str]
@@ -162,7 +164,7 @@ def _release_entries(spec, features) -> list[tuple]:
     return entries
 
 
-def _release_layout(spec, features, label) -> _Layout:
+def release_layout(spec, features, label) -> MomentLayout:
     names: list[str] = []
     floats, codes = [], []
     float_index, variance, offsets, sizes, keep, other = [], [], [], [], [], []
@@ -184,7 +186,7 @@ def _release_layout(spec, features, label) -> _Layout:
              else "features: public (no noise to correct)"]
     if codes:
         notes.append("randomized-response attributes: (e - r)/(q - r), own block diag")
-    layout = _Layout(floats, np.asarray(float_index, np.int64),
+    layout = MomentLayout(floats, np.asarray(float_index, np.int64),
                      np.asarray(variance, np.float64), codes,
                      np.asarray(offsets, np.int64), np.asarray(sizes, np.int64),
                      np.asarray(keep, np.float64), np.asarray(other, np.float64),
@@ -195,7 +197,7 @@ def _release_layout(spec, features, label) -> _Layout:
     return _with_release_label(layout, spec)
 
 
-def _with_release_label(layout: _Layout, spec) -> _Layout:
+def _with_release_label(layout: MomentLayout, spec) -> MomentLayout:
     """The release's label and the inverse of its law."""
     if spec.label is None:
         return layout
@@ -217,7 +219,7 @@ def _with_release_label(layout: _Layout, spec) -> _Layout:
     return layout
 
 
-def _clean_layout(columns: list[str], features, label) -> _Layout:
+def _clean_layout(columns: list[str], features, label) -> MomentLayout:
     """A source that is not a release: every value as it is (no noise to correct)."""
     if label is None and "y" in columns:
         label = "y"                 # what (X, y) arrays are named
@@ -230,7 +232,7 @@ def _clean_layout(columns: list[str], features, label) -> _Layout:
         raise InvalidInputError(f"features {missing or feats} are not columns of the source; its "
                                 f"columns are {columns}")
     empty = np.zeros(0, np.int64)
-    layout = _Layout(feats, np.arange(len(feats), dtype=np.int64), np.zeros(len(feats)), [],
+    layout = MomentLayout(feats, np.arange(len(feats), dtype=np.int64), np.zeros(len(feats)), [],
                      empty, empty, np.zeros(0), np.zeros(0), (*feats, INTERCEPT),
                      notes=("clean data: nothing debiased",))
     if label is not None:
@@ -238,7 +240,7 @@ def _clean_layout(columns: list[str], features, label) -> _Layout:
     return layout
 
 
-def _checked_codes(chunk, layout: _Layout) -> np.ndarray:
+def _checked_codes(chunk, layout: MomentLayout) -> np.ndarray:
     """The chunk's category codes (m, n) uint16; a code outside 0..k-1 is refused (the kernel
     indexes by it)."""
     n = chunk.n_rows
@@ -255,7 +257,7 @@ def _checked_codes(chunk, layout: _Layout) -> np.ndarray:
     return codes
 
 
-def _checked_label(chunk, layout: _Layout) -> np.ndarray:
+def _checked_label(chunk, layout: MomentLayout) -> np.ndarray:
     if layout.label is None:
         return np.zeros(chunk.n_rows)
     y = np.asarray(chunk.labels[layout.label], np.float64)
@@ -308,7 +310,7 @@ def accumulate_chunk(X, float_index, variance, codes, offsets, sizes, keep, othe
                   label_scale, label_q, label_r, G, B, 0)
 
 
-def _privatized_table(result):
+def privatized_table(result):
     """What ``privatize`` returned (the arrays and their spec) as a table carrying the release
     metadata, so that it is read like the file the same release would have written."""
     import pyarrow as pa
@@ -325,11 +327,11 @@ def _privatized_table(result):
     return table.replace_schema_metadata({METADATA_KEY: spec.to_json(len(X))})
 
 
-def _layout_of(source, features, label) -> _Layout:
+def _layout_of(source, features, label) -> MomentLayout:
     meta = source.release_metadata
     if meta:
         from .privacy import ReleaseSpec
-        return _release_layout(ReleaseSpec.from_metadata(meta), features, label)
+        return release_layout(ReleaseSpec.from_metadata(meta), features, label)
     return _clean_layout(list(source.full_schema.names), features, label)
 
 
@@ -346,6 +348,16 @@ def moments(source, features=None, label=None, *, record_batch_rows: int | None 
         right-hand side).
     record_batch_rows: rows per chunk (one kernel call each; None: the reader's default).
     """
+    return fold_moments(source, features, label, folds=1, record_batch_rows=record_batch_rows,
+                        filesystem=filesystem)[0]
+
+
+def fold_moments(source, features=None, label=None, *, folds: int = 1,
+                 block_rows: int = FOLD_BLOCK_ROWS, record_batch_rows: int | None = None,
+                 filesystem=None) -> list[Moments]:
+    """``moments`` of ``folds`` disjoint parts of the rows, in the same one pass: row i belongs
+    to part (i // block_rows) % folds (blocks of consecutive rows dealt in turn, so that every
+    part samples the whole file, sorted or not).  Their sum is ``moments(source, ...)``."""
     from .io.reader import ChunkReader
     from .io.sources import open_source
     if record_batch_rows is not None and int(record_batch_rows) < 1:
@@ -353,27 +365,70 @@ def moments(source, features=None, label=None, *, record_batch_rows: int | None 
                                 "number of rows")
     from .privacy.streams import Privatized
     if isinstance(source, Privatized):
-        source = _privatized_table(source)
+        source = privatized_table(source)
     from .io.source_base import DEFAULT_BATCH_ROWS
     src = open_source(source, filesystem=filesystem, record_batch_rows=DEFAULT_BATCH_ROWS
                       if record_batch_rows is None else int(record_batch_rows))
     layout = _layout_of(src, features, label)
-    d, K = len(layout.names), len(layout.targets)
-    G, B = np.zeros((d, d)), np.zeros((d, K))
     labels = layout.code_columns + ([layout.label] if layout.label is not None else [])
     reader = ChunkReader(src, [layout.float_columns], labels, record_batch_rows)
-    rows = 0
-    for chunk in reader:
+    return accumulate_folds(reader, layout, folds, block_rows)
+
+
+def accumulate_folds(chunks, layout: MomentLayout, folds: int = 1,
+                     block_rows: int = FOLD_BLOCK_ROWS) -> list[Moments]:
+    """The moments of ``folds`` parts (see ``fold_moments``) of the rows of ``chunks`` (what
+    ``io.reader.ChunkReader`` yields for ``[layout.float_columns]`` and the code and label
+    columns): one ``accumulate_chunk`` per chunk and part."""
+    folds, block_rows = int(folds), int(block_rows)
+    if folds < 1 or block_rows < 1:
+        raise InvalidInputError(f"folds={folds} and block_rows={block_rows} must be >= 1")
+    d, K = len(layout.names), len(layout.targets)
+    G, B = np.zeros((folds, d, d)), np.zeros((folds, d, K))
+    rows = np.zeros(folds, np.int64)
+    start = 0
+    for chunk in chunks:
         n = chunk.n_rows
-        X = np.empty((len(layout.float_columns), n))
-        for j, column in enumerate(chunk.features[0]):
-            X[j] = column
-        accumulate_chunk(X, layout.float_index, layout.variance, _checked_codes(chunk, layout),
-                         layout.offsets, layout.sizes, layout.keep, layout.other,
-                         _checked_label(chunk, layout), layout.label_kind, layout.label_scale,
-                         layout.label_q, layout.label_r, G, B)
-        rows += n
-    return Moments(rows, G, B, layout.names, layout.targets, layout.notes)
+        codes, y = _checked_codes(chunk, layout), _checked_label(chunk, layout)
+        part = (np.arange(start, start + n) // block_rows) % folds if folds > 1 else None
+        for f in range(folds):
+            take = None if part is None else np.flatnonzero(part == f)
+            m = n if take is None else take.size
+            if m == 0:
+                continue
+            X = np.empty((len(layout.float_columns), m))
+            for j, column in enumerate(chunk.features[0]):
+                X[j] = column if take is None else np.asarray(column)[take]
+            accumulate_chunk(X, layout.float_index, layout.variance,
+                             codes if take is None else np.ascontiguousarray(codes[:, take]),
+                             layout.offsets, layout.sizes, layout.keep, layout.other,
+                             y if take is None else y[take], layout.label_kind,
+                             layout.label_scale, layout.label_q, layout.label_r, G[f], B[f])
+            rows[f] += m
+        start += n
+    return [Moments(int(rows[f]), G[f], B[f], layout.names, layout.targets, layout.notes)
+            for f in range(folds)]
+
+
+def layout_for_columns(features, noise_variance, label=None, *, label_kind: int = NO_LABEL,
+                       label_scale: float = 1.0, label_q: float = 1.0, label_r: float = 0.0,
+                       targets=(), notes=()) -> MomentLayout:
+    """The layout of float feature columns with the given noise variances (0: clean) and a
+    label already encoded (+-1 for ``SCALAR_LABEL`` with ``label_scale`` 1/(2q - 1) for binary
+    randomized response; class indices for ``CLASS_LABEL`` with k-ary q and r): what an
+    estimator's prepared source reads (arrays, tables without release metadata, a release read
+    through the estimator's plan)."""
+    feats = list(features)
+    empty = np.zeros(0, np.int64)
+    layout = MomentLayout(feats, np.arange(len(feats), dtype=np.int64),
+                     np.asarray(noise_variance, np.float64).reshape(len(feats)), [], empty,
+                     empty, np.zeros(0), np.zeros(0), (*feats, INTERCEPT), notes=tuple(notes))
+    if label is not None:
+        layout.label, layout.label_kind = label, int(label_kind)
+        layout.label_scale, layout.label_q, layout.label_r = (float(label_scale), float(label_q),
+                                                              float(label_r))
+        layout.targets = tuple(targets) or (label,)
+    return layout
 
 
 def solve_ridge(moments: Moments, alpha: float, fit_intercept: bool = True):

@@ -21,13 +21,13 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "iwpfast"
 # first component of the module path inside iwpfast -> layer
 LAYER_OF = {
     "exceptions": "base", "_version": "base", "progress": "base", "engines": "base",
-    "deprecation": "base", "registry": "base",
+    "deprecation": "base", "registry": "base", "settings": "base",
     "_kernels": "kernels",
     "losses": "spec", "label_noise": "spec", "estimates": "spec", "transforms": "spec", "solvers": "spec",
     "laplace": "spec", "categorical_rr": "spec", "noise_registry": "spec", "holdout_verdict": "spec",
     "io": "io",
     "privacy": "privacy",
-    "sgd": "sgd", "moment_stats": "sgd",
+    "sgd": "sgd", "moment_stats": "sgd", "moment_learner": "sgd",
     "estimators": "api", "model_io": "api", "datasets": "api", "demo": "api",
     "experiments": "api", "benchmarks": "api", "distributed": "api", "spark": "api", "planning": "api",
     "cli": "cli", "commands": "cli",

@@ -121,8 +121,8 @@ def _release_blocks(kind, R):
 
 
 def _block_stats(rel, R):
-    from iwpfast.moment_stats import _privatized_table
-    table = _privatized_table(rel)
+    from iwpfast.moment_stats import privatized_table
+    table = privatized_table(rel)
     out = []
     for r in range(R):
         m = moments(table.slice(r * N_ROWS, N_ROWS))
@@ -188,9 +188,9 @@ def test_chunking_does_not_change_the_statistics():
 
 
 def test_parts_add_up_and_save_load(tmp_path):
-    from iwpfast.moment_stats import _privatized_table
+    from iwpfast.moment_stats import privatized_table
     rel = _big_release()
-    table = _privatized_table(rel)
+    table = privatized_table(rel)
     whole = moments(table)
     first, second = moments(table.slice(0, 7_000)), moments(table.slice(7_000))
     _close(whole, first + second, rel)

@@ -101,6 +101,10 @@ def add_fit_arguments(p) -> None:
     p.add_argument("--loss", default=None,
                    help="exponential (default for classification), logistic, quadratic; "
                         "squared_error for regression")
+    p.add_argument("--solver", choices=["sgd", "moments"], default="sgd",
+                   help="sgd (one-pass IWP-SGD, default) or moments: the exact quadratic-loss "
+                        "model from the release's debiased second moments, one pass, alpha chosen "
+                        "on folds of it (sets --loss quadratic / squared_error)")
     p.add_argument("--correction", choices=["iwp", "none"], default="iwp",
                    help="iwp (debiased, default) or none (naive SGD on the noisy data)")
     p.add_argument("--alpha", type=hyper, default="auto",
@@ -138,8 +142,9 @@ def add_fit_arguments(p) -> None:
     p.add_argument("--no-intercept", action="store_true", help="do not learn an intercept")
     p.add_argument("--truncation", type=_truncation, default=2,
                    help="K of the logistic IWP series, or auto (MSE-optimal); default 2")
-    p.add_argument("--features", nargs="+", default=None, metavar="NAME",
-                   help="feature columns (default: the release's)")
+    p.add_argument("--features", nargs="+", default=None, metavar="NAME[=LO:HI]",
+                   help="feature columns (default: the release's); NAME=LO:HI also declares the "
+                        "range of raw clean data, as --ranges NAME=LO:HI (the clean baseline)")
     p.add_argument("--label", default=None, help="label column (default: the release's)")
     p.add_argument("--sample-weight", default=None, metavar="COLUMN",
                    help="column of public per-row weights >= 0: minimize the weighted risk "
@@ -162,6 +167,9 @@ def add_fit_arguments(p) -> None:
     p.add_argument("--checkpoint", default=None, metavar="PATH", help="checkpoint file")
     p.add_argument("--checkpoint-every", type=int, default=None, metavar="ROWS")
     p.add_argument("--resume", action="store_true", help="continue from --checkpoint")
+    p.add_argument("--keep-checkpoint", action="store_true",
+                   help="keep the --checkpoint file after the fit succeeds (by default it is "
+                        "removed then: the model holds the pass's result)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing --out file (and --checkpoint file when not resuming); "
                         "without it they are refused. Input files are never overwritten")
@@ -210,6 +218,79 @@ def _class_weight(text, task: str):
 CHECKPOINT_REMEDY = "pass --resume to continue from it, or --overwrite to start the pass again"
 
 
+def checkpoint_remedy() -> str:
+    """``CHECKPOINT_REMEDY`` with the exact command that resumes (this one with --resume)."""
+    from . import rerun_command
+
+    return f"{CHECKPOINT_REMEDY} (to continue: {rerun_command('--resume')})"
+
+
+def features_and_ranges(args):
+    """--features NAME or NAME=LO:HI (as ``release`` takes them): the names, and --ranges with
+    the inline ranges added (None when neither gives one)."""
+    if not args.features:
+        return None, args.ranges
+    names, inline = [], []
+    for token in split_names(args.features):
+        name, sep, _ = token.partition("=")
+        names.append(name)
+        if sep:
+            inline.append(token)
+    ranges = list(args.ranges or []) + inline
+    return names, (ranges or None)
+
+
+def class_weight_compile(weights):
+    """Around a --class-weight fit: the first one says that it compiles (``announce_...``), and
+    the kernel cache remembers that it ran (a marker file)."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def announced():
+        announce_class_weight_compile(weights)
+        try:
+            yield
+        finally:
+            class_weight_compiled(weights)
+
+    return announced()
+
+
+def announce_class_weight_compile(weights) -> None:
+    """A first --class-weight fit compiles its kernel specialization (~30 s on a cache that
+    holds the others): said once, in a log line (stderr with --progress auto/log); remembered
+    in the kernel cache (``class_weight_compiled`` marks it once the fit has run)."""
+    marker = _class_weight_marker()
+    if weights is None or marker is None or marker.exists():
+        return
+    from .._kernels._options import cache_is_empty
+    from ..progress import logger
+
+    if cache_is_empty():            # every kernel compiles: that is announced already
+        return
+    logger.info("--class-weight: compiling its kernel specialization, first run only (about 30 s; "
+                "cached in %s)", marker.parent)
+
+
+def class_weight_compiled(weights) -> None:
+    marker = _class_weight_marker()
+    if weights is not None and marker is not None:
+        try:
+            marker.touch()
+        except OSError:
+            pass
+
+
+def _class_weight_marker():
+    import os
+
+    from .._kernels._options import CACHE_FOLDER
+
+    if CACHE_FOLDER is None or os.environ.get("NUMBA_DISABLE_JIT") == "1":
+        return None
+    return CACHE_FOLDER / "class-weight.compiled"
+
+
 def run(args) -> int:
     import os
     import warnings
@@ -233,32 +314,29 @@ def run(args) -> int:
             raise InvalidInputError(f"--checkpoint and --out are the same file {args.out!r}; give two paths")
         check_output_path(args.checkpoint, what="checkpoint", inputs=source_files(source),
                           overwrite=args.overwrite or (args.resume and os.path.exists(args.checkpoint)),
-                          remedy=CHECKPOINT_REMEDY)
-    task = args.task
-    if task == "auto":
-        meta = source.release_metadata
-        task = (meta or {}).get("task", "classification")
-        if args.loss in REGRESSION_LOSSES:
-            task = "regression"
+                          remedy=checkpoint_remedy())
+    task = _task(args, source)
     if args.resume and args.checkpoint is None:
         raise InvalidInputError("--resume needs --checkpoint PATH (the file written by the interrupted run)")
     common = dict(correction=args.correction, alpha=args.alpha, learning_rate=args.learning_rate,
                   schedule=args.schedule, mu=args.mu, batch_size=args.batch_size, radius=args.radius,
                   variance_cap=args.variance_cap, average=args.average,
                   fit_intercept=not args.no_intercept, chunk_rows=args.chunk_rows,
-                  progress=cli_progress(args), validation_fraction=args.validation_fraction)
+                  progress=cli_progress(args), validation_fraction=args.validation_fraction,
+                  solver=args.solver)
     weights = _class_weight(args.class_weight, task)
     if task == "regression":
         model: IWPClassifier | IWPRegressor = IWPRegressor(loss=args.loss or "squared_error", **common)
         noise = dict(target_noise_var=None)
     else:
-        model = IWPClassifier(loss=args.loss or "exponential", truncation=args.truncation,
+        model = IWPClassifier(loss=args.loss or ("quadratic" if args.solver == "moments"
+                                                 else "exponential"), truncation=args.truncation,
                               class_weight=weights, **common)
         noise = dict(epsilon_y=args.epsilon_y)
         if args.classes:
             from .release import parse_classes
             noise["classes"] = parse_classes(args.classes)
-    features = split_names(args.features) if args.features else None
+    features, ranges = features_and_ranges(args)
     from . import cluster_client
 
     with warnings.catch_warnings(record=True) as caught, cluster_client(args) as client:
@@ -272,15 +350,7 @@ def run(args) -> int:
             fit_files(client, args.data, model, shards=args.shards, rounds=args.rounds,
                       features=features, label=args.label, sample_weight=args.sample_weight)
         else:
-            if args.bound is not None and args.ranges is None:
-                raise InvalidInputError("--bound goes with --ranges (raw clean data); a release "
-                                        "carries its own bound")
-            model.fit(data, sample_weight=args.sample_weight, noise_var=args.noise_var,
-                      features=features, label=args.label,
-                      override=args.override, checkpoint=args.checkpoint,
-                      checkpoint_every=args.checkpoint_every, resume=args.resume,
-                      overwrite=args.overwrite, ranges=args.ranges, feature_bound=args.bound,
-                      validation=args.validation, n_rows_total=args.n_rows_total, **noise)
+            _fit_here(args, model, data, features, ranges, weights, noise)
     from . import print_warnings
     print_warnings(caught)
     model.save(args.out, overwrite=args.overwrite)
@@ -317,25 +387,108 @@ def run(args) -> int:
         print("alpha, learning rate per class" + chosen + ": " + ", ".join(
             f"{cls!r}: {a:.4g}, {g:.4g}" for cls, a, g in zip(
                 np.asarray(model.classes_).tolist(), model.alpha_, model.learning_rate_, strict=True)))
+    elif getattr(model, "solver_", "sgd") == "moments":
+        print("solver: moments (the exact solution of the release's debiased second moments, "
+              "one pass); " + ("the constant model" if np.isnan(model.alpha_)
+                               else f"alpha {model.alpha_:.4g}") + chosen)
     else:
         print(f"alpha {model.alpha_:.4g}, learning rate {model.learning_rate_:.4g}" + chosen)
-    if getattr(model, "tuning_", None):
+    if getattr(model, "tuning_", None) and getattr(model, "solver_", "sgd") == "moments":
+        print_moment_tuning(model.tuning_, table=getattr(args, "table", False))
+    elif getattr(model, "tuning_", None):
         print_tuning(model.tuning_, table=getattr(args, "table", False),
                      validation=validation_kind(model.mode_))
-    # a randomized-response pass (estimators/_rr.py) counts no projection or cap hits
-    print(", ".join([f"updates: {tel.get('batches')}"]
-                    + [f"{what}: {tel[key]}" for key, what in (("projection_hits", "projection hits"),
-                                                               ("cap_hits", "cap hits"))
-                       if tel.get(key) is not None]
-                    + [f"largest sigma^2|theta|^2: {tel.get('max_noise_energy', 0):.3g}"]))
+    # a randomized-response pass (estimators/_rr.py) counts no projection or cap hits; the moment
+    # learner makes no update at all
+    if getattr(model, "solver_", "sgd") != "moments":
+        print(", ".join([f"updates: {tel.get('batches')}"]
+                        + [f"{what}: {tel[key]}" for key, what in (
+                            ("projection_hits", "projection hits"), ("cap_hits", "cap hits"))
+                           if tel.get(key) is not None]
+                        + [f"largest sigma^2|theta|^2: {tel.get('max_noise_energy', 0):.3g}"]))
     print(f"model written to {args.out}")
     return 0
+
+
+def _task(args, source) -> str:
+    """--task, or with auto the release's task (regression for a regression --loss)."""
+    if args.task != "auto":
+        return args.task
+    if args.loss in REGRESSION_LOSSES:
+        return "regression"
+    return (source.release_metadata or {}).get("task", "classification")
+
+
+def _fit_here(args, model, data, features, ranges, weights, noise) -> None:
+    """The fit on this machine (``run``'s, without --scheduler/--workers)."""
+    from ..exceptions import InvalidInputError
+
+    if args.bound is not None and ranges is None:
+        raise InvalidInputError("--bound goes with --ranges (raw clean data); a release "
+                                "carries its own bound")
+    with resume_named(args), class_weight_compile(weights):
+        model.fit(data, sample_weight=args.sample_weight, noise_var=args.noise_var,
+                  features=features, label=args.label,
+                  override=args.override, checkpoint=args.checkpoint,
+                  checkpoint_every=args.checkpoint_every, resume=args.resume,
+                  overwrite=args.overwrite, ranges=ranges, feature_bound=args.bound,
+                  validation=args.validation, n_rows_total=args.n_rows_total,
+                  keep_checkpoint=args.keep_checkpoint, **noise)
+
+
+def resume_named(args):
+    """A fit with --checkpoint stopped by a signal: the checkpoint holds the pass so far, and a
+    line names the command that continues it."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def named():
+        import os
+        import sys
+
+        try:
+            yield
+        except (KeyboardInterrupt, SystemExit) as exc:
+            # (the pass's guard re-raises SIGTERM and SIGHUP as SystemExit(128 + n))
+            code = getattr(exc, "code", None)
+            stopped = isinstance(exc, KeyboardInterrupt) or (isinstance(code, int) and code > 128)
+            if stopped and args.checkpoint and os.path.exists(args.checkpoint):
+                from . import rerun_command
+
+                print(f"iwpfast: the checkpoint {args.checkpoint!r} holds the pass so far; to "
+                      f"continue: {rerun_command('--resume')}", file=sys.stderr)
+            raise
+
+    return named()
 
 
 def validation_kind(mode: str) -> str:
     """How the hold-out that chose the hyper-parameters is described: 'clean' rows for the clean
     baseline, 'private' (released, noisy) rows otherwise."""
     return "clean" if mode == "clean" else "private"
+
+
+def print_moment_tuning(t: dict, table: bool = False) -> None:
+    """The moment learner's choice (``iwpfast.moment_learner``): its candidates, the guard, the
+    rule (and with ``table`` every candidate's validation risk)."""
+    import math
+    n = len(t["alpha"]) - 1
+    guarded = sum(bool(r) for r in t["reliable"][:n])
+    guard = t.get("guard") or {}
+    print(f"tuning: {n} alphas and the constant model, cross-validated over {int(t['folds'])} "
+          f"folds of {int(t['n_train']):,} rows in {int(t['passes'])} read (each alpha solved on "
+          f"the other folds' moments, its quadratic risk measured on its own); {guarded} pass the "
+          f"positive-definite guard (floor {float(guard.get('floor', math.nan)):.3g}, smallest "
+          f"eigenvalue {float(guard.get('min_eigenvalue', math.nan)):.3g}); rule: {t['rule']}")
+    if table:
+        print("      alpha   validation risk +- se   guarded")
+        for i in range(n + 1):
+            name = "constant" if i == n else f"{float(t['alpha'][i]):9.4g}"
+            mark = "  <- chosen" if t["chosen"][i] else ""
+            print(f"  {name:>9}   {float(t['risk'][i]):10.5f} +- {float(t['stderr'][i]):8.5f}   "
+                  f"{str(bool(t['reliable'][i])):>7}{mark}")
+    for note in t.get("notes") or []:
+        print(f"tuning note: {note}")
 
 
 def print_tuning(t: dict, table: bool = False, validation: str = "private") -> None:

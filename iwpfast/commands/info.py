@@ -99,6 +99,9 @@ def model_info(path, args) -> str | None:
            + (" (chosen by truncation='auto')" if prm.get("truncation") == "auto" else "")
            if _truncated(prm["loss"]) and f["mode"] == "iwp" else ""),
     ]
+    if f.get("solver") == "moments":        # no step, batch, average, updates or radius
+        lines[1:] = [f"loss {prm['loss']}, correction {prm['correction']} ({f['mode']} mode), "
+                     f"solver moments{chosen}", f"trained on {f['n_rows_seen']:,} rows, one read"]
     if f.get("class_weight") is not None:
         shares = f.get("class_shares")
         lines.append(f"class_weight {prm.get('class_weight')!r}: weights {f['class_weight']} per class"
@@ -150,7 +153,16 @@ def model_info(path, args) -> str | None:
                         if math.isfinite(float(f["feature_bound"])) else ", no L2 clip (every "
                         "feature public)"))
     t = f.get("tuning")
-    if t:
+    if f.get("solver") == "moments":
+        alpha = f.get("alpha")
+        lines.append("solver:    moments (the exact quadratic-loss solution of the release's "
+                     "debiased second moments, one pass); "
+                     + ("the constant model" if (f.get("telemetry") or {}).get("constant_model")
+                        else f"alpha {float(alpha):.4g}"))
+    if t and f.get("solver") == "moments":
+        lines.append(f"tuning:    {len(t['alpha']) - 1} alphas and the constant model over "
+                     f"{int(t['folds'])} folds of {int(t['n_train']):,} rows, rule {t['rule']}")
+    elif t:
         k = int(t["heads"])
         lines.append(f"tuning:    {k} heads, {int(t['n_train']):,} training / {int(t['n_validation']):,} "
                      f"validation rows, rule {t['rule']}, {sum(map(bool, t['reliable']))} reliable")
@@ -176,7 +188,7 @@ def register_handler(handler, first: bool = False) -> None:
 
 
 def run(args) -> int:
-    from ..exceptions import InvalidInputError
+    from ..exceptions import InvalidInputError, MissingInputError
     from ..io.filesystem import resolve
 
     path = args.file
@@ -184,7 +196,7 @@ def run(args) -> int:
     if kind == "dir":
         return _folder_info(path, args)
     if kind != "file":
-        raise InvalidInputError(f"{path!r} does not exist or is not a file")
+        raise MissingInputError(f"{path!r} does not exist or is not a file")
     for handler in INFO_HANDLERS:
         text = handler(path, args)
         if text is not None:

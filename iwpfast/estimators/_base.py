@@ -21,6 +21,7 @@ from ..exceptions import (
 )
 from ..losses import LOSS_RECORDS
 from ..progress import logger
+from ..settings import current_engine
 from ..sgd.schedules import default_radius
 from ..sgd.state import HeadConfig, HeadState
 from ._checks import is_integral
@@ -33,7 +34,7 @@ from ._inputs import (
 )
 from ._noise import NoiseModel
 from ._params import ParamsMixin
-from ._state import ARRAY_LABEL, ENGINE, PassPlan, PassState
+from ._state import ARRAY_LABEL, PassPlan, PassState
 from ._tuned import TunedFitMixin
 from ._units import scale_and_clip, scaling_mapper
 
@@ -129,7 +130,7 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
             label_keep_prob=None, target_noise_var=None, feature_bound=None, features=None,
             label=None, override: bool = False, checkpoint=None, checkpoint_every=None,
             resume: bool = False, overwrite: bool = False, ranges=None, validation=None,
-            filesystem=None, release_spec=None, release=None, n_rows_total=None):
+            filesystem=None, release_spec=None, release=None, n_rows_total=None, keep_checkpoint=False):
         """Fit in one pass over ``X`` (a new model: earlier fitted attributes are dropped).
 
         Parameters
@@ -167,6 +168,7 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         checkpoint : path, optional
             A checkpoint written every ``checkpoint_every`` rows (int >= 1; default 5e7) and on
             SIGINT/SIGTERM; ``resume=True`` continues from it (refused for other data or heads).
+            Removed once the fit succeeds, unless ``keep_checkpoint=True``.
         overwrite : bool, default False
             Replace an existing checkpoint file that is not resumed.
         ranges : dict {name: (lo, hi)}, "A=0:99,B=1:24", or list of (lo, hi), optional
@@ -216,16 +218,15 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         from ._rr import fit_rr, opened, rr_release_spec
         if y is None and release_spec is None and release is None:
             X = opened(X)           # a path opened once: its metadata read once for this fit
-        rr_spec = rr_release_spec(X)
-        if rr_spec is not None:
-            # categorical columns as randomized-response codes: their own learner (exponential
-            # loss, exact inverse; docs/math.md "Categorical columns by randomized response";
-            # fit_rr refuses a regressor)
-            if getattr(self, "class_weight", None) is not None:
-                raise InvalidInputError(
-                    "class_weight is not implemented for a release with randomized-response "
-                    "categorical columns (their learner has its own inverse); drop class_weight")
-            return fit_rr(self, X, rr_spec, self._validated())
+        if self._validated()["solver"] == "moments":
+            from ._moments import fit_codes_release
+            X = fit_codes_release(self, X, sample_weight=sample_weight, checkpoint=checkpoint,
+                                  validation=validation)     # self: codes of RR, fitted
+        rr_spec = None if X is self else rr_release_spec(X)
+        if rr_spec is not None or X is self:
+            # categorical codes of randomized response: their own learner (docs/math.md
+            # "Categorical columns by randomized response"; it refuses a regressor, class_weight)
+            return self if X is self else fit_rr(self, X, rr_spec, self._validated())
         X, y = with_release(X, y, release_spec, release, filesystem)
         validation = on_filesystem(validation, filesystem, "validation", paths_only=True)
         started = time.perf_counter()
@@ -237,6 +238,7 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
                        checkpoint_every=checkpoint_every,
                        resume=resume, overwrite=overwrite, ranges=ranges,
                        validation=validation, sample_weight=sample_weight)
+        _remove_served_checkpoint(checkpoint, keep_checkpoint)
         seconds = time.perf_counter() - started
         rows = int(getattr(self, "n_rows_seen_", 0) or 0)
         logger.info("fitted %s on %s rows in %.2f s (%.3g M rows/s)", type(self).__name__,
@@ -293,7 +295,7 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         plan.source = self._label_mapped_source(plan.source, plan.label)
         # class weights: their shares from one read of the label column, before the config
         self._prepare_class_weight(plan.source, None, plan.label, plan.noise)
-        plan.engine = ENGINE
+        plan.engine = current_engine()
         p = len(plan.features)
         plan.make_config = lambda rows: self._make_config(v, plan.noise, p, rows)
         plan.config = plan.config_for(plan.rows)
@@ -343,6 +345,11 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         -------
         self
         """
+        if self._validated()["solver"] == "moments":
+            raise InvalidInputError(
+                "partial_fit with solver='moments' is not implemented yet: accumulate the batches' "
+                "statistics with iwpfast.moments(batch) and add them (Moments.update), or fit "
+                "once on the whole source")
         X = on_filesystem(X, filesystem)
         if self._pass is None:
             self._pass = PassState()
@@ -438,7 +445,7 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
             from ._rr import finalize_rr
             finalize_rr(self)
             return self
-        telemetry = None if ps is None or ps.heads is None else ps.heads.finish(ps, ENGINE)
+        telemetry = None if ps is None or ps.heads is None else ps.heads.finish(ps, current_engine())
         if telemetry is not None:
             self._update_fitted(telemetry)
         return self
@@ -489,11 +496,12 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         self.alpha_ = cfg.alpha
         self.learning_rate_ = cfg.learning_rate
         self.mode_ = cfg.mode
+        self.solver_ = "sgd"
 
     def _run(self, source, kwargs):
         """One call of the streaming driver on ``source`` for this estimator's heads."""
         ps = self._pass
-        kw = dict(progress=self.progress, engine=ENGINE, **kwargs)
+        kw = dict(progress=self.progress, engine=current_engine(), **kwargs)
         if self.chunk_rows is not None:
             kw["chunk_rows"] = int(self.chunk_rows)
         heads = ps.running()
@@ -505,6 +513,10 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
                   checkpoint, checkpoint_every, resume, overwrite=False, ranges=None,
                   validation=None, sample_weight=None):
         v = self._validated()
+        if v["solver"] == "moments":
+            from ._moments import check_solver
+            check_solver(self, v, sample_weight=sample_weight, checkpoint=checkpoint,
+                         validation=validation)
         if ranges is not None:
             # raw, un-noised data: scaled and clipped as a release would, at the release's bound
             noise_kw = dict(noise_kw)
@@ -557,6 +569,11 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
             from ..io.views import chain_mappers
             mapper = chain_mappers(mapper, label_mapper)
         self._prepare_class_weight(source, mapper, lab, noise)
+        if v["solver"] == "moments":
+            from ._moments import fit_moments_plan
+            plan.source = source
+            fit_moments_plan(self, plan, mapper, v)
+            return self
         tune = not isinstance(v["alpha"], float) or (not isinstance(v["learning_rate"], float)
                                                      and self.schedule != "paper")
         plan.source = source
@@ -713,3 +730,12 @@ def _declared_rows(rows: int | None, n_rows_total, source) -> int | None:
         raise InvalidInputError(f"n_rows_total={int(n_rows_total)} but {desc} holds {rows} rows; "
                                 "leave n_rows_total out for a source that knows its length")
     return int(n_rows_total)
+
+
+def _remove_served_checkpoint(checkpoint, keep: bool) -> None:
+    """A fit's checkpoint once the fit succeeded: removed (the model holds the pass's result),
+    unless ``keep_checkpoint=True``."""
+    if checkpoint is not None and not keep:
+        from ..io.filesystem import remove_file
+
+        remove_file(checkpoint)

@@ -84,6 +84,9 @@ def to_document(est) -> dict:
         # categorical columns: how raw tables map to the coordinates (absent otherwise, so
         # that models without one are written as before)
         fitted["feature_map"] = est.feature_map_.to_metadata()
+    if getattr(est, "solver_", "sgd") != "sgd":
+        # solved from the release's debiased moments (estimators/_moments.py): format version 2
+        fitted["solver"] = est.solver_
     if getattr(est, "categorical_mechanism_", None) == "rr":
         # learned from randomized-response codes (estimators/_rr.py): the model itself is the
         # linear model over the feature map's one-hot coordinates above; these say how it was
@@ -99,6 +102,8 @@ def to_document(est) -> dict:
         # a parameter newer than the format: written only when set, so that a model without
         # class weights keeps the document of before (older files load with its default)
         del params["class_weight"]
+    if params.get("solver") == "sgd":
+        del params["solver"]        # as class_weight: a version-1 document unless it is set
     doc = {"estimator": type(est).__name__, "params": jsonable(params),
            "fitted": fitted, "release": jsonable(release)}
     # the heads write their part: one state, or k > 2 classes' rows of coefficients, label
@@ -195,6 +200,7 @@ def _set_fitted(est, f: dict, p: int) -> None:
         from ..privacy.feature_map import FeatureMap
         est.feature_map_ = FeatureMap.from_metadata(f["feature_map"])
         est.feature_bound_ = parse_float(f["feature_bound"])
+    est.solver_ = f.get("solver", "sgd")
     if f.get("categorical_mechanism") == "rr":
         est.categorical_mechanism_ = "rr"
         est.block_cap_ = parse_float(f["block_cap"])

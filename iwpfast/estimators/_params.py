@@ -156,6 +156,13 @@ class ParamsMixin(EstimatorFields):
         if not isinstance(self.shuffle, (bool, np.bool_)):
             raise InvalidInputError(f"shuffle must be True or False (got {self.shuffle!r})")
         v["truncation"] = self._validated_truncation()
+        from ._moments import SOLVERS
+        solver = getattr(self, "solver", "sgd")
+        if solver not in SOLVERS:
+            raise InvalidInputError(f"unknown solver {solver!r}; choose 'sgd' (one-pass IWP-SGD) "
+                                    "or 'moments' (the exact quadratic-loss solution from the "
+                                    "release's debiased second moments)")
+        v["solver"] = solver
         return v
 
     def _validated_truncation(self):

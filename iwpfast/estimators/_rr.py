@@ -101,6 +101,10 @@ def _check_fit(est, v: dict, spec) -> None:
     if est._task != "classification":
         raise InvalidInputError("a release with randomized-response categorical columns is a "
                                 "classification release; use IWPClassifier")
+    if getattr(est, "class_weight", None) is not None:
+        raise InvalidInputError(
+            "class_weight is not implemented for a release with randomized-response "
+            "categorical columns (their learner has its own inverse); drop class_weight")
     check_rr_loss(v["loss"])
     if est.correction != "iwp":
         raise InvalidInputError(f"correction={est.correction!r}: a release with randomized-response "
@@ -592,6 +596,7 @@ def _set_fitted(est, classes: list, spec, layout, head, theta, b, n, radius, tun
     est.n_iter_ = int(head.counters[0])
     est.mode_ = "iwp"
     est.categorical_mechanism_ = "rr"
+    est.solver_ = "sgd"
     if tuning is not None:
         est.tuning_ = tuning
     est.telemetry_ = {"rows_seen": int(n), "batches": int(head.counters[0]),

@@ -98,7 +98,8 @@ class _Classifier(IWPBase):
     def __init__(self, *, loss="exponential", correction="iwp", alpha="auto", learning_rate="auto",
                  schedule="constant", mu=None, batch_size=128, radius=None, variance_cap=None,
                  average="auto", fit_intercept=True, truncation=2, chunk_rows=None, shuffle=False,
-                 random_state=None, progress=True, validation_fraction=0.1, class_weight=None):
+                 random_state=None, progress=True, validation_fraction=0.1, class_weight=None,
+                 solver="sgd"):
         self._store_params(locals())
 
     # ---- class weights ----------------------------------------------------------------------
@@ -305,10 +306,11 @@ class _Classifier(IWPBase):
                                 self._start_one_vs_rest)
         if mapper is not NOT_K_CLASS:
             return mapper
-        meta = source.release_metadata
-        if meta is not None and meta.get("label_encoding", "pm1") == "pm1":
+        from ..privacy.spec_reading import release_label_classes
+        released = release_label_classes(source, default=[-1, 1])
+        if released is not None:
             # released labels are -1/+1; label_classes gives back the values the data owner had
-            self._pass.classes = np.asarray(meta.get("label_classes") or [-1, 1])
+            self._pass.classes = np.asarray(released)
             return None
         return self._label_mapper(lab)
 
@@ -607,6 +609,13 @@ class IWPClassifier(_Classifier):
         by the unbiased inverse of randomized response).  The weight of the private true label
         enters the label inverse, so the gradient stays unbiased (docs/math.md "Class weights").
         ``fit`` only.
+    solver : {"sgd", "moments"}, default "sgd"
+        "sgd": one pass of IWP-SGD (every loss).  "moments": the exact minimizer of the quadratic
+        loss from the release's debiased second moments (needs loss='quadratic'): one read,
+        no step, alpha ("auto", a number or a list) chosen on 5 folds of the same pass with a
+        positive-definite guard and the constant model as a candidate (docs/tuning.md "The
+        moment learner"; ``solver_``, ``tuning_``).  Not with sample_weight, class_weight,
+        partial_fit, validation= or checkpoints yet.
 
     Attributes
     ----------

@@ -44,6 +44,13 @@ class IWPRegressor(IWPBase):
         "force": always a bar; "log": always the log lines; see ``iwpfast.progress``).
     validation_fraction : float in (0, 0.5], default 0.1
         As for ``IWPClassifier``.
+    solver : {"sgd", "moments"}, default "sgd"
+        "sgd": one pass of IWP-SGD (every loss).  "moments": the exact minimizer of the quadratic
+        loss from the release's debiased second moments (loss='squared_error', the default):
+        one read, no step, alpha ("auto", a number or a list) chosen on 5 folds of the same pass with a
+        positive-definite guard and the constant model as a candidate (docs/tuning.md "The
+        moment learner"; ``solver_``, ``tuning_``).  Not with sample_weight, class_weight,
+        partial_fit, validation= or checkpoints yet.
 
     Attributes
     ----------
@@ -69,7 +76,7 @@ class IWPRegressor(IWPBase):
     def __init__(self, *, loss="squared_error", correction="iwp", alpha="auto", learning_rate="auto",
                  schedule="constant", mu=None, batch_size=128, radius=None, variance_cap=None,
                  average="auto", fit_intercept=True, chunk_rows=None, shuffle=False,
-                 random_state=None, progress=True, validation_fraction=0.1):
+                 random_state=None, progress=True, validation_fraction=0.1, solver="sgd"):
         self._store_params(locals())
 
     def _target_encoder(self, y):
