@@ -1,6 +1,7 @@
 """The debiased second moments (iwpfast.moments, issue 44): the chunk kernel alone against BLAS for
 the float columns' Gram plus the kernel for the rest, and a whole pass over a Parquet release
-against pyarrow's decode-only read of the same columns.
+against pyarrow's decode-only read of the same columns, and a whole ``solver='moments'`` fit (five
+fold moments, the alpha search, the refit).
 
     python bench/moments.py [--rows 1000000] [--repeat 7]
 
@@ -65,12 +66,22 @@ def whole_pass(rows, repeat):
         spec = ReleaseSpec(epsilon_x=4.0, delta=1e-5, bound=1.0, epsilon_y=2.0, features=names,
                            ranges={n: (-1.0, 1.0) for n in names}, label="y")
         iwpfast.release(data, path, spec, seed=0)
+    from iwpfast.moment_stats import fold_moments
+
+    def solver():
+        iwpfast.IWPClassifier(solver="moments", loss="quadratic", progress=False).fit(path)
+
     iwpfast.moments(path)
+    solver()
     t_mom = _best(lambda: iwpfast.moments(path), repeat)
+    t_folds = _best(lambda: fold_moments(path, folds=5), repeat)
+    t_fit = _best(solver, repeat)
     t_read = _best(lambda: pq.read_table(path, columns=names + ["y"]), repeat)
     print(json.dumps({"rows": rows, "moments_s": round(t_mom, 3),
                       "M_rows_per_s": round(rows / t_mom / 1e6, 2),
-                      "decode_only_s": round(t_read, 3), "ratio": round(t_mom / t_read, 2)}))
+                      "five_folds_s": round(t_folds, 3), "solver_moments_fit_s": round(t_fit, 3),
+                      "decode_only_s": round(t_read, 3), "ratio": round(t_mom / t_read, 2),
+                      "fit_ratio": round(t_fit / t_read, 2)}))
 
 
 if __name__ == "__main__":
@@ -78,5 +89,7 @@ if __name__ == "__main__":
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=7)
     a = parser.parse_args()
+    from iwpfast.benchmarks import cpu_model
+    print(json.dumps({"cpu": cpu_model(), "load_average": os.getloadavg()}))
     chunk_rates(a.repeat)
     whole_pass(a.rows, a.repeat)

@@ -17,9 +17,10 @@ function of the one before (docs/tuning.md "The moment learner"):
   per-fold differences (then the constant: a model the data do not support is not returned).
 
 ``refit`` solves the chosen alpha on every row.  With an intercept the solve eliminates it first:
-G = [[A, m], [m^T, 1]] gives w = (S + alpha I)^-1 (b_x - m b_1), S = A - m m^T, c = b_1 - m^T w;
-one symmetric eigendecomposition of S then serves every alpha, and S + alpha I is positive
-definite exactly when G + alpha D is (the pivot is the constant 1).
+G = [[A, m], [m^T, g]] gives w = (S + alpha I)^-1 (b_x - m b_1 / g), S = A - m m^T / g,
+c = (b_1 - m^T w) / g (g = 1, the mean of the constant 1, unless rows are weighted); one
+symmetric eigendecomposition of S then serves every alpha, and S + alpha I is positive definite
+exactly when G + alpha D is (the pivot g is positive).
 """
 from __future__ import annotations
 
@@ -63,12 +64,18 @@ class MomentSearch:
 
 @dataclass
 class Reduced:
-    """The intercept eliminated: S (p, p), r (p, K) and the means b_1 (K,), m (p,)."""
+    """The intercept eliminated: S (p, p), r (p, K), b_1 (K,), m (p,) and the pivot g (the mean
+    weight of a row: 1 unweighted); the constant model's intercept is b_1 / g."""
 
     S: np.ndarray
     r: np.ndarray
     b1: np.ndarray
     m: np.ndarray
+    pivot: float = 1.0
+
+    @property
+    def constant(self) -> np.ndarray:
+        return self.b1 / self.pivot
 
     def solve(self, alphas, eig=None) -> tuple[np.ndarray, np.ndarray]:
         """w (len(alphas), p, K) and c (len(alphas), K) for each alpha (non-PD ones: nan)."""
@@ -79,7 +86,7 @@ class Reduced:
         with np.errstate(divide="ignore", invalid="ignore"):
             scale = np.where(shifted > 0, 1.0 / shifted, np.nan)
         w = np.einsum("ij,aj,jk->aik", V, scale, proj)
-        c = self.b1[None, :] - np.einsum("p,apk->ak", self.m, w)
+        c = (self.b1[None, :] - np.einsum("p,apk->ak", self.m, w)) / self.pivot
         return w, c
 
 
@@ -90,9 +97,12 @@ def reduce(G: np.ndarray, b: np.ndarray, fit_intercept: bool) -> Reduced:
     A, bx = G[:p, :p], b[:p]
     if not fit_intercept:
         return Reduced(0.5 * (A + A.T), bx.copy(), np.zeros(b.shape[1]), np.zeros(p))
-    m, b1 = G[:p, p], b[p]
-    S = A - np.outer(m, m)
-    return Reduced(0.5 * (S + S.T), bx - np.outer(m, b1), b1.copy(), m.copy())
+    m, b1, g = G[:p, p], b[p], float(G[p, p])
+    if not g > 0:
+        raise InvalidInputError(f"the rows' mean weight is {g:g}: nothing to fit an intercept "
+                                "on (class weights of 0 for every observed class?)")
+    S = A - np.outer(m, m) / g
+    return Reduced(0.5 * (S + S.T), bx - np.outer(m, b1) / g, b1.copy(), m.copy(), g)
 
 
 def _means(mo: Moments) -> tuple[np.ndarray, np.ndarray]:
@@ -173,7 +183,7 @@ def scan(folds: list[Moments], alphas: np.ndarray, fit_intercept: bool,
         w, c = reduced.solve(alphas, eig)
         G_v, b_v = _means(held)
         risks[:-1, f] = quadratic_risk(G_v, b_v, w, c)
-        const_c = reduced.b1[None, :] if fit_intercept else np.zeros((1, b_v.shape[1]))
+        const_c = reduced.constant[None, :] if fit_intercept else np.zeros((1, b_v.shape[1]))
         risks[-1, f] = quadratic_risk(G_v, b_v, np.zeros((1, w.shape[1], w.shape[2])),
                                       const_c)[0]
     return Scan(alphas, risks, allowed, np.array([f.rows for f in folds]), floor,
@@ -229,6 +239,9 @@ class MomentFit:
     intercept: np.ndarray
     alpha: float | None
     tuning: dict | None = None
+    #: jackknife standard errors of coef and intercept over the folds (None: one fold)
+    coef_stderr: np.ndarray | None = None
+    intercept_stderr: np.ndarray | None = None
 
 
 def refit(total: Moments, alpha: float | None, fit_intercept: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -238,7 +251,7 @@ def refit(total: Moments, alpha: float | None, fit_intercept: bool) -> tuple[np.
     reduced = reduce(*_means(total), fit_intercept)
     p, K = reduced.r.shape
     if alpha is None:
-        return np.zeros((K, p)), (reduced.b1 if fit_intercept else np.zeros(K)).copy()
+        return np.zeros((K, p)), (reduced.constant if fit_intercept else np.zeros(K)).copy()
     eig = np.linalg.eigh(reduced.S)
     if eig[0].size and eig[0][0] + alpha <= 0:
         raise InvalidInputError(
@@ -260,7 +273,8 @@ def fit_moments(folds: list[Moments], *, alpha=None, fit_intercept: bool = True,
         raise InvalidInputError("the moments hold no label (no right-hand side)")
     if alpha is not None and not isinstance(alpha, (list, tuple, np.ndarray)):
         coef, intercept = refit(total, float(alpha), fit_intercept)
-        return MomentFit(coef, intercept, float(alpha))
+        return MomentFit(coef, intercept, float(alpha), None,
+                         *jackknife(folds, total, float(alpha), fit_intercept))
     if alpha is not None:
         import dataclasses
         search = dataclasses.replace(search, alphas=tuple(float(a) for a in alpha))
@@ -270,7 +284,30 @@ def fit_moments(folds: list[Moments], *, alpha=None, fit_intercept: bool = True,
     sc = scan(folds, alphas, fit_intercept, search)
     choice = choose(sc, search)
     coef, intercept = refit(total, choice.alpha, fit_intercept)
-    return MomentFit(coef, intercept, choice.alpha, _tuning(sc, choice, total))
+    return MomentFit(coef, intercept, choice.alpha, _tuning(sc, choice, total),
+                     *jackknife(folds, total, choice.alpha, fit_intercept))
+
+
+def jackknife(folds: list[Moments], total: Moments, alpha: float | None,
+              fit_intercept: bool) -> tuple:
+    """Standard errors of (coef, intercept) by the delete-one-fold jackknife: the model solved
+    without fold f for each f, se = sqrt((F - 1)/F sum_f (theta_(f) - mean)^2).  It covers
+    the release's noise and the sampling of the rows together (every row's noise is in its
+    fold); with 5 folds it is a rough estimate (4 degrees of freedom).  (None, None) for one
+    fold, or where a leave-one-out Gram is not positive definite at ``alpha``."""
+    F = len(folds)
+    if F < 2:
+        return None, None
+    thetas = []
+    for held in folds:
+        try:
+            coef, intercept = refit(total + _negated(held), alpha, fit_intercept)
+        except InvalidInputError:
+            return None, None
+        thetas.append(np.concatenate([coef, intercept[:, None]], axis=1))
+    T = np.stack(thetas)                                    # (F, K, p + 1)
+    se = np.sqrt((F - 1) / F * ((T - T.mean(axis=0)) ** 2).sum(axis=0))
+    return se[:, :-1], se[:, -1]
 
 
 def _tuning(sc: Scan, choice: Choice, total: Moments) -> dict:

@@ -37,9 +37,6 @@ def check_solver(est, v: dict, *, sample_weight=None, checkpoint=None, validatio
     if sample_weight is not None:
         raise InvalidInputError("sample_weight is not implemented for solver='moments' yet; "
                                 "use solver='sgd' or drop sample_weight")
-    if getattr(est, "class_weight", None) is not None:
-        raise InvalidInputError("class_weight is not implemented for solver='moments' yet; use "
-                                "solver='sgd' or drop class_weight")
     if checkpoint is not None:
         raise InvalidInputError("solver='moments' reads the data once into O(p^2) sums and keeps "
                                 "no SGD state to checkpoint: drop checkpoint=")
@@ -93,7 +90,7 @@ def fit_moments_plan(est, plan, mapper, v: dict) -> None:
     from ..io.sources import open_source
     from ..io.views import PartSource
     from ..moment_learner import MomentSearch, fit_moments
-    from ..moment_stats import accumulate_folds, layout_for_columns
+    from ..moment_stats import accumulate_folds, fold_block_rows, layout_for_columns
     started = time.perf_counter()
     source = plan.source
     if mapper is not None:
@@ -107,9 +104,13 @@ def fit_moments_plan(est, plan, mapper, v: dict) -> None:
                                 notes=_notes(variances, plan))
     search = getattr(est, "moment_search", None) or MomentSearch()
     alpha = _alpha_request(v)
-    folds = 1 if alpha is not None and not isinstance(alpha, list) else search.folds
+    folds = search.folds            # a fixed alpha too: the folds give coef_stderr_
     reader = ChunkReader(source, [plan.features], [plan.label], est.chunk_rows)
-    parts = accumulate_folds(reader, layout, folds)
+    block_rows = fold_block_rows(plan.rows, folds)
+    if getattr(est, "class_weight_", None) is not None:
+        parts = _class_weighted_parts(est, reader, layout, folds, block_rows)
+    else:
+        parts = accumulate_folds(reader, layout, folds, block_rows)
     rows = sum(p.rows for p in parts)
     if rows == 0:
         raise InvalidInputError("the source holds no rows: nothing to fit")
@@ -117,6 +118,26 @@ def fit_moments_plan(est, plan, mapper, v: dict) -> None:
     _set_fitted(est, plan, v, fit, rows)
     logger.info("solver='moments': %s rows, %d coordinates, %s in %.2f s", f"{rows:,}",
                 len(plan.features), _said(fit), time.perf_counter() - started)
+
+
+def _class_weighted_parts(est, reader, layout, folds: int, block_rows: int) -> list:
+    """``class_weight`` (``est.class_weight_``, one weight per class in ``classes_`` order, set by
+    the classifier's ``_prepare_class_weight``): one Gram per fold and released class, combined
+    with the weights' randomized-response inverse (``moment_stats.class_weighted``)."""
+    from ..moment_stats import CLASS_LABEL, accumulate_class_folds, class_weighted
+    weights = np.asarray(est.class_weight_, np.float64)
+    k = len(weights)
+    if layout.label_kind == CLASS_LABEL:
+        keep, other, targets = layout.label_q, layout.label_r, np.eye(k)
+    else:
+        # +-1 labels: the kernel's label_scale is 1/(2q - 1); q = (1 + 1/scale)/2
+        keep = 0.5 * (1.0 + 1.0 / layout.label_scale)
+        other, targets = 1.0 - keep, np.array([[-1.0, 1.0]])
+    if keep == other:
+        raise InvalidInputError("the label's randomized response keeps no information "
+                                "(q = r): class weights cannot be debiased")
+    G, rows = accumulate_class_folds(reader, layout, folds, block_rows, k)
+    return class_weighted(G, rows, targets, weights, keep, other, layout)
 
 
 def _notes(variances, plan) -> tuple:
@@ -154,6 +175,7 @@ def _set_fitted(est, plan, v: dict, fit, rows: int) -> None:
         est.telemetry_per_class_ = [dict(telemetry) for _ in range(k)]
     est.n_rows_seen_ = int(rows)
     est.n_iter_ = 0
+    _set_stderr(est, fit)
     est.alpha_ = math.nan if fit.alpha is None else float(fit.alpha)
     est.learning_rate_ = math.nan
     est.solver_ = "moments"
@@ -197,8 +219,7 @@ def fit_rr_moments(est, X, spec, v: dict):
     from ._rr import spec_label_classes
     search = getattr(est, "moment_search", None) or MomentSearch()
     alpha = _alpha_request(v)
-    folds = 1 if alpha is not None and not isinstance(alpha, list) else search.folds
-    parts = fold_moments(X, folds=folds, record_batch_rows=est.chunk_rows)
+    parts = fold_moments(X, folds=search.folds, record_batch_rows=est.chunk_rows)
     rows = sum(p.rows for p in parts)
     if rows == 0:
         raise InvalidInputError("the release holds no rows: nothing to learn")
@@ -223,4 +244,19 @@ def fit_rr_moments(est, X, spec, v: dict):
     est.alpha_ = math.nan if fit.alpha is None else float(fit.alpha)
     est.learning_rate_ = math.nan
     est.solver_ = "moments"
+    _set_stderr(est, fit)
     return est
+
+
+def _set_stderr(est, fit) -> None:
+    """``coef_stderr_`` and ``intercept_stderr_`` in the shapes of ``coef_`` and ``intercept_``
+    (the jackknife over the folds; nan where it cannot be computed)."""
+    coef = np.asarray(est.coef_, np.float64)
+    icpt = np.asarray(est.intercept_, np.float64)
+    if fit.coef_stderr is None:
+        est.coef_stderr_ = np.full(coef.shape, np.nan)
+        est.intercept_stderr_ = np.full(icpt.shape, np.nan) if icpt.ndim else math.nan
+        return
+    est.coef_stderr_ = fit.coef_stderr.reshape(coef.shape).copy()
+    est.intercept_stderr_ = (fit.intercept_stderr.reshape(icpt.shape).copy() if icpt.ndim
+                             else float(fit.intercept_stderr[0]))
