@@ -534,6 +534,18 @@ def run_piece(src, heads: list, state_arrays: dict | None, kw: dict):
             int(result.n_rows))
 
 
+def _shard_moments(recipe: ShardRecipe, a: int, b: int, layout, folds: int, block_rows: int,
+                   chunk_rows):
+    """The fold moments of rows ``[a, b)`` on a Dask worker (their folds those of the whole
+    source: ``first_row=a``)."""
+    from .io.reader import ChunkReader
+    from .moment_stats import accumulate_folds
+    _limit_worker_threads(1)
+    labels = layout.code_columns + ([layout.label] if layout.label is not None else [])
+    reader = ChunkReader(recipe.open(a, b), [layout.float_columns], labels, chunk_rows)
+    return accumulate_folds(reader, layout, folds, block_rows, first_row=a)
+
+
 def _shard_pass(recipe: ShardRecipe, a: int, b: int, heads: list, state_arrays, kw: dict):
     """Rows ``[a, b)`` of the files on a Dask worker (``run_piece``)."""
     return run_piece(recipe.open(a, b), heads, state_arrays, kw)
@@ -567,6 +579,17 @@ class DaskStreams(ShardedStreams):
                    for k in range(self.shards)]
         return self._gather(futures, bar, [recipe.rows(*pieces[k][r])
                                            for k in range(self.shards)])
+
+    def moment_parts(self, source, layout, folds: int, block_rows: int, chunk_rows) -> list:
+        """``solver='moments'``: each shard's fold moments on a worker, added per fold (one read
+        of the data in all; the sums differ from one machine's only by the order of float
+        additions)."""
+        recipe = ShardRecipe.of(source)
+        futures = [self.client.submit(_shard_moments, recipe, a, b, layout, folds, block_rows,
+                                      chunk_rows, pure=False)
+                   for a, b in shard_bounds(recipe.n_rows, self.shards)]
+        shards = self._gather(futures, None, None)
+        return [sum((s[f] for s in shards[1:]), shards[0][f]) for f in range(folds)]
 
     def _run_scores(self, layout, scorer):
         recipe, bounds, _ = layout

@@ -465,18 +465,19 @@ def class_weighted(G: np.ndarray, rows: np.ndarray, targets: np.ndarray, weights
 
 
 def accumulate_folds(chunks, layout: MomentLayout, folds: int = 1,
-                     block_rows: int = FOLD_BLOCK_ROWS) -> list[Moments]:
+                     block_rows: int = FOLD_BLOCK_ROWS, first_row: int = 0) -> list[Moments]:
     """The moments of ``folds`` parts (see ``fold_moments``) of the rows of ``chunks`` (what
     ``io.reader.ChunkReader`` yields for ``[layout.float_columns]`` and the code and label
     columns): one ``accumulate_chunk`` per run of a chunk's rows that lies in one block, its
-    columns copied once into a (P, m) block, never gathered."""
+    columns copied once into a (P, m) block, never gathered.  ``first_row``: the index of the
+    chunks' first row in the whole source (a shard's rows keep the whole source's folds)."""
     folds, block_rows = int(folds), int(block_rows)
     if folds < 1 or block_rows < 1:
         raise InvalidInputError(f"folds={folds} and block_rows={block_rows} must be >= 1")
     d, K = len(layout.names), len(layout.targets)
     G, B = np.zeros((folds, d, d)), np.zeros((folds, d, K))
     rows = np.zeros(folds, np.int64)
-    start = 0
+    start = int(first_row)
     for chunk in chunks:
         n = chunk.n_rows
         codes, y = _checked_codes(chunk, layout), _checked_label(chunk, layout)

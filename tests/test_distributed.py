@@ -423,3 +423,17 @@ def test_relative_paths_reach_the_workers_absolute(client, tmp_path, monkeypatch
         client_path("missing/deeper/rel/", what="destination", must_exist=False)
     assert client_path("raw/") == str(tmp_path / "raw") + os.sep
     assert client_path("s3://bkt/raw/") == "s3://bkt/raw/"
+
+
+def test_solver_moments_on_the_cluster_adds_the_shards_fold_moments(client, released):
+    # each shard's fold moments are read on a worker with the whole source's folds and added:
+    # the statistics differ from one machine's only by the order of float additions (bound:
+    # 1e-12 of the largest sum), so the chosen alpha is the same and the model agrees to 1e-9
+    ref = iwpfast.IWPClassifier(solver="moments", loss="quadratic", progress=False).fit(released)
+    got = dist.fit_files(client, released, iwpfast.IWPClassifier(
+        solver="moments", loss="quadratic", progress=False), shards=3)
+    assert got.solver_ == "moments" and got.n_rows_seen_ == ref.n_rows_seen_ == sum(ROWS)
+    assert got.alpha_ == ref.alpha_ or (np.isnan(got.alpha_) and np.isnan(ref.alpha_))
+    np.testing.assert_allclose(got.coef_, ref.coef_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(got.intercept_, ref.intercept_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(got.tuning_["risk"], ref.tuning_["risk"], rtol=1e-9, atol=1e-12)

@@ -107,7 +107,18 @@ def fit_moments_plan(est, plan, mapper, v: dict) -> None:
     folds = search.folds            # a fixed alpha too: the folds give coef_stderr_
     reader = ChunkReader(source, [plan.features], [plan.label], est.chunk_rows)
     block_rows = fold_block_rows(plan.rows, folds)
-    if getattr(est, "class_weight_", None) is not None:
+    from ..sgd.driver import stream_runner
+    runner = stream_runner()
+    if runner is not None:
+        # a cluster (distributed.fit_files): each shard's fold moments on a worker, added here
+        if getattr(est, "class_weight_", None) is not None or not hasattr(runner, "moment_parts"):
+            raise InvalidInputError(
+                f"solver='moments' on this cluster runner ({type(runner).__name__}) "
+                + ("with class_weight " if getattr(est, "class_weight_", None) is not None
+                   else "") + "is not implemented yet: fit on one machine (it reads the release "
+                "once at decode speed) or use solver='sgd'")
+        parts = runner.moment_parts(source, layout, folds, block_rows, est.chunk_rows)
+    elif getattr(est, "class_weight_", None) is not None:
         parts = _class_weighted_parts(est, reader, layout, folds, block_rows)
     else:
         parts = accumulate_folds(reader, layout, folds, block_rows)
