@@ -183,9 +183,10 @@ def first_fits(repeats: int, where: str, results: dict, details: dict) -> None:
 
 def _kernel_calls(fit, module, names) -> tuple[list, float]:
     """Run ``fit`` with the kernel wrappers ``module.<names>`` counted: ([(cfgs, X, y, thread
-    CPU s)] per call, seconds of CPU in ``iwpfast.sgd.tuning.score_heads``, all threads).  A
-    one-head unit (``run_chunk``) is counted as a list of its one config."""
-    from iwpfast.sgd import tuning
+    CPU s)] per call, seconds of CPU in ``iwpfast.sgd.scoring.score_heads`` as the search and its
+    halving rungs call it, all threads).  A one-head unit (``run_chunk``) is counted as a list of
+    its one config."""
+    from iwpfast.sgd import halving, tuning
     calls: list = []
     scoring: list[float] = []
     score = tuning.score_heads
@@ -208,13 +209,13 @@ def _kernel_calls(fit, module, names) -> tuple[list, float]:
             scoring.append(time.process_time() - c0)
     for name, run in runs.items():
         setattr(module, name, counted(run))
-    tuning.score_heads = timed
+    tuning.score_heads = halving.score_heads = timed
     try:
         fit()
     finally:
         for name, run in runs.items():
             setattr(module, name, run)
-        tuning.score_heads = score
+        tuning.score_heads = halving.score_heads = score
     return calls, sum(scoring)
 
 

@@ -56,7 +56,7 @@ n/2 clean rows: slightly weaker than one made on n, never optimistic).  "default
 the standard error of the per-seed differences.
 
 ``--rules`` also scores, on the same fits, the final-choice rules of ``RULES`` over the heads the
-'auto' scan kept (the scan's inputs to ``iwpfast.sgd.tuning.select`` are recorded and every kept
+'auto' scan kept (the scan's inputs to ``iwpfast.sgd.choice.select`` are recorded and every kept
 head's model is scored on the clean test rows): one 'auto' fit per seed compares them all, and the
 rule in force reproduces the default's accuracy exactly (a check).  ``--cache DIR`` keeps the manual
 grid's per-row results (they do not depend on 'auto'), so that a rerun fits only 'auto';
@@ -256,12 +256,11 @@ class Recorder:
     """Records what 'auto' chose from: ``select``'s inputs and the scan's kept states."""
 
     def __init__(self):
-        from iwpfast.sgd import tuning
-        self.tuning, self.calls, self.results = tuning, [], []
+        from iwpfast.sgd import choice, tuning
+        self.choice, self.tuning, self.calls, self.results = choice, tuning, [], []
 
     def __enter__(self):
-        t = self.tuning
-        self._select, self._tune = t.select, t.tune_stream
+        self._select, self._tune = self.choice.select, self.tuning.tune_stream
 
         def select(points, estimates, covariance=None, **kw):
             self.calls.append((list(points), list(estimates), covariance))
@@ -271,11 +270,11 @@ class Recorder:
             result = self._tune(*a, **kw)
             self.results.append(result)
             return result
-        t.select, t.tune_stream = select, tune_stream
+        self.choice.select, self.tuning.tune_stream = select, tune_stream
         return self
 
     def __exit__(self, *exc):
-        self.tuning.select, self.tuning.tune_stream = self._select, self._tune
+        self.choice.select, self.tuning.tune_stream = self._select, self._tune
 
 
 def rule_accuracies(auto, recorder, Xt, yt):

@@ -5,7 +5,7 @@ against one fit with fixed values, on the same Parquet release (issue 14: "state
 
 Counts the rows read from the file (``passes`` = rows read / rows: 1, the training scan, which
 holds the validation rows it passes over; 2 when the hold-out exceeds the memory the scan may hold
-it in, ``iwpfast.sgd.tuning.HELD_VALIDATION_BYTES``, and is read again) and times, interleaved in
+it in, ``iwpfast.settings.SearchOptions.held_validation_bytes``, and is read again) and times, interleaved in
 one process: a read-only pass (pyarrow decode of the columns), one fixed fit (one head), and the
 'auto' fit (25 heads by default).  Prints medians, rows/s and the ratios.
 """

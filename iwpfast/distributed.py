@@ -385,7 +385,7 @@ def _limit_worker_threads(threads: int) -> None:
 
 
 def _shard_score(recipe: ShardRecipe, a: int, b: int, scorer):
-    """The validation rows of rows ``[a, b)`` scored on a worker (``tuning.HeadScorer``)."""
+    """The validation rows of rows ``[a, b)`` scored on a worker (``scoring.HeadScorer``)."""
     _limit_worker_threads(1)
     scorer.add_source(recipe.open(a, b))
     return scorer
@@ -400,7 +400,7 @@ class ShardedStreams:
     step multiplied by the number of shards (the 'paper' schedule resolved with the shard's rows;
     an average over a fraction of the pass started at that fraction of the shard's updates), and
     the heads' shard states are merged by row-weighted averaging after each round
-    (``merge_states``).  A scoring read (``tuning.score_heads``) is cut the same way and the
+    (``merge_states``).  A scoring read (``scoring.score_heads``) is cut the same way and the
     shards' sums merged.  A subclass says where the shards are (``_layout``) and runs one round
     of pieces (``_run_round``) and one scoring read (``_run_scores``)."""
 

@@ -311,22 +311,20 @@ def jackknife(folds: list[Moments], total: Moments, alpha: float | None,
 
 
 def _tuning(sc: Scan, choice: Choice, total: Moments) -> dict:
-    """``tuning_``: one entry per candidate (the alphas, then the constant model)."""
+    """``tuning_`` (``iwpfast.sgd.choice.tuning_table``): one entry per candidate (the alphas,
+    then the constant model), every row scored once over the folds."""
+    from .sgd.choice import tuning_table
     n = len(sc.alphas)
-    return {
-        "learner": ["moments"] * n + ["constant"],
-        "alpha": [float(a) for a in sc.alphas] + [math.nan],
-        "learning_rate": [math.nan] * (n + 1),
-        "risk": [float(r) for r in choice.mean_risk],
-        "stderr": [float(s) for s in choice.stderr],
-        "reliable": [bool(a) for a in sc.allowed] + [True],
-        "chosen": [i == choice.index for i in range(n + 1)],
-        "rule": choice.rule,
-        "risk_kind": "quadratic risk less E[y^2], mean over the folds; stderr of the paired "
-                     "difference to the constant model",
-        "folds": int(len(sc.fold_rows)),
-        "n_train": int(total.rows),
-        "passes": 1,
-        "guard": {"floor": float(sc.floor), "min_eigenvalue": float(sc.min_eigenvalue)},
-        "notes": list(total.debiased) + sc.notes,
-    }
+    return tuning_table(
+        {"alpha": [float(a) for a in sc.alphas] + [math.nan],
+         "learning_rate": [math.nan] * (n + 1),
+         "risk": [float(r) for r in choice.mean_risk],
+         "stderr": [float(s) for s in choice.stderr],
+         "reliable": [bool(a) for a in sc.allowed] + [True],
+         "chosen": [i == choice.index for i in range(n + 1)]},
+        learner=["moments"] * n + ["constant"], rule=choice.rule, n_train=int(total.rows),
+        n_validation=int(sc.fold_rows.sum()), passes=1, folds=int(len(sc.fold_rows)), edge=None,
+        notes=list(total.debiased) + sc.notes,
+        risk_kind="quadratic risk less E[y^2], mean over the folds; stderr of the paired "
+                  "difference to the constant model",
+        guard={"floor": float(sc.floor), "min_eigenvalue": float(sc.min_eigenvalue)})

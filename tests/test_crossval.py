@@ -16,8 +16,9 @@ from iwpfast.estimates import RiskEstimate
 from iwpfast.settings import SearchOptions
 from iwpfast.sgd import crossval, tuning
 from iwpfast.sgd.driver import Head, fit_stream
+from iwpfast.sgd.grid import GridPoint
 from iwpfast.sgd.state import HeadConfig
-from iwpfast.sgd.tuning import GridPoint, tune_stream
+from iwpfast.sgd.tuning import tune_stream
 
 
 def _table(n, seed=3):

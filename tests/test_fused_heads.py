@@ -310,7 +310,8 @@ def test_a_fused_pass_resumed_from_a_checkpoint_has_the_bits_of_single_head_pass
 def test_grid_heads_that_diverge_are_dropped_and_the_scan_goes_on(tmp_path, single_holdout):
     # a fused grid: the heads that diverge are left out from there on and the others finish the
     # same scan (one read, not one more per divergence), with the bits of a grid without them
-    from iwpfast.sgd.tuning import GridPoint, tune_stream
+    from iwpfast.sgd.grid import GridPoint
+    from iwpfast.sgd.tuning import tune_stream
     path = tmp_path / "f.parquet"
     pq.write_table(_table(n=3000), path)
     points = [GridPoint(0.01, lr) for lr in (0.01, 0.05, 1e300, 2e300)]

@@ -164,7 +164,7 @@ def test_cli_release_with_classes_and_info(tmp_path, capsys):
     args = ["release", str(tmp_path / "raw.parquet"), str(tmp_path / "rel.parquet"), "--features",
             "a=-1:1", "b=-1:1", "--label", "y", "--epsilon-x", "2", "--epsilon-y", "1",
             "--classes", "c0", "c1", "c2", "--seed", "1", "--no-progress"]
-    assert main(args) == 2                                      # c3 is not declared
+    assert main(args) == 65          # bad data (EX_DATAERR): c3 is not a declared class
     assert "iwpfast: error: label column 'y' has 'c3'" in capsys.readouterr().err
     assert main(args + ["--on-invalid", "drop"]) == 0
     assert "3 classes" in capsys.readouterr().out

@@ -13,6 +13,7 @@ from iwpfast import IWPClassifier, IWPRegressor
 from iwpfast.estimators._base import STREAM_ROWS
 from iwpfast.exceptions import InvalidInputError
 from iwpfast.sgd import tuning
+from iwpfast.sgd.grid import default_grid, grid_centre
 from iwpfast.sgd.schedules import default_radius
 
 
@@ -26,10 +27,10 @@ def _binary(n, seed):
 def _expected_centre(loss, n_rows, p, noise_var, keep, cap, bound=None):
     """The grid centre from the documented formulas (docs/tuning.md), public quantities only."""
     bound = math.sqrt(p) if bound is None else bound
-    points = tuning.default_grid(loss=loss, n_rows=n_rows, bound=bound, batch_size=128,
+    points = default_grid(loss=loss, n_rows=n_rows, bound=bound, batch_size=128,
                                  noise_var=noise_var, label_keep_prob=keep, n_features=p,
                                  variance_cap=cap, radius_of=lambda a: default_radius(loss, bound, a))
-    return tuning.grid_centre(points)
+    return grid_centre(points)
 
 
 @pytest.mark.parametrize("n_rows_total", [None, 40_000])

@@ -11,14 +11,9 @@ from iwpfast.cli import main
 from iwpfast.estimates import RiskAccumulator, noise_variance_factor
 from iwpfast.planning import plan_release
 from iwpfast.privacy import ReleaseSpec
-from iwpfast.sgd.tuning import (
-    GridPoint,
-    _split_counts,
-    default_grid,
-    make_split,
-    select,
-    validation_period,
-)
+from iwpfast.sgd.choice import select
+from iwpfast.sgd.grid import GridPoint, default_grid
+from iwpfast.sgd.split import _split_counts, make_split, validation_period
 
 
 # ------------------------------------------------------------------ the accumulator
@@ -156,7 +151,7 @@ def test_the_grid_spans_the_noise_scaled_step():
     assert all(p.learning_rate > 0 and p.alpha > 0 for p in pts)
     # issue 33: no worst-case cap; 7 steps per alpha, 3 decades around the noise-scaled step
     # h = p / (f''(0) B^2) / sqrt(L F G): here L = 1/(2*0.88-1)^2, F = 1 + 5/4, G = 1 (logistic)
-    from iwpfast.sgd.tuning import step_scale
+    from iwpfast.sgd.grid import step_scale
     h = 5 / (0.25 * 4.0) / math.sqrt(1 / 0.76 ** 2 * 2.25)
     for a in {p.alpha for p in pts}:
         steps = sorted(p.learning_rate for p in pts if p.alpha == a)
@@ -171,7 +166,7 @@ class _E:
 
 
 def test_select_standard_error_rule():
-    from iwpfast.sgd.tuning import SE_RULE, SE_RULE_MULTIPLIER
+    from iwpfast.sgd.choice import SE_RULE, SE_RULE_MULTIPLIER
     assert SE_RULE_MULTIPLIER == 0.5
     pts = [GridPoint(0.1, 0.01), GridPoint(1.0, 0.01), GridPoint(10.0, 0.01), GridPoint(0.01, 0.1)]
     est = [_E(0.50, 0.02), _E(0.508, 0.02), _E(0.60, 0.02), _E(0.10, 0.01, reliable=False, energy=9)]

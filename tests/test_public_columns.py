@@ -35,20 +35,20 @@ def test_the_grid_reads_per_column_noise():
     """'auto''s grid step (``step_scale``): the feature factor sums the private variances only,
     the cap bounds |theta| only when every column is noised, and a label-only release (no feature
     noise) has the label factor only."""
-    from iwpfast.sgd import tuning
+    from iwpfast.sgd.grid import column_noise, step_scale
     kw = dict(loss="exponential", alpha=0.1, bound=2.0, label_keep_prob=0.73, n_features=5,
               radius=3.0)
-    uniform = tuning.step_scale(noise_var=1.5, **kw)
-    assert tuning.step_scale(noise_var=[1.5] * 5, **kw) == uniform
+    uniform = step_scale(noise_var=1.5, **kw)
+    assert step_scale(noise_var=[1.5] * 5, **kw) == uniform
     # two public columns: less noise, a larger step
-    mixed = tuning.step_scale(noise_var=[1.5, 1.5, 1.5, 0.0, 0.0], **kw)
+    mixed = step_scale(noise_var=[1.5, 1.5, 1.5, 0.0, 0.0], **kw)
     assert mixed > uniform
-    noise = tuning.column_noise([1.5, 1.5, 1.5, 0.0, 0.0], 5)
+    noise = column_noise([1.5, 1.5, 1.5, 0.0, 0.0], 5)
     assert noise.total == 4.5 and not noise.all_private
     assert noise.capped_radius(10.0, 2.0) == 10.0         # the public directions are not capped
-    assert tuning.column_noise(2.0, 3).capped_radius(10.0, 2.0) == 1.0
-    label_only = tuning.step_scale(noise_var=[0.0] * 5, **kw)
-    no_label_noise = tuning.step_scale(noise_var=[0.0] * 5, **dict(kw, label_keep_prob=None))
+    assert column_noise(2.0, 3).capped_radius(10.0, 2.0) == 1.0
+    label_only = step_scale(noise_var=[0.0] * 5, **kw)
+    no_label_noise = step_scale(noise_var=[0.0] * 5, **dict(kw, label_keep_prob=None))
     assert label_only < no_label_noise and label_only > mixed
 
 

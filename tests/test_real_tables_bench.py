@@ -7,7 +7,8 @@ import sys
 import numpy as np
 
 from iwpfast.estimates import RiskEstimate
-from iwpfast.sgd.tuning import SE_RULE_MULTIPLIER, GridPoint, select
+from iwpfast.sgd.choice import SE_RULE_MULTIPLIER, select
+from iwpfast.sgd.grid import GridPoint
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "bench"))

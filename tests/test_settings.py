@@ -149,9 +149,10 @@ def test_a_default_fit_gives_no_warning_and_logs_its_routine_events(caplog):
 
 
 def test_routine_notes_are_told_from_the_ones_to_act_on():
-    from iwpfast.sgd import tuning
-    from iwpfast.sgd.grid import GridPoint
-    assert tuning.routine_note(tuning._diverged_notes(["a"])[0])
-    assert tuning.routine_note("class 'b': " + tuning._diverged_notes(["a"], points=True)[0])
-    assert not tuning.routine_note(tuning.edge_note("largest step", GridPoint(0.1, 1.0)))
-    assert not tuning.routine_note("no head's private validation risk is reliable (see tuning_)")
+    from iwpfast.sgd.grid import GridPoint, edge_note
+    from iwpfast.sgd.grid_scan import diverged_notes
+    from iwpfast.sgd.tuning import routine_note
+    assert routine_note(diverged_notes(["a"])[0])
+    assert routine_note("class 'b': " + diverged_notes(["a"], points=True)[0])
+    assert not routine_note(edge_note("largest step", GridPoint(0.1, 1.0)))
+    assert not routine_note("no head's private validation risk is reliable (see tuning_)")

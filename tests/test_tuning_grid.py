@@ -15,7 +15,8 @@ import pytest
 from iwpfast import IWPClassifier
 from iwpfast.estimates import RiskEstimate
 from iwpfast.settings import SearchOptions
-from iwpfast.sgd.tuning import GridPoint, _Race, grid_edge
+from iwpfast.sgd.grid import GridPoint, grid_edge
+from iwpfast.sgd.halving import Race
 
 W = np.array([2.0, -1.5, 1.0])
 N = 20_000
@@ -114,7 +115,7 @@ def test_a_halving_rung_keeps_a_third_of_each_class_by_interim_risk():
     # ranked last whatever its estimate
     risks = [1.0 - 0.01 * i for i in range(9)] + [0.5 + 0.01 * i for i in range(9)]
     estimates = [_estimate(r, reliable=(i != 8)) for i, r in enumerate(risks)]
-    race = _Race(table, _Held(), period=10, block=100, n_train=10**7,
+    race = Race(table, _Held(), period=10, block=100, n_train=10**7,
                  score=lambda n_val, alive, states: (estimates, np.eye(len(alive)) * 1e-4),
                  groups={n: i // 9 for i, n in enumerate(names)})
     out = race.prune(race.rows[0], names, {})
@@ -139,7 +140,7 @@ def test_halving_keeps_the_best_head_of_the_largest_alpha():
 
     def kept(risks):
         estimates = [_estimate(r) for r in risks]
-        race = _Race({p.name: p for p in points}, _Held(), period=10, block=100, n_train=10**6,
+        race = Race({p.name: p for p in points}, _Held(), period=10, block=100, n_train=10**6,
                      score=lambda n_val, alive, states: (estimates, np.eye(len(alive)) * 1e-4))
         out = race.prune(race.rows[0], names, {})
         return [n for n in names if n not in out]
@@ -152,7 +153,7 @@ def test_halving_keeps_the_best_head_of_the_largest_alpha():
 def test_a_chunk_passing_two_rungs_halves_twice():
     points = [GridPoint(0.1, 0.001 * (i + 1)) for i in range(27)]       # one alpha
     estimates = [_estimate(1.0 - 0.01 * i) for i in range(27)]
-    race = _Race({p.name: p for p in points}, _Held(), period=10, block=100, n_train=10**6,
+    race = Race({p.name: p for p in points}, _Held(), period=10, block=100, n_train=10**6,
                  score=lambda n_val, alive, states: (estimates, np.eye(len(alive)) * 1e-4),
                  options=SearchOptions(halving_min=1))
     out = race.prune(race.rows[1], [p.name for p in points], {})

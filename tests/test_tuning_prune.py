@@ -1,7 +1,7 @@
 """Issue 20: the 'auto' grid's hopeless heads stopped early on the interleaved hold-out.
 
 The driver's ``race`` hook (heads stopped mid-scan: the others keep their bits, the stopped ones
-are the models at that row), the rows a rung of ``iwpfast.sgd.tuning._Race`` scores (held
+are the models at that row), the rows a rung of ``iwpfast.sgd.halving.Race`` scores (held
 before the scan reaches it, whatever the reader's timing), and the estimator: survivors keep
 their bits, pruned heads are never chosen, reported in ``tuning_`` (successive halving's own rule:
 tests/test_tuning_grid.py; issue 20's "dominance" rule, which only these tests ran, is gone).
@@ -16,10 +16,11 @@ import pytest
 from iwpfast import IWPClassifier
 from iwpfast.exceptions import InvalidInputError
 from iwpfast.settings import SearchOptions
-from iwpfast.sgd import tuning
 from iwpfast.sgd.driver import Head, fit_stream
+from iwpfast.sgd.grid import GridPoint
+from iwpfast.sgd.halving import Race
+from iwpfast.sgd.split import make_split
 from iwpfast.sgd.state import HeadConfig
-from iwpfast.sgd.tuning import GridPoint, _Race
 
 STATE_KEYS = ("theta", "theta_avg", "intercept", "intercept_avg", "counters", "carry_n")
 
@@ -107,7 +108,7 @@ def test_a_rung_reached_late_by_a_large_chunk_is_skipped():
     # the rung is taken at the end of the chunk reaching it; past half the rows after the rung
     # (chunks that are a large share of a small file) its scoring would cost more than it saves
     scored = []
-    race = _Race({}, _Held(10**5), period=10, block=100, n_train=10**6,
+    race = Race({}, _Held(10**5), period=10, block=100, n_train=10**6,
                  score=lambda n_val, alive, states: scored.append(n_val) or (None, None),
                  options=SearchOptions(prune_at=(0.125,), halving_min=0))
     assert race.rows == [125_000]
@@ -116,7 +117,7 @@ def test_a_rung_reached_late_by_a_large_chunk_is_skipped():
 
 
 def test_a_rung_scores_only_rows_held_before_it():
-    # _Race.validation_rows(r): the validation rows of the groups of blocks before the one of
+    # Race.validation_rows(r): the validation rows of the groups of blocks before the one of
     # training row r; the training view has held at least those when it hands out row r
     from iwpfast.io.sources import open_source
     from iwpfast.io.views import HeldRows, PartSource
@@ -126,7 +127,7 @@ def test_a_rung_scores_only_rows_held_before_it():
     val = PartSource(src, period=period, block=block, validation=True)
     train = PartSource(src, period=period, block=block, validation=False)
     train.hold = HeldRows(val.num_rows, 1 << 30)
-    race = _Race({}, train.hold, period, block, train.num_rows, score=None)
+    race = Race({}, train.hold, period, block, train.num_rows, score=None)
     row = 0
     for batch in train.batches(["a", "b", "c", "y"]):
         row += batch.num_rows
@@ -260,7 +261,7 @@ def test_the_cli_summary_counts_pruned_heads_and_the_updates_they_made(capsys):
 
 def test_select_does_not_count_pruned_heads_as_unreliable():
     from iwpfast.estimates import RiskEstimate
-    from iwpfast.sgd.tuning import select
+    from iwpfast.sgd.choice import select
     points = [GridPoint(0.1, 0.01), GridPoint(0.1, 0.02), GridPoint(1.0, 0.01)]
     estimates = [_estimate(0.5), RiskEstimate(math.nan, math.inf, 0, reliable=False),
                  _estimate(0.6, reliable=False)]
@@ -275,14 +276,14 @@ def test_a_raced_scan_reads_one_group_of_training_blocks_per_chunk():
     # (period - 1) x block rows: the training view's slice of one group, so a chunk is a view;
     # each rung at the chunk end nearest its share, later than the previous rung's, with
     # prune_min_rows validation rows behind it
-    race = _Race({}, _Held(10**7), period=10, block=8192, n_train=3_600_000, score=None)
+    race = Race({}, _Held(10**7), period=10, block=8192, n_train=3_600_000, score=None)
     assert race.chunk_rows(10) == 73_728
     assert race.rows == [2 * 73_728, 3 * 73_728, 6 * 73_728, 12 * 73_728]
     assert all(race.validation_rows(r) >= SearchOptions().prune_min_rows for r in race.rows)
     # wide rows: the largest divisor of a group within the reader's bounds (8192 x 9 = 73,728)
     assert race.chunk_rows(200) == 8192
     # a group smaller than the reader's least chunk: whole groups; two rungs never merge
-    small = _Race({}, _Held(10**7), period=10, block=500, n_train=900_000, score=None)
+    small = Race({}, _Held(10**7), period=10, block=500, n_train=900_000, score=None)
     assert small.chunk_rows(3) == 9000
     assert small.rows == sorted(set(small.rows)) and small.rows[0] >= 9000 * 2
 
@@ -295,15 +296,15 @@ def test_a_raced_scan_s_chunks_are_views_of_the_decoded_batches():
     # a chunk is copied only where the end of a batch the source decoded cuts its group's
     # training blocks (the source's batches are the reader's multiple of chunks)
     table = _table(200_000)
-    train, val = tuning.make_split(open_source(table), 0.1)
+    train, val = make_split(open_source(table), 0.1)
     train.hold = HeldRows(val.num_rows, 1 << 30)
-    race = _Race({}, train.hold, train.period, train.block, train.num_rows, score=None)
+    race = Race({}, train.hold, train.period, train.block, train.num_rows, score=None)
     reader = ChunkReader(train, [["a", "b", "c"]], ["y"], race.chunk_rows(3))
     rows = sum(chunk.n_rows for chunk in reader)
     assert rows == train.num_rows and reader.stats.chunks == 20
     assert reader.stats.copied_chunks <= table.num_rows // reader.source_batch_rows()
     # the chunks of the power of two the race read before were nearly all copies
-    before = ChunkReader(tuning.make_split(open_source(table), 0.1)[0], [["a", "b", "c"]], ["y"],
+    before = ChunkReader(make_split(open_source(table), 0.1)[0], [["a", "b", "c"]], ["y"],
                          1 << 14)
     assert sum(chunk.n_rows for chunk in before) == rows
     assert before.stats.copied_chunks >= before.stats.chunks - 2 > 2 * reader.stats.copied_chunks

@@ -111,7 +111,7 @@ def _fit(kind: str, dtype: str, loss: str) -> None:
                                                          classes=[0, 1, 2], **given)
     elif kind == "auto":
         IWPClassifier(loss=loss, progress=False).fit(X, (X[:, 0] > 0).astype(int), **noise)
-        from ..sgd.tuning import warm_scoring
+        from ..sgd.scoring import warm_scoring
         warm_scoring(dtype)         # the kernel of large hold-outs (this one is scored by NumPy)
     else:
         IWPClassifier(loss=loss, alpha=1.0, learning_rate=0.01, progress=False).fit(

@@ -446,8 +446,8 @@ class OneVsRestHeads(Heads):
         and table say so."""
         k = self.n_classes
         t = est.tuning_
-        table = {key: t[key] * k for key in ("alpha", "learning_rate", "risk", "stderr", "reliable",
-                                             "effective_rows", "noise_energy",
+        table = {key: t[key] * k for key in ("learner", "alpha", "learning_rate", "risk", "stderr",
+                                             "reliable", "effective_rows", "noise_energy",
                                              "pruned_at_row", "chosen")}
         table["capped"] = [bool(tel.get("capped")) for tel in est.telemetry_per_class_]
         table["on_sphere"] = [bool(tel.get("on_sphere")) for tel in est.telemetry_per_class_]

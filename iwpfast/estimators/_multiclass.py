@@ -62,7 +62,7 @@ def equivalent_keep_prob(table) -> float | None:
     """The binary keep probability S whose label factor 1/(2S - 1)^2 equals the largest
     (|w_z| + |w_-z|)^2 of a one-vs-rest head's label weights (the bound of the label's part of
     the IWP gradient's second moment; two classes: exactly S).  None for public labels.  The
-    step grid of "auto" (``tuning.step_scale``) reads the label noise through it."""
+    step grid of "auto" (``iwpfast.sgd.grid.step_scale``) reads the label noise through it."""
     factor = max((abs(table[0]) + abs(table[1])) ** 2, (abs(table[2]) + abs(table[3])) ** 2)
     if factor <= 1.0:
         return None
@@ -154,15 +154,17 @@ def k_class_mapper(source, lab, request, heads, start_one_vs_rest):
 
 
 def class_tables(classes, tables, rules, notes, grid, first, edges=None) -> dict:
-    """``tuning_`` of k classes: the classes' tables one after the other, with a column
+    """``tuning_`` of k classes (``iwpfast.sgd.choice.tuning_table``): the columns of the
+    classes' tables (``tables``: each class's ``tuning_table``) one after the other, with a column
     ``class`` (the class each head learns: ``pandas.DataFrame`` of the list columns shows
     every head, filter by class for one class's table); ``rule`` the rule of every class
     (one string when they agree), notes prefixed by their class; ``edge`` the classes whose
     choice sits on the grid's edge, "class 'a': largest step; ...", or None."""
+    from ..sgd.choice import entry_columns, tuning_table
     classes = [c.item() if hasattr(c, "item") else c for c in classes]
     merged: dict = {"class": [c for c, t in zip(classes, tables, strict=True)
                               for _ in t["alpha"]]}
-    for key in tables[0]:
+    for key in entry_columns(tables[0]):
         merged[key] = [v for t in tables for v in t[key]]
     rule = rules[0] if len(set(rules)) == 1 else "; ".join(
         f"class {c!r}: {r}" for c, r in zip(classes, rules, strict=True))
@@ -178,9 +180,11 @@ def class_tables(classes, tables, rules, notes, grid, first, edges=None) -> dict
         for n, cs in by_text.items()]
     edge = "; ".join(f"class {c!r}: {e}" for c, e in zip(classes, edges or [None] * len(classes),
                                                           strict=True) if e) or None
-    return dict(merged, rule=rule, n_train=first.n_train, n_validation=first.n_validation,
-                passes=first.passes, heads=first.head_updates_per_row, variance_cap=grid.cap,
-                edge=edge, folds=first.folds, notes=list(grid.notes) + per_class_notes)
+    learner = merged.pop("learner")
+    return tuning_table(merged, learner=learner, rule=rule, n_train=first.n_train,
+                        n_validation=first.n_validation, passes=first.passes, folds=first.folds,
+                        edge=edge, notes=list(grid.notes) + per_class_notes,
+                        heads=first.head_updates_per_row, variance_cap=grid.cap)
 
 
 def check_validation_release(heads, meta: dict) -> None:

@@ -395,7 +395,9 @@ def _choose(est, v, read, src, layout, n, label_weight, alphas, steps, block_cap
     import warnings
 
     from ..exceptions import NumericalWarning
-    from ..sgd.tuning import MIN_VALIDATION_ROWS, make_split
+    from ..sgd.choice import tuning_table
+    from ..sgd.split import make_split
+    from ..sgd.tuning import MIN_VALIDATION_ROWS
     batch_size = v["batch_size"]
     # the split of every 'auto' (docs/tuning.md "Split"); fewer than MIN_VALIDATION_ROWS
     # validation rows: nothing validated, the grid's centre on every row (as 'auto')
@@ -406,12 +408,13 @@ def _choose(est, v, read, src, layout, n, label_weight, alphas, steps, block_cap
         note = (f"{n_validation} validation rows (fewer than {MIN_VALIDATION_ROWS}): nothing "
                 "validated; the grid's centre on every row")
         warnings.warn("alpha/learning_rate='auto': " + note, NumericalWarning, stacklevel=4)
-        tuning = {"alpha": [], "learning_rate": [], "block_cap": [], "risk": [], "stderr": [],
-                  "reliable": [], "effective_rows": [], "noise_energy": [], "capped": [],
-                  "on_sphere": [], "pruned_at_row": [], "chosen": [],
-                  "rule": "grid centre (too few rows to validate)", "n_train": int(n),
-                  "n_validation": 0, "passes": 1.0, "heads": 0, "variance_cap": variance_cap,
-                  "notes": [note]}
+        tuning = tuning_table(
+            {"alpha": [], "learning_rate": [], "block_cap": [], "risk": [], "stderr": [],
+             "reliable": [], "effective_rows": [], "noise_energy": [], "capped": [],
+             "on_sphere": [], "pruned_at_row": [], "chosen": []},
+            learner="rr", rule="grid centre (too few rows to validate)", n_train=int(n),
+            n_validation=0, passes=1.0, folds=None, edge=None, notes=[note], heads=0,
+            variance_cap=variance_cap)
         return (alphas[len(alphas) // 2], steps[len(steps) // 2], max(block_caps), tuning)
     average_start = -(-n_train // batch_size) // 2
     heads = [_Head(layout, a, s, radius_for(a), variance_cap, c, average_start, est.fit_intercept)
@@ -540,8 +543,10 @@ def _fitted_from_stream(est, X, stream: RRStream) -> None:
 
 def _tuning_table(grid, heads, models, estimates, best, layout, variance_cap, n_train,
                   n_validation, n, notes) -> dict:
-    """``tuning_``: the table of docs/tuning.md (one entry per head) with a ``block_cap``
-    column; ``passes``: the reads of the data (training part, validation part, the refit)."""
+    """``tuning_`` (``iwpfast.sgd.choice.tuning_table``, learner "rr": one entry per head, one
+    hold-out, no grid edge) with a ``block_cap`` column; ``passes``: the reads of the data
+    (training part, validation part, the refit)."""
+    from ..sgd.choice import tuning_table
     t: dict = {"alpha": [float(a) for a, _, _ in grid],
                "learning_rate": [float(s) for _, s, _ in grid],
                "block_cap": [float(c) for _, _, c in grid],
@@ -557,12 +562,12 @@ def _tuning_table(grid, heads, models, estimates, best, layout, variance_cap, n_
                                   and np.linalg.norm(h.theta) >= h.radius * (1 - 1e-9))
                              for h in heads],
                "pruned_at_row": [None] * len(grid),
-               "chosen": [i == best for i in range(len(grid))],
-               "rule": "lowest reliable private risk, refitted on every row",
-               "n_train": int(n_train), "n_validation": int(n_validation),
-               "passes": (n_train + n_validation) / n + 1.0, "heads": len(grid),
-               "variance_cap": float(variance_cap), "notes": notes}
-    return t
+               "chosen": [i == best for i in range(len(grid))]}
+    return tuning_table(t, learner="rr",
+                        rule="lowest reliable private risk, refitted on every row",
+                        n_train=int(n_train), n_validation=int(n_validation),
+                        passes=(n_train + n_validation) / n + 1.0, folds=0, edge=None,
+                        notes=notes, heads=len(grid), variance_cap=float(variance_cap))
 
 
 def _set_fitted(est, classes: list, spec, layout, head, theta, b, n, radius, tuning) -> None:

@@ -34,6 +34,7 @@ class TunedFitMixin(EstimatorFields):
         public quantities only: the feature bound, the noise, the label keep probability, the
         loss, the batch size and n_train."""
         from ..sgd import tuning
+        from ..sgd.grid import default_grid
         # the grid's mode and cap come from the noise (no config is made for them: each grid
         # point's config is made once, below)
         mode = self._head_mode(noise)
@@ -56,7 +57,7 @@ class TunedFitMixin(EstimatorFields):
             cap = laplace_cap       # a Laplace release: its finite-variance region's cap
         keep = self._grid_label_keep_prob(noise) if mode == "iwp" else None
         paper = self.schedule == "paper"
-        points = tuning.default_grid(
+        points = default_grid(
             loss=v["loss"], n_rows=n_train, bound=bound, batch_size=v["batch_size"],
             noise_var=noise_var, label_keep_prob=keep, n_features=p, variance_cap=cap,
             radius_of=lambda a: (self.radius if self.radius is not None else
@@ -99,6 +100,7 @@ class TunedFitMixin(EstimatorFields):
         (``iwpfast.io.peek``; ``declared``: ``plan.rows`` is the caller's ``n_rows_total``)."""
         from ..io.sources import open_source
         from ..sgd import tuning
+        from ..sgd.split import validation_period, validation_rows
         feats, lab, noise = plan.features, plan.label, plan.noise
         p = len(feats)
         val_src = None
@@ -108,7 +110,7 @@ class TunedFitMixin(EstimatorFields):
         elif plan.rows is None or declared:
             from ..io.peek import peek_stream
             plan.source = peek_stream(plan.source,
-                                      tuning.validation_period(v["validation_fraction"]),
+                                      validation_period(v["validation_fraction"]),
                                       declared=plan.rows)
             plan.rows = plan.source.num_rows
         n_rows = plan.rows
@@ -116,9 +118,9 @@ class TunedFitMixin(EstimatorFields):
         # no tail average and no halving rungs (docs/streaming.md "'auto' on a stream")
         n_train = None if n_rows is None else (
             n_rows if val_src is not None
-            else n_rows - n_rows // tuning.validation_period(v["validation_fraction"]))
+            else n_rows - n_rows // validation_period(v["validation_fraction"]))
         grid = self._auto_grid(v, noise, p, n_train)
-        if val_src is None and n_rows is not None and tuning.validation_rows(
+        if val_src is None and n_rows is not None and validation_rows(
                 n_rows, v["validation_fraction"]) < tuning.MIN_VALIDATION_ROWS:
             self._fit_untuned_centre(plan, mapper, grid, scaling)
             return
@@ -176,7 +178,9 @@ class TunedFitMixin(EstimatorFields):
         alpha, its middle step) on every row, said in tuning_ and a warning."""
         from ..io.views import PartSource
         from ..sgd import tuning
-        pt = tuning.grid_centre(grid.points)
+        from ..sgd.choice import tuning_table
+        from ..sgd.grid import grid_centre
+        pt = grid_centre(grid.points)
         n_rows = int(plan.rows or 0)        # known: a source of unknown length is not tuned
         plan.config = grid.make_config(pt, n_rows)
         self._start_pass(plan)
@@ -186,14 +190,15 @@ class TunedFitMixin(EstimatorFields):
         note = (f"only {n_rows} rows: too few to hold out a validation part of at least "
                 f"{tuning.MIN_VALIDATION_ROWS} rows; used the derived grid's centre (alpha "
                 f"{pt.alpha:.3g}, step {pt.learning_rate:.3g}) on every row, without validation")
-        self.tuning_ = dict(alpha=[pt.alpha], learning_rate=[pt.learning_rate], risk=[math.nan],
-                            stderr=[math.nan], reliable=[False], effective_rows=[math.nan],
-                            noise_energy=[math.nan], capped=[bool(self.telemetry_.get("capped"))],
-                            on_sphere=[bool(self.telemetry_.get("on_sphere"))],
-                            pruned_at_row=[None], chosen=[True],
-                            rule="too few rows: the derived grid's centre", n_train=int(n_rows),
-                            n_validation=0, passes=1.0, heads=1, variance_cap=grid.cap, edge=None,
-                            notes=[*grid.notes, note])
+        self.tuning_ = tuning_table(
+            dict(alpha=[pt.alpha], learning_rate=[pt.learning_rate], risk=[math.nan],
+                 stderr=[math.nan], reliable=[False], effective_rows=[math.nan],
+                 noise_energy=[math.nan], capped=[bool(self.telemetry_.get("capped"))],
+                 on_sphere=[bool(self.telemetry_.get("on_sphere"))], pruned_at_row=[None],
+                 chosen=[True]),
+            learner="sgd", rule="too few rows: the derived grid's centre", n_train=int(n_rows),
+            n_validation=0, passes=1.0, folds=None, edge=None, notes=[*grid.notes, note],
+            heads=1, variance_cap=grid.cap)
         self._pass.running().untuned(self)
         warnings.warn(f"auto hyper-parameters: {note}", NumericalWarning,
                       stacklevel=user_stacklevel())

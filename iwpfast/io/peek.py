@@ -1,7 +1,7 @@
 """A one-shot stream of unknown length, its first rows read ahead: what an "auto" fit splits.
 
 An "auto" fit cuts the rows into blocks whose size depends on the number of rows
-(``iwpfast.sgd.tuning._block_rows``: 8192, fewer when there are fewer than 20 validation blocks
+(``iwpfast.sgd.split._block_rows``: 8192, fewer when there are fewer than 20 validation blocks
 of that size).  A stream does not say its length, so ``peek_stream`` reads its first batches
 into memory until either the stream ends (then it is a table of known length: split, rungs,
 tail average and the small-data fallback are exactly a file's) or the blocks no longer depend on
@@ -47,7 +47,7 @@ class PeekedSource(Source):
         self._buffer, self._rest = batches, rest
         self.split_rows = split_rows
         #: the pass length an "auto" fit plans its tail average and rungs for when the length
-        #: is unknown: the rows read ahead (``iwpfast.sgd.tuning.pass_rows``)
+        #: is unknown: the rows read ahead (``iwpfast.sgd.split.pass_rows``)
         self.assumed_rows = num_rows if num_rows is not None else sum(b.num_rows for b in batches)
         self._used = False
         super().__init__(inner.full_schema, inner.columns, inner.batch_rows, num_rows,

@@ -11,7 +11,7 @@ split of ``iwpfast.sgd.split`` would hold out with the block numbering shifted b
 (m = 1 / validation_fraction) hold out every row exactly once and fold 0 is the single split's.
 Each head's m estimates are pooled by row count into one estimate over every row (the folds'
 rows are disjoint, so their covariances add, each weighted by its squared share), the paired
-standard-error rule (``tuning.select``) chooses on the pooled estimates, and the chosen head is
+standard-error rule (``iwpfast.sgd.choice.select``) chooses on the pooled estimates, and the chosen head is
 trained once more on every row: the model is a single pass over all the data, as without
 cross-validation, and the choice rests on m times the validation rows.  It costs m scans of the
 grid on (m - 1)/m of the rows and one single-head pass: at most 10 x 28 x 400,000 head updates
@@ -26,8 +26,11 @@ from collections.abc import Callable, Sequence
 
 from ..exceptions import DivergenceError
 from ..settings import SearchOptions
-from .grid import GridPoint
-from .scoring import _blas_single_threaded, _scored_columns, score_heads
+from .choice import TuningResult, choose
+from .grid import GridPoint, class_head_name
+from .grid_scan import diverged_notes, hold_validation, scan_heads
+from .scoring import blas_single_threaded, score_heads, scored_columns
+from .split import scoring_source
 from .state import HeadConfig
 
 
@@ -97,7 +100,7 @@ class Folds:
 
 
 def fold_scans(train, names: list[str], heads_of: Callable[[list[str]], list], kw: dict,
-               *, score_kw: dict, tuning, options: SearchOptions,
+               *, score_kw: dict, options: SearchOptions,
                siblings: Callable[[str], list[str]] | None = None) -> Folds:
     """Scan the named heads once per fold of ``train``'s validation blocks (module docstring)
     and score each fold's heads on its held-out rows.  ``heads_of(names)``: the heads, their
@@ -105,12 +108,11 @@ def fold_scans(train, names: list[str], heads_of: Callable[[list[str]], list], k
     tail average's start moves by less than that: one config per head serves every fold);
     ``score_kw``: ``score_heads``' features, label, loss, noise, sample_weight, engine (and
     label_table); a head diverging in one fold is dropped (with its ``siblings``) from the later
-    folds and from the choice.  ``tuning``: the module whose ``_scan``, ``_hold_validation`` and
-    ``_scoring_source`` each fold uses (passed in: ``tuning`` calls this module); ``options``:
-    the search's (the rows held in memory)."""
+    folds and from the choice (each fold scans with ``grid_scan.scan_heads``); ``options``: the
+    search's (the rows held in memory)."""
     from ..io.views import PartSource
     period, block, mapper = train.period, train.block, train.mapper
-    columns = _scored_columns(score_kw["features"], score_kw["label"],
+    columns = scored_columns(score_kw["features"], score_kw["label"],
                               score_kw.get("sample_weight"))
     src = held_source(train, columns, options.cross_validate_held_bytes)
     held = src is not train.inner
@@ -126,15 +128,15 @@ def fold_scans(train, names: list[str], heads_of: Callable[[list[str]], list], k
                         row_offset=f * block)
         if not va.num_rows:
             continue
-        rows_held = tuning._hold_validation(tr, va, None, options)
+        rows_held = hold_validation(tr, va, None, options)
         alive = [n for n in names if n not in diverged]
-        result, active, lost, repeats = tuning._scan(tr, heads_of, alive, dict(kw),
-                                                     siblings=siblings)
+        result, active, lost, repeats = scan_heads(tr, heads_of, alive, dict(kw),
+                                                    siblings=siblings)
         diverged += [n for n in lost if n not in diverged]
-        scoring, saved = tuning._scoring_source(va, rows_held, columns)
+        scoring, saved = scoring_source(va, rows_held, columns)
         if not held:
             passes += 2.0 + repeats - saved
-        with _blas_single_threaded():
+        with blas_single_threaded():
             scored, cov = score_heads(scoring, heads=active, states=result.states,
                                       configs=result.configs, width=len(names), **score_kw)
         per_fold.append((dict(zip(active, scored, strict=True)),
@@ -186,10 +188,10 @@ def _heads_of(features, label, sample_weight, config_of: Callable[[str], HeadCon
 
 def tune_folds(train, points: Sequence[GridPoint],
                make_config: Callable[[GridPoint, int | None], HeadConfig], kw: dict, *,
-               score_kw: dict, tuning, options: SearchOptions):
-    """``tune_stream`` by cross-validation (module docstring): a ``tuning.TuningResult`` whose
+               score_kw: dict, options: SearchOptions):
+    """``tune_stream`` by cross-validation (module docstring): a ``TuningResult`` whose
     estimates are pooled over every row and whose chosen head's state is its pass over all the
-    rows; ``tuning``: the module whose scan and choice the folds use (``fold_scans``)."""
+    rows."""
     from . import driver
     by_name = {pt.name: pt for pt in points}
     names = list(by_name)
@@ -197,9 +199,8 @@ def tune_folds(train, points: Sequence[GridPoint],
     n_train = train.num_rows
     folds = fold_scans(train, names, _heads_of(features, label, weight,
                                                lambda h: make_config(by_name[h], n_train)),
-                       kw, score_kw=score_kw, tuning=tuning, options=options)
-    estimates, chosen, rule, notes, edge = tuning._choose(points, names, folds.pooled,
-                                                          folds.cov_of)
+                       kw, score_kw=score_kw, options=options)
+    estimates, chosen, rule, notes, edge = choose(points, names, folds.pooled, folds.cov_of)
     n, name, first = folds.n_rows, names[chosen], folds.first
     final = refit(folds, [driver.Head(name, make_config(by_name[name], n), list(features), label,
                                       sample_weight=weight)], kw)
@@ -210,8 +211,8 @@ def tune_folds(train, points: Sequence[GridPoint],
     else:
         states[name], configs[name] = final.states[name], final.configs[name]
         telemetry[name] = final.telemetry.get(name, {})
-    notes += tuning._diverged_notes(folds.diverged)
-    return tuning.TuningResult(
+    notes += diverged_notes(folds.diverged)
+    return TuningResult(
         points=list(points), estimates=estimates, states=states, configs=configs,
         telemetry=telemetry, chosen=chosen, rule=rule,
         n_train=int((first if final is None else final).n_rows), n_validation=folds.rows,
@@ -222,13 +223,13 @@ def tune_folds(train, points: Sequence[GridPoint],
 
 def tune_folds_classes(train, points: Sequence[GridPoint],
                        make_configs: Callable[[GridPoint, int | None], list], n_classes: int,
-                       kw: dict, *, score_kw: dict, tuning, options: SearchOptions) -> list:
+                       kw: dict, *, score_kw: dict, options: SearchOptions) -> list:
     """``tune_stream_classes`` by cross-validation: every class chooses its point on the pooled
     estimates of its heads, and the k chosen heads are trained once more on every row, together
     (one TuningResult per class, as ``tune_stream_classes``)."""
     from . import driver
     k = int(n_classes)
-    owner = {tuning.class_head_name(pt, c): (pt, c) for c in range(k) for pt in points}
+    owner = {class_head_name(pt, c): (pt, c) for c in range(k) for pt in points}
     features, label, weight = score_kw["features"], score_kw["label"], score_kw["sample_weight"]
     per_point: dict = {}
 
@@ -239,17 +240,17 @@ def tune_folds_classes(train, points: Sequence[GridPoint],
         return per_point[(pt.name, rows)][c]
 
     def siblings(name):
-        return [tuning.class_head_name(owner[name][0], c) for c in range(k)]
+        return [class_head_name(owner[name][0], c) for c in range(k)]
 
     n_train = train.num_rows
     folds = fold_scans(train, list(owner),
                        _heads_of(features, label, weight, lambda h: config_of(h, n_train)), kw,
-                       score_kw=score_kw, tuning=tuning, options=options, siblings=siblings)
+                       score_kw=score_kw, options=options, siblings=siblings)
     n, first = folds.n_rows, folds.first
     choices = []
     for c in range(k):
-        names = [tuning.class_head_name(pt, c) for pt in points]
-        choices.append((names, *tuning._choose(points, names, folds.pooled, folds.cov_of)))
+        names = [class_head_name(pt, c) for pt in points]
+        choices.append((names, *choose(points, names, folds.pooled, folds.cov_of)))
     chosen_heads = [names[chosen] for names, _, chosen, *_ in choices]
     final = refit(folds, [driver.Head(h, config_of(h, n), list(features), label,
                                       sample_weight=weight) for h in chosen_heads], kw)
@@ -267,9 +268,9 @@ def tune_folds_classes(train, points: Sequence[GridPoint],
         if final is None:
             notes.append(f"the chosen heads diverged when trained on all {n:,} rows; the models "
                          "are their passes over the first fold's training rows")
-        notes += tuning._diverged_notes(
+        notes += diverged_notes(
             [owner[h][0].name for h in folds.diverged if owner[h][1] == c], points=True)
-        results.append(tuning.TuningResult(
+        results.append(TuningResult(
             points=list(points), estimates=estimates, states=states, configs=configs,
             telemetry=telemetry, chosen=chosen, rule=rule, n_train=int(source.n_rows),
             n_validation=folds.rows, passes=folds.passes + folds.refit_reads,

@@ -578,7 +578,7 @@ def stream_runner():
 def streams_on(runner):
     """Run the passes started inside the block with ``runner`` (e.g. on a Dask cluster:
     ``iwpfast.distributed``): ``fit_stream`` calls ``runner.fit_stream(source, heads, **kw)``
-    and ``tuning.score_heads`` calls ``runner.score(source, scorer)``, so an estimator's whole
+    and ``scoring.score_heads`` calls ``runner.score(source, scorer)``, so an estimator's whole
     ``fit`` -- 'auto' grid, k classes, sample weights -- runs its passes there unchanged.  The
     runner's own workers call ``fit_stream_here``."""
     token = _STREAM_RUNNER.set(runner)
@@ -643,7 +643,7 @@ def fit_stream_here(source, heads: Sequence[Head], *, chunk_rows: int | None = N
       non-finite value in the data is an input error either way.
     race: heads stopped mid-scan (``drop_diverged``, one epoch, no checkpoint; ``scan.Scan``):
       ``rows`` and ``prune(row, alive names, states)`` -> the names to leave out from there on
-      (``StreamResult.pruned``); a tuning grid's early pruning (``iwpfast.sgd.tuning._Race``).
+      (``StreamResult.pruned``); a tuning grid's early pruning (``iwpfast.sgd.halving.Race``).
     heads_kernel: run even a single head in the several-heads kernel (the same bits): a pass
       after a tuning grid's scans (cross-validation's refit, ``iwpfast.sgd.crossval``) then
       compiles no kernel of its own on a first fit.

@@ -5,8 +5,8 @@ alpha: the curvature scale kappa = f''(0) B^2 / p times ``ALPHA_MULTIPLIERS``; t
 decades around the noise-scaled step h = 1 / (kappa sqrt(L F G)) (``step_scale``, issue 33),
 with no worst-case cap.  ``grid_edge`` says when a choice sits on the steps' edge.
 (The paper's Theorem 4.4 step, the grid before issue 33, is gone: its worst-case cap held every
-step far below what real tables want, docs/tuning.md.)  ``iwpfast.sgd.tuning`` re-exports
-every name.
+step far below what real tables want, docs/tuning.md.)  ``class_head_name`` names the head of a
+grid point for one class of k.
 """
 from __future__ import annotations
 
@@ -169,3 +169,8 @@ def grid_centre(points: Sequence[GridPoint]) -> GridPoint:
     mid = alphas[len(alphas) // 2]
     steps = [pt for pt in points if pt.alpha == mid]
     return steps[len(steps) // 2]
+
+
+def class_head_name(point: GridPoint, c: int) -> str:
+    """The name of class c's one-vs-rest head at a grid point (``tune_stream_classes``)."""
+    return f"{point.name},class={c}"

@@ -25,7 +25,7 @@ SCORE_KERNEL_MIN_VALUES = 1 << 20
 SCORE_THREADS_MIN_VALUES = 1 << 22
 
 
-def _blas_single_threaded():
+def blas_single_threaded():
     """One BLAS thread while the hold-out is scored, when threadpoolctl is installed (a
     dependency of scikit-learn; not of iwpfast).  The scoring's products are small ((rows x p) @
     (p x k) and the k x k comoment per batch), and BLAS threads that spin-wait for a busy core
@@ -192,7 +192,7 @@ class HeadScorer:
         widest = self.width or max(len(g) for g in self.groups)
         compiled = self.compiled and (src.num_rows is None
                                       or src.num_rows * widest >= self.compiled_from)
-        batches = src.batches(_scored_columns(features, label, sample_weight))
+        batches = src.batches(scored_columns(features, label, sample_weight))
         if compiled and _two_threads(src.num_rows, self.width or self.k, self.threads_from):
             self._add_compiled_two_threads(batches)
             return
@@ -358,5 +358,5 @@ def warm_scoring(dtype) -> None:
                 RiskAccumulator(1))
 
 
-def _scored_columns(features, label, sample_weight) -> list[str]:
+def scored_columns(features, label, sample_weight) -> list[str]:
     return [*features, label] + ([sample_weight] if sample_weight is not None else [])

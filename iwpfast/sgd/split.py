@@ -4,7 +4,8 @@ The rows are cut into blocks of ``block`` consecutive rows and every m-th block 
 for a validation fraction f; the last of each group of m) is held out.  Blocks spread the
 hold-out over the whole file (a file sorted by, say, state is not validated on its last state
 only) while every piece stays a zero-copy slice, and the split depends only on the row numbers:
-the same data always splits the same way.  ``iwpfast.sgd.tuning`` scans the two parts.
+the same data always splits the same way.  ``iwpfast.sgd.grid_scan`` scans the training part
+and ``iwpfast.sgd.scoring`` scores the held-out one.
 """
 from __future__ import annotations
 
@@ -70,7 +71,7 @@ def _split_counts(n: int, period: int, block: int) -> tuple[int, int]:
 
 
 
-def _open_parts(source, validation_fraction, validation, mapper, validation_mapper):
+def open_parts(source, validation_fraction, validation, mapper, validation_mapper):
     """(training source, validation source, reads of the data) of a tuning scan."""
     from ..io.sources import Source, open_source
     from ..io.views import PartSource
@@ -87,7 +88,7 @@ def _open_parts(source, validation_fraction, validation, mapper, validation_mapp
     return train, val, passes
 
 
-def _scoring_source(val, held, columns):
+def scoring_source(val, held, columns):
     """(the source the hold-out is scored from, reads of the data saved): the held rows when the
     training scan held every one of them, else the validation part (read again)."""
     source = None if held is None else held.source(columns)
