@@ -47,10 +47,15 @@ _LAZY = {
     "plan_release": "iwpfast.planning",
 }
 
-__all__ = ["__version__", *sorted(_LAZY)]
+# submodules reachable as attributes (``iwpfast.metrics.private_scorer``), imported on first use
+_SUBMODULES = ("metrics",)
+
+__all__ = ["__version__", *sorted(_LAZY), *_SUBMODULES]
 
 
 def __getattr__(name: str):
+    if name in _SUBMODULES:
+        return importlib.import_module(f"iwpfast.{name}")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'iwpfast' has no attribute {name!r}")

@@ -30,6 +30,7 @@ LAYER_OF = {
     "sgd": "sgd", "moment_stats": "sgd", "moment_learner": "sgd",
     "estimators": "api", "model_io": "api", "datasets": "api", "demo": "api",
     "experiments": "api", "benchmarks": "api", "distributed": "api", "spark": "api", "planning": "api",
+    "metrics": "api",
     "cli": "cli", "commands": "cli",
 }
 BELOW_API = {"base", "kernels", "spec", "io", "privacy", "sgd"}

@@ -164,7 +164,7 @@ def test_hold_out_risk_is_weighted():
     # score_heads multiplies each row's IWP loss by its weight: weights of 2 double the risk
     import pyarrow as pa
 
-    from iwpfast.sgd import tuning
+    from iwpfast.sgd.scoring import score_heads
     from iwpfast.sgd.state import HeadConfig
     X, y, _ = _data(np.float64)
     cfg = HeadConfig(loss="exponential", mode="iwp", n_features=P, noise_var=np.full(P, 0.05))
@@ -173,7 +173,7 @@ def test_hold_out_risk_is_weighted():
                       "one": np.ones(N), "two": np.full(N, 2.0)})
     scores = {}
     for column in (None, "one", "two"):
-        scores[column] = tuning.score_heads(table, [f"x{j}" for j in range(P)], "y", ["h"],
+        scores[column] = score_heads(table, [f"x{j}" for j in range(P)], "y", ["h"],
                                             {"h": state}, {"h": cfg}, loss="exponential",
                                             sample_weight=column)[0][0]
     assert scores["one"].risk == scores[None].risk

@@ -16,6 +16,12 @@ EXAMPLES = """\
 
   # clean data already in the training scale ([-1, 1] features), other column names
   iwpfast evaluate model.json test.parquet --scaled --features a b c --label target
+
+  # a regressor fitted on a release with --target-range 0:200000: R^2, RMSE and the risk in
+  # dollars (the target's units), beside the constant model; --target-units model: in the
+  # release's [-1, 1] scale instead (DATA's target column then in that scale too, as --scaled
+  # says of the features)
+  iwpfast evaluate income.json holdout.parquet
 """
 
 
@@ -39,7 +45,11 @@ def register(subparsers) -> None:
                     "numbers kept). A hold-out whose features are clean (label-only or public "
                     "columns) adds the share of rows predicted as each class (exact) and the "
                     "debiased accuracy +- its standard error beside always predicting the "
-                    "majority class; with noisy features a line says these cannot be estimated.",
+                    "majority class; with noisy features a line says these cannot be estimated. "
+                    "A regressor fitted on a release that declares the target's range "
+                    "(--target-range) is evaluated in the target's units (R^2, RMSE, mean "
+                    "absolute error and the risk, half the mean squared error; --private: the "
+                    "debiased risk and an RMSE from it), and the output says which units.",
         examples=EXAMPLES,
     )
     p.add_argument("model", metavar="MODEL", help="model file written by `iwpfast fit` or model.save")
@@ -53,6 +63,11 @@ def register(subparsers) -> None:
     p.add_argument("--features", nargs="+", default=None, metavar="NAME",
                    help="feature columns of DATA in the model's order (default: the model's names)")
     p.add_argument("--label", default=None, help="label column of DATA (default: the model's)")
+    p.add_argument("--target-units", choices=("target", "model"), default="target",
+                   help="a regressor: compare in the target's units (default: those of its "
+                        "declared range, e.g. dollars; DATA's target column in them) or in the "
+                        "model's space ('model': the release's [-1, 1] scale, the target column "
+                        "already in it)")
     p.add_argument("--json", action="store_true", help="print the numbers as JSON")
     p.set_defaults(handler=run)
 
@@ -62,49 +77,79 @@ def run(args) -> int:
 
     from ..estimators import load
     from ..io.sources import open_source
-    from . import print_warnings
 
     model = load(args.model)
     features = split_names(args.features) if args.features else None
     src = open_source(args.data)
     out = {"model": args.model, "data": args.data}
+    units = {} if model._task != "regression" else {"target_units": args.target_units}
     if args.private or src.release_metadata is not None:
-        import warnings
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the reliability verdict is printed below instead
-            est = model.private_risk(src, features=features, label=args.label)
-        out.update(kind="private", **_private_fields(est))
-        # a class-weighted model: the fields above are its weighted risks, the plain ones nested
-        out.update(class_weighted=est.class_weight is not None,
-                   class_weight=None if est.class_weight is None else list(est.class_weight))
-        if est.unweighted is not None:
-            out.update(unweighted=_private_fields(est.unweighted))
-        text = f"debiased risk estimate on the private hold-out {args.data}: " + est.describe()
-        if not args.private:
-            text = "DATA is a release, so only the debiased estimate applies:\n" + text
+        text = _private(model, src, args, features, units, out)
     else:
-        import warnings
-        has_ranges = bool(getattr(model, "feature_ranges_", None))
-        raw = (not args.scaled) and has_ranges
-        kw = dict(features=features, label=args.label, scaled=bool(args.scaled))
-        report = None
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            if hasattr(model, "evaluate_report"):   # one pass: the verdict holds score and risk
-                report = model.evaluate_report(src, **kw)
-                score, risk = report.accuracy, report.risk
-            else:
-                score, risk = model.score_and_risk(src, **kw)
-        print_warnings(caught)
-        name = "accuracy" if report is not None else "R^2"
-        out.update(kind="clean", risk=risk, rows=src.num_rows, **{name: score})
-        text = (f"clean data {args.data}" + (" (raw units, scaled as the release did)" if raw else "")
-                + f": {name} {score:.4f}, {model.loss} risk {risk:.5f}")
-        if report is not None:
-            out.update({k: v for k, v in report.to_dict().items() if k not in ("risk", "loss")})
-            text += "\n" + report.describe()
+        text = _clean(model, src, args, features, units, out)
     print(json.dumps(out, indent=2) if args.json else text)
     return 0
+
+
+def _private(model, src, args, features, units: dict, out: dict) -> str:
+    """The debiased risk on a private hold-out: ``out`` filled, the text returned."""
+    import math
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the reliability verdict is printed below instead
+        est = model.private_risk(src, features=features, label=args.label, **units)
+    out.update(kind="private", **_private_fields(est))
+    # a class-weighted model: the fields above are its weighted risks, the plain ones nested
+    out.update(class_weighted=est.class_weight is not None,
+               class_weight=None if est.class_weight is None else list(est.class_weight))
+    if est.unweighted is not None:
+        out.update(unweighted=_private_fields(est.unweighted))
+    text = f"debiased risk estimate on the private hold-out {args.data}: " + est.describe()
+    if units:
+        # the risk is half the mean squared error: RMSE = sqrt(2 risk), its SE by the delta method
+        where = model.target_units_text(args.target_units)
+        rmse = math.sqrt(2.0 * est.risk) if est.risk > 0 else float("nan")
+        rmse_se = est.stderr / rmse if rmse > 0 else float("nan")
+        out.update(units=where, target_range=_range(model, args.target_units), rmse=rmse,
+                   rmse_stderr=rmse_se)
+        text = (f"debiased risk estimate (half the mean squared error) on the private hold-out "
+                f"{args.data}, in {where} squared: " + est.describe())
+        text += (f"\nRMSE about {rmse:,.6g} +- {rmse_se:,.3g} (sqrt(2 risk)), in {where}"
+                 if est.reliable and rmse > 0 else
+                 "\nno RMSE shown: the risk estimate above is not reliable")
+    if not args.private:
+        text = "DATA is a release, so only the debiased estimate applies:\n" + text
+    return text
+
+
+def _clean(model, src, args, features, units: dict, out: dict) -> str:
+    """The verdict on clean data: ``out`` filled, the text returned."""
+    import warnings
+
+    from . import print_warnings
+    has_ranges = bool(getattr(model, "feature_ranges_", None))
+    raw = (not args.scaled) and has_ranges
+    kw = dict(features=features, label=args.label, scaled=bool(args.scaled), **units)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = model.evaluate_report(src, **kw)   # one pass: the verdict holds score and risk
+    print_warnings(caught)
+    where = f"clean data {args.data}" + (" (raw units, scaled as the release did)" if raw else "")
+    out.update(kind="clean", rows=src.num_rows)
+    if units:                                       # a regressor: in the target's units
+        out.update({"R^2": report.r2, "risk": report.risk},
+                   **{k: v for k, v in report.to_dict().items() if k not in ("risk", "r2")})
+        return (f"{where}: {report.describe()}\n{model.loss} risk (half the mean squared error) "
+                f"{report.risk:,.6g}, in {report.units} squared")
+    out.update(accuracy=report.accuracy, risk=report.risk)
+    out.update({k: v for k, v in report.to_dict().items() if k not in ("risk", "loss")})
+    return (f"{where}: accuracy {report.accuracy:.4f}, {model.loss} risk {report.risk:.5f}\n"
+            + report.describe())
+
+
+def _range(model, target_units: str):
+    rng = model.target_range_
+    return None if rng is None or target_units == "model" else list(rng)
 
 
 def _private_fields(est) -> dict:

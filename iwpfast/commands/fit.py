@@ -1,6 +1,8 @@
 """``iwpfast fit DATA --out model.json``: one IWP-SGD pass over a release, model written as JSON."""
 from __future__ import annotations
 
+import math
+
 from ..losses import REGRESSION_LOSSES
 from ..progress import add_progress_arguments, cli_progress
 from . import add_cluster_arguments, add_subparser, split_names
@@ -31,6 +33,9 @@ EXAMPLES = """\
 
   # fixed hyper-parameters instead of auto (or a grid to choose from: --alpha 0.1,1,10)
   iwpfast fit acs_ldp.parquet --alpha 0.5 --learning-rate 0.03 --variance-cap 2 --out model.json
+
+  # exactly the settings of an earlier fit ('auto' resolved; iwpfast info MODEL lists them)
+  iwpfast fit acs_ldp.parquet --params-from model.json --out again.json
 """
 
 
@@ -88,6 +93,10 @@ def register(subparsers) -> None:
         examples=EXAMPLES,
     )
     add_fit_arguments(p)
+    p.add_argument("--params-from", default=None, metavar="MODEL.json",
+                   help="train with exactly the settings an earlier fit used ('auto' resolved: "
+                        "alpha, step, variance cap, averaging, truncation, radius, solver, as "
+                        "iwpfast info MODEL lists them); refuses the hyper-parameter options")
     p.set_defaults(handler=run)
 
 
@@ -336,6 +345,8 @@ def run(args) -> int:
         if args.classes:
             from .release import parse_classes
             noise["classes"] = parse_classes(args.classes)
+    if getattr(args, "params_from", None):
+        model = params_from(args, task, cli_progress(args))
     features, ranges = features_and_ranges(args)
     from . import cluster_client
 
@@ -392,7 +403,8 @@ def run(args) -> int:
               "one pass); " + ("the constant model" if np.isnan(model.alpha_)
                                else f"alpha {model.alpha_:.4g}") + chosen)
     else:
-        print(f"alpha {model.alpha_:.4g}, learning rate {model.learning_rate_:.4g}" + chosen)
+        print(f"alpha {model.alpha_:.4g}, learning rate {model.learning_rate_:.4g}" + chosen
+              + settings_note(model, args.out))
     if getattr(model, "tuning_", None) and getattr(model, "solver_", "sgd") == "moments":
         print_moment_tuning(model.tuning_, table=getattr(args, "table", False))
     elif getattr(model, "tuning_", None):
@@ -408,6 +420,45 @@ def run(args) -> int:
                         + [f"largest sigma^2|theta|^2: {tel.get('max_noise_energy', 0):.3g}"]))
     print(f"model written to {args.out}")
     return 0
+
+
+#: the hyper-parameter options of fit and their defaults (--params-from refuses the others)
+HYPER_DEFAULTS = dict(loss=None, solver="sgd", correction="iwp", alpha="auto", learning_rate="auto",
+                      schedule="constant", mu=None, batch_size=128, radius=None, variance_cap=None,
+                      average="auto", no_intercept=False, truncation=2, validation_fraction=0.1,
+                      class_weight=None)
+
+
+def settings_note(model, out) -> str:
+    """What else the pass ran with (the cap and averaging 'auto' adds) and where the exact
+    values are: the summary's alpha and step are rounded."""
+    cfg = model._pass.config if model._pass is not None else None
+    if cfg is None:
+        return ""
+    cap = "none" if math.isinf(cfg.variance_cap) else f"{cfg.variance_cap:g}"
+    avg = "none" if cfg.average_start < 0 else f"from update {cfg.average_start}"
+    return (f"; variance cap {cap}, averaging {avg} (exact settings: iwpfast info {out}; the "
+            f"same fit again: --params-from {out})")
+
+
+def params_from(args, task: str, progress):
+    """The estimator of ``--params-from MODEL``: the model's class with its ``resolved_params_``
+    (every setting its fit used, 'auto' resolved), for the same fit again."""
+    from ..estimators import load
+    from ..exceptions import InvalidInputError
+    given = [f"--{k.replace('_', '-')}" for k, default in HYPER_DEFAULTS.items()
+             if getattr(args, k, default) != default]
+    if given:
+        raise InvalidInputError(f"--params-from takes every hyper-parameter from "
+                                f"{args.params_from}; drop {', '.join(given)}")
+    loaded = load(args.params_from)
+    if loaded._task != task:
+        raise InvalidInputError(f"--params-from {args.params_from} is a {type(loaded).__name__} "
+                                f"({loaded._task}), but DATA is fitted for {task}: give a model "
+                                "of the same task (or --task)")
+    params = dict(loaded.resolved_params_, progress=progress, chunk_rows=args.chunk_rows,
+                  release_spec=None)
+    return type(loaded)(**params)
 
 
 def _task(args, source) -> str:

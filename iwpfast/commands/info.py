@@ -166,6 +166,8 @@ def model_info(path, args) -> str | None:
         k = int(t["heads"])
         lines.append(f"tuning:    {k} heads, {int(t['n_train']):,} training / {int(t['n_validation']):,} "
                      f"validation rows, rule {t['rule']}, {sum(map(bool, t['reliable']))} reliable")
+    if f.get("categorical_mechanism") != "rr":
+        lines.append("settings:  " + settings_text(f, prm, t))
     if doc.get("release") is not None:
         from ..privacy import ReleaseSpec
         lines.append("trained on a release with spec:")
@@ -174,6 +176,46 @@ def model_info(path, args) -> str | None:
         lines.append("trained on arrays: noise variances " + str(f["noise_var"])
                      + f", label keep probability {f['label_keep_prob']}")
     return "\n".join(lines)
+
+
+def settings_text(f: dict, prm: dict, t: dict | None) -> str:
+    """Every setting a fit used ('auto' resolved, as the model file records them) and its
+    validation, in one line; ``iwpfast fit DATA --params-from MODEL`` trains with them again."""
+    def num(v):
+        try:
+            v = float(v)      # the file writes non-finite numbers as strings
+        except (TypeError, ValueError):
+            return str(v)
+        return "none" if not math.isfinite(v) else f"{v:.6g}"
+    if f.get("alpha_per_class") is not None:
+        parts = ["alpha " + "/".join(map(num, f["alpha_per_class"])) + " and learning rate "
+                 + "/".join(map(num, f["learning_rate_per_class"])) + " per class"]
+    elif f.get("solver") == "moments":
+        return f"solver moments, alpha {num(f.get('alpha', 'nan'))}" + _split_text(prm, t)
+    else:
+        parts = [f"alpha {num(f.get('alpha', prm['alpha']))}",
+                 f"learning rate {num(f.get('learning_rate', prm['learning_rate']))}"
+                 f" ({f.get('schedule', prm['schedule'])})"]
+    start = int(f.get("average_start", -1))
+    parts += [f"variance cap {num(f.get('variance_cap', 'inf'))}",
+              "averaging " + ("none" if start < 0 else f"from update {start}"),
+              f"radius {num(f['radius'])}", f"batch {prm['batch_size']}"]
+    if "truncation" in prm:
+        parts.append(f"truncation K = {f['truncation']}")
+    return ", ".join(parts) + ", solver sgd" + _split_text(prm, t)
+
+
+def _split_text(prm: dict, t: dict | None) -> str:
+    if not t:
+        split = "none (numbers given)"
+    elif t.get("folds"):
+        split = (f"{int(t['folds'])} folds of {int(t['n_train']):,} rows, the choice trained "
+                 "again on all of them")
+    else:
+        split = (f"{int(t['n_train']):,} training / {int(t['n_validation']):,} validation rows "
+                 f"(validation_fraction {prm.get('validation_fraction')}; the chosen head as "
+                 "trained on the training rows)")
+    return f"; validation: {split} (fit --params-from MODEL trains with these)"
 
 
 INFO_HANDLERS = [release_info, model_info]

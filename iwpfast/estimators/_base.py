@@ -60,6 +60,28 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
                 f"this {type(self).__name__} is not fitted yet; call fit(...) (or load a saved model "
                 "with iwpfast.load) before using it")
 
+    # ---- arrays of a release (release_spec=) -------------------------------------------------
+    def _release_rows(self, X) -> bool:
+        """Whether ``X`` holds rows of the release ``release_spec`` names: in-memory arrays and
+        frames (never paths or sources, which carry their own metadata or none)."""
+        return getattr(self, "release_spec", None) is not None and released_arrays(X)
+
+    def _spec_for(self, y, release_spec, release):
+        """The spec ``fit`` reads arrays ``(X, y)`` with: fit's own ``release_spec=``, else the
+        estimator's (arrays of that release: scikit-learn's folds), unless ``release=`` is given."""
+        if release_spec is not None or release is not None or y is None:
+            return release_spec
+        return getattr(self, "release_spec", None)
+
+    def _model_scores(self, X, features, scaled: bool, where: str, stacklevel: int = 5):
+        """As ``EvaluationMixin._model_scores``; rows of ``release_spec``'s release are in the
+        release's space already: never scaled again, and their noise is no units mistake."""
+        if not self._release_rows(X):
+            return super()._model_scores(X, features, scaled, where, stacklevel + 1)
+        theta, b = self._theta_b()
+        out = [self._linear_scores(theta, b, cols) for cols in self._feature_columns(X, features)]
+        return np.concatenate(out) if out else np.zeros(0)
+
     # ---- configuration of the single head --------------------------------------------------
     def _head_mode(self, noise: NoiseModel) -> str:
         """The head's correction: "clean" without noise, else the estimator's ``correction``."""
@@ -227,7 +249,7 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
             # categorical codes of randomized response: their own learner (docs/math.md
             # "Categorical columns by randomized response"; it refuses a regressor, class_weight)
             return self if X is self else fit_rr(self, X, rr_spec, self._validated())
-        X, y = with_release(X, y, release_spec, release, filesystem)
+        X, y = with_release(X, y, self._spec_for(y, release_spec, release), release, filesystem)
         validation = on_filesystem(validation, filesystem, "validation", paths_only=True)
         started = time.perf_counter()
         self._fit_pass(X, y, dict(noise_var=noise_var, epsilon_y=epsilon_y,
@@ -431,10 +453,10 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         -- never from the data's values.  Resolved once, on the pass's first call (every later call runs with
         the same values); the IWP heads run with the variance cap of "auto", and
         average='auto' tail-averages when ``n_rows_total`` is given (as fit's "auto")."""
-        from ..sgd import tuning
+        from ..sgd.grid import grid_centre
         rows = STREAM_ROWS if n_rows_total is None else int(n_rows_total)
         grid = self._auto_grid(v, noise, p, rows)
-        return grid.make_config(tuning.grid_centre(grid.points), n_rows_total)
+        return grid.make_config(grid_centre(grid.points), n_rows_total)
 
     def finalize(self):
         """Run the rows ``partial_fit`` carries (fewer than a batch) as the pass's final partial
@@ -692,6 +714,13 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         """The estimator a model document describes (``_document.from_document``)."""
         from ._document import from_document
         return from_document(cls, doc)
+
+
+def released_arrays(X) -> bool:
+    """In-memory rows (NumPy arrays, lists, pandas/polars frames): what scikit-learn's model
+    selection hands an estimator, and what ``release_spec=`` says are rows of a release."""
+    from ._inputs import is_array_like, is_tabular
+    return is_array_like(X) or (is_tabular(X) and not type(X).__module__.startswith("pyarrow"))
 
 
 def _unscaled_hint(source, feats) -> str | None:

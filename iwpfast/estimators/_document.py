@@ -5,6 +5,11 @@ the checked read); this module fills and reads the part inside it (layout in mod
 docstring): ``estimator``, ``params``, ``fitted``, ``release`` and the pass's ``state`` (one
 head) or ``states`` (k one-vs-rest heads), so that a loaded model predicts the same bits and
 ``partial_fit`` continues its pass.  ``IWPBase._to_document`` / ``_from_document`` call it.
+
+Every setting the pass ran with is in ``fitted`` ('auto' resolved): alpha, learning_rate and
+schedule, variance_cap, average_start, radius, truncation, solver (absent: sgd), with
+``params`` (batch_size, validation_fraction, ...) and ``tuning`` (the grid, the split or folds);
+a loaded model's ``resolved_params_`` are built from them (``iwpfast fit --params-from``).
 """
 from __future__ import annotations
 
@@ -104,6 +109,10 @@ def to_document(est) -> dict:
         del params["class_weight"]
     if params.get("solver") == "sgd":
         del params["solver"]        # as class_weight: a version-1 document unless it is set
+    if params.get("release_spec", 0) is None:
+        del params["release_spec"]  # as class_weight: written only when set (as its metadata)
+    elif "release_spec" in params:
+        params["release_spec"] = params["release_spec"].to_metadata()
     doc = {"estimator": type(est).__name__, "params": jsonable(params),
            "fitted": fitted, "release": jsonable(release)}
     # the heads write their part: one state, or k > 2 classes' rows of coefficients, label
@@ -116,6 +125,9 @@ def from_document(cls, doc: dict):
     """The estimator of class ``cls`` that ``doc`` describes, ready to predict and to continue its
     pass (raises KeyError, TypeError or ValueError on an incomplete document)."""
     params = dict(doc["params"])
+    if params.get("release_spec") is not None:
+        from ..privacy import ReleaseSpec
+        params["release_spec"] = ReleaseSpec.from_metadata(params["release_spec"])
     for key in _FLOAT_PARAMS:
         if isinstance(params.get(key), str) and params[key] != "auto":
             params[key] = parse_float(params[key])

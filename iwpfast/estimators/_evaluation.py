@@ -148,7 +148,7 @@ class EvaluationMixin(EstimatorFields):
         private = None if not public else np.array([n not in public for n in names])
         return lo, hi, float(self.feature_bound_), private
 
-    def _in_model_units(self, batches, scaled: bool, where: str):
+    def _in_model_units(self, batches, scaled: bool, where: str, stacklevel: int = 4):
         """Yield the feature columns of ``batches`` in the model's space (``_units``), then warn
         once if the data did not look like the units assumed."""
         ranges = self._model_ranges()
@@ -159,7 +159,7 @@ class EvaluationMixin(EstimatorFields):
             if ranges is not None and not scaled:
                 cols = scale_and_clip(cols, *ranges)
             yield cols
-        check.warn(stacklevel=4)
+        check.warn(stacklevel=stacklevel)
 
     def _wanted_features(self, features) -> list[str]:
         """The columns to read for the model's features: ``features`` (one per model feature, in
@@ -204,19 +204,24 @@ class EvaluationMixin(EstimatorFields):
         ``filesystem``: the pyarrow or fsspec filesystem X's path lies on (as for ``fit``).
         """
         X = on_filesystem(X, filesystem)
-        scaled = resolve_scaled(scaled, raw)
+        return self._model_scores(X, features, resolve_scaled(scaled, raw), "decision_function")
+
+    def _model_scores(self, X, features, scaled: bool, where: str, stacklevel: int = 5) -> np.ndarray:
+        """``theta^T x + b`` of every row of X in the model's space (``decision_function`` of a
+        classifier; a regressor's maps it to the target's units)."""
         theta, b = self._theta_b()
         out = []
-        for cols in self._in_model_units(self._feature_columns(X, features), scaled,
-                                         "decision_function"):
+        for cols in self._in_model_units(self._feature_columns(X, features), scaled, where,
+                                         stacklevel):
             out.append(self._linear_scores(theta, b, cols))
         return np.concatenate(out) if out else np.zeros(0)
 
     def _clean_xy(self, X, y, features, label, scaled, where="score", sample_weight=None):
-        """(scores, targets in the kernel's encoding, weights or None) on clean data: arrays or a
-        source with a label; ``sample_weight`` an array, or a column of the source / DataFrame."""
+        """(scores in the model's space, targets in the kernel's encoding, weights or None) on
+        clean data: arrays or a source with a label; ``sample_weight`` an array, or a column of
+        the source / DataFrame."""
         if y is not None:
-            u = self.decision_function(X, features=features, scaled=scaled)
+            u = self._model_scores(X, features, scaled, where)
             targets = self._encode_clean_targets(np.asarray(y).reshape(-1))
             if sample_weight is None:
                 return u, targets, None

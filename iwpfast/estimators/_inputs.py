@@ -369,6 +369,25 @@ class InputsMixin(EstimatorFields):
         return str(sample_weight)
 
 
+def released_labels(y: np.ndarray, classes, multiclass: bool) -> np.ndarray | None:
+    """Labels as a release holds them, in the kernel's encoding (float64), or None when ``y``
+    is not in that encoding: two classes are released as -1/+1 (the model's ``classes`` are the
+    owner's values, e.g. 0/1 or strings), k classes as the class indices 0..k-1.  What a fold of
+    a release's arrays holds (``release_spec=``, scikit-learn's model selection)."""
+    y = np.asarray(y)
+    if y.dtype.kind not in "iuf" or y.size == 0:
+        return None
+    if multiclass:
+        k = len(classes)
+        codes = y.astype(np.int64)
+        if np.array_equal(codes, y) and codes.min() >= 0 and codes.max() < k:
+            return codes.astype(np.float64)
+        return None
+    if np.isin(y, (-1, 1)).all():
+        return np.where(y > 0, 1.0, -1.0)
+    return None
+
+
 def sample_weight_array(sample_weight, n: int, whole_pass: bool = True) -> np.ndarray:
     """``sample_weight`` for n rows of arrays, checked: one real number >= 0 per row (a scalar is
     the same weight for every row), finite, and for a whole pass (``fit``) not all 0 (a chunk of

@@ -163,10 +163,30 @@ class ParamsMixin(EstimatorFields):
                                     "or 'moments' (the exact quadratic-loss solution from the "
                                     "release's debiased second moments)")
         v["solver"] = solver
+        spec = getattr(self, "release_spec", None)
+        if spec is not None:
+            from ..privacy.spec import ReleaseSpec
+            if not isinstance(spec, ReleaseSpec):
+                raise InvalidInputError(
+                    f"release_spec must be None or the ReleaseSpec of the release the arrays hold "
+                    f"(privatize(...).spec, iwpfast.read_release(path)[1]); got a "
+                    f"{type(spec).__name__}")
         return v
 
     def _validated_truncation(self):
         return 0
+
+    @property
+    def resolved_params_(self) -> dict[str, Any]:
+        """The constructor parameters that reproduce this fit with every "auto" resolved:
+        ``type(est)(**est.resolved_params_).fit(same rows)`` gives the same coefficients, bit for
+        bit, where the fitted model is a pass over all the rows (a fit with numbers; "auto" on
+        data it cross-validates, whose chosen head is trained again on every row; solver
+        'moments').  "auto" on data above the cross-validation limit (400,000 rows by default)
+        keeps the chosen head as trained on its training part (docs/tuning.md): a fit with these
+        values trains it on every row instead.  Saved with the model (``iwpfast.load``) and read
+        by ``iwpfast fit --params-from MODEL``."""
+        return resolved_params(self)
 
     def _average_start(self, n_rows: int | None, batch_size: int) -> int:
         avg = self.average
@@ -185,3 +205,41 @@ class ParamsMixin(EstimatorFields):
                 "this source; pass n_rows_total=... or give the first averaged update as an integer")
         n_updates = -(-int(n_rows) // batch_size)
         return int(math.floor(frac * n_updates))
+
+
+def resolved_params(est) -> dict[str, Any]:
+    """``est.resolved_params_``: ``get_params()`` with alpha, learning_rate (and schedule),
+    variance_cap, radius, average (the first averaged update, or False), truncation and solver
+    as the fitted pass ran them.  An InvalidInputError when no such parameters exist (k classes
+    that chose different values each, the moment learner's constant model)."""
+    est._check_fitted()
+    params = est.get_params()
+    solver = getattr(est, "solver_", params.get("solver", "sgd"))
+    alpha = np.asarray(getattr(est, "alpha_", np.nan), dtype=np.float64).reshape(-1)
+    step = np.asarray(getattr(est, "learning_rate_", np.nan), dtype=np.float64).reshape(-1)
+    if alpha.size > 1 and not (np.all(alpha == alpha[0]) and np.all(step == step[0])):
+        raise InvalidInputError(
+            "this k-class 'auto' fit chose alpha and learning_rate per class (alpha_, "
+            "learning_rate_); one estimator's parameters give every class the same values, so no "
+            "parameters reproduce it: refit each class's pair by hand, or fit with numbers")
+    if "solver" in params:
+        params["solver"] = solver
+    if solver == "moments":
+        if not math.isfinite(alpha[0]):
+            raise InvalidInputError(
+                "solver='moments' chose the constant model (alpha_ is nan): no alpha reproduces "
+                "it; every row predicts the label's mean")
+        params["alpha"] = float(alpha[0])
+        return params
+    cfg = est._pass.config if est._pass is not None else None
+    if cfg is None:            # a learner without a head configuration (randomized-response codes)
+        params.update(alpha=float(alpha[0]), learning_rate=float(step[0]))
+        return params
+    params.update(alpha=float(cfg.alpha), learning_rate=float(cfg.learning_rate),
+                  schedule=cfg.schedule,
+                  variance_cap=float(cfg.variance_cap) if math.isfinite(cfg.variance_cap) else None,
+                  radius=float(cfg.radius) if math.isfinite(cfg.radius) else None,
+                  average=int(cfg.average_start) if cfg.average_start >= 0 else False)
+    if "truncation" in params:
+        params["truncation"] = int(cfg.truncation)
+    return params

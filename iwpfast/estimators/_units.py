@@ -149,3 +149,80 @@ def scaling_mapper(names: list[str], lo: np.ndarray, hi: np.ndarray, bound: floa
         return batch
 
     return schema_fn, batch_fn
+
+
+# ---- the target's units (regression) ---------------------------------------------------------
+#: ``target_units=`` of a regressor's predict, decision_function, score, risk, evaluate_report and
+#: private_risk: "target" (the default), the units of the target's declared range; "model", the
+#: space the model was fitted in (a release maps the declared range [lo, hi] onto [-1, 1])
+TARGET_UNITS = ("target", "model")
+
+
+def check_target_units(value) -> str:
+    """``value`` if it is one of ``TARGET_UNITS``, else an error that names them."""
+    if isinstance(value, str) and value in TARGET_UNITS:
+        return value
+    raise InvalidInputError(
+        f"target_units={value!r}; use 'target' (the default: the units of the target's declared "
+        "range, e.g. dollars) or 'model' (the model's space, the release's [-1, 1] scale; CLI: "
+        "--target-units model)")
+
+
+def target_range_of(spec) -> tuple[float, float] | None:
+    """The declared range of a regression release's target (the release maps it onto [-1, 1]),
+    or None: no release, a classification release, or a target without a declared range."""
+    if spec is None or getattr(spec, "task", None) != "regression":
+        return None
+    found = getattr(spec, "target_range", None)
+    if found is None or getattr(spec, "label", None) is None:
+        return None
+    return float(found[0]), float(found[1])
+
+
+def to_target_units(u: np.ndarray, target_range: tuple[float, float]) -> np.ndarray:
+    """Model-space values -> the target's units: the inverse of the release's affine map of
+    [lo, hi] onto [-1, 1] (``privacy.scaling.RangeScaler``), ``mid + half * u``."""
+    lo, hi = target_range
+    return 0.5 * (lo + hi) + 0.5 * (hi - lo) * np.asarray(u, dtype=np.float64)
+
+
+def target_scale(target_range: tuple[float, float]) -> float:
+    """The factor one unit of the model's space is in the target's units (half the range)."""
+    return 0.5 * (target_range[1] - target_range[0])
+
+
+def warn_targets_outside(y: np.ndarray, target_range: tuple[float, float], where: str,
+                         stacklevel: int = 3, units: str = "target") -> None:
+    """A ``UnitsWarning`` when clean targets ``y`` do not look like the units assumed: in the
+    target's units, more than ``OUT_OF_RANGE_SHARE`` of them outside the declared range (the
+    release clipped them to it; they are compared as given), or every one in [-1, 1] while the
+    range is much wider (y in the model's space); in the model's space (``units='model'``), more
+    than that share beyond [-1, 1]."""
+    y = np.asarray(y, dtype=np.float64)
+    if not y.size:
+        return
+    lo, hi = target_range
+    text = f"{lo:g}:{hi:g}"
+    if units == "model":
+        share = float(np.count_nonzero(np.abs(y) > 1.0)) / y.size
+        if share > OUT_OF_RANGE_SHARE:
+            warnings.warn(
+                f"{where}: target_units='model' but {share:.1%} of the targets lie outside [-1, 1] "
+                f"(the release maps the declared range {text} onto it): are they in the target's "
+                "units? Then drop target_units='model' (CLI: drop --target-units model).", UnitsWarning,
+                stacklevel=stacklevel)
+        return
+    if 0.5 * (hi - lo) > SCALED_LOOKING_HALF_WIDTH and float(np.max(np.abs(y))) <= 1.0:
+        warnings.warn(
+            f"{where}: every target lies in [-1, 1] but the target's declared range is {text}: are "
+            "they in the model's space? Then pass target_units='model' (CLI: --target-units model); "
+            "by default targets and predictions are in the target's units.", UnitsWarning,
+            stacklevel=stacklevel)
+        return
+    share = float(np.count_nonzero((y < lo) | (y > hi))) / y.size
+    if share > OUT_OF_RANGE_SHARE:
+        warnings.warn(
+            f"{where}: {share:.1%} of the targets lie outside the declared range {text} (the release "
+            "clipped the training targets to it); they are compared as given: clip them first "
+            f"(np.clip(y, {lo:g}, {hi:g})) to score against what the model was trained on.",
+            UnitsWarning, stacklevel=stacklevel)

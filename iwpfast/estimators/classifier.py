@@ -99,7 +99,7 @@ class _Classifier(IWPBase):
                  schedule="constant", mu=None, batch_size=128, radius=None, variance_cap=None,
                  average="auto", fit_intercept=True, truncation=2, chunk_rows=None, shuffle=False,
                  random_state=None, progress=True, validation_fraction=0.1, class_weight=None,
-                 solver="sgd"):
+                 solver="sgd", release_spec=None):
         self._store_params(locals())
 
     # ---- class weights ----------------------------------------------------------------------
@@ -371,6 +371,11 @@ class _Classifier(IWPBase):
         0 -> -1."""
         y = np.asarray(y)
         classes = getattr(self, "classes_", None)
+        if classes is not None and getattr(self, "release_spec", None) is not None:
+            from ._inputs import released_labels  # a release's labels (release_spec=)
+            codes = released_labels(y, classes, self._multiclass())
+            if codes is not None:
+                return codes
         if classes is not None and not self._multiclass():
             classes = np.asarray(classes)
             vals = _distinct_values(y)
@@ -378,10 +383,17 @@ class _Classifier(IWPBase):
             pm1_model = set(classes.tolist()) == {-1, 1}
             if not known.all() and not (pm1_model and np.isin(vals, [0, 1]).all()):
                 unseen = vals[~known].tolist()
+                released = (getattr(self, "release_spec_", None) is not None
+                            and set(unseen) <= {-1, 1})
                 raise InvalidInputError(
                     f"label value(s) {unseen[:10]!r} never seen by the model (its classes: "
-                    f"{classes.tolist()!r}); recode the labels to the model's classes, or fit a "
-                    "model on these labels")
+                    f"{classes.tolist()!r}); " + (
+                        "they look like a release's -1/+1 labels: to score rows of the release "
+                        "(scikit-learn's folds), give the spec to the estimator, "
+                        "IWPClassifier(release_spec=spec) (fit's release_spec= applies to fit "
+                        "only), or score with iwpfast.metrics.private_scorer" if released else
+                        "recode the labels to the model's classes, or fit a model on these "
+                        "labels"))
         return self._encode_targets_stream(y)
 
     def _update_fitted(self, telemetry):
@@ -614,7 +626,7 @@ class IWPClassifier(_Classifier):
         loss from the release's debiased second moments (needs loss='quadratic'): one read,
         no step, alpha ("auto", a number or a list) chosen on 5 folds of the same pass with a
         positive-definite guard and the constant model as a candidate (docs/tuning.md "The
-        moment learner"; ``solver_``, ``tuning_``).  Not with sample_weight, class_weight,
+        moment learner"; ``solver_``, ``tuning_``, ``coef_stderr_``).  Not with sample_weight,
         partial_fit, validation= or checkpoints yet.
 
     Attributes
