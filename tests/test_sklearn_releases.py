@@ -138,3 +138,26 @@ def test_a_model_with_release_spec_saves_and_loads_it(rel, tmp_path):
     back = iwpfast.load(tmp_path / "m.json")
     assert back.release_spec == rel.spec
     assert np.array_equal(back.predict(rel.X[:50]), est.predict(rel.X[:50]))
+
+
+def test_regressor_default_score_on_release_folds_compares_in_the_models_space():
+    # the folds' y are released targets (the model's [-1, 1] space): R^2 is computed there, not
+    # against predictions in the target's units.  (It stays a poor criterion for a debiased
+    # model -- noisy features times debiased coefficients -- hence iwpfast.metrics.private_scorer;
+    # here it must at least compare like with like.)
+    rng = np.random.default_rng(4)
+    X = rng.uniform(0, 1, (20_000, 2))
+    t = X @ np.array([1.0, -0.5]) + 0.1 * rng.standard_normal(20_000)
+    spec = ReleaseSpec(features=["a", "b"], label="t", task="regression", epsilon_x=8.0,
+                       delta=1e-5, bound=1.0, epsilon_y=8.0, ranges="a=0:1,b=0:1",
+                       target_range=(-1.0, 3.0))
+    r = privatize(X, t, spec, seed=5)
+    model = IWPRegressor(release_spec=r.spec, solver="moments", progress=False)
+    scores = cross_val_score(model, r.X, r.y, cv=KFold(3), error_score="raise")
+    assert np.all(np.isfinite(scores))
+    fitted = clone(model).fit(r.X, r.y)
+    y = np.asarray(r.y, np.float64)
+    in_model_space = 1 - np.mean((y - fitted.predict(r.X, target_units="model")) ** 2) / np.var(y)
+    in_target_units = 1 - np.mean((y - fitted.predict(r.X)) ** 2) / np.var(y)
+    assert fitted.score(r.X, r.y) == pytest.approx(in_model_space, rel=1e-9)
+    assert in_target_units < in_model_space - 0.1

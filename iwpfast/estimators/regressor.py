@@ -183,9 +183,13 @@ class IWPRegressor(IWPBase):
 
     def _clean_pred(self, X, y, features, label, scaled, raw, filesystem, target_units, where,
                     sample_weight=None):
-        """(predictions, targets, weights) on clean data, both in the units ``target_units``."""
+        """(predictions, targets, weights) on clean data, both in the units ``target_units``.
+        Arrays of a release (``release_spec=`` given to the constructor: scikit-learn's folds)
+        hold the released targets, in the model's space: compared there."""
         check_target_units(target_units)
         X = on_filesystem(X, filesystem)
+        if self._release_rows(X):
+            target_units = "model"
         u, yv, w = self._clean_xy(X, y, features, label, resolve_scaled(scaled, raw), where,
                                   sample_weight=sample_weight)
         return self._in_target_units(u, target_units, yv, where), yv, w
