@@ -104,7 +104,8 @@ class EvaluationMixin(EstimatorFields):
         if fmap is None or all(c in names for c in wanted):
             return src
         from ..io.views import FeatureMapSource
-        return FeatureMapSource(src, fmap, getattr(self, "feature_bound_", None))
+        bound, norm, _ = self._release_clip()
+        return FeatureMapSource(src, fmap.with_clip_norm(norm), bound)
 
     @property
     def coef_by_feature_(self) -> dict:
@@ -142,22 +143,34 @@ class EvaluationMixin(EstimatorFields):
         names = list(self.features_)
         lo = np.array([float(ranges[n][0]) for n in names])
         hi = np.array([float(ranges[n][1]) for n in names])
-        # a release's public columns are clipped to their ranges only, not to the L2 bound
-        spec = getattr(self, "release_spec_", None)
-        public = set(spec.public_features) if spec is not None else set()
+        # mapped as the release did (``_release_clip``): its public columns clipped to their
+        # ranges only, the others to the release's ball (L2; Laplace: L1)
+        bound, _, public = self._release_clip()
         private = None if not public else np.array([n not in public for n in names])
-        return lo, hi, float(self.feature_bound_), private
+        return lo, hi, bound, private
+
+    def _release_clip(self) -> tuple[float, str, set]:
+        """(radius, norm, public columns) of the vector clip of raw rows: the release's
+        (``release_spec_``: ``privacy.scaling``'s ``clip_bound_of`` and ``clip_norm_of``), or
+        without a release (clean data with ``ranges=``) the model's ``feature_bound_`` in L2."""
+        spec = getattr(self, "release_spec_", None)
+        if spec is None or not hasattr(spec, "label_only"):
+            return float(getattr(self, "feature_bound_", np.inf)), "L2", set()
+        from ..privacy.scaling import clip_bound_of, clip_norm_of
+        return clip_bound_of(spec), clip_norm_of(spec), set(spec.public_features)
 
     def _in_model_units(self, batches, scaled: bool, where: str, stacklevel: int = 4):
         """Yield the feature columns of ``batches`` in the model's space (``_units``), then warn
         once if the data did not look like the units assumed."""
         ranges = self._model_ranges()
+        norm = self._release_clip()[1]
         check = UnitsCheck(list(self.features_), None if ranges is None else ranges[0],
                            None if ranges is None else ranges[1], scaled, where)
         for cols in batches:
             check.add(cols)
             if ranges is not None and not scaled:
-                cols = scale_and_clip(cols, *ranges)
+                lo, hi, bound, private = ranges
+                cols = scale_and_clip(cols, lo, hi, bound, private, norm)
             yield cols
         check.warn(stacklevel=stacklevel)
 

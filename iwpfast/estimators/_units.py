@@ -2,8 +2,11 @@
 
 A model that knows its features' declared public ranges (fitted on a release, whose spec carries
 them, or on raw data with ``fit(..., ranges=...)``) maps raw columns the way a release does:
-each declared range [lo, hi] onto [-1, 1] (values outside clipped to it), then each row clipped
-to the L2 ball of the feature bound.  ``scaled=True`` (CLI ``--scaled``) says the data is already
+each declared range [lo, hi] onto [-1, 1] (values outside clipped to it), then the private part of
+each row clipped to the ball of the feature bound in the release's norm (L2; L1 for a discrete
+Laplace release; public columns only to their ranges; none for a label-only release), by the
+release's own function (``privacy.scaling.map_raw_columns``).  A model without a release (clean
+data with ``ranges=``) clips in L2.  ``scaled=True`` (CLI ``--scaled``) says the data is already
 in that space.  A model without ranges (fitted on arrays as given) has one space only: its
 training units.
 
@@ -21,7 +24,7 @@ import warnings
 import numpy as np
 
 from ..exceptions import InvalidInputError, UnitsWarning
-from ..privacy.scaling import clip_columns_l2
+from ..privacy.scaling import map_raw_columns
 
 #: warn when more than this share of a feature's values lies outside its declared range
 OUT_OF_RANGE_SHARE = 0.01
@@ -43,24 +46,19 @@ def resolve_scaled(scaled, raw) -> bool:
 
 
 def scale_and_clip(cols: list[np.ndarray], lo: np.ndarray, hi: np.ndarray,
-                   bound: float, private=None) -> list[np.ndarray]:
-    """Raw columns -> the release's feature space: [lo, hi] onto [-1, 1] (clipped), then the
-    L2 clip of each row at ``bound`` (what a release does before adding noise).  ``private``: a
-    boolean per column, the columns the L2 clip covers (a release's public columns are only
+                   bound: float, private=None, norm: str = "L2") -> list[np.ndarray]:
+    """Raw columns -> the release's feature space, exactly as the release maps them before its
+    noise (``privacy.scaling.map_raw_columns``, the release's own code): [lo, hi] onto [-1, 1]
+    (clipped), then each row clipped to the ball of radius ``bound`` in ``norm`` (the release's:
+    "L2", or "L1" for a discrete Laplace release; an infinite bound clips nothing).  ``private``:
+    a boolean per column, the columns the vector clip covers (a release's public columns are only
     clipped to their ranges); None: all."""
-    mid = 0.5 * (lo + hi)
-    half = 0.5 * (hi - lo)
-    out = []
-    for j, c in enumerate(cols):
-        o = (np.asarray(c, dtype=np.float64) - mid[j]) * (1.0 / half[j])
-        np.clip(o, -1.0, 1.0, out=o)
-        out.append(o)
-    if not out or not len(out[0]):
-        return out
-    clipped = [True] * len(out) if private is None else [bool(c) for c in private]
-    if not any(clipped) or not np.isfinite(bound):
-        return out
-    return clip_columns_l2(out, bound, clipped)
+    if not cols or not len(cols[0]):
+        return [np.asarray(c, dtype=np.float64) for c in cols]
+    names = [str(j) for j in range(len(cols))]
+    ranges = {n: (float(a), float(b)) for n, a, b in zip(names, lo, hi, strict=True)}
+    return map_raw_columns([np.asarray(c) for c in cols], names, ranges, float(bound), norm,
+                           private)
 
 
 class UnitsCheck:
@@ -130,7 +128,8 @@ class UnitsCheck:
                 stacklevel=stacklevel)
 
 
-def scaling_mapper(names: list[str], lo: np.ndarray, hi: np.ndarray, bound: float):
+def scaling_mapper(names: list[str], lo: np.ndarray, hi: np.ndarray, bound: float,
+                   private=None, norm: str = "L2"):
     """A batch mapper (``iwpfast.io.views``) applying ``scale_and_clip`` to the named columns."""
     import pyarrow as pa
 
@@ -143,7 +142,7 @@ def scaling_mapper(names: list[str], lo: np.ndarray, hi: np.ndarray, bound: floa
     def batch_fn(batch):
         cols = [np.asarray(batch.column(n).to_numpy(zero_copy_only=False), dtype=np.float64)
                 for n in names]
-        for name, col in zip(names, scale_and_clip(cols, lo, hi, bound), strict=True):
+        for name, col in zip(names, scale_and_clip(cols, lo, hi, bound, private, norm), strict=True):
             i = batch.schema.get_field_index(name)
             batch = batch.set_column(i, name, pa.array(col))
         return batch

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..exceptions import InvalidInputError, PrivacyLeakWarning
-from .scaling import clip_columns_l2
+from .scaling import RangeScaler, clip_vectors_
 
 #: the kinds of input column
 NUMERIC, CATEGORICAL = "numeric", "categorical"
@@ -425,11 +425,27 @@ class FeatureMap:
         if n:
             out[codes.astype(np.intp), np.arange(n)] = 1
 
+    def with_clip_norm(self, norm: str) -> FeatureMap:
+        """This map, its ``transform`` clipping the private numeric part in ``norm`` (the
+        release's: ``scaling.clip_norm_of(spec)``; "L1" for a discrete Laplace release)."""
+        import copy
+
+        if norm == self.clip_norm:
+            return self
+        other = copy.copy(self)
+        other.clip_norm = norm
+        return other
+
+    #: the norm ``transform`` clips in (``with_clip_norm``); a map read from metadata says L2
+    clip_norm = "L2"
+
     def transform(self, table, bound: float | None, describe=None) -> list[np.ndarray]:
         """The released clean coordinates of a raw table (anything with named columns: a pyarrow
         Table/RecordBatch, pandas or polars frame), float64, in coordinate order: numeric columns
-        scaled by their ranges (clipped to them), the private numeric part clipped to the L2 ball
-        of ``bound``, categorical columns one-hot.  What the model reads its raw data through."""
+        scaled by their ranges (clipped to them), the private numeric part clipped to the ball of
+        ``bound`` in ``clip_norm`` (the release's own ``scaling.clip_vectors_``; a randomized-
+        response column's categories one-hot, like the others), categorical columns one-hot.
+        What the model reads its raw data through; what the release writes before its noise."""
         import pyarrow as pa
 
         if not isinstance(table, (pa.Table, pa.RecordBatch)):
@@ -446,20 +462,11 @@ class FeatureMap:
         for c in self.inputs:
             arr = table.column(c.name)
             if c.kind == NUMERIC:
-                if isinstance(arr, pa.ChunkedArray):
-                    arr = arr.combine_chunks()
-                if arr.null_count:
-                    row = int(np.argmax(np.asarray(arr.is_null())))
-                    raise InvalidInputError(f"column {c.name!r} has a missing value (null) at "
-                                            f"{describe(row) if describe else f'row {row}'}")
-                try:
-                    v = np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.float64)
-                except (ValueError, TypeError):
-                    raise InvalidInputError(f"column {c.name!r} has type {arr.type}; the model reads "
-                                            "it as a numeric feature") from None
+                v = self._numeric_values(c, arr, describe)
                 if c.range is not None:
-                    lo, hi = c.range
-                    v = np.clip((v - 0.5 * (lo + hi)) * (2.0 / (hi - lo)), -1.0, 1.0)
+                    scaled = np.empty(n)
+                    RangeScaler([c.name], {c.name: c.range}).scale_into(0, v, scaled)
+                    v = scaled
                 if not c.public:
                     private_numeric.append(len(out))
                 out.append(v)
@@ -468,11 +475,28 @@ class FeatureMap:
                 block = np.zeros((c.width, n))
                 self.one_hot_into(codes, block)
                 out.extend(block)
-        if private_numeric and bound is not None and math.isfinite(bound) and n:
-            which = np.zeros(len(out), dtype=bool)
-            which[private_numeric] = True
-            out = clip_columns_l2(out, bound, which)
+        if private_numeric and bound is not None and n:
+            block = np.array([out[j] for j in private_numeric])
+            if clip_vectors_(block, float(bound), self.clip_norm, coords_in_unit=True):
+                for row, j in enumerate(private_numeric):
+                    out[j] = block[row]
         return out
+
+    @staticmethod
+    def _numeric_values(c: InputColumn, arr, describe) -> np.ndarray:
+        import pyarrow as pa
+
+        if isinstance(arr, pa.ChunkedArray):
+            arr = arr.combine_chunks()
+        if arr.null_count:
+            row = int(np.argmax(np.asarray(arr.is_null())))
+            raise InvalidInputError(f"column {c.name!r} has a missing value (null) at "
+                                    f"{describe(row) if describe else f'row {row}'}")
+        try:
+            return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.float64)
+        except (ValueError, TypeError):
+            raise InvalidInputError(f"column {c.name!r} has type {arr.type}; the model reads "
+                                    "it as a numeric feature") from None
 
 
 def _integer_codes(name: str, t, cats) -> list[int]:

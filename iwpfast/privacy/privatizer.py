@@ -18,6 +18,7 @@ without public columns runs exactly as before (same streams, same bits).
 """
 from __future__ import annotations
 
+import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -26,12 +27,11 @@ import numpy as np
 
 from ..engines import resolve_engine
 from ..exceptions import InvalidInputError
-from ..noise_registry import law_record
 from .batches import BatchChecker
 from .mechanisms import _CLIP_SAFETY, GaussianTargetMechanism, KaryRandomizedResponse, RandomizedResponse
 from .noise_laws import _MAX_THREADS, FUSED_WARM_MIN_ROWS, FloatGaussianLaw, NoiseLaw, law_class
 from .options import RELEASE_ENGINES
-from .scaling import RangeScaler
+from .scaling import RangeScaler, clip_bound_of, clip_norm_of, clip_vectors_, scale_clip_into
 from .spec import ReleaseSpec
 
 # Values per sub-block: 2^18 (1 MiB of float32) stay in the L2 cache between the noise generation
@@ -67,6 +67,9 @@ class _Privatizer:
         #: block holds one-hot coordinates (only the numeric part is clipped, beforehand)
         self.clip_in_run = True
         self.pre_clip: list[int] = []
+        #: the vector clip (``scaling.clip_vectors_``): its norm (L2; Laplace: L1) and radius
+        self.clip_norm = clip_norm_of(spec)
+        self.clip_bound = clip_bound_of(spec)
         if self.fmap is None:
             self.private_rows = [names.index(f) for f in private]
             self.public_rows = [names.index(f) for f in spec.public_features]
@@ -236,14 +239,8 @@ class _Privatizer:
 
     def _clip_numeric(self, private: np.ndarray) -> int:
         """Clip the numeric rows of the private block to the bound (L2; Laplace: L1) in place."""
-        from .laplace import clip_l1_
-        from .mechanisms import clip_l2_
-
         block = private[self.pre_clip]
-        bound = float(self.spec.bound or 0.0)
-        norm = law_record(self.spec.mechanism, self.spec.noise).norm
-        clip = clip_l1_ if norm == "L1" else clip_l2_
-        count = clip(block, bound, coords_in_unit=True)
+        count = clip_vectors_(block, self.clip_bound, self.clip_norm, coords_in_unit=True)
         if count:
             private[self.pre_clip] = block
         return count
@@ -288,10 +285,10 @@ class _Privatizer:
         for s in range(r0, r1, sub):
             e = min(s + sub, r1)
             X = out[:, s:e]
-            for j in range(self.p_private):
-                self.scaler.scale_into(j, features[j][s:e], X[j])
-            if self.clip_in_run:
-                clipped += mech.clip_(X, coords_in_unit=True)
+            # the release's map of raw rows (``scaling.scale_clip_into``, shared with the models)
+            clipped += scale_clip_into([f[s:e] for f in features], self.scaler, X,
+                                       self.clip_bound if self.clip_in_run else math.inf,
+                                       self.clip_norm)
             self.law.add_numpy(k, X, mech, self.scratch[k], kernels)
         return clipped
 

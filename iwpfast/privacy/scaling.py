@@ -130,14 +130,80 @@ class RangeScaler:
         return int(np.count_nonzero((raw < lo) | (raw > hi)))
 
 
-def clip_columns_l2(cols: list[np.ndarray], bound: float, which) -> list[np.ndarray]:
-    """The rows of the columns ``cols`` (a list of equal-length float64 arrays) clipped to the L2
-    ball of ``bound`` over the columns whose ``which`` entry is true (the private ones; the others
-    are returned as they are): what a release does before adding noise, for the clean data a model
-    reads in raw units.  Returns new arrays for the clipped columns."""
-    norm2 = np.zeros(len(cols[0]))
-    for o, keep in zip(cols, which, strict=True):
-        if keep:
-            norm2 += o * o
-    factor = np.minimum(1.0, float(bound) / np.sqrt(np.maximum(norm2, 1e-300)))
-    return [o * factor if keep else o for o, keep in zip(cols, which, strict=True)]
+# ---- the release's map of a raw row (before any noise) -----------------------------------------
+#: the norms of a release's vector clip: "L2" (the Gaussian mechanisms), "L1" (discrete Laplace)
+CLIP_NORMS = ("L2", "L1")
+
+
+def clip_norm_of(spec) -> str:
+    """The norm of the vector clip of the release ``spec`` (a ``ReleaseSpec``): the noise law's
+    (``iwpfast.noise_registry``: "L1" for the discrete Laplace mechanism, "L2" otherwise)."""
+    from ..noise_registry import law_record
+
+    return law_record(spec.mechanism, spec.noise).norm
+
+
+def clip_bound_of(spec) -> float:
+    """The radius of the vector clip of the release ``spec``: its ``bound``, or infinity for a
+    label-only release (every feature public: nothing is clipped but to the ranges)."""
+    if spec.label_only or spec.bound is None:
+        return math.inf
+    return float(spec.bound)
+
+
+def clip_vectors_(X: np.ndarray, bound: float, norm: str = "L2", *,
+                  coords_in_unit: bool = False) -> int:
+    """The release's vector clip: each row of feature-major ``X`` (p, n) scaled in place into the
+    ball of radius ``bound`` in ``norm`` ("L2": ``mechanisms.clip_l2_``, aiming a hair inside;
+    "L1": ``laplace.clip_l1_``); returns how many rows were scaled.  An infinite ``bound`` clips
+    nothing.  Every release and every model reading raw data clips through here."""
+    if norm not in CLIP_NORMS:
+        raise InvalidInputError(f"clip norm must be one of {CLIP_NORMS}, got {norm!r}")
+    if not math.isfinite(bound) or X.shape[0] == 0:
+        return 0
+    if norm == "L1":
+        from .laplace import clip_l1_
+
+        return clip_l1_(X, bound, coords_in_unit=coords_in_unit)
+    from .mechanisms import clip_l2_
+
+    return clip_l2_(X, bound, coords_in_unit=coords_in_unit)
+
+
+def scale_clip_into(raw: list[np.ndarray], scaler: RangeScaler, out: np.ndarray, bound: float,
+                    norm: str = "L2", clipped=None) -> int:
+    """The release's map of raw numeric columns, before any noise: column ``j`` of ``raw`` scaled
+    by ``scaler``'s range ``j`` onto [-1, 1] (clipped to it) into row ``j`` of the feature-major
+    ``out`` (p, n; any float dtype), then the rows of the columns ``clipped`` marks (a boolean per
+    column; None: all) clipped to the ``norm`` ball of ``bound`` (``clip_vectors_``).  The other
+    columns (a release's public ones) are only clipped to their ranges.  Returns how many rows
+    the vector clip scaled.  The release (``privatizer``) and the models' raw-input mapping
+    (``map_raw_columns``) both run it."""
+    for j, col in enumerate(raw):
+        scaler.scale_into(j, np.asarray(col), out[j])
+    if clipped is None:
+        return clip_vectors_(out, bound, norm, coords_in_unit=True)
+    rows = np.flatnonzero(np.asarray(clipped, dtype=bool))
+    if not rows.size or not math.isfinite(bound):
+        return 0
+    if rows.size == out.shape[0]:
+        return clip_vectors_(out, bound, norm, coords_in_unit=True)
+    block = out[rows]
+    count = clip_vectors_(block, bound, norm, coords_in_unit=True)
+    if count:
+        out[rows] = block
+    return count
+
+
+def map_raw_columns(cols: list[np.ndarray], names: list[str], ranges: Mapping[str, tuple[float, float]],
+                    bound: float, norm: str = "L2", clipped=None) -> list[np.ndarray]:
+    """Raw numeric columns ``cols`` (named ``names``, each with its declared range in ``ranges``)
+    -> the release's clean coordinates, float64: ``scale_clip_into`` (what a release does before
+    adding noise).  ``bound``: the vector clip's radius (infinite: none), ``norm`` its norm (the
+    release's: ``clip_norm_of``), ``clipped`` the columns it covers (None: all; a release's
+    public columns are only clipped to their ranges)."""
+    n = len(cols[0]) if cols else 0
+    out = np.empty((len(cols), n), dtype=np.float64)
+    if n:
+        scale_clip_into(cols, RangeScaler(list(names), ranges), out, bound, norm, clipped)
+    return list(out)
