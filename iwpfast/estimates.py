@@ -39,7 +39,6 @@ import numpy as np
 from .exceptions import InvalidInputError
 from .holdout_verdict import ConstantRisk, PredictedClasses, judge_difference
 from .label_noise import check_classes, label_tilde, label_weight_table
-from .laplace import DiscreteLaplace
 from .losses import (
     CLASSIFICATION_LOSSES,
     LOSS_RECORDS,
@@ -49,8 +48,10 @@ from .losses import (
     loss_record,
     series_F_unchecked,
 )
+from .noise_registry import LearnerLaw
 
 __all__ = ["iwp_loss", "iwp_gradient", "label_tilde", "label_weight_table", "glm_scalars",
+           "noise_tau",
            "glm_loss_values", "glm_scalars_table", "glm_loss_values_table",
            "RiskEstimate", "RiskAccumulator", "ConstantRisk", "ConstantBaseline",
            "noise_variance_factor"]
@@ -223,14 +224,15 @@ def _prepare(theta, X, y, loss, noise_var, epsilon_y, truncation, intercept, cor
 
 def noise_tau(loss: str, noise_var, theta, noise_law=None) -> tuple[float, np.ndarray]:
     """(tau, direction) of the inverse transform at ``theta``: the argument of the loss's series
-    and d tau / d theta.  The one place that says which law uses which form: Gaussian noise (and
-    the Laplace law for the quadratic losses, whose inverse involves the variance only:
-    D_j f = f - (Var_j theta_j^2 / 2) f'') give tau = 1/2 sum_j s_j theta_j^2, direction s * theta;
-    the Laplace law with the exponential loss gives e^{-tau} = prod_j kappa_j (docs/math.md "Pure
-    epsilon").  ``noise_law``: None or a DiscreteLaplace of len(theta) features; ``noise_var`` is
-    then its variance."""
+    and d tau / d theta.  The law says which form a loss takes (``LearnerLaw.inverse_for``):
+    "variance" (Gaussian noise; the Laplace law for the quadratic losses, whose inverse involves
+    the variance only: D_j f = f - (Var_j theta_j^2 / 2) f'') gives tau = 1/2 sum_j s_j
+    theta_j^2, direction s * theta; "product" (the Laplace law with the exponential loss) gives
+    e^{-tau} = prod_j kappa_j from the law's ``exponential_factor`` (docs/math.md "Pure
+    epsilon").  ``noise_law``: None (Gaussian) or a ``LearnerLaw`` of len(theta) features;
+    ``noise_var`` is then its variance."""
     theta = np.asarray(theta, dtype=np.float64)
-    if noise_law is not None and LOSS_RECORDS[loss].laplace == "product":
+    if noise_law is not None and noise_law.inverse_for(loss) == "product":
         log_kappa, direction = noise_law.exponential_factor(theta)
         return -math.fsum(log_kappa.tolist()), direction
     s = np.asarray(noise_var, dtype=np.float64)
@@ -238,31 +240,25 @@ def noise_tau(loss: str, noise_var, theta, noise_law=None) -> tuple[float, np.nd
 
 
 def _check_law(noise_law, noise_var, loss, p):
-    """The Laplace law of p features, or None (Gaussian noise of variances noise_var)."""
+    """The law of p features that debiases ``loss``, or None (Gaussian noise of variances
+    noise_var)."""
     if noise_law is None:
         return None
-    if not isinstance(noise_law, DiscreteLaplace):
+    if not isinstance(noise_law, LearnerLaw):
         raise InvalidInputError(f"noise_law={noise_law!r}; pass None (Gaussian noise of variance "
                                 "noise_var) or an iwpfast.laplace.DiscreteLaplace(scale, grid)")
     if noise_var is not None:
         raise InvalidInputError("pass noise_var (Gaussian release) or noise_law (Laplace release), "
                                 "not both: the Laplace law's variance is noise_law.variance")
-    if LOSS_RECORDS[loss].laplace is None:
-        raise InvalidInputError(LOGISTIC_LAPLACE_REFUSAL)
+    if noise_law.inverse_for(loss) is None:
+        raise InvalidInputError(noise_law.refusal(loss))
     return noise_law.broadcast(p)
-
-
-#: why the logistic loss has no Laplace correction (docs/math.md "The logistic loss")
-LOGISTIC_LAPLACE_REFUSAL = (
-    "loss='logistic' has no unbiased correction for a Laplace release in iwpfast: its exact inverse "
-    "needs 3^p evaluations of the loss per row, and the practical polynomial form a p x p update per "
-    "row; use loss='exponential' or loss='quadratic' (exact), or a Gaussian release")
 
 
 def iwp_loss(theta, X, y, *, loss: str, noise_var=None, epsilon_y: float | None = None,
              truncation: int = 2, intercept: float | None = None, correction: str = "iwp",
              target_noise_var: float = 0.0, classes=None,
-             noise_law: DiscreteLaplace | None = None) -> np.ndarray:
+             noise_law: LearnerLaw | None = None) -> np.ndarray:
     """Per-row IWP loss estimates, shape (n,); their expectation over the release noise is the clean loss.
 
     With ``classes`` (k >= 2 one-vs-rest heads; docs/math.md "k classes"): ``classes`` is k or the
@@ -307,7 +303,7 @@ def iwp_loss(theta, X, y, *, loss: str, noise_var=None, epsilon_y: float | None 
 def iwp_gradient(theta, X, y, *, loss: str, noise_var=None, epsilon_y: float | None = None,
                  truncation: int = 2, intercept: float | None = None, correction: str = "iwp",
                  target_noise_var: float = 0.0, classes=None,
-                 noise_law: DiscreteLaplace | None = None) -> np.ndarray:
+                 noise_law: LearnerLaw | None = None) -> np.ndarray:
     """Per-row IWP gradient estimates, shape (n, p), or (n, p+1) with an intercept (last column: d/db).
 
     With ``classes`` (as in ``iwp_loss``): shape (n, k, p) or (n, k, p+1), block c the gradient of
@@ -563,14 +559,13 @@ class RiskEstimate(NamedTuple):
 
 def constant_intercept(loss: str, share: float) -> float:
     """The b minimizing ``share f(b) + (1 - share) f(-b)``: the link of the loss at the class
-    share (exponential: half the log-odds; logistic: the log-odds; quadratic: 2 share - 1)."""
-    if loss == "quadratic":
-        return 2.0 * share - 1.0
-    scale = loss_record(loss).log_odds_scale
-    if scale is None:
+    share (exponential: half the log-odds; logistic: the log-odds; quadratic: 2 share - 1), by
+    its record (``Loss.best_constant``)."""
+    record = loss_record(loss)
+    if record.task != "classification":
         raise InvalidInputError(f"loss={loss!r} has no link at a class share; the constant model "
                                 "is defined for classification losses")
-    return math.log(share / (1.0 - share)) / scale
+    return record.best_constant(share)
 
 
 class ConstantBaseline:

@@ -1,5 +1,6 @@
 """The discrete Laplace law on a grid and its exact inverse (NumPy spec; docs/math.md "Pure
-epsilon: the discrete Laplace mechanism").
+epsilon: the discrete Laplace mechanism"), and its Gaussian counterpart ``GaussianLaw``: the two
+law objects of the learner's protocol (``iwpfast.noise_registry.LearnerLaw``).
 
 A pure-epsilon release adds ``L * Z`` to the snapped value ``L * round(v / L)`` of each clipped,
 scaled feature, with ``Z`` discrete Laplace on the integers: ``P(Z = k) = (1 - a)/(1 + a) a^|k|``,
@@ -34,12 +35,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
 from .exceptions import InvalidInputError, ReleaseSpecError
+from .noise_registry import LearnerLaw, record_of_law
 
-__all__ = ["DiscreteLaplace", "check_laplace_cap", "second_difference", "compose_inverse",
+__all__ = ["DiscreteLaplace", "GaussianLaw", "check_laplace_cap", "second_difference", "compose_inverse",
            "lattice_expectation"]
 
 #: the largest |theta_j| b_j a Laplace head may reach, as a fraction of the exponential loss's
@@ -58,10 +61,17 @@ def _positive_array(value, name: str, zero_ok: bool = False) -> np.ndarray:
 
 
 @dataclass(frozen=True, eq=False)
-class DiscreteLaplace:
+class DiscreteLaplace(LearnerLaw):
     """The discrete Laplace law ``L_j Z_j`` of each feature: scale ``b_j`` and grid ``L_j``
     (numbers or (p,) arrays; ``a_j = exp(-L_j / b_j)``).  A scale of 0 is a feature without noise
-    (a public column): a_j = 0, variance 0, kappa_j = 1."""
+    (a public column): a_j = 0, variance 0, kappa_j = 1.
+
+    The learner's view of the law (``noise_registry.LearnerLaw``): which losses it debiases and
+    its kernel code are its record's (``law``), its tau the product of the kappa_j, its cap
+    ``default_variance_cap``."""
+
+    #: the metadata name of its record in ``iwpfast.noise_registry`` (its support table)
+    law: ClassVar[str] = "discrete_laplace"
 
     scale: np.ndarray
     grid: np.ndarray
@@ -83,8 +93,8 @@ class DiscreteLaplace:
         """The law of ``p`` features (a law given by numbers applies to every feature)."""
         if self.scale.size == p:
             return self
-        if self.scale.size == 1:
-            return DiscreteLaplace(np.full(p, self.scale[0]), np.full(p, self.grid[0]))
+        if self.scale.size == 1:        # type(self): a law under a record of its own stays so
+            return type(self)(np.full(p, self.scale[0]), np.full(p, self.grid[0]))
         raise InvalidInputError(f"the Laplace law has {self.scale.size} features but the data has {p} "
                                 "columns; pass one scale and grid per column, or numbers")
 
@@ -134,6 +144,28 @@ class DiscreteLaplace:
         carries all the energy."""
         return DEFAULT_REGION_FRACTION**2 * self.energy_limit
 
+    # ---- the learner's protocol (noise_registry.LearnerLaw) --------------------------------
+    @property
+    def inverse(self) -> str:
+        """The kernels' key of its own inverse (its record's ``inverse``)."""
+        return record_of_law(self.law).inverse
+
+    def inverse_for(self, loss: str) -> str | None:
+        """"product" (exponential), "variance" (the parabolas) or None: its record's table."""
+        return record_of_law(self.law).inverse_for(loss)
+
+    def refusal(self, loss: str) -> str:
+        return record_of_law(self.law).refusal.format(loss=loss)
+
+    def check_cap(self, variance_cap: float, name: str = "variance_cap") -> None:
+        """Refuse a cap that lets a coordinate leave the finite-variance region."""
+        check_laplace_cap(self, variance_cap, name)
+
+    def kernel_noise(self) -> np.ndarray:
+        """What the kernel's LAW_LAPLACE branch reads: (Var | c | L), 3 blocks of p."""
+        return np.ascontiguousarray(np.concatenate([self.variance, self.curvature_constant,
+                                                    self.grid]))
+
     def pmf(self, k) -> np.ndarray:
         """P(Z_j = k), shape (p, len(k)): row j for feature j (integers k)."""
         k = np.abs(np.atleast_1d(np.asarray(k)))[None, :]
@@ -174,6 +206,45 @@ class DiscreteLaplace:
         # P(|Z| > K) = 2 a^(K+1) / (1 + a)
         reach = max(1, math.ceil(math.log(tail / 2.0) / math.log(a)))
         return np.arange(-reach, reach + 1)
+
+
+class GaussianLaw(LearnerLaw):
+    """The Gaussian law of the features' noise (variances ``variance``, numbers or (p,)): the
+    learner's view (``noise_registry.LearnerLaw``) of every law whose inverse reads the
+    variances only.  Every loss is debiased by the inverse-Weierstrass series with tau =
+    1/2 sum_j s_j theta_j^2 ("variance"); its own inverse of exp(-v), prod_j exp(-s_j
+    theta_j^2 / 2), is that same tau; no finite-variance region (cap inf)."""
+
+    inverse = "gaussian"
+
+    def __init__(self, variance):
+        self._variance = np.atleast_1d(np.asarray(variance, dtype=np.float64))
+
+    @property
+    def variance(self) -> np.ndarray:
+        return self._variance
+
+    def broadcast(self, p: int) -> GaussianLaw:
+        return self if self._variance.size == p else GaussianLaw(np.broadcast_to(self._variance, (p,)))
+
+    def inverse_for(self, loss: str) -> str | None:
+        return "variance"
+
+    def refusal(self, loss: str) -> str:
+        return f"loss={loss!r} is debiased under Gaussian noise"       # (never refused)
+
+    def exponential_factor(self, theta) -> tuple[np.ndarray, np.ndarray]:
+        theta = np.asarray(theta, dtype=np.float64)
+        return -0.5 * self._variance * theta * theta, self._variance * theta
+
+    def default_variance_cap(self) -> float:
+        return math.inf
+
+    def check_cap(self, variance_cap: float, name: str = "variance_cap") -> None:
+        return None
+
+    def kernel_noise(self) -> np.ndarray:
+        return np.ascontiguousarray(self._variance)
 
 
 def check_laplace_cap(law: DiscreteLaplace, variance_cap: float, name: str = "variance_cap") -> None:

@@ -44,6 +44,7 @@ from functools import cache
 import numpy as np
 
 from .exceptions import InvalidInputError
+from .noise_registry import record_of_law, unsupport
 
 
 def check_order(n, parameter: str = "n") -> int:
@@ -145,10 +146,14 @@ class Loss:
                  (the logistic's: ``sigmoid_eulerian_table``, the Eulerian numbers of the sigmoid's
                  derivatives); required with ``truncated=True`` (a truncated loss never borrows
                  another's table).
-    laplace:     how the loss is debiased for a discrete Laplace release (docs/math.md "Pure
-                 epsilon"): "product" (the exact inverse is the loss times prod_j kappa_j, and a
-                 finite variance needs the law's variance cap), "variance" (the Gaussian formula
-                 with s_j = the law's variance, exactly), or None (no unbiased correction).
+    constant_link: ``share -> b``, the minimizer of ``share f(b) + (1 - share) f(-b)`` (the best
+                 constant model) in closed form where ``log_odds_scale`` does not give it
+                 (quadratic: 2 share - 1); None: from ``log_odds_scale``, else solved from
+                 ``derivative`` (``best_constant``).
+
+    How a loss is debiased under a noise law is no field of its record: it is the law's
+    (``noise_registry.NoiseLawRecord.supports``, extended by ``noise_registry.support``), so
+    that a law is added without touching a loss.  ``laplace`` reads the discrete Laplace law's.
     """
 
     name: str
@@ -164,8 +169,14 @@ class Loss:
     smoothed: Callable[[np.ndarray, float], np.ndarray] | None = None
     newton: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
     log_odds_scale: float | None = None
-    laplace: str | None = None
     truncation_table: Callable[[int], np.ndarray] | None = None
+    constant_link: Callable[[float], float] | None = None
+
+    @property
+    def laplace(self) -> str | None:
+        """How a discrete Laplace release debiases this loss ("product", "variance" or None):
+        the law's support table (``noise_registry``), read here for the former field's readers."""
+        return record_of_law("discrete_laplace").inverse_for(self.name)
 
     def __post_init__(self):
         if self.truncated and self.truncation_table is None:
@@ -185,6 +196,31 @@ class Loss:
         if self.newton is not None:
             return self.newton(v)
         return self.derivative(0, v), self.derivative(1, v), self.derivative(2, v)
+
+    def best_constant(self, share: float) -> float:
+        """The b minimizing ``share f(b) + (1 - share) f(-b)`` (a classification loss): by
+        ``constant_link``, else the log-odds over ``log_odds_scale``, else the root of
+        ``share f'(b) = (1 - share) f'(-b)`` by bisection (increasing in b for a convex f)."""
+        if self.constant_link is not None:
+            return float(self.constant_link(share))
+        if self.log_odds_scale is not None:
+            return math.log(share / (1.0 - share)) / self.log_odds_scale
+
+        def g(b: float) -> float:
+            slopes = self.derivative(1, np.array([b, -b]))
+            return share * float(slopes[0]) - (1.0 - share) * float(slopes[1])
+
+        low, high = -1.0, 1.0
+        while g(low) > 0.0 and low > -1e6:
+            low *= 2.0
+        while g(high) < 0.0 and high < 1e6:
+            high *= 2.0
+        for _ in range(200):
+            middle = 0.5 * (low + high)
+            if middle in (low, high):
+                break
+            low, high = (middle, high) if g(middle) < 0.0 else (low, middle)
+        return 0.5 * (low + high)
 
     def variance_factor(self, noise_energy: float) -> float:
         """The leading-order factor by which feature noise of energy sigma^2 |theta|^2 multiplies
@@ -305,10 +341,11 @@ LOSS_RECORDS: dict[str, Loss] = {loss.name: loss for loss in (
     Loss("exponential", "classification", _exponential_derivative, _exponential_series,
          f2_at_0=1.0, slope_at_0=1.0, derivative_bounds=_exponential_bounds, heavy_tailed=True,
          series_12=_exponential_series_12, smoothed=lambda v, tau: np.exp(tau - v),
-         newton=_exponential_newton, log_odds_scale=2.0, laplace="product"),
+         newton=_exponential_newton, log_odds_scale=2.0),
     Loss("quadratic", "classification", _quadratic_derivative, _quadratic_series,
          f2_at_0=1.0, slope_at_0=1.0, derivative_bounds=lambda zmax, target_bound: (zmax + 1.0, 1.0),
-         smoothed=_quadratic_smoothed, newton=_quadratic_newton, laplace="variance"),
+         smoothed=_quadratic_smoothed, newton=_quadratic_newton,
+         constant_link=lambda share: 2.0 * share - 1.0),
     Loss("logistic", "classification", _logistic_derivative, _logistic_series,
          f2_at_0=0.25, slope_at_0=0.5, derivative_bounds=lambda zmax, target_bound: (1.0, 0.25),
          truncated=True, newton=_logistic_newton, log_odds_scale=1.0,
@@ -316,7 +353,7 @@ LOSS_RECORDS: dict[str, Loss] = {loss.name: loss for loss in (
     Loss("squared_error", "regression", _squared_derivative, _squared_series,
          f2_at_0=1.0, slope_at_0=None,
          derivative_bounds=lambda zmax, target_bound: (zmax + target_bound, 1.0),
-         smoothed=_squared_smoothed, newton=_squared_newton, laplace="variance"),
+         smoothed=_squared_smoothed, newton=_squared_newton),
 )}
 
 
@@ -372,8 +409,10 @@ def register_loss(record: Loss) -> Loss:
 
 
 def unregister_loss(name: str) -> None:
-    """Remove a loss (a test's toy loss; the built-in ones are a contract)."""
+    """Remove a loss (a test's toy loss; the built-in ones are a contract), and its place in the
+    noise laws' support tables."""
     LOSS_RECORDS.pop(name, None)
+    unsupport(name)
 
 
 def check_loss(loss: str, *, allowed: Sequence[str] | None = None, parameter: str = "loss") -> str:

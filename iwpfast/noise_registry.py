@@ -8,7 +8,14 @@ debiases it with: ``inverse`` (the key of the kernels' ``LAW_CODES``: "gaussian"
 inverse-Weierstrass transform that reads each feature's variance only, or a law of its own such
 as "laplace"; what the planner reads) and ``learner_law`` (the law object that gives the learner
 its tau, from the metadata's ``noise`` block; None when the variance is all it needs: the
-learner's kernel runs the inverse of that object's type, ``sgd.state``).
+learner's kernel runs the inverse that object names, ``sgd.state``).
+
+What the learner asks of a law is the ``LearnerLaw`` protocol below (its variance, its tau,
+its finite-variance cap, its kernel code, the losses it debiases): the learner never tests a
+law's type nor a loss's name.  Which losses a law debiases, and how, is the record's
+``supports`` table, registered once with the law (``support`` adds a loss to a law's table):
+a law is added without touching any loss record, and a loss without touching any law unless
+it wants a law's own inverse.
 
 Pure Python and light (the command line reads it to list its choices): the release-side pieces
 are named as ``"module:attribute"`` and imported when first used (``iwpfast.registry.resolve``);
@@ -21,11 +28,15 @@ a record made at run time may hold the objects themselves.  ``register`` adds a 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .exceptions import InvalidInputError, ReleaseSpecError
 from .registry import check_refs, resolve  # noqa: F401 (resolve: the records' users import it here)
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: the fields a record may fill with a ``"module:attribute"`` name of the piece
 _PIECES = ("sampler", "calibrate", "guarantee_words", "noise_line", "learner_law")
@@ -58,6 +69,13 @@ class NoiseLawRecord:
                   the metadata's ``noise`` block; None: the Gaussian inverse (variances only).
     norm:         the norm of the feature bound ("L2", or "L1" for Laplace).
     default_delta: the feature delta when none is given (0.0: pure epsilon).
+    supports:     loss name -> how the learner debiases it under this law: "variance" (the
+                  Gaussian formula with s_j = the law's variance: exact for every loss under a
+                  Gaussian law, for a parabola under any law) or "product" (the law's own
+                  inverse, ``LearnerLaw.exponential_factor``: exact for f = exp(-v)); a loss not
+                  in it is refused with ``refusal``.  None: every loss, by "variance" (a law
+                  whose ``inverse`` is "gaussian").  ``support`` adds a loss to it.
+    refusal:      the words refusing a loss the law does not debias (``{loss}``: its name).
     """
 
     law: str
@@ -75,6 +93,67 @@ class NoiseLawRecord:
     learner_law: Any = None
     norm: str = "L2"
     default_delta: float = 1e-5
+    supports: Mapping[str, str] | None = None
+    refusal: str = "loss={loss!r} has no unbiased correction for this noise law in iwpfast"
+    #: the table ``support`` extends (a copy of ``supports``, made when the record is made)
+    _table: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        if self.supports is not None:
+            bad = {k: v for k, v in self.supports.items() if v not in INVERSE_FORMS}
+            if bad:
+                raise InvalidInputError(f"noise law {self.law!r}: supports={bad!r}; each loss's "
+                                        f"form must be one of {INVERSE_FORMS}")
+            self._table.update(self.supports)
+
+    def inverse_for(self, loss: str) -> str | None:
+        """How the learner debiases ``loss`` under this law ("variance", "product"), or None."""
+        return "variance" if self.supports is None else self._table.get(loss)
+
+
+#: how a loss is debiased under a law (``NoiseLawRecord.supports``)
+INVERSE_FORMS = ("variance", "product")
+
+
+@runtime_checkable
+class LearnerLaw(Protocol):
+    """What a noise law gives the learner: the one interface of its law objects
+    (``iwpfast.laplace``: ``GaussianLaw``, variances only, and ``DiscreteLaplace``).  The
+    learner (``estimates.noise_tau``, ``sgd.state.check_config``, the NumPy twin, the
+    estimators' cap) asks the law; it never tests its type.
+
+    inverse:     the kernels' key of its own inverse (``iwpfast._kernels.abi.LAW_CODES``; a law's
+                 record names the same, ``tests/test_abi.py``).
+    variance:    (p,) exact variance of each feature's noise (the "variance" form's s_j).
+    broadcast:   the law of p features.
+    inverse_for: how ``loss`` is debiased ("variance", "product") or None (refused by
+                 ``refusal(loss)``): the record's ``supports`` table.
+    exponential_factor: its own ("product") inverse at theta: per coordinate (log kappa_j,
+                 -d log kappa_j / d theta_j); tau = -sum_j log kappa_j.
+    default_variance_cap, check_cap: the cap on sum_j Var_j theta_j^2 that keeps a "product"
+                 head inside the law's finite-variance region (inf, and no check, for Gaussian).
+    kernel_noise: the noise array the kernel reads with its own inverse (``_kernels/abi.py``).
+    """
+
+    @property
+    def inverse(self) -> str: ...
+
+    @property
+    def variance(self) -> np.ndarray: ...
+
+    def broadcast(self, p: int) -> LearnerLaw: ...
+
+    def inverse_for(self, loss: str) -> str | None: ...
+
+    def refusal(self, loss: str) -> str: ...
+
+    def exponential_factor(self, theta) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def default_variance_cap(self) -> float: ...
+
+    def check_cap(self, variance_cap: float, name: str = "variance_cap") -> None: ...
+
+    def kernel_noise(self) -> np.ndarray: ...
 
 
 #: metadata law name -> record, in the order of the command line's choices
@@ -98,6 +177,24 @@ def register(record: NoiseLawRecord) -> NoiseLawRecord:
 def unregister(law: str) -> None:
     """Remove the law named ``law`` (a test's toy law; the built-in laws are a contract)."""
     NOISE_LAW_RECORDS.pop(law, None)
+
+
+def support(law: str, loss: str, form: str) -> None:
+    """Let the law named ``law`` debias ``loss`` by ``form`` ("variance": exact for a parabola;
+    "product": the law's own inverse, exact for f = exp(-v)): a new loss under a law with a
+    table (docs/extending.md "A loss").  ``unsupport`` removes it."""
+    record = record_of_law(law)
+    if form not in INVERSE_FORMS:
+        raise InvalidInputError(f"form={form!r} must be one of {INVERSE_FORMS}")
+    if record.supports is None:
+        raise InvalidInputError(f"noise law {law!r} debiases every loss by its variance already")
+    record._table[loss] = form
+
+
+def unsupport(loss: str) -> None:
+    """Forget ``loss`` in every law's table (``losses.unregister_loss`` calls it)."""
+    for record in NOISE_LAW_RECORDS.values():
+        record._table.pop(loss, None)
 
 
 def noise_choices() -> tuple[str, ...]:
@@ -176,6 +273,12 @@ for _record in (
         mechanism_help="laplace (pure epsilon, delta 0: L1 bound, exact discrete Laplace noise on "
                        "a grid)",
         inverse="laplace", learner_law="iwpfast.laplace:law_from_metadata", norm="L1",
-        default_delta=0.0),
+        default_delta=0.0,
+        # D_j f = f - (Var_j theta_j^2 / 2) f'' for a parabola; D_1...D_p e^{-u} = e^{-u} prod kappa_j
+        supports={"exponential": "product", "quadratic": "variance", "squared_error": "variance"},
+        refusal="loss={loss!r} has no unbiased correction for a Laplace release in iwpfast: its "
+                "exact inverse needs 3^p evaluations of the loss per row, and the practical "
+                "polynomial form a p x p update per row; use loss='exponential' or "
+                "loss='quadratic' (exact), or a Gaussian release"),
 ):
     register(_record)

@@ -310,3 +310,217 @@ def test_the_guarantee_holds_for_what_the_specs_own_law_says():
         assert guarantee_metadata(laplace, g)["holds_for"] == "values_as_written"
     finally:
         unregister("toy_inexact")
+
+
+# ------------------------------------------------------------------ a new loss shape, a new law
+# docs/extending.md counted: a loss whose derivatives are no built-in's and a law object of the
+# learner, written outside the package and added through the documented path only.  The loss is
+# the hinge max(0, 1 - v) smoothed by a Gaussian of width 1 (f = E max(0, 1 - v + Z)):
+#     f(v) = (1 - v) Phi(w) + phi(w),  f'(v) = -Phi(w),  f^(n)(v) = He_{n-2}(w) phi(w)  (n >= 2)
+# with w = 1 - v: its IWP series converges for 2 tau < 1 (it is then the hinge smoothed by
+# 1 - 2 tau) and is truncated at K beyond, as the logistic one; it has no log-odds link.
+SHAPE_MODULE = r'''
+import math
+
+import numpy as np
+
+from iwpfast.laplace import DiscreteLaplace
+from iwpfast.losses import Loss
+
+_erfc = np.frompyfunc(math.erfc, 1, 1)
+
+
+def _Phi(w):
+    return 0.5 * np.asarray(_erfc(-np.asarray(w) / math.sqrt(2.0)), dtype=np.float64)
+
+
+def _phi(w):
+    return np.exp(-0.5 * w * w) / math.sqrt(2.0 * math.pi)
+
+
+def _hermite(m, w):
+    h0, h1 = np.ones_like(w), w
+    if m == 0:
+        return h0
+    for k in range(1, m):
+        h0, h1 = h1, w * h1 - k * h0
+    return h1
+
+
+def derivative(n, v):
+    w = 1.0 - v
+    if n == 0:
+        return w * _Phi(w) + _phi(w)
+    if n == 1:
+        return -_Phi(w)
+    return _hermite(n - 2, w) * _phi(w)
+
+
+def series(j, v, tau, truncation):
+    top = truncation - 1 if j == 2 else truncation
+    total, coefficient = np.zeros_like(v), 1.0
+    for k in range(top + 1):
+        if k > 0:
+            coefficient = coefficient * (-tau / k)
+        total = total + coefficient * derivative(2 * k + j, v)
+    return total
+
+
+def hermite_table(truncation):
+    """The kernel's table of a truncated series (required; the NumPy twin does not read it)."""
+    return np.zeros((2 * truncation + 1, 1))
+
+
+PROBIT_HINGE = Loss(
+    "probit_hinge", "classification", derivative, series,
+    f2_at_0=float(derivative(2, np.zeros(1))[0]), slope_at_0=float(_Phi(np.ones(1))[0]),
+    derivative_bounds=lambda zmax, target_bound: (float(_Phi(np.array([1.0 + zmax]))[0]),
+                                                  1.0 / math.sqrt(2.0 * math.pi)),
+    truncated=True, truncation_table=hermite_table)
+
+
+class ToyLaplace(DiscreteLaplace):
+    """A law object of the learner under a record of its own (its support table, its inverse)."""
+    law = "toy_laplace"
+'''
+
+
+@pytest.fixture
+def shape(tmp_path, monkeypatch):
+    from iwpfast.losses import register_loss, unregister_loss
+
+    folder = tmp_path / "shape_plugin"
+    folder.mkdir()
+    (folder / "shape_iwpfast_plugin.py").write_text(SHAPE_MODULE)
+    monkeypatch.syspath_prepend(str(folder))
+    module = importlib.import_module("shape_iwpfast_plugin")
+    register_loss(module.PROBIT_HINGE)
+    try:
+        yield module
+    finally:
+        unregister_loss("probit_hinge")
+        sys.modules.pop("shape_iwpfast_plugin", None)
+
+
+def _package_modules(source: str) -> set[str]:
+    """The iwpfast modules a plug-in's source imports: the documented path it used."""
+    import ast
+    return {node.module for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("iwpfast")}
+
+
+def _files_named(message: str) -> set[str]:
+    import re
+    return set(re.findall(r"iwpfast/[\w/]+\.py", message))
+
+
+def _extending_md() -> str:
+    from pathlib import Path
+    return (Path(__file__).resolve().parent.parent / "docs" / "extending.md").read_text()
+
+
+def _shape_release(path):
+    from iwpfast.privacy import release
+
+    n = 1200
+    rng = np.random.default_rng(4)
+    X = rng.uniform(-1, 1, size=(n, P))
+    y = np.where(rng.random(n) < 1 / (1 + np.exp(-(X @ np.array([3.0, -2.0])))), 1, 0)
+    release({"a": X[:, 0], "b": X[:, 1], "y": y}, path, _spec(epsilon_x=4.0, noise="toy"), seed=8)
+    return X, y
+
+
+@pytest.mark.slow
+def test_a_new_loss_shape_fits_with_the_default_auto_end_to_end(toy, shape, tmp_path, monkeypatch):
+    """A loss of a new shape, released with a new law (the toy one), fitted by the default
+    ``IWPClassifier(loss=...)`` ('auto': grid, folds, choice, refit) on the NumPy twin, beats
+    the majority class on the clean rows (about 90 s on the twin: slow)."""
+    path = tmp_path / "shape.parquet"
+    X, y = _shape_release(path)
+    monkeypatch.setenv("IWPFAST_ENGINE", "numpy")
+    model = IWPClassifier(loss="probit_hinge", progress=False).fit(path)
+    assert model.tuning_ is not None and model.truncation_ >= 0
+    accuracy = float(np.mean(model.predict(X) == y))
+    assert accuracy > max(y.mean(), 1 - y.mean()) + 0.1, accuracy
+
+
+def test_the_extending_guide_counts_what_a_new_loss_and_law_need(toy, shape, tmp_path):
+    """What the new shape and the toy law needed: the plug-ins import the documented modules
+    only, the fused kernels refuse the loss (and a law's own inverse without a kernel code)
+    naming the files a kernel needs, and docs/extending.md's counts are those files."""
+    import re
+    from dataclasses import replace
+
+    from iwpfast.noise_registry import NOISE_LAW_RECORDS, register, unregister
+    from iwpfast.sgd import state
+
+    path = tmp_path / "shape.parquet"
+    _shape_release(path)
+    with pytest.raises(InvalidInputError, match="probit_hinge") as refused:
+        _model(loss="probit_hinge", truncation=1).fit(path)
+    loss_kernel_files = _files_named(str(refused.value))
+    assert loss_kernel_files == {"iwpfast/_kernels/abi.py", "iwpfast/_kernels/sgd.py"}
+    # a law with an inverse of its own and no kernel code for it: refused naming the same files
+    register(replace(NOISE_LAW_RECORDS["discrete_laplace"], law="toy_laplace",
+                     mechanism="toy_laplace", inverse="toy_inverse"))
+    try:
+        law = shape.ToyLaplace(0.5, 2.0**-6).broadcast(P)
+        cfg = state.HeadConfig(loss="exponential", mode="iwp", n_features=P,
+                               noise_var=law.variance, noise_law=law,
+                               variance_cap=law.default_variance_cap())
+        with pytest.raises(InvalidInputError, match="toy_inverse") as no_code:
+            state.check_config(cfg)
+    finally:
+        unregister("toy_laplace")
+    law_kernel_files = _files_named(str(no_code.value))
+    assert law_kernel_files == loss_kernel_files
+    # the plug-ins' path into the package: the loss's record type and registry; a law's learner
+    # object (the protocol, here by subclassing the Laplace one) and its record
+    assert _package_modules(SHAPE_MODULE) == {"iwpfast.losses", "iwpfast.laplace"}
+    assert _package_modules(TOY_MODULE) >= {"iwpfast.noise_registry", "iwpfast.privacy.noise_laws"}
+    doc = _extending_md()
+    loss_files = int(re.search(r"## A loss \(1 record; (\d+) files with its kernel", doc).group(1))
+    assert loss_files == 1 + len(loss_kernel_files)     # the record's module, then the kernel's
+    law_files = int(re.search(r"inverse of its own needs (\d+) files", doc).group(1))
+    assert law_files == 1 + len(law_kernel_files)       # the law object's module, the kernel's
+    for title, end in (("## A loss", "## A noise law"), ("**Learning from it.**", "## A file")):
+        section = doc.split(title, 1)[1].split(end, 1)[0]
+        assert all(f.removeprefix("iwpfast/") in section for f in loss_kernel_files), title
+
+
+def test_the_learner_asks_the_law_not_its_type(shape):
+    """A law object under a record of its own (a support table without the quadratic loss)
+    debiases by its record; the Gaussian law object gives the bits of plain variances."""
+    from dataclasses import replace
+
+    from iwpfast.estimates import iwp_gradient, iwp_loss
+    from iwpfast.laplace import DiscreteLaplace, GaussianLaw
+    from iwpfast.noise_registry import NOISE_LAW_RECORDS, LearnerLaw, register, unregister
+    from iwpfast.sgd import state
+
+    rng = np.random.default_rng(2)
+    X, y, theta = rng.normal(size=(50, P)), np.where(rng.random(50) < 0.5, 1, -1), np.array([.3, -.2])
+    register(replace(NOISE_LAW_RECORDS["discrete_laplace"], law="toy_laplace", mechanism="toy_laplace",
+                     supports={"exponential": "product"}, refusal="toy law: no {loss!r}"))
+    try:
+        toy_law, laplace = shape.ToyLaplace(0.5, 2.0**-6), DiscreteLaplace(0.5, 2.0**-6)
+        assert isinstance(toy_law, LearnerLaw) and isinstance(GaussianLaw(0.5), LearnerLaw)
+        for f in (iwp_loss, iwp_gradient):
+            np.testing.assert_array_equal(f(theta, X, y, loss="exponential", noise_law=toy_law),
+                                          f(theta, X, y, loss="exponential", noise_law=laplace))
+        with pytest.raises(InvalidInputError, match="toy law: no 'quadratic'"):
+            iwp_loss(theta, X, y, loss="quadratic", noise_law=toy_law)
+        with pytest.raises(InvalidInputError, match="toy law: no 'probit_hinge'"):
+            iwp_loss(theta, X, y, loss="probit_hinge", noise_law=toy_law)
+        cap = laplace.default_variance_cap()
+        configs = [state.HeadConfig(loss="exponential", mode="iwp", n_features=P, variance_cap=cap,
+                                    noise_var=law.broadcast(P).variance, noise_law=law)
+                   for law in (toy_law, laplace)]
+        a, b = (state.check_config(c) for c in configs)
+        assert a.noise_law == b.noise_law and np.array_equal(a.noise_packed, b.noise_packed)
+    finally:
+        unregister("toy_laplace")
+    for loss in ("probit_hinge", "logistic"):
+        np.testing.assert_array_equal(
+            iwp_gradient(theta, X, y, loss=loss, noise_law=GaussianLaw([0.5, 0.25])),
+            iwp_gradient(theta, X, y, loss=loss, noise_var=[0.5, 0.25]))

@@ -95,7 +95,7 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         variance only for |theta_j| < 1/(2 b_j); the cap keeps theta inside (docs/math.md "Pure
         epsilon")."""
         if noise.noise_law is None or mode != "iwp" or self.variance_cap is not None \
-                or LOSS_RECORDS[loss].laplace != "product":
+                or noise.noise_law.inverse_for(loss) != "product":
             return None
         return noise.noise_law.broadcast(p).default_variance_cap()
 

@@ -52,8 +52,7 @@ from ..io.format_readers import usable_cores
 from ..io.reader import ChunkReader
 from ..io.source_base import load_lazy_imports
 from ..io.sources import Source, open_source
-from ..laplace import DiscreteLaplace
-from ..noise_registry import record_of_law, resolve
+from ..noise_registry import LearnerLaw, record_of_law, resolve
 from ..progress import progress_bar
 from .checkpoint import checkpoint_exists, config_hash, dataset_hash, read_checkpoint
 from .scan import (
@@ -138,8 +137,9 @@ class NoiseModel:
     feature_bound: float | None = None
     #: the release metadata dict, when read from a release
     metadata: dict | None = None
-    #: the discrete Laplace law of a pure-epsilon release (noise.law "discrete_laplace"), else None
-    noise_law: DiscreteLaplace | None = None
+    #: the learner's law (``noise_registry.LearnerLaw``) of a law with an inverse of its own (the
+    #: discrete Laplace law of a pure-epsilon release), else None: Gaussian, the variances only
+    noise_law: LearnerLaw | None = None
     #: the release's ReleaseSpec, validated once from ``metadata`` (None for explicit noise)
     spec: ReleaseSpec | None = None
     #: where the parameters came from: "release" or "explicit"
@@ -219,10 +219,11 @@ def noise_from_release(metadata: ReleaseSpec | dict | None, features: Sequence[s
                       spec=spec, origin="release")
 
 
-def laplace_law_of(law: dict | None, p: int, noised=None) -> DiscreteLaplace | None:
-    """The learner's law object (its tau: a DiscreteLaplace) from a release's ``noise`` field, by
-    the law's record in ``iwpfast.noise_registry`` (``learner_law``; ``noised``: the features'
-    noise variances, 0 for a public one, or None when every feature is noised), or None for a
+def laplace_law_of(law: dict | None, p: int, noised=None) -> LearnerLaw | None:
+    """The learner's law object (its tau: a ``LearnerLaw``, e.g. a DiscreteLaplace) from a
+    release's ``noise`` field, by the law's record in ``iwpfast.noise_registry``
+    (``learner_law``; ``noised``: the features' noise variances, 0 for a public one, or None
+    when every feature is noised), or None for a
     law whose inverse reads the variances only (Gaussian) and for a release that names no law
     (float noise, before the laws were named); ``ReleaseSpecError`` for a law this iwpfast lacks
     (its inverse is unknown: debiasing it as Gaussian noise would be wrong)."""

@@ -24,19 +24,18 @@ from .._kernels.abi import (  # the kernels' ABI (codes, positions): defined onc
     C_STEP,
     C_TRACE,
     COUNTER_FIELDS,
+    LAW_CODES,
     LAW_GAUSSIAN,
-    LAW_LAPLACE,
     LOSS_CODES,
     MODE_CODES,
     SCHEDULE_CODES,
     TELEMETRY_FIELDS,
     TELEMETRY_INDEX,
 )
-from ..estimates import LOGISTIC_LAPLACE_REFUSAL
 from ..exceptions import InvalidInputError, SampleWeightError
 from ..label_noise import label_tilde_from_keep
-from ..laplace import DiscreteLaplace, check_laplace_cap
 from ..losses import CLASSIFICATION_LOSSES, LOSS_RECORDS
+from ..noise_registry import LearnerLaw
 
 __all__ = ["HeadConfig", "HeadState", "CheckedConfig", "check_config", "check_sample_weight",
            "first_invalid_weight", "SCHEDULES", "MODE_CODES",
@@ -89,10 +88,12 @@ class HeadConfig:
     class_boost:     None, or per class index an addition to the weight of F(z) of the rows
                      released as that class: the class weights of a one-vs-rest head
                      (``label_class`` set; docs/math.md "Class weights"), with ``label_weights``.
-    noise_law:       None (Gaussian feature noise of variances ``noise_var``) or the
-                     ``iwpfast.laplace.DiscreteLaplace`` of a pure-epsilon release; ``noise_var``
-                     is then its exact variance.  Mode iwp with the exponential loss needs
-                     ``variance_cap`` below ``noise_law.energy_limit`` (docs/math.md "Pure epsilon").
+    noise_law:       None (Gaussian feature noise of variances ``noise_var``) or the learner's
+                     law (``iwpfast.noise_registry.LearnerLaw``, e.g. the
+                     ``iwpfast.laplace.DiscreteLaplace`` of a pure-epsilon release); ``noise_var``
+                     is then its exact variance.  Mode iwp with a loss the law debiases by its own
+                     inverse (the Laplace law's exponential loss) needs a ``variance_cap`` the law
+                     accepts (``check_cap``: below ``energy_limit``; docs/math.md "Pure epsilon").
     """
 
     loss: str
@@ -116,7 +117,7 @@ class HeadConfig:
     label_weights: tuple | None = None
     class_boost: tuple | None = None
     weighted: bool = False
-    noise_law: DiscreteLaplace | None = None
+    noise_law: LearnerLaw | None = None
 
     @property
     def n_columns(self) -> int:
@@ -166,9 +167,10 @@ class CheckedConfig(NamedTuple):
     label_class: int | None
     class_boost: tuple | None   # per class index, added to the weight of F(z) (k-class weights)
     weighted: bool
-    noise_law: int              # LAW_GAUSSIAN or LAW_LAPLACE (_kernels/abi.py)
-    noise_packed: np.ndarray    # what the kernel reads: noise_var, or (Var | c | L) for LAW_LAPLACE
-    laplace: DiscreteLaplace | None     # the law of a LAW_LAPLACE head (for the NumPy twin)
+    noise_law: int              # a LAW_CODES value (_kernels/abi.py): the inverse the kernel runs
+    noise_packed: np.ndarray    # what the kernel reads: noise_var, or the law's kernel_noise()
+    laplace: LearnerLaw | None  # the law of a head run by its own inverse ("product"; the twin
+                                # reads its exponential_factor), None: the variance form
 
 
 def _finite_number(value, name: str, *, minimum: float | None = None, strict: bool = False,
@@ -290,27 +292,33 @@ def check_config(cfg: HeadConfig) -> CheckedConfig:
 
 
 def _check_noise_law(cfg: HeadConfig, p: int, noise_var: np.ndarray, variance_cap: float):
-    """(law code, the kernel's noise array, the Laplace law or None) of a checked config."""
+    """(law code, the kernel's noise array, the law or None) of a checked config: the law says
+    how it debiases the loss (``LearnerLaw.inverse_for``); the variance form runs as Gaussian."""
     gaussian = (LAW_GAUSSIAN, np.ascontiguousarray(noise_var), None)
     if cfg.noise_law is None:
         return gaussian
-    if not isinstance(cfg.noise_law, DiscreteLaplace):
-        raise InvalidInputError(f"HeadConfig.noise_law={cfg.noise_law!r} must be None (Gaussian) or an "
-                                "iwpfast.laplace.DiscreteLaplace")
+    if not isinstance(cfg.noise_law, LearnerLaw):
+        raise InvalidInputError(f"HeadConfig.noise_law={cfg.noise_law!r} must be None (Gaussian) or a "
+                                "noise law of the learner (iwpfast.laplace.DiscreteLaplace)")
     law = cfg.noise_law.broadcast(p)
     if not np.allclose(np.asarray(cfg.noise_var, dtype=np.float64), law.variance, rtol=1e-12, atol=0):
         raise InvalidInputError("HeadConfig.noise_var must be noise_law.variance (the exact variance "
-                                "of the Laplace release); pass noise_var=noise_law.variance")
+                                "of the release's law); pass noise_var=noise_law.variance")
     if cfg.mode != "iwp":
         return gaussian
-    inverse = LOSS_RECORDS[cfg.loss].laplace
-    if inverse is None:
-        raise InvalidInputError(LOGISTIC_LAPLACE_REFUSAL)
-    if inverse == "variance":
-        return gaussian             # quadratic losses: the Gaussian formula with s = Var, exactly
-    check_laplace_cap(law, variance_cap, "HeadConfig.variance_cap")
-    packed = np.concatenate([law.variance, law.curvature_constant, law.grid])
-    return LAW_LAPLACE, np.ascontiguousarray(packed), law
+    form = law.inverse_for(cfg.loss)
+    if form is None:
+        raise InvalidInputError(law.refusal(cfg.loss))
+    if form == "variance":
+        return gaussian             # e.g. quadratic losses: the Gaussian formula with s = Var, exactly
+    law.check_cap(variance_cap, "HeadConfig.variance_cap")
+    code = LAW_CODES.get(law.inverse)
+    if code is None:
+        raise InvalidInputError(
+            f"noise law {type(law).__name__} names the inverse {law.inverse!r}, which has no kernel "
+            "code: add it to LAW_CODES in iwpfast/_kernels/abi.py and its branch to "
+            "iwpfast/_kernels/sgd.py (docs/extending.md \"A noise law\")")
+    return code, np.ascontiguousarray(law.kernel_noise()), law
 
 
 def first_invalid_weight(weights: np.ndarray) -> int:
