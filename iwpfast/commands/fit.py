@@ -138,6 +138,15 @@ def add_fit_arguments(p) -> None:
     p.add_argument("--bound", type=float, default=None,
                    help="with --ranges: the L2 bound of the scaled feature vector (default 1, as a "
                         "release's)")
+    p.add_argument("--categories", action="append", default=[], metavar="NAME=A,B,C",
+                   help="DATA is raw clean data with this categorical feature (repeatable): one-hot "
+                        "over its declared categories, as `iwpfast release --categories` maps it "
+                        "(the clean baseline; the other features take --ranges)")
+    p.add_argument("--categories-file", default=None, metavar="F.json",
+                   help='with raw clean data: categories as JSON {"NAME": ["A", "B"], ...}')
+    p.add_argument("--unknown-category", default=None, metavar="NAME",
+                   help="with --categories: catch-all category for values outside the declared "
+                        "ones (without it such a value stops the fit naming column, value and row)")
     p.add_argument("--schedule", default="constant", help="constant (default), inverse or paper")
     p.add_argument("--mu", type=float, default=None, help="mu of the inverse schedule (default: alpha)")
     p.add_argument("--batch-size", type=int, default=128)
@@ -338,8 +347,7 @@ def run(args) -> int:
         model: IWPClassifier | IWPRegressor = IWPRegressor(loss=args.loss or "squared_error", **common)
         noise = dict(target_noise_var=None)
     else:
-        model = IWPClassifier(loss=args.loss or ("quadratic" if args.solver == "moments"
-                                                 else "exponential"), truncation=args.truncation,
+        model = IWPClassifier(loss=args.loss or _default_loss(args), truncation=args.truncation,
                               class_weight=weights, **common)
         noise = dict(epsilon_y=args.epsilon_y)
         if args.classes:
@@ -353,10 +361,10 @@ def run(args) -> int:
     with warnings.catch_warnings(record=True) as caught, cluster_client(args) as client:
         warnings.simplefilter("always")
         if client is not None:
-            if args.checkpoint or args.noise_var is not None or args.override:
+            if args.checkpoint or args.noise_var is not None or args.override or _clean_baseline(args):
                 raise InvalidInputError(
-                    "--scheduler/--workers fit a release (its metadata gives the noise) without "
-                    "checkpoints: drop --checkpoint/--noise-var/--override, or fit on one machine")
+                    "--scheduler/--workers fit a release (its metadata gives the noise) without checkpoints: "
+                    "drop --checkpoint/--noise-var/--override/--ranges/--categories, or fit on one machine")
             from ..distributed import fit_files
             fit_files(client, args.data, model, shards=args.shards, rounds=args.rounds,
                       features=features, label=args.label, sample_weight=args.sample_weight)
@@ -373,7 +381,7 @@ def run(args) -> int:
         # no noise: nothing is corrected, whatever --correction says
         what = (f"fitted {type(model).__name__}(loss={model.loss!r}) on {model.n_rows_seen_:,} "
                 f"rows of {args.data}: the clean baseline (data without noise"
-                + (", scaled by the declared --ranges" if args.ranges else "")
+                + _clean_note(args)
                 + "; nothing to correct)")
     else:
         what = (f"fitted {type(model).__name__}(loss={model.loss!r}, correction="
@@ -470,11 +478,62 @@ def _task(args, source) -> str:
     return (source.release_metadata or {}).get("task", "classification")
 
 
+def _clean_baseline(args) -> bool:
+    """Whether DATA is raw clean data mapped as a release would (--ranges, ranges inside
+    --features, or --categories / --categories-file)."""
+    inline = any("=" in token for token in split_names(args.features or []))
+    return bool(args.ranges or inline or args.categories or args.categories_file)
+
+
+def _default_loss(args) -> str:
+    """The classifier's loss when --loss is not given: the logistic loss for the clean baseline
+    (scikit-learn's LogisticRegression's model: bench/clean_categorical.py, where the exponential
+    loss's exact minimizer is 0.005 below it), the quadratic with --solver moments, else the
+    exponential (the private default)."""
+    if args.solver == "moments":
+        return "quadratic"
+    return "logistic" if _clean_baseline(args) else "exponential"
+
+
+def _clean_note(args) -> str:
+    """How the clean baseline's raw data were mapped (the summary line)."""
+    if not _clean_baseline(args):
+        return ""
+    return ", scaled by the declared ranges" + (
+        ", categories one-hot" if args.categories or args.categories_file else "")
+
+
+def _clean_categories(args, data):
+    """--categories / --categories-file / --unknown-category of raw clean data: (categories,
+    catch-all) as ``fit(categories=..., unknown_category=...)`` takes them, or (None, None)."""
+    from ..exceptions import InvalidInputError
+    from ..privacy.feature_map import parse_categories, read_categories_file
+
+    if not (args.categories or args.categories_file):
+        if args.unknown_category is not None:
+            raise InvalidInputError("--unknown-category goes with --categories (raw clean data "
+                                    "with categorical columns); a release carries its own")
+        return None, None
+    categories: dict = dict(read_categories_file(args.categories_file)) if args.categories_file \
+        else {}
+    for name, values in parse_categories(args.categories).items():
+        if name in categories:
+            raise InvalidInputError(f"categories of {name!r} given by --categories and by "
+                                    "--categories-file; give them once")
+        categories[name] = values
+    from ..io.sources import open_source
+    from .release import _catch_all
+
+    # integer-code columns stay strict with a catch-all name (as `iwpfast release` reads it)
+    return categories, _catch_all(args.unknown_category, categories, open_source(data).full_schema)
+
+
 def _fit_here(args, model, data, features, ranges, weights, noise) -> None:
     """The fit on this machine (``run``'s, without --scheduler/--workers)."""
     from ..exceptions import InvalidInputError
 
-    if args.bound is not None and ranges is None:
+    categories, unknown = _clean_categories(args, data)
+    if args.bound is not None and ranges is None and categories is None:
         raise InvalidInputError("--bound goes with --ranges (raw clean data); a release "
                                 "carries its own bound")
     with resume_named(args), class_weight_compile(weights):
@@ -484,7 +543,8 @@ def _fit_here(args, model, data, features, ranges, weights, noise) -> None:
                   checkpoint_every=args.checkpoint_every, resume=args.resume,
                   overwrite=args.overwrite, ranges=ranges, feature_bound=args.bound,
                   validation=args.validation, n_rows_total=args.n_rows_total,
-                  keep_checkpoint=args.keep_checkpoint, **noise)
+                  keep_checkpoint=args.keep_checkpoint, categories=categories,
+                  unknown_category=unknown, **noise)
 
 
 def resume_named(args):

@@ -25,6 +25,7 @@ from ..settings import current_engine
 from ..sgd.schedules import default_radius
 from ..sgd.state import HeadConfig, HeadState
 from ._checks import is_integral
+from ._clean import fit_categorical
 from ._evaluation import EvaluationMixin
 from ._heads import HEAD_NAME, SingleHead
 from ._inputs import (
@@ -148,11 +149,11 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         """The class weights of the pass, before its configs are made (the classifier's)."""
 
     # ---- fitting -----------------------------------------------------------------------------
-    def fit(self, X, y=None, sample_weight=None, *, noise_var=None, epsilon_y=None,
-            label_keep_prob=None, target_noise_var=None, feature_bound=None, features=None,
-            label=None, override: bool = False, checkpoint=None, checkpoint_every=None,
-            resume: bool = False, overwrite: bool = False, ranges=None, validation=None,
-            filesystem=None, release_spec=None, release=None, n_rows_total=None, keep_checkpoint=False):
+    def fit(self, X, y=None, sample_weight=None, *, noise_var=None, epsilon_y=None, label_keep_prob=None,
+            target_noise_var=None, feature_bound=None, features=None, label=None, override: bool = False,
+            checkpoint=None, checkpoint_every=None, resume: bool = False, overwrite: bool = False,
+            ranges=None, categories=None, unknown_category=None, validation=None, filesystem=None,
+            release_spec=None, release=None, n_rows_total=None, keep_checkpoint=False):
         """Fit in one pass over ``X`` (a new model: earlier fitted attributes are dropped).
 
         Parameters
@@ -193,9 +194,10 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
             Removed once the fit succeeds, unless ``keep_checkpoint=True``.
         overwrite : bool, default False
             Replace an existing checkpoint file that is not resumed.
-        ranges : dict {name: (lo, hi)}, "A=0:99,B=1:24", or list of (lo, hi), optional
-            X is raw, un-noised data: scale and clip it as a release with these ranges and
-            ``feature_bound`` (default 1) would, without noise (the clean baseline).
+        ranges, categories, unknown_category : optional
+            X is raw, un-noised data mapped as a release would (the clean baseline): ranges
+            ``{name: (lo, hi)}``, "A=0:99" or (lo, hi) per column scaled, clipped at ``feature_bound``
+            (default 1); categories ``{name: [A, B]}`` one-hot, others to ``unknown_category``.
         validation : release, optional
             A separate private release to choose the "auto" hyper-parameters on (default:
             ``validation_fraction`` of X's rows).
@@ -235,6 +237,8 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         DivergenceError
             theta became non-finite (smaller learning_rate, radius or a variance_cap).
         """
+        if categories is not None:      # a raw table with categorical columns (_clean.py)
+            return fit_categorical(self, **{k: v for k, v in locals().items() if k != "self"})
         self._new_pass()
         X = on_filesystem(X, filesystem)
         from ._rr import fit_rr, opened, rr_release_spec
@@ -252,14 +256,12 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         X, y = with_release(X, y, self._spec_for(y, release_spec, release), release, filesystem)
         validation = on_filesystem(validation, filesystem, "validation", paths_only=True)
         started = time.perf_counter()
-        self._fit_pass(X, y, dict(noise_var=noise_var, epsilon_y=epsilon_y,
-                                  label_keep_prob=label_keep_prob,
+        self._fit_pass(X, y, dict(noise_var=noise_var, epsilon_y=epsilon_y, label_keep_prob=label_keep_prob,
                                   target_noise_var=target_noise_var, feature_bound=feature_bound),
-                       features=features, label=label, override=override,
-                       n_rows_total=n_rows_total, finish=True, checkpoint=checkpoint,
-                       checkpoint_every=checkpoint_every,
-                       resume=resume, overwrite=overwrite, ranges=ranges,
-                       validation=validation, sample_weight=sample_weight)
+                       features=features, label=label, override=override, n_rows_total=n_rows_total,
+                       finish=True, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
+                       resume=resume, overwrite=overwrite, ranges=ranges, validation=validation,
+                       sample_weight=sample_weight)
         _remove_served_checkpoint(checkpoint, keep_checkpoint)
         seconds = time.perf_counter() - started
         rows = int(getattr(self, "n_rows_seen_", 0) or 0)
