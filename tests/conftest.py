@@ -19,6 +19,7 @@ make_head_config, run_in_chunks``.
 from __future__ import annotations
 
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -225,3 +226,16 @@ def file_rows_read(monkeypatch):
 
     monkeypatch.setattr(sources.Source, "located_batches", counting)
     return read
+
+
+def cli_env() -> dict:
+    """The environment of a CLI subprocess: this process's sys.path, so it imports the same
+    iwpfast (an editable install or the checkout)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    return env
+
+
+def cli_command(*args) -> list:
+    """``python -m iwpfast.cli ARGS`` with this interpreter."""
+    return [sys.executable, "-m", "iwpfast.cli", *args]

@@ -9,7 +9,6 @@ import errno
 import os
 import signal
 import subprocess
-import sys
 import time
 import warnings
 
@@ -17,6 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import cli_command as _cli
+from conftest import cli_env as _env
 
 import iwpfast
 from iwpfast import exceptions as exc
@@ -25,15 +26,6 @@ from iwpfast.cli import exit_status, main
 RELEASE = ["--features", "a", "b", "--ranges", "a=-1:1", "b=-1:1", "--epsilon-x", "1",
            "--epsilon-y", "1", "--no-progress"]
 
-
-def _env():
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    return env
-
-
-def _cli(*args):
-    return [sys.executable, "-m", "iwpfast.cli", *args]
 
 
 def _staged(folder):

@@ -19,6 +19,8 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 import pytest
+from conftest import cli_command as _cli
+from conftest import cli_env as _env
 
 from iwpfast.io import open_source
 from iwpfast.privacy import ReleaseSpec, release
@@ -60,15 +62,6 @@ def _decode_partial_ipc(path) -> pa.Table | None:
         pass
     return pa.Table.from_batches(batches) if batches else None
 
-
-def _env():
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    return env
-
-
-def _cli(*args):
-    return [sys.executable, "-m", "iwpfast.cli", *args]
 
 
 def _kill_while_writing(proc, folder, rng, pause=(0.0, 0.6), start=None):

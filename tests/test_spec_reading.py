@@ -18,7 +18,6 @@ import pathlib
 import warnings
 
 import numpy as np
-import pandas as pd
 import pytest
 
 import iwpfast
@@ -138,12 +137,8 @@ def test_the_estimators_noise_model_carries_the_one_validated_spec():
 
 # ------------------------------------------------------------------ the feature map, built once
 def _categorical_table(n=2000, seed=0):
-    rng = np.random.default_rng(seed)
-    a = rng.uniform(0, 10, n)
-    w = rng.choice(CATS, n)
-    logit = (a - 5) / 2 + np.where(w == CATS[0], 1.5, np.where(w == CATS[1], -1.5, 0.0))
-    y = (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(np.int64)
-    return pd.DataFrame({"a": a, "w": w, "y": y})
+    from test_categorical import _table  # the same table as the categorical tests
+    return _table(n, seed)
 
 
 @pytest.fixture
