@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 import os
 import uuid
 import warnings
@@ -331,6 +332,9 @@ class ShardRecipe:
     validation: bool = False
     mapper: object = None
     view: bool = False          # a PartSource on top (a split or a mapper)
+    #: a training view whose validation rows each shard holds on its worker (``ShardHold``):
+    #: the budget of one shard's piece, in bytes (None: nothing held)
+    hold_bytes: int | None = None
 
     @classmethod
     def of(cls, source) -> ShardRecipe:
@@ -345,9 +349,12 @@ class ShardRecipe:
                 f"; CSV files do not know their row counts: convert them to Parquet)")
         if view and source.row_offset:
             raise InvalidInputError("a shard of a shard cannot be split again")
+        hold = getattr(source, "hold", None) if view else None
         return cls(list(files.locations), [int(n) for n in files.file_rows], files.batch_rows,
                    source.period if view else None, source.block if view else 1,
-                   source.validation if view else False, source.mapper if view else None, view)
+                   source.validation if view else False, source.mapper if view else None, view,
+                   hold.budget_bytes if isinstance(hold, ShardHold) and not source.validation
+                   and source.period is not None else None)
 
     @property
     def n_rows(self) -> int:
@@ -371,8 +378,43 @@ class ShardRecipe:
         src = RowRangeSource(files, a - offset, b - offset)
         if not self.view:
             return src
+        from .io.views import HeldRows, part_rows
+        hold = (None if self.hold_bytes is None else
+                HeldRows(part_rows(a, b, self.period, self.block, True), self.hold_bytes))
         return PartSource(src, period=self.period, block=self.block, validation=self.validation,
-                          mapper=self.mapper, row_offset=a)
+                          mapper=self.mapper, row_offset=a, hold=hold)
+
+
+class ShardHold:
+    """The cluster's ``HeldRows`` (``grid_scan.hold_validation``): each training shard's task
+    holds the validation rows of its rows (at most ``budget_bytes`` a shard) on its worker, a
+    Dask future, scored there (``DaskStreams.score``) instead of read again.  ``source`` is
+    None when a shard could not hold them all (the validation part is read again)."""
+
+    def __init__(self, budget_bytes: int):
+        self.budget_bytes = int(budget_bytes)
+        self.reset()
+
+    def reset(self) -> None:
+        self.futures: list = []
+        self.complete = True
+
+    def add(self, batch) -> None:        # a read of the training view here: nothing is held
+        self.complete = False
+
+    def source(self, columns):
+        if not self.futures or not self.complete:
+            return None
+        return HeldOnShards(list(self.futures), list(columns))
+
+
+@dataclasses.dataclass
+class HeldOnShards:
+    """Futures of the ``HeldRows`` on the workers and the columns ``DaskStreams.score`` scores."""
+
+    futures: list
+    columns: list
+    description: str = "the validation rows held on the shards"
 
 
 def _limit_worker_threads(threads: int) -> None:
@@ -414,7 +456,7 @@ class ShardedStreams:
         raise NotImplementedError
 
     def _run_round(self, layout, r: int, shard_heads, shard_states, kw: dict, bar) -> list:
-        """Round r's piece of every shard: [(states arrays, configs, rows) or DivergenceError]."""
+        """Round r's piece of every shard: [``run_piece``'s tuple or DivergenceError]."""
         raise NotImplementedError
 
     def _run_scores(self, layout, scorer) -> list:
@@ -441,7 +483,12 @@ class ShardedStreams:
     def fit_stream(self, source, heads, *, chunk_rows=None, progress=True, states=None,
                    engine: str = "numba", feature_bound=None, finish: bool = True,
                    trace_every: int = 0, checkpoint=None, resume: bool = False, epochs: int = 1,
-                   **_ignored):
+                   drop_diverged: bool = False, **_ignored):
+        """One pass over the shards.  ``drop_diverged``: a head that diverges on a shard is
+        dropped there (the others go on), left out of the merge and the later rounds, and named
+        in ``StreamResult.diverged`` with its row of the pass (the earlier shards' rows, then its
+        shard's); its telemetry counts the rows every shard trained it on: one pass, whatever
+        diverges.  Without it, a shard's divergence is raised once every shard has ended."""
         from .progress import progress_bar
         from .sgd.driver import StreamResult, _warn_telemetry, head_telemetry
         from .sgd.state import HeadState
@@ -463,25 +510,45 @@ class ShardedStreams:
         start = None if states is None else {k: states[k].arrays() for k in names}
         shard_states: list = [start] * self.shards
         total = sum(weights)
-        kw = {"engine": engine, "chunk_rows": chunk_rows, "feature_bound": feature_bound}
+        kw = {"engine": engine, "chunk_rows": chunk_rows, "feature_bound": feature_bound,
+              "drop_diverged": bool(drop_diverged)}
         bar = progress_bar(progress, total, desc=f"iwpfast ({self.shards} shards)")
         merged: dict = {}
         configs: dict = {}
+        diverged: dict[str, int] = {}
+        # the rows of the pass before each shard and, within a shard, before each round's piece
+        before = np.concatenate([[0], np.cumsum(weights)])[:-1]
+        done_rows = [0] * self.shards
         try:
             for r in range(self.rounds):
-                done = self._run_round(layout, r, shard_heads, shard_states, kw, bar)
+                live = [nm for nm in names if nm not in diverged]
+                if not live:
+                    break
+                done = self._run_round(layout, r, [[h for h in hs if h.name in live]
+                                                   for hs in shard_heads], shard_states, kw, bar)
                 for d in done:
                     if isinstance(d, DivergenceError):
                         raise d
-                configs = done[0][1]
+                configs.update(done[0][1])
                 results = [{nm: HeadState.from_arrays(x) for nm, x in d[0].items()} for d in done]
-                merged = {nm: merge_states([res[nm] for res in results], weights) for nm in names}
+                # a head that diverged on a shard: the row of the pass where it did (the earliest
+                # over the shards); it leaves the merge and the later rounds
+                now: dict[str, int] = {}
+                for k, d in enumerate(done):
+                    for nm, row in (d[3] if len(d) > 3 else {}).items():
+                        at = int(before[k]) + done_rows[k] + int(row)
+                        now[nm] = min(now.get(nm, at), at)
+                    done_rows[k] += int(d[2])
+                with np.errstate(invalid="ignore", over="ignore"):   # a diverged head's states
+                    merged.update({nm: merge_states([res[nm] for res in results], weights)
+                                   for nm in live})
+                diverged.update(now)
                 # the merged state goes back to every shard; the telemetry each shard carries on
                 # is its own, so that the final sum counts every update once
                 shard_states = []
                 for res in results:
                     nxt = {}
-                    for nm in names:
+                    for nm in (nm for nm in live if nm not in diverged):
                         st = HeadState.from_arrays(merged[nm].arrays())
                         st.telemetry = res[nm].telemetry.copy()
                         nxt[nm] = st.arrays()
@@ -490,13 +557,15 @@ class ShardedStreams:
             bar.close()
         telemetry = {}
         for nm in names:
-            tel = head_telemetry(configs[nm], merged[nm])
+            with np.errstate(invalid="ignore", over="ignore"):      # a diverged head's state
+                tel = head_telemetry(configs[nm], merged[nm])
+            if nm not in diverged:
+                _warn_telemetry(nm, configs[nm], tel)
             tel.update(shards=self.shards, rounds=self.rounds)
             telemetry[nm] = tel
-            _warn_telemetry(nm, configs[nm], tel)
         return StreamResult(states=merged, n_rows=total, release_metadata=meta,
                             telemetry=telemetry, elapsed_s=0.0, rows_per_s=math.nan,
-                            configs=dict(configs))
+                            configs=dict(configs), diverged=diverged)
 
     def score(self, source, scorer):
         layout, _ = self._layout(source)
@@ -508,16 +577,17 @@ class ShardedStreams:
 
 def run_piece(src, heads: list, state_arrays: dict | None, kw: dict):
     """One piece of one shard, where it runs: the heads' pass over ``src`` from ``state_arrays``
-    (None: fresh states).  Returns ({head: final state arrays}, the configs run, the rows read),
-    or the ``DivergenceError`` of a head whose step is too large (returned, not raised: an
-    expected outcome of the 'auto' grid, which drops that head, not a task failure for the
-    worker's log).  The heads run one after the other in the task's thread (its share of the
-    machine: a thread per head in every worker would oversubscribe the cores)."""
+    (None: fresh states).  Returns ({head: final state arrays}, the configs run, the rows read,
+    {head: row of the piece where it diverged and was dropped: ``kw['drop_diverged']``}), or
+    without drop the ``DivergenceError`` of a head whose step is too large (returned, not
+    raised: an expected outcome, not a task failure for the worker's log).  The heads run in the
+    task's thread (its share of the machine: a thread per head would oversubscribe the cores)."""
     from .sgd import driver
     from .sgd.state import HeadState
 
     _limit_worker_threads(1)
-    args: dict = {"progress": False, "engine": kw["engine"], "head_threads": 1}
+    args: dict = {"progress": False, "engine": kw["engine"], "head_threads": 1,
+                  "drop_diverged": bool(kw.get("drop_diverged", False))}
     if kw.get("chunk_rows") is not None:
         args["chunk_rows"] = int(kw["chunk_rows"])
     if kw.get("feature_bound") is not None:
@@ -531,7 +601,7 @@ def run_piece(src, heads: list, state_arrays: dict | None, kw: dict):
         except DivergenceError as exc:
             return exc
     return ({n: st.arrays() for n, st in result.states.items()}, result.configs,
-            int(result.n_rows))
+            int(result.n_rows), dict(result.diverged))
 
 
 def _shard_moments(recipe: ShardRecipe, a: int, b: int, layout, folds: int, block_rows: int,
@@ -549,6 +619,27 @@ def _shard_moments(recipe: ShardRecipe, a: int, b: int, layout, folds: int, bloc
 def _shard_pass(recipe: ShardRecipe, a: int, b: int, heads: list, state_arrays, kw: dict):
     """Rows ``[a, b)`` of the files on a Dask worker (``run_piece``)."""
     return run_piece(recipe.open(a, b), heads, state_arrays, kw)
+
+
+def _shard_pass_holding(recipe: ShardRecipe, a: int, b: int, heads: list, state_arrays,
+                        kw: dict):
+    """``_shard_pass`` of a training view that holds its validation rows: ((the piece's result,
+    whether every validation row of ``[a, b)`` is held), the ``HeldRows``)."""
+    src = recipe.open(a, b)
+    out = run_piece(src, heads, state_arrays, kw)
+    held = src.hold
+    ok = held is not None and not held.failed and held.filled == held.n_rows
+    return (out, ok), (held if ok else None)
+
+
+def _score_held(held, columns: list, scorer):
+    """A shard's held validation rows scored on the worker that holds them."""
+    _limit_worker_threads(1)
+    source = held.source(columns)
+    if source is None:
+        raise InvalidInputError("the held validation rows lack a scored column")
+    scorer.add_source(source)
+    return scorer
 
 
 class DaskStreams(ShardedStreams):
@@ -570,15 +661,34 @@ class DaskStreams(ShardedStreams):
         bounds = shard_bounds(n, self.shards)
         pieces = [[(a + lo, a + hi) for lo, hi in shard_bounds(b - a, self.rounds)]
                   for a, b in bounds]
-        return (recipe, bounds, pieces), [recipe.rows(a, b) for a, b in bounds]
+        hold = getattr(source, "hold", None) if recipe.hold_bytes is not None else None
+        return (recipe, bounds, pieces, hold), [recipe.rows(a, b) for a, b in bounds]
+
+    #: the search's training shards hold their validation rows on the workers (``ShardHold``)
+    holds_validation = True
+
+    def hold_validation(self, budget_bytes: int) -> ShardHold:
+        """A training view's ``hold`` (``grid_scan.hold_validation``)."""
+        return ShardHold(budget_bytes)
 
     def _run_round(self, layout, r, shard_heads, shard_states, kw, bar):
-        recipe, _, pieces = layout
-        futures = [self.client.submit(_shard_pass, recipe, *pieces[k][r], shard_heads[k],
-                                      shard_states[k], kw, pure=False)
-                   for k in range(self.shards)]
-        return self._gather(futures, bar, [recipe.rows(*pieces[k][r])
-                                           for k in range(self.shards)])
+        recipe, _, pieces, hold = layout
+        rows = [recipe.rows(*pieces[k][r]) for k in range(self.shards)]
+        futures = [self.client.submit(_shard_pass if hold is None else _shard_pass_holding,
+                                      recipe, *pieces[k][r], shard_heads[k], shard_states[k], kw,
+                                      pure=False) for k in range(self.shards)]
+        if hold is None:
+            return self._gather(futures, bar, rows)
+        # the validation rows stay on the worker that read them (a future of each piece's
+        # ``HeldRows``); only the states come back
+        if r == 0:
+            hold.reset()
+        hold.futures += [self.client.submit(operator.itemgetter(1), f, pure=False)
+                         for f in futures]
+        done = self._gather([self.client.submit(operator.itemgetter(0), f, pure=False)
+                             for f in futures], bar, rows)
+        hold.complete = hold.complete and all(ok for _, ok in done)
+        return [out for out, _ in done]
 
     def moment_parts(self, source, layout, folds: int, block_rows: int, chunk_rows) -> list:
         """``solver='moments'``: each shard's fold moments on a worker, added per fold (one read
@@ -591,8 +701,18 @@ class DaskStreams(ShardedStreams):
         shards = self._gather(futures, None, None)
         return [sum((s[f] for s in shards[1:]), shards[0][f]) for f in range(folds)]
 
+    def score(self, source, scorer):
+        if not isinstance(source, HeldOnShards):
+            return super().score(source, scorer)
+        futures = [self.client.submit(_score_held, f, source.columns, scorer, pure=False)
+                   for f in source.futures]
+        parts = self._gather(futures, None, None)
+        for part in parts[1:]:
+            parts[0].merge(part)
+        return parts[0]
+
     def _run_scores(self, layout, scorer):
-        recipe, bounds, _ = layout
+        recipe, bounds, _, _ = layout
         futures = [self.client.submit(_shard_score, recipe, a, b, scorer, pure=False)
                    for a, b in bounds]
         return self._gather(futures, None, None)

@@ -25,10 +25,20 @@ POINTS_DIVERGED = "diverged on some class's head and were dropped for every clas
 
 def hold_validation(train, val, validation, options: SearchOptions):
     """A ``HeldRows`` for the validation rows the training scan passes over (a split of one
-    source, ``options.hold_validation``; at most ``options.held_validation_bytes``), or None."""
+    source, ``options.hold_validation``; at most ``options.held_validation_bytes``), or None.
+    On a cluster whose runner holds rows (``iwpfast.distributed.DaskStreams``) each training
+    shard holds its own validation rows on its worker (at most that budget a shard): the
+    runner's handle."""
     if (validation is not None or not options.hold_validation
             or not isinstance(train, PartSource) or train.period is None):
         return None
+    from .driver import stream_runner
+    runner = stream_runner()
+    if runner is not None:
+        if not getattr(runner, "holds_validation", False):
+            return None
+        train.hold = runner.hold_validation(options.held_validation_bytes)
+        return train.hold
     if not train.rereadable:
         # a stream read once: its validation rows can only be held (or the fit stops, saying so)
         train.hold = HeldRows(val.num_rows, options.held_validation_bytes, one_shot=True,
@@ -43,11 +53,13 @@ def hold_validation(train, val, validation, options: SearchOptions):
 def scan_heads(train, heads_of: Callable[[list[str]], list], names: list[str], kw: dict,
           siblings: Callable[[str], list[str]] | None = None, race=None):
     """Train the named heads in one scan of ``train``; a head that diverges is dropped (with its
-    ``siblings``).  Here the scan drops it and goes on with the others (``fit_stream``'s
-    ``drop_diverged``: the heads are independent, so the others keep the bits of a scan without
-    it); a cluster's pass stops instead and is repeated without it (one more read each).
-    Returns (result, names kept to the end, names dropped, scans repeated); the heads a
-    ``race`` stopped are in ``result.pruned``, neither kept nor dropped."""
+    ``siblings``) within that scan and the others go on (``fit_stream``'s ``drop_diverged``:
+    the heads are independent, so the others keep the bits of a scan without it), on one
+    machine and on a cluster's shards alike (``iwpfast.distributed.ShardedStreams``: a head
+    that diverges on one shard is left out of the merge), so no scan is repeated for a
+    divergence.  Returns (result, names kept to the end, names dropped, scans repeated: only
+    when every head a ``race`` kept diverged later, rare); the heads a ``race`` stopped are in
+    ``result.pruned``, neither kept nor dropped."""
     from . import driver
     active = list(names)
     diverged: list[str] = []
@@ -63,29 +75,12 @@ def scan_heads(train, heads_of: Callable[[list[str]], list], names: list[str], k
 
     here = driver.stream_runner() is None
     while True:
-        try:
-            with warnings.catch_warnings():
-                # per-head telemetry warnings (sphere, cap) are in the table, not k times over
-                warnings.simplefilter("ignore", NumericalWarning)
-                result = driver.fit_stream(train, heads_of(active), **kw,
-                                           **(dict(drop_diverged=True, race=race) if here
-                                              else {}))
-        except DivergenceError as exc:
-            # a head's step was too large for the data: drop it and scan again (one more read);
-            # the heads of one fused unit diverged in the same batch are dropped together
-            name = getattr(exc, "head", None)
-            if name is None:
-                raise
-            drop = dropping(getattr(exc, "heads", None) or [name])
-            if name not in active or len(drop) >= len(active) \
-                    or not train.rereadable:
-                raise
-            active = [n for n in active if n not in drop]
-            diverged += [n for n in drop if n not in diverged]
-            repeats += 1
-            if "checkpoint" in kw:   # the grid changed: the checkpoint starts over
-                kw.update(resume=False, overwrite=True)
-            continue
+        with warnings.catch_warnings():
+            # per-head telemetry warnings (sphere, cap) are in the table, not k times over
+            warnings.simplefilter("ignore", NumericalWarning)
+            # a race (halving rungs on held rows) is for a scan on one machine
+            result = driver.fit_stream(train, heads_of(active), **kw, drop_diverged=True,
+                                       **(dict(race=race) if here else {}))
         # the heads a race stopped are in result.pruned, with their states; not active
         active = [n for n in active if n not in result.pruned]
         drop = dropping(sorted(result.diverged, key=active.index))
@@ -137,4 +132,5 @@ def diverged_notes(names: list[str], repeats: int = 0, points: bool = False) -> 
         return []
     what = (f"grid point(s) {POINTS_DIVERGED}" if points else f"head(s) {DIVERGED_DROPPED}")
     return [f"{len(names)} {what} ({', '.join(names)})"
-            + (f"; the scan was repeated {repeats} time(s) without them" if repeats else "")]
+            + (f"; the heads the race had stopped were trained again without them ({repeats} "
+               f"more scan(s))" if repeats else "")]

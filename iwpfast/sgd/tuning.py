@@ -12,8 +12,9 @@ this module runs them in order:
 2. the split: ``iwpfast.sgd.split`` (every m-th block of rows held out, m = round(1/f) for the
    validation fraction f: two ``iwpfast.io.views.PartSource`` views of the source);
 3. the scan: ``iwpfast.sgd.grid_scan`` (every head in one pass; a head that diverges is left
-   out and the scan goes on; the validation rows the scan passes over are held in memory, up to
-   ``SearchOptions.held_validation_bytes``) with ``iwpfast.sgd.halving`` (the grid halved after
+   out and the scan goes on, on a cluster's shards too; the validation rows the scan passes
+   over are held in memory, up to ``SearchOptions.held_validation_bytes``, on a Dask
+   cluster by each shard's worker) with ``iwpfast.sgd.halving`` (the grid halved after
    1/32, 1/16, 1/8 and 1/4 of the rows, docs/tuning.md "Successive halving");
 4. the scoring: ``iwpfast.sgd.scoring`` (every head's private risk in one read of the held rows;
    a larger hold-out is read again; a separate validation release is read instead);
@@ -26,6 +27,7 @@ updates per row, the reading and decoding is shared).  ``options``
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 from ..settings import SearchOptions
@@ -69,13 +71,19 @@ def _search_options(options: SearchOptions | None) -> tuple[SearchOptions, list[
     """The options a search follows and the note saying where they differ from those asked:
     inside ``driver.streams_on`` (a cluster's runner) the passes run on the shards, so the
     search holds no rows here, takes no halving rungs and does not cross-validate
-    (``SearchOptions.on_cluster``)."""
+    (``SearchOptions.on_cluster``; a runner that ``holds_validation`` holds them on its
+    workers)."""
     from .driver import stream_runner
     options = SearchOptions() if options is None else options
-    if stream_runner() is None:
+    runner = stream_runner()
+    if runner is None:
         return options, []
-    return options.on_cluster(), [f"{ON_CLUSTER}: one hold-out scored on the shards, without "
-                                  "halving rungs or cross-validation"]
+    cluster = options.on_cluster()
+    if getattr(runner, "holds_validation", False):
+        # the shards hold their validation rows on their workers (one read in all)
+        cluster = dataclasses.replace(cluster, hold_validation=options.hold_validation)
+    return cluster, [f"{ON_CLUSTER}: one hold-out scored on the shards, without halving rungs "
+                     "or cross-validation"]
 
 
 def tune_stream(source, features: Sequence[str], label: str, points: Sequence[GridPoint],
@@ -174,13 +182,14 @@ def tune_stream_classes(source, features: Sequence[str], label: str, points: Seq
     kernel unit: every batch is read once) and scored in the same read of the validation part,
     each on its own binary problem with the k-ary label weights ``label_table``
     (``score_heads``).  A grid point whose head diverges on one class is dropped for every class
-    (a raced scan stops its other heads at the end of that chunk, ``Race.siblings``; a
-    cluster's pass is repeated once per such point).  Then every class chooses its own point by
-    ``select`` (the same standard-error rule, with the paired covariance of that class's
-    heads): the one-vs-rest risk is a sum over the heads of risks that depend on one head each,
-    so choosing per class minimizes it too.  Result c holds class c's estimates, states and
-    configs keyed by the point names (``TuningResult.table`` works as for two classes);
-    ``passes`` and ``n_train`` are the shared scan's, ``head_updates_per_row`` is k x G.
+    (a raced scan stops its other heads at the end of that chunk, ``Race.siblings``; otherwise,
+    a cluster's pass included, they train to the end of the same scan and are dropped then).
+    Then every class chooses its own point by ``select`` (the same standard-error rule, with
+    the paired covariance of that class's heads): the one-vs-rest risk is a sum over the heads
+    of risks that depend on one head each, so choosing per class minimizes it too.  Result c
+    holds class c's estimates, states and configs keyed by the point names
+    (``TuningResult.table`` works as for two classes); ``passes`` and ``n_train`` are the
+    shared scan's, ``head_updates_per_row`` is k x G.
     ``sample_weight``, ``prune``: as for ``tune_stream`` (a class's heads are compared only with
     each other: the covariance between classes is infinite, so the rule never crosses them, and
     each class keeps at least its best head).  ``options``: as for ``tune_stream``.
@@ -207,7 +216,7 @@ def tune_stream_classes(source, features: Sequence[str], label: str, points: Seq
         return heads
 
     # a step that makes one class's head diverge is too large for these data: the point is
-    # dropped for every class (one repeated scan per point, not per head)
+    # dropped for every class, within the same scan
     held = hold_validation(train, val, validation, options)
     race = (make_race(train, held, {n: pt for n, (pt, _) in owner.items()}, heads_of, kw, options,
                   groups={n: c for n, (_, c) in owner.items()}, features=features, label=label,
