@@ -227,8 +227,6 @@ def test_what_the_moment_learner_does_not_do_is_refused_with_the_fix():
     model = IWPClassifier(solver="moments", loss="quadratic", progress=False)
     with pytest.raises(InvalidInputError, match="sample_weight"):
         model.fit(X, y, sample_weight=np.ones(len(y)))
-    with pytest.raises(InvalidInputError, match="partial_fit"):
-        model.partial_fit(X, y)
     with pytest.raises(InvalidInputError, match=r"alpha=1e-09: .*not positive definite.*alpha >"):
         IWPClassifier(solver="moments", loss="quadratic", alpha=1e-9, progress=False).fit(
             _release(n=300, seed=8, epsilon_x=0.5)[0])

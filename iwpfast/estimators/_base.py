@@ -349,6 +349,9 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         feature bound, the noise, the label keep probability and the loss; ``n_rows_total``, else
         a pass of ``STREAM_ROWS`` = 100,000 rows, sets the tail average's start), and kept for
         the whole pass (fitted ``alpha_``, ``learning_rate_``; docs/tuning.md "partial_fit").
+        With ``solver='moments'`` each call adds the batch's debiased moments to the pass's sums
+        and solves again (alpha chosen on the folds as ``fit`` chooses it), so the model is usable
+        after every call and ``finalize`` has nothing to run (``_moments.partial_fit_moments``).
 
         Parameters
         ----------
@@ -369,11 +372,6 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         -------
         self
         """
-        if self._validated()["solver"] == "moments":
-            raise InvalidInputError(
-                "partial_fit with solver='moments' is not implemented yet: accumulate the batches' "
-                "statistics with iwpfast.moments(batch) and add them (Moments.update), or fit "
-                "once on the whole source")
         X = on_filesystem(X, filesystem)
         if self._pass is None:
             self._pass = PassState()
@@ -383,6 +381,12 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         noise_kw = dict(noise_var=noise_var, epsilon_y=epsilon_y, label_keep_prob=label_keep_prob,
                         target_noise_var=target_noise_var, feature_bound=feature_bound)
         v = self._validated()
+        from ._moments import moment_pass, partial_fit_moments
+        if v["solver"] == "moments" or moment_pass(self) is not None:
+            # the batch's moments added to the pass's sums, the model solved again (_moments.py)
+            return partial_fit_moments(self, X, y, sample_weight, n_rows_total=n_rows_total,
+                                       noise_kw=noise_kw, features=features, label=label,
+                                       override=override)
         for name in ("alpha", "learning_rate"):
             if isinstance(v[name], list):
                 raise InvalidInputError(
@@ -465,6 +469,8 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         batch, as ``fit`` does at the end of its pass."""
         self._check_fitted()
         ps = self._pass
+        if getattr(self, "solver_", None) == "moments":
+            return self             # nothing carried: every partial_fit call solved its rows
         if ps is not None and ps.rr is not None:
             from ._rr import finalize_rr
             finalize_rr(self)

@@ -11,6 +11,8 @@ inverses (``fit_rr_moments``).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -18,6 +20,34 @@ from ..exceptions import InvalidInputError
 from ..progress import logger
 
 SOLVERS = ("sgd", "moments")
+
+#: the attribute of the ``PassState`` that holds a moment pass's sums (``MomentPass``)
+PASS_ATTR = "moments"
+
+
+@dataclass
+class MomentPass:
+    """What a ``solver='moments'`` pass carries from one call to the next: the layout its rows
+    are read with (columns, noise laws, label law: a later call must read the same), the debiased
+    sums of each fold (O(folds p^2) floats), and the rows per fold block (fixed for the pass: a
+    later call's rows continue the pass's row counter, so any split of the rows deals them to
+    the same folds as one read)."""
+
+    layout: Any
+    folds: list
+    block_rows: int
+
+    @property
+    def rows(self) -> int:
+        return int(sum(f.rows for f in self.folds))
+
+    def add(self, parts: list) -> None:
+        self.folds = [a + b for a, b in zip(self.folds, parts, strict=True)]
+
+
+def moment_pass(est) -> MomentPass | None:
+    """The estimator's moment pass (None: none running)."""
+    return getattr(est._pass, PASS_ATTR, None)
 
 #: the losses the moments solve exactly (the quadratic risk is their quadratic form)
 MOMENT_LOSSES = {"classification": "quadratic", "regression": "squared_error"}
@@ -90,18 +120,14 @@ def fit_moments_plan(est, plan, mapper, v: dict) -> None:
     from ..io.sources import open_source
     from ..io.views import PartSource
     from ..moment_learner import MomentSearch, fit_moments
-    from ..moment_stats import accumulate_folds, fold_block_rows, layout_for_columns
+    from ..moment_stats import accumulate_folds, fold_block_rows
     started = time.perf_counter()
     source = plan.source
     if mapper is not None:
         source = PartSource(open_source(source), mapper=mapper)
     elif not isinstance(source, Source):
         source = open_source(source)
-    spec = plan.noise.release_spec()
-    variances = _variances(plan)
-    layout = layout_for_columns(plan.features, variances, plan.label,
-                                **_label_law(est, plan, spec, True),
-                                notes=_notes(variances, plan))
+    layout = _plan_layout(est, plan)
     search = getattr(est, "moment_search", None) or MomentSearch()
     alpha = _alpha_request(v)
     folds = search.folds            # a fixed alpha too: the folds give coef_stderr_
@@ -125,10 +151,23 @@ def fit_moments_plan(est, plan, mapper, v: dict) -> None:
     rows = sum(p.rows for p in parts)
     if rows == 0:
         raise InvalidInputError("the source holds no rows: nothing to fit")
+    _check_searchable(v, MomentPass(layout, parts, block_rows), partial=False)
     fit = fit_moments(parts, alpha=alpha, fit_intercept=bool(est.fit_intercept), search=search)
     _set_fitted(est, plan, v, fit, rows)
+    if getattr(est, "class_weight_", None) is None:     # partial_fit continues the pass
+        setattr(est._pass, PASS_ATTR, MomentPass(layout, parts, block_rows))
     logger.info("solver='moments': %s rows, %d coordinates, %s in %.2f s", f"{rows:,}",
                 len(plan.features), _said(fit), time.perf_counter() - started)
+
+
+def _plan_layout(est, plan):
+    """The moment layout of the prepared ``plan``: its feature columns with the noise laws'
+    variances, its label (as the plan's mapper encodes it) with its law's inverse."""
+    from ..moment_stats import layout_for_columns
+    variances = _variances(plan)
+    return layout_for_columns(plan.features, variances, plan.label,
+                              **_label_law(est, plan, plan.noise.release_spec(), True),
+                              notes=_notes(variances, plan))
 
 
 def _class_weighted_parts(est, reader, layout, folds: int, block_rows: int) -> list:
@@ -224,13 +263,38 @@ def fit_rr_moments(est, X, spec, v: dict):
     """``solver='moments'`` on a release with randomized-response categorical columns: the
     moments read with the spec's inverses (``moment_stats.fold_moments``), the fitted attributes
     as ``estimators/_rr.py`` sets them (the feature map's one-hot coordinates)."""
-    from ..moment_learner import MomentSearch, fit_moments
-    from ..moment_stats import fold_moments
+    from ..moment_learner import MomentSearch
+    search = getattr(est, "moment_search", None) or MomentSearch()
+    layout, parts, block_rows = _rr_parts(est, X, spec, search.folds, None, 0)
+    _solve_rr(est, X, spec, v, parts, search)
+    setattr(est._pass, PASS_ATTR, MomentPass(layout, parts, block_rows))
+    return est
+
+
+def _rr_parts(est, X, spec, folds: int, block_rows: int | None, first_row: int) -> tuple:
+    """(layout, fold moments, block_rows) of a release with randomized-response columns, read
+    with its spec's inverses as ``moment_stats.fold_moments`` reads it; ``first_row``: the rows
+    of the pass before these (``partial_fit``)."""
+    from ..io.reader import ChunkReader
+    from ..io.source_base import DEFAULT_BATCH_ROWS
+    from ..io.sources import open_source
+    from ..moment_stats import accumulate_folds, fold_block_rows, release_layout
+    chunk = est.chunk_rows
+    src = open_source(X, record_batch_rows=DEFAULT_BATCH_ROWS if chunk is None else int(chunk))
+    layout = release_layout(spec, None, None)
+    labels = layout.code_columns + ([layout.label] if layout.label is not None else [])
+    reader = ChunkReader(src, [layout.float_columns], labels, chunk)
+    if block_rows is None:
+        block_rows = fold_block_rows(src.num_rows, folds)
+    return layout, accumulate_folds(reader, layout, folds, block_rows, first_row), block_rows
+
+
+def _solve_rr(est, X, spec, v: dict, parts: list, search) -> None:
+    """The RR release's model from the fold moments ``parts`` (``fit_rr_moments``)."""
+    from ..moment_learner import fit_moments
     from ._rr import _set_fitted as rr_set_fitted
     from ._rr import spec_label_classes
-    search = getattr(est, "moment_search", None) or MomentSearch()
     alpha = _alpha_request(v)
-    parts = fold_moments(X, folds=search.folds, record_batch_rows=est.chunk_rows)
     rows = sum(p.rows for p in parts)
     if rows == 0:
         raise InvalidInputError("the release holds no rows: nothing to learn")
@@ -256,7 +320,6 @@ def fit_rr_moments(est, X, spec, v: dict):
     est.learning_rate_ = math.nan
     est.solver_ = "moments"
     _set_stderr(est, fit)
-    return est
 
 
 def _set_stderr(est, fit) -> None:
@@ -271,3 +334,172 @@ def _set_stderr(est, fit) -> None:
     est.coef_stderr_ = fit.coef_stderr.reshape(coef.shape).copy()
     est.intercept_stderr_ = (fit.intercept_stderr.reshape(icpt.shape).copy() if icpt.ndim
                              else float(fit.intercept_stderr[0]))
+
+
+# ---- partial_fit --------------------------------------------------------------------------------
+def partial_fit_moments(est, X, y, sample_weight, *, n_rows_total, noise_kw: dict, features,
+                        label, override: bool):
+    """``partial_fit`` with ``solver='moments'``: the batch read into the fold moments of the
+    pass (its rows continue the pass's row counter: ``first_row`` = the rows so far), added to
+    the pass's sums (``MomentPass``), and the model solved again on all of them (the alpha search
+    on the folds, or the given alpha), so the estimator is usable after every call.  Any split
+    of the rows gives the statistics of one ``fit`` up to float addition order (the same folds
+    when the blocks are: ``n_rows_total`` on the first call sets them as ``fit`` would, else
+    ``moment_stats.FOLD_BLOCK_ROWS``)."""
+    v = est._validated()
+    state = moment_pass(est)
+    if v["solver"] != "moments":
+        raise InvalidInputError(
+            f"this pass runs solver='moments' but the estimator now has solver={v['solver']!r}; "
+            "one pass runs one solver: set solver='moments' back, or call fit to start a new pass")
+    check_solver(est, v, sample_weight=sample_weight)
+    if state is None and hasattr(est, "coef_"):
+        raise _no_sums(est)
+    from ..moment_learner import MomentSearch
+    from ..moment_stats import fold_block_rows
+    from ._rr import rr_release_spec
+    search = getattr(est, "moment_search", None) or MomentSearch()
+    block_rows = (state.block_rows if state is not None
+                  else fold_block_rows(n_rows_total, search.folds))
+    first_row = 0 if state is None else state.rows
+    if y is None:
+        X = _opened_batch(X)    # opened once: its metadata read once for this call
+        spec = rr_release_spec(X)
+        if spec is not None:    # randomized-response codes (estimators/_rr.py's features)
+            layout, parts, _ = _rr_parts(est, X, spec, search.folds, block_rows, first_row)
+            state = _added(est, state, layout, parts, block_rows)
+            setattr(est._pass, PASS_ATTR, state)
+            _check_searchable(v, state)
+            _solve_rr(est, X, spec, v, state.folds, search)
+            setattr(est._pass, PASS_ATTR, state)
+            return est
+    plan = _batch_plan(est, X, y, state, noise_kw=noise_kw, features=features, label=label,
+                       override=override)
+    old_noise = est._pass.noise
+    if state is not None and old_noise is not None and \
+            plan.noise.target_noise_var != old_noise.target_noise_var:
+        raise InvalidInputError(
+            f"partial_fit got target_noise_var={plan.noise.target_noise_var} but the pass "
+            f"started with {old_noise.target_noise_var}; give every call the same noise "
+            "arguments (or call fit to start a new pass)")
+    layout = _plan_layout(est, plan)
+    parts = _read_batch(est, plan, layout, search.folds, block_rows, first_row)
+    state = _added(est, state, layout, parts, block_rows)
+    setattr(est._pass, PASS_ATTR, state)    # the rows are in the pass even if the solve fails
+    from ..moment_learner import fit_moments
+    _check_searchable(v, state)
+    fit = fit_moments(state.folds, alpha=_alpha_request(v), fit_intercept=bool(est.fit_intercept),
+                      search=search)
+    _set_fitted(est, plan, v, fit, state.rows)
+    return est
+
+
+def _opened_batch(X):
+    """A path, an Arrow table or stream, or what ``privatize`` returned, opened as a ``Source``
+    (so that a release's randomized-response codes are recognized as codes, not read as
+    numbers); anything else unchanged."""
+    import pyarrow as pa
+
+    from ..io.sources import open_source
+    from ..privacy.streams import Privatized
+    from ._rr import opened
+    if isinstance(X, Privatized) and X.spec.rr_mechanisms:
+        from ..moment_stats import privatized_table
+        X = privatized_table(X)
+    if isinstance(X, (pa.Table, pa.RecordBatchReader)):
+        return open_source(X)
+    return opened(X)
+
+
+def _check_searchable(v: dict, state: MomentPass, partial: bool = True) -> None:
+    """alpha 'auto' or a list is chosen on the folds: at least two must hold rows."""
+    if not isinstance(_alpha_request(v), float) and sum(f.rows > 0 for f in state.folds) < 2:
+        raise InvalidInputError(
+            f"alpha={v['alpha']!r} is chosen on the folds of the pass (blocks of "
+            f"{state.block_rows:,} rows dealt in turn), and its {state.rows:,} rows fill only "
+            "one: " + ("the rows are kept in the pass and the next partial_fit solves once two "
+                       "folds hold rows; or pass a number as alpha" if partial else
+                       "pass a number as alpha, or fit on more rows"))
+
+
+def _no_sums(est) -> InvalidInputError:
+    if getattr(est, "solver_", None) != "moments":
+        return InvalidInputError(
+            "this estimator's pass ran with solver='sgd'; one pass runs one solver: call fit with "
+            "solver='moments' (or partial_fit on a new estimator)")
+    return InvalidInputError(
+        "partial_fit cannot continue this solver='moments' model: it holds the solution but not "
+        "the debiased moments it was solved from (a model file stores no sums). Call fit on all "
+        "the rows, or partial_fit every batch on one estimator in one process; to carry the "
+        "statistics elsewhere, accumulate iwpfast.moments(batch) and save them (Moments.save, "
+        "Moments.update)")
+
+
+def _batch_plan(est, X, y, state, *, noise_kw, features, label, override):
+    """The batch's ``PassPlan`` with its labels in the pass's encoding: a later call reads the
+    classes the pass found (two: ``classes_hint``; k: the one-vs-rest heads' classes)."""
+    ps = est._pass
+    request = getattr(est, "_fit_request", None)
+    if state is not None and ps.ovr is not None and request is None:
+        est._fit_request = (list(ps.ovr.classes), noise_kw.get("epsilon_y"),
+                            noise_kw.get("label_keep_prob"))
+    elif state is not None and ps.classes_hint is None and ps.classes is not None:
+        ps.classes_hint = np.asarray(ps.classes)
+    try:
+        if y is not None:
+            return est._prepare_arrays(X, y, noise_kw=noise_kw, features=features,
+                                       whole_pass=False)
+        plan = est._prepare_source(X, None, noise_kw=noise_kw, features=features, label=label,
+                                   override=override, sample_weight=None)
+        plan.source = est._label_mapped_source(plan.source, plan.label)
+        return plan
+    finally:
+        if state is not None and request is None and hasattr(est, "_fit_request"):
+            est._fit_request = None
+
+
+def _read_batch(est, plan, layout, folds: int, block_rows: int, first_row: int) -> list:
+    from ..io.reader import ChunkReader
+    from ..io.source_base import Source
+    from ..io.sources import open_source
+    from ..moment_stats import accumulate_folds
+    source = plan.source if isinstance(plan.source, Source) else open_source(plan.source)
+    reader = ChunkReader(source, [plan.features], [plan.label], est.chunk_rows)
+    return accumulate_folds(reader, layout, folds, block_rows, first_row)
+
+
+def _added(est, state: MomentPass | None, layout, parts: list, block_rows: int) -> MomentPass:
+    """The pass's sums with the batch's ``parts`` added (a new pass on the first call); a batch
+    read with another layout (columns, noise, label or its law) is refused, naming what differs."""
+    if state is None:
+        if sum(p.rows for p in parts) == 0:
+            raise InvalidInputError("the batch holds no rows: nothing to fit")
+        return MomentPass(layout, parts, block_rows)
+    differs = _layout_difference(state.layout, layout)
+    if differs:
+        raise InvalidInputError(
+            f"partial_fit got a batch with {differs[1]} but the pass started with {differs[0]}; "
+            "one pass reads one release: give every call the same features, label and noise "
+            "arguments (or call fit to start a new pass)")
+    state.add(parts)
+    return state
+
+
+def _layout_difference(old, new) -> tuple | None:
+    """(what the pass has, what the batch has), in words, for the first field that differs."""
+    fields = [
+        ("coordinates", lambda lay: list(lay.names[:-1])),
+        ("label", lambda lay: lay.label),
+        ("feature noise variances", lambda lay: [float(x) for x in lay.variance]),
+        ("randomized-response keep/other probabilities",
+         lambda lay: [float(x) for x in np.r_[lay.keep, lay.other]]),
+        ("classes", lambda lay: list(lay.targets)),
+        ("label law (kind, 1/(2q - 1), q, r)",
+         lambda lay: (int(lay.label_kind), float(lay.label_scale), float(lay.label_q),
+                      float(lay.label_r))),
+    ]
+    for name, of in fields:
+        a, b = of(old), of(new)
+        if a != b:
+            return f"{name} {a}", f"{name} {b}"
+    return None

@@ -626,8 +626,10 @@ class IWPClassifier(_Classifier):
         loss from the release's debiased second moments (needs loss='quadratic'): one read,
         no step, alpha ("auto", a number or a list) chosen on 5 folds of the same pass with a
         positive-definite guard and the constant model as a candidate (docs/tuning.md "The
-        moment learner"; ``solver_``, ``tuning_``, ``coef_stderr_``).  Not with sample_weight,
-        partial_fit, validation= or checkpoints yet.
+        moment learner"; ``solver_``, ``tuning_``, ``coef_stderr_``).  ``partial_fit`` adds
+        each batch's moments to the pass's sums and solves again (any split of the rows: the
+        statistics of one ``fit``); a loaded model holds no sums to continue.  Not with
+        sample_weight, validation= or checkpoints yet.
 
     Attributes
     ----------
