@@ -16,14 +16,26 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..exceptions import InvalidInputError, NumericalWarning, ReleaseSpecError, user_stacklevel
+from ..exceptions import (
+    DivergenceError,
+    InvalidInputError,
+    NumericalWarning,
+    ReleaseSpecError,
+    user_stacklevel,
+)
 from ..progress import logger
 from ..settings import current
+from ..sgd.grid import GridPoint, grid_centre
 from ..sgd.schedules import default_radius
 from ._fields import EstimatorFields
-from ._heads import Heads, SingleHead
+from ._heads import HEAD_NAME, Heads, SingleHead, TuneOutcome
 from ._noise import NoiseModel
 from ._state import PassPlan
+
+#: where every head of the derived grid diverged, its steps are tried once more this many times
+#: smaller: the grid spans three decades of steps (``iwpfast.sgd.grid.STEP_MULTIPLIERS``), so
+#: the retry spans the three decades below it
+STEP_RETRY_FACTOR = 1e-3
 
 
 class TunedFitMixin(EstimatorFields):
@@ -150,7 +162,7 @@ class TunedFitMixin(EstimatorFields):
         """Run the grid (the heads' ``tune``: one head, or each of k classes choosing its own
         point) and set the chosen heads up as the fitted model."""
         heads = self._pass_heads()
-        outcome = heads.tune(plan, grid, kw)
+        outcome = self._tune_never_failing(heads, plan, grid, kw)
         plan.config = outcome.configs[0]
         self._start_pass(plan)
         self._set_scaling(scaling, plan.features)
@@ -169,9 +181,78 @@ class TunedFitMixin(EstimatorFields):
                               stacklevel=user_stacklevel())
         # the chosen heads' own warnings, as a plain fit would give them: a chosen head that
         # ended on the cap "auto" set is a model the noise held small (issue 18), said too
-        for name, cfg, tel in zip(outcome.warn_names, outcome.configs,
-                                  heads.per_head_telemetry(self), strict=True):
+        telemetry = heads.per_head_telemetry(self) if outcome.warn_names else []
+        for name, cfg, tel in zip(outcome.warn_names, outcome.configs[:len(telemetry)],
+                                  telemetry, strict=True):
             _warn_telemetry(name, cfg, dict(tel), chosen=self.variance_cap is None)
+
+    def _tune_never_failing(self, heads: Heads, plan: PassPlan, grid: AutoGrid, kw):
+        """``heads.tune``, which never stops on a divergence (docs/tuning.md "When every head
+        diverges"): where every head of the grid diverged, the derived grid's steps are tried
+        once more STEP_RETRY_FACTOR times smaller (a second scan; only with derived steps), and
+        where those diverge too (or the steps were the user's) the fit is the best constant
+        model under the loss, with one warning and its own ``tuning_`` entry.  A source read
+        once (a stream), a checkpointed search and k classes cannot scan again: their
+        divergence is raised as before."""
+        try:
+            return heads.tune(plan, grid, kw)
+        except DivergenceError:
+            if (not getattr(plan.source, "rereadable", False) or "checkpoint" in kw
+                    or not isinstance(heads, SingleHead)):
+                raise
+        tried = list(grid.points)
+        if isinstance(self.learning_rate, str) and self.schedule != "paper":
+            smaller = dataclasses.replace(grid, points=[
+                GridPoint(pt.alpha, pt.learning_rate * STEP_RETRY_FACTOR) for pt in grid.points])
+            try:
+                outcome = heads.tune(plan, smaller, kw)
+            except DivergenceError:
+                tried += smaller.points
+            else:
+                note = (f"every head of the derived grid diverged ({len(grid.points)} heads); "
+                        f"its steps were tried again {1 / STEP_RETRY_FACTOR:g} times smaller "
+                        f"(one more scan of the data)")
+                outcome.table["notes"].insert(0, note)
+                outcome.table["passes"] = float(outcome.table["passes"]) + 1.0
+                return outcome
+        return self._constant_outcome(heads, plan, grid, kw, tried)
+
+    def _constant_outcome(self, heads: Heads, plan: PassPlan, grid: AutoGrid, kw,
+                          tried: list):
+        """Every head diverged: the best constant model under the loss (theta = 0, the
+        intercept that minimizes the risk at the debiased class share, or the target's mean),
+        from one read of the labels; its ``tuning_`` lists the heads tried (diverged) and the
+        constant (learner 'constant', chosen)."""
+        from ..sgd.choice import tuning_table
+        from ..sgd.state import HeadState
+        n_rows, value, risk = _constant_fit(plan, kw)
+        centre = grid_centre(grid.points)
+        cfg = grid.make_config(centre, n_rows)
+        state = HeadState.new(cfg, intercept0=value if self.fit_intercept else 0.0)
+        n = len(tried)
+        what = ("the majority class's constant score" if self._task == "classification"
+                else "the target's mean")
+        retried = (f", the derived steps and {1 / STEP_RETRY_FACTOR:g} times smaller ones "
+                   "included" if n > len(grid.points) else "")
+        note = (f"every head diverged ({n} heads{retried}): the model is the "
+                f"best constant under the loss ({what}, intercept {value:.4g}), which predicts "
+                "no better than the label's base rate. Give smaller steps "
+                "(learning_rate=[...]; CLI --learning-rate), a larger alpha, or "
+                "fit_intercept=False, or use solver='moments'")
+        nan = [math.nan] * n
+        table = tuning_table(
+            dict(alpha=[pt.alpha for pt in tried] + [math.nan],
+                 learning_rate=[pt.learning_rate for pt in tried] + [math.nan],
+                 risk=nan + [risk], stderr=nan + [math.nan], reliable=[False] * n + [True],
+                 effective_rows=nan + [math.nan], noise_energy=nan + [0.0],
+                 capped=[False] * (n + 1), on_sphere=[False] * (n + 1),
+                 pruned_at_row=[None] * (n + 1), chosen=[False] * n + [True]),
+            learner=["sgd"] * n + ["constant"], rule="every head diverged: the constant model",
+            n_train=int(n_rows), n_validation=0, passes=float(2 + (n > len(grid.points))),
+            folds=None, edge=None, notes=[*grid.notes, note], heads=len(grid.points),
+            variance_cap=grid.cap)
+        return TuneOutcome([cfg], [state], {HEAD_NAME: {}}, cfg.alpha, cfg.learning_rate,
+                           table, [note], [])
 
     def _fit_untuned_centre(self, plan: PassPlan, mapper, grid: AutoGrid, scaling):
         """Too few rows to hold out a useful validation part: the derived grid's centre (the middle
@@ -247,3 +328,41 @@ def _grid_values(value):
 def _warn_telemetry(*args, **kwargs) -> None:
     from ..sgd.driver import _warn_telemetry as warn
     warn(*args, **kwargs)
+
+
+def _constant_fit(plan: PassPlan, kw) -> tuple[int, float, float]:
+    """(rows, value, clean risk) of the best constant model from one read of the labels (and
+    weights): classification, the intercept ``Loss.best_constant`` gives at the class share
+    debiased for randomized response (share = (q - (1 - s)) / (2 s - 1) for the released share
+    q and the keep probability s); regression, the target's (weighted) mean (the target's noise
+    has mean 0)."""
+    from ..io.views import PartSource
+    from ..losses import loss_record
+    label, weight, noise = plan.label, kw.get("sample_weight"), kw.get("noise")
+    source = PartSource(plan.source, mapper=kw.get("mapper"))
+    columns = [*plan.features, label] + ([weight] if weight else [])
+    total = mass = positive = 0.0
+    rows = 0
+    for batch in source.batches(columns):
+        y = np.asarray(batch.column(label).to_numpy(zero_copy_only=False), dtype=np.float64)
+        w = (np.ones_like(y) if not weight else
+             np.asarray(batch.column(weight).to_numpy(zero_copy_only=False), dtype=np.float64))
+        rows += len(y)
+        mass += float(w.sum())
+        total += float((w * y).sum())
+        positive += float(w[y > 0].sum())
+    record = loss_record(kw["loss"])
+    mass = max(mass, 1e-300)
+    if record.task != "classification":
+        mean = total / mass
+        return rows, mean, math.nan
+    share = positive / mass
+    keep = None if noise is None else noise.label_keep_prob
+    if keep is not None:
+        share = (share - (1.0 - keep)) / (2.0 * keep - 1.0)
+    share = min(max(share, 1e-6), 1.0 - 1e-6)
+    b = record.best_constant(share)
+    from ..losses import derivative
+    risk = float(share * derivative(kw["loss"], 0, np.array([b]))[0]
+                 + (1.0 - share) * derivative(kw["loss"], 0, np.array([-b]))[0])
+    return rows, float(b), risk
