@@ -213,6 +213,11 @@ class TunedFitMixin(EstimatorFields):
                         f"its steps were tried again {1 / STEP_RETRY_FACTOR:g} times smaller "
                         f"(one more scan of the data)")
                 outcome.table["notes"].insert(0, note)
+                hint = _unscaled(plan)
+                if hint is not None:        # a warning: the user should declare the ranges
+                    said = f"{hint} (The derived grid's steps were all too large for them.)"
+                    outcome.table["notes"].insert(0, said)
+                    outcome.notes.insert(0, said)
                 outcome.table["passes"] = float(outcome.table["passes"]) + 1.0
                 return outcome
         return self._constant_outcome(heads, plan, grid, kw, tried)
@@ -239,6 +244,9 @@ class TunedFitMixin(EstimatorFields):
                 "no better than the label's base rate. Give smaller steps "
                 "(learning_rate=[...]; CLI --learning-rate), a larger alpha, or "
                 "fit_intercept=False, or use solver='moments'")
+        hint = _unscaled(plan)
+        if hint is not None:
+            note = f"{note}. {hint}"
         nan = [math.nan] * n
         table = tuning_table(
             dict(alpha=[pt.alpha for pt in tried] + [math.nan],
@@ -366,3 +374,12 @@ def _constant_fit(plan: PassPlan, kw) -> tuple[int, float, float]:
     risk = float(share * derivative(kw["loss"], 0, np.array([b]))[0]
                  + (1.0 - share) * derivative(kw["loss"], 0, np.array([-b]))[0])
     return rows, float(b), risk
+
+
+def _unscaled(plan) -> str | None:
+    """The advice to declare ranges when a source without release metadata looks unscaled (the
+    usual cause of a grid that diverges everywhere)."""
+    if plan.noise.metadata is not None:
+        return None
+    from ._base import _unscaled_hint
+    return _unscaled_hint(plan.source, plan.features)
