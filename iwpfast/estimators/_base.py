@@ -37,7 +37,7 @@ from ._noise import NoiseModel
 from ._params import ParamsMixin
 from ._state import ARRAY_LABEL, PassPlan, PassState
 from ._tuned import TunedFitMixin
-from ._units import scale_and_clip, scaling_mapper
+from ._units import unscaled_hint, scale_and_clip, scaling_mapper
 
 #: a fit whose pass makes fewer minibatch steps warns (fair's 35 steps of 128 rows land within
 #: 0.01 of scikit-learn on bench/real_tables.py; breast cancer's 4 do not)
@@ -570,7 +570,7 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         from ..exceptions import DivergenceError
         from ..sgd.state import divergence_advice
         hint = None if ranges is not None or noise.metadata is not None \
-            else _unscaled_hint(source, feats)
+            else unscaled_hint(source, feats)
         if exc.config is None or exc.where is None:
             return exc if hint is None else DivergenceError(f"{exc} {hint}")
         step_given = isinstance(v["learning_rate"], float) and self.schedule != "paper"
@@ -729,29 +729,6 @@ def released_arrays(X) -> bool:
     selection hands an estimator, and what ``release_spec=`` says are rows of a release."""
     from ._inputs import is_array_like, is_tabular
     return is_array_like(X) or (is_tabular(X) and not type(X).__module__.startswith("pyarrow"))
-
-
-def _unscaled_hint(source, feats) -> str | None:
-    """A sentence naming ranges=/--ranges when the first rows' features look unscaled (some
-    |value| above 10, while a release's features lie within [-1, 1] plus noise)."""
-    try:
-        if isinstance(source, dict):
-            big = {f: float(np.max(np.abs(source[f][:65536]))) for f in feats if len(source[f])}
-        else:
-            from ..io.sources import open_source
-            batch = next(iter(open_source(source).batches(list(feats))), None)
-            if batch is None:
-                return None
-            big = {f: float(np.max(np.abs(batch.column(f).to_numpy(zero_copy_only=False))))
-                   for f in feats}
-    except Exception:  # the hint is a courtesy: never hide the divergence behind another error
-        return None
-    large = [f"{f} up to {m:g}" for f, m in big.items() if m > 10.0]
-    if not large:
-        return None
-    return ("The features look unscaled (" + ", ".join(large[:4]) + "): give their declared ranges "
-            "so they are scaled into [-1, 1] and clipped as a release would: ranges={name: (lo, hi)} "
-            "(CLI: --ranges NAME=LO:HI ...).")
 
 
 def _declared_rows(rows: int | None, n_rows_total, source) -> int | None:

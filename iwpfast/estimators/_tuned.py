@@ -381,5 +381,5 @@ def _unscaled(plan) -> str | None:
     usual cause of a grid that diverges everywhere)."""
     if plan.noise.metadata is not None:
         return None
-    from ._base import _unscaled_hint
-    return _unscaled_hint(plan.source, plan.features)
+    from ._units import unscaled_hint
+    return unscaled_hint(plan.source, plan.features)

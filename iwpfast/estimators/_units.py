@@ -225,3 +225,26 @@ def warn_targets_outside(y: np.ndarray, target_range: tuple[float, float], where
             "clipped the training targets to it); they are compared as given: clip them first "
             f"(np.clip(y, {lo:g}, {hi:g})) to score against what the model was trained on.",
             UnitsWarning, stacklevel=stacklevel)
+
+
+def unscaled_hint(source, feats) -> str | None:
+    """A sentence naming ranges=/--ranges when the first rows' features look unscaled (some
+    |value| above 10, while a release's features lie within [-1, 1] plus noise)."""
+    try:
+        if isinstance(source, dict):
+            big = {f: float(np.max(np.abs(source[f][:65536]))) for f in feats if len(source[f])}
+        else:
+            from ..io.sources import open_source
+            batch = next(iter(open_source(source).batches(list(feats))), None)
+            if batch is None:
+                return None
+            big = {f: float(np.max(np.abs(batch.column(f).to_numpy(zero_copy_only=False))))
+                   for f in feats}
+    except Exception:  # the hint is a courtesy: never hide the divergence behind another error
+        return None
+    large = [f"{f} up to {m:g}" for f, m in big.items() if m > 10.0]
+    if not large:
+        return None
+    return ("The features look unscaled (" + ", ".join(large[:4]) + "): give their declared ranges "
+            "so they are scaled into [-1, 1] and clipped as a release would: ranges={name: (lo, hi)} "
+            "(CLI: --ranges NAME=LO:HI ...).")
