@@ -37,7 +37,7 @@ from ._noise import NoiseModel
 from ._params import ParamsMixin
 from ._state import ARRAY_LABEL, PassPlan, PassState
 from ._tuned import TunedFitMixin
-from ._units import unscaled_hint, scale_and_clip, scaling_mapper
+from ._units import scale_and_clip, scaling_mapper, unscaled_hint
 
 #: a fit whose pass makes fewer minibatch steps warns (fair's 35 steps of 128 rows land within
 #: 0.01 of scikit-learn on bench/real_tables.py; breast cancer's 4 do not)
