@@ -719,6 +719,26 @@ def _make_streams():
             done = self._job(task, bar)
             return [done[p] for p in active]
 
+        def moment_parts(self, source, layout, folds: int, block_rows: int, chunk_rows):
+            """``solver='moments'``: each partition's fold moments on its executor (the whole
+            DataFrame's folds: ``first_row`` its offset), added per fold in partition order."""
+            from .io.reader import ChunkReader
+            from .moment_stats import accumulate_folds
+            view, offsets = _view_of(source), self.offsets
+            labels = layout.code_columns + ([layout.label] if layout.label is not None else [])
+
+            def task(pid, table):
+                if table.num_rows == 0:
+                    return None, 0
+                reader = ChunkReader(_open_piece(table, view, offsets[pid]),
+                                     [layout.float_columns], labels, chunk_rows)
+                return (accumulate_folds(reader, layout, folds, block_rows, first_row=offsets[pid]),
+                        table.num_rows)
+
+            done = self._job(task)
+            shards = [done[p] for p in sorted(done)]
+            return [sum((s[f] for s in shards[1:]), shards[0][f]) for f in range(folds)]
+
         def _run_scores(self, layout, scorer):
             view, _ = layout
             offsets = self.offsets

@@ -218,3 +218,19 @@ def test_release_and_fit_log_the_rows_of_each_finished_partition(spark, tmp_path
             alpha=1.0, learning_rate=0.005, average="tail", progress="log"))
     lines = [r.getMessage() for r in caplog.records if r.name == "iwpfast.progress"]
     assert lines and "20,000 rows of 20,000" in lines[-1]
+
+
+def test_fit_dataframe_with_solver_moments_is_one_machines_fit(spark, tmp_path):
+    # each partition's fold moments on its executor, added: the statistics differ from one
+    # machine's only by the order of float additions, so the same alpha and the model to 1e-9
+    from iwpfast.spark import fit_dataframe, release_dataframe
+
+    out = str(tmp_path / "rel") + "/"
+    release_dataframe(frame(spark, 40000, 3), out, spec(), features=FEATURES, label="y", seed=4)
+    kw = dict(solver="moments", loss="quadratic", progress=False)
+    one = iwpfast.IWPClassifier(**kw).fit(out)
+    got = fit_dataframe(spark.read.parquet(out), iwpfast.IWPClassifier(**kw))
+    assert got.solver_ == "moments" and got.n_rows_seen_ == one.n_rows_seen_ == 40000
+    assert got.alpha_ == one.alpha_
+    np.testing.assert_allclose(got.coef_, one.coef_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(got.intercept_, one.intercept_, rtol=1e-9, atol=1e-12)
