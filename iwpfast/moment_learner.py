@@ -190,6 +190,30 @@ def scan(folds: list[Moments], alphas: np.ndarray, fit_intercept: bool,
                 float(lam_all[0]))
 
 
+def scan_holdout(folds: list[Moments], held: list[Moments], alphas: np.ndarray,
+                 fit_intercept: bool, search: MomentSearch) -> Scan:
+    """``validation=``: every candidate solved on all of the training folds and its risk measured
+    on each part of a separate release's moments (``held``, its own folds: the paired SE);
+    the guard on the training rows only."""
+    total = sum(folds[1:], folds[0])
+    floor = search.floor_factor * guard_floor(folds, total, fit_intercept)
+    reduced = reduce(*_means(total), fit_intercept)
+    eig = np.linalg.eigh(reduced.S)
+    allowed = eig[0][0] + alphas >= floor
+    w, c = reduced.solve(alphas, eig)
+    const_c = reduced.constant[None, :] if fit_intercept else np.zeros((1, w.shape[2]))
+    risks = np.full((len(alphas) + 1, len(held)), np.nan)
+    for f, part in enumerate(held):
+        if part.rows == 0:
+            continue
+        G_v, b_v = _means(part)
+        risks[:-1, f] = quadratic_risk(G_v, b_v, w, c)
+        risks[-1, f] = quadratic_risk(G_v, b_v, np.zeros((1, w.shape[1], w.shape[2])),
+                                      const_c)[0]
+    return Scan(alphas, risks, allowed, np.array([p.rows for p in held]), floor,
+                float(eig[0][0]), ["validated on a separate release's moments"])
+
+
 def _negated(mo: Moments) -> Moments:
     return Moments(-mo.rows, -mo.gram_sum, -mo.rhs_sum, mo.names, mo.targets, mo.debiased)
 
@@ -263,10 +287,12 @@ def refit(total: Moments, alpha: float | None, fit_intercept: bool) -> tuple[np.
 
 
 def fit_moments(folds: list[Moments], *, alpha=None, fit_intercept: bool = True,
-                search: MomentSearch | None = None) -> MomentFit:
+                search: MomentSearch | None = None,
+                validation: list[Moments] | None = None) -> MomentFit:
     """The model of the moments of ``folds`` (one part each): ``alpha`` a number (solved on every
     row, no search), else the stages candidates -> scan -> choose -> refit (a list of alphas:
-    those are the candidates)."""
+    those are the candidates).  ``validation``: the parts of a separate release's moments
+    (the same coordinates and targets) that score the candidates instead of the folds."""
     search = MomentSearch() if search is None else search
     total = sum(folds[1:], folds[0])
     if total.n_targets == 0:
@@ -281,7 +307,16 @@ def fit_moments(folds: list[Moments], *, alpha=None, fit_intercept: bool = True,
     if len(folds) < 2:
         raise InvalidInputError("choosing alpha needs the moments of at least 2 folds")
     alphas = candidates(total, search, fit_intercept)
-    sc = scan(folds, alphas, fit_intercept, search)
+    if validation is not None:
+        if validation[0].names != total.names or validation[0].targets != total.targets:
+            raise InvalidInputError(
+                f"the validation release's coordinates {list(validation[0].names)} / targets "
+                f"{list(validation[0].targets)} differ from the training ones "
+                f"{list(total.names)} / {list(total.targets)}: release both with the same "
+                "features, categories and label")
+        sc = scan_holdout(folds, validation, alphas, fit_intercept, search)
+    else:
+        sc = scan(folds, alphas, fit_intercept, search)
     choice = choose(sc, search)
     coef, intercept = refit(total, choice.alpha, fit_intercept)
     return MomentFit(coef, intercept, choice.alpha, _tuning(sc, choice, total),

@@ -322,3 +322,28 @@ def test_balanced_class_weight_on_an_imbalanced_release_raises_the_minority_reca
     recall = [np.mean(m.predict(X, scaled=True)[positive] == 1) for m in (plain, balanced)]
     assert recall[1] > recall[0] + 0.2, recall
     assert balanced.class_weight_[1] > 1.5 * balanced.class_weight_[0]
+
+
+def test_validation_release_scores_the_candidates(tmp_path):
+    # fit(train, validation=other release): every alpha solved on all training rows, scored on
+    # the other release's moments (its own 5 parts: the paired SE); the same as the stages by hand
+    from iwpfast.moment_learner import candidates, choose, refit, scan_holdout
+    train, _, _ = _release(n=40_000, seed=11)
+    held, _, _ = _release(n=20_000, seed=12)
+    import pyarrow.parquet as pq
+    pq.write_table(iwpfast.moment_stats.privatized_table(held), tmp_path / "held.parquet")
+    model = IWPClassifier(solver="moments", loss="quadratic", progress=False).fit(
+        train, validation=str(tmp_path / "held.parquet"))
+    folds = fold_moments(train, folds=5)
+    parts = fold_moments(str(tmp_path / "held.parquet"), folds=5)
+    total = sum(folds[1:], folds[0])
+    sc = scan_holdout(folds, parts, candidates(total, MomentSearch(), True), True, MomentSearch())
+    c = choose(sc, MomentSearch())
+    coef, intercept = refit(total, c.alpha, True)
+    np.testing.assert_allclose(model.coef_, coef, rtol=1e-12)
+    assert "validated on a separate release's moments" in model.tuning_["notes"]
+    with pytest.raises(InvalidInputError, match="not an iwpfast release"):
+        pq.write_table(iwpfast.moment_stats.privatized_table(held).replace_schema_metadata({}),
+                       tmp_path / "plain.parquet")
+        IWPClassifier(solver="moments", loss="quadratic", progress=False).fit(
+            train, validation=str(tmp_path / "plain.parquet"))

@@ -602,7 +602,7 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         if v["solver"] == "moments":
             from ._moments import fit_moments_plan
             plan.source = source
-            fit_moments_plan(self, plan, mapper, v)
+            fit_moments_plan(self, plan, mapper, v, validation)
             return self
         tune = not isinstance(v["alpha"], float) or (not isinstance(v["learning_rate"], float)
                                                      and self.schedule != "paper")

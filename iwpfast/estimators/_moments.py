@@ -70,9 +70,10 @@ def check_solver(est, v: dict, *, sample_weight=None, checkpoint=None, validatio
     if checkpoint is not None:
         raise InvalidInputError("solver='moments' reads the data once into O(p^2) sums and keeps "
                                 "no SGD state to checkpoint: drop checkpoint=")
-    if validation is not None:
-        raise InvalidInputError("solver='moments' validates on folds of the same pass; drop "
-                                "validation=")
+    if validation is not None and getattr(est, "class_weight", None) is not None:
+        raise InvalidInputError("solver='moments' with validation= scores the plain quadratic "
+                                "risk: drop class_weight, or drop validation= (the folds of the "
+                                "pass then score the class-weighted risk)")
 
 
 def _alpha_request(v: dict):
@@ -111,7 +112,7 @@ def _variances(plan) -> np.ndarray:
     return np.asarray(plan.noise.noise_var, np.float64)
 
 
-def fit_moments_plan(est, plan, mapper, v: dict) -> None:
+def fit_moments_plan(est, plan, mapper, v: dict, validation=None) -> None:
     """Fit ``est`` by the moment learner on the prepared ``plan`` (``_fit_prepared``'s branch)."""
     import time
 
@@ -152,7 +153,9 @@ def fit_moments_plan(est, plan, mapper, v: dict) -> None:
     if rows == 0:
         raise InvalidInputError("the source holds no rows: nothing to fit")
     _check_searchable(v, MomentPass(layout, parts, block_rows), partial=False)
-    fit = fit_moments(parts, alpha=alpha, fit_intercept=bool(est.fit_intercept), search=search)
+    held = None if validation is None else _validation_parts(validation, plan, search.folds)
+    fit = fit_moments(parts, alpha=alpha, fit_intercept=bool(est.fit_intercept), search=search,
+                      validation=held)
     _set_fitted(est, plan, v, fit, rows)
     if getattr(est, "class_weight_", None) is None:     # partial_fit continues the pass
         setattr(est._pass, PASS_ATTR, MomentPass(layout, parts, block_rows))
@@ -503,3 +506,17 @@ def _layout_difference(old, new) -> tuple | None:
         if a != b:
             return f"{name} {a}", f"{name} {b}"
     return None
+
+
+def _validation_parts(validation, plan, folds: int) -> list:
+    """``fit(..., validation=RELEASE)``: the separate release's moments in ``folds`` parts (its
+    own laws debias it), for the features the model reads."""
+    from ..io.sources import open_source
+    from ..moment_stats import fold_moments, privatized_table
+    from ..privacy.streams import Privatized
+    src = open_source(privatized_table(validation) if isinstance(validation, Privatized)
+                      else validation)
+    if not src.release_metadata:
+        raise InvalidInputError(f"validation={validation!r} is not an iwpfast release (no release "
+                                "metadata): pass a release written like the training one")
+    return fold_moments(src, features=list(plan.features), folds=folds)

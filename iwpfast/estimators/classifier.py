@@ -629,7 +629,7 @@ class IWPClassifier(_Classifier):
         moment learner"; ``solver_``, ``tuning_``, ``coef_stderr_``).  ``partial_fit`` adds
         each batch's moments to the pass's sums and solves again (any split of the rows: the
         statistics of one ``fit``); a loaded model holds no sums to continue.  Not with
-        sample_weight, validation= or checkpoints yet.
+        sample_weight or checkpoints yet.
 
     Attributes
     ----------

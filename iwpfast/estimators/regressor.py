@@ -63,7 +63,7 @@ class IWPRegressor(IWPBase):
         moment learner"; ``solver_``, ``tuning_``, ``coef_stderr_``).  ``partial_fit`` adds
         each batch's moments to the pass's sums and solves again (any split of the rows: the
         statistics of one ``fit``); a loaded model holds no sums to continue.  Not with
-        sample_weight, validation= or checkpoints yet.
+        sample_weight or checkpoints yet.
 
     Units of the target.  A release declares the target's range (``target_range=(lo, hi)``, CLI
     ``--target-range LO:HI``) and maps it onto [-1, 1] before adding noise; a model fitted on it
