@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
-from test_moments import BASE, KINDS, _clean_table
+from test_moments import KINDS, _clean_table, kind_release
 
 import iwpfast
 from iwpfast import IWPClassifier, IWPRegressor
@@ -137,13 +137,7 @@ def test_search_options_are_checked():
 
 # ------------------------------------------------------------------ the estimators
 def _kind_release(kind, R=400):
-    a, b, c, y2, y3, t = _clean_table()
-    extra = KINDS[kind]
-    with_c = "categories" in extra
-    spec = ReleaseSpec(features=["a", "b", "c"] if with_c else ["a", "b"], **{**BASE, **extra})
-    X = np.stack([a, b, c] if with_c else [a, b], axis=1)
-    y = y3 if "classes" in extra else (t if kind == "regression" else y2)
-    return privatize(np.tile(X, (R, 1)), np.tile(y, R), spec, seed=11)
+    return kind_release(kind, R)
 
 
 def _estimator(kind):

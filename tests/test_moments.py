@@ -98,19 +98,25 @@ KINDS = {
 }
 
 
-def _release_blocks(kind, R):
-    """R independent releases of the clean table, as one release of the table tiled R times (the
-    noise of every row is independent, so rows r*N..(r+1)*N-1 are a release of their own), and
-    the clean (Z, Y) they estimate."""
+def kind_release(kind, R, seed=11):
+    """The clean table tiled R times, released by the spec of ``kind`` (the noise of every row is
+    independent, so rows r*N..(r+1)*N-1 are a release of their own)."""
     a, b, c, y2, y3, t = _clean_table()
     extra = KINDS[kind]
     with_c = "categories" in extra
-    features = ["a", "b", "c"] if with_c else ["a", "b"]
-    spec = ReleaseSpec(features=features, **{**BASE, **extra})
+    spec = ReleaseSpec(features=["a", "b", "c"] if with_c else ["a", "b"], **{**BASE, **extra})
     X = np.stack([a, b, c] if with_c else [a, b], axis=1)
     y = y3 if "classes" in extra else (t if kind == "regression" else y2)
-    rel = privatize(np.tile(X, (R, 1)), np.tile(y, R), spec, seed=11)
-    Z = _clean_z(with_c)
+    return privatize(np.tile(X, (R, 1)), np.tile(y, R), spec, seed=seed)
+
+
+def _release_blocks(kind, R):
+    """R independent releases of the clean table (``kind_release``), and the clean (Z, Y) they
+    estimate."""
+    _, _, _, y2, y3, t = _clean_table()
+    extra = KINDS[kind]
+    rel = kind_release(kind, R)
+    Z = _clean_z("categories" in extra)
     if "classes" in extra:
         Y = np.stack([(y3 == k).astype(float) for k in range(3)])
     elif kind == "regression":

@@ -9,14 +9,13 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from test_moments import BASE, KINDS, _clean_table
+from test_moments import kind_release
 
 import iwpfast
 from iwpfast import IWPClassifier, IWPRegressor
 from iwpfast.estimators._moments import moment_pass
 from iwpfast.exceptions import InvalidInputError, NumericalWarning
 from iwpfast.moment_stats import privatized_table
-from iwpfast.privacy import ReleaseSpec, privatize
 
 #: predicting on a release's noisy rows (values outside the declared ranges) warns: expected here;
 #: and small releases may choose the constant model under alpha='auto'
@@ -112,13 +111,7 @@ def test_regression_arrays_split_in_batches_give_the_fit_of_all_rows():
 
 
 def _kind_release(kind, R=300, seed=11):
-    a, b, c, y2, y3, t = _clean_table()
-    extra = KINDS[kind]
-    with_c = "categories" in extra
-    spec = ReleaseSpec(features=["a", "b", "c"] if with_c else ["a", "b"], **{**BASE, **extra})
-    X = np.stack([a, b, c] if with_c else [a, b], axis=1)
-    y = y3 if "classes" in extra else (t if kind == "regression" else y2)
-    return privatize(np.tile(X, (R, 1)), np.tile(y, R), spec, seed=seed)
+    return kind_release(kind, R, seed)
 
 
 def _release_parts(rel, tmp_path, cuts):
