@@ -608,12 +608,10 @@ def _shard_moments(recipe: ShardRecipe, a: int, b: int, layout, folds: int, bloc
                    chunk_rows):
     """The fold moments of rows ``[a, b)`` on a Dask worker (their folds those of the whole
     source: ``first_row=a``)."""
-    from .io.reader import ChunkReader
-    from .moment_stats import accumulate_folds
+    from .moment_stats import accumulate_folds, layout_reader
     _limit_worker_threads(1)
-    labels = layout.code_columns + ([layout.label] if layout.label is not None else [])
-    reader = ChunkReader(recipe.open(a, b), [layout.float_columns], labels, chunk_rows)
-    return accumulate_folds(reader, layout, folds, block_rows, first_row=a)
+    return accumulate_folds(layout_reader(recipe.open(a, b), layout, chunk_rows), layout, folds,
+                            block_rows, first_row=a)
 
 
 def _shard_pass(recipe: ShardRecipe, a: int, b: int, heads: list, state_arrays, kw: dict):

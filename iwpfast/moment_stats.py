@@ -359,7 +359,6 @@ def fold_moments(source, features=None, label=None, *, folds: int = 1,
     to part (i // block_rows) % folds (blocks of consecutive rows dealt in turn, so that every
     part samples the whole file, sorted or not; ``block_rows`` None: ``fold_block_rows`` of the
     rows the source declares).  Their sum is ``moments(source, ...)``."""
-    from .io.reader import ChunkReader
     from .io.sources import open_source
     if record_batch_rows is not None and int(record_batch_rows) < 1:
         raise InvalidInputError(f"record_batch_rows={record_batch_rows} must be a positive "
@@ -371,8 +370,7 @@ def fold_moments(source, features=None, label=None, *, folds: int = 1,
     src = open_source(source, filesystem=filesystem, record_batch_rows=DEFAULT_BATCH_ROWS
                       if record_batch_rows is None else int(record_batch_rows))
     layout = _layout_of(src, features, label)
-    labels = layout.code_columns + ([layout.label] if layout.label is not None else [])
-    reader = ChunkReader(src, [layout.float_columns], labels, record_batch_rows)
+    reader = layout_reader(src, layout, record_batch_rows)
     if block_rows is None:
         block_rows = fold_block_rows(src.num_rows, folds)
     return accumulate_folds(reader, layout, folds, block_rows)
@@ -402,6 +400,45 @@ def label_classes(y: np.ndarray, layout: MomentLayout, n_classes: int) -> np.nda
     return (y > 0).astype(np.int64)
 
 
+def layout_reader(source, layout: MomentLayout, chunk_rows: int | None = None):
+    """The ``ChunkReader`` of ``source`` for ``layout``: its float columns as one group, its
+    randomized-response code columns and its label beside them."""
+    from .io.reader import ChunkReader
+    labels = layout.code_columns + ([layout.label] if layout.label is not None else [])
+    return ChunkReader(source, [layout.float_columns], labels, chunk_rows)
+
+
+def _block_runs(chunks, layout: MomentLayout, folds: int, block_rows: int, first_row: int):
+    """(fold, columns, codes, labels, a, b) for every run [a, b) of a chunk's rows that lies in one
+    block of ``block_rows`` rows (row i of the source in fold (i // block_rows) % folds)."""
+    if int(folds) < 1 or int(block_rows) < 1:
+        raise InvalidInputError(f"folds={folds} and block_rows={block_rows} must be >= 1")
+    start = int(first_row)
+    for chunk in chunks:
+        n = chunk.n_rows
+        codes, y = _checked_codes(chunk, layout), _checked_label(chunk, layout)
+        columns = [np.asarray(c) for c in chunk.features[0]]
+        a = 0
+        while a < n:
+            # (10, 2^15) float64 blocks ran 1.3x faster than whole 2^18-row chunks (cache)
+            b = min(n, (start + a) // block_rows * block_rows + block_rows - start)
+            yield ((start + a) // block_rows) % folds, columns, codes, y, a, b
+            a = b
+        start += n
+
+
+def _add_rows(layout: MomentLayout, columns, codes, y, rows, G, B, label: bool = True) -> None:
+    """The rows ``rows`` (a slice or an index array) into G and B: their columns copied once
+    into a (P, m) block, one ``accumulate_chunk``; ``label=False`` adds no right-hand side."""
+    X = np.empty((len(columns), len(y[rows])))
+    for j, column in enumerate(columns):
+        X[j] = column[rows]
+    accumulate_chunk(X, layout.float_index, layout.variance, np.ascontiguousarray(codes[:, rows]),
+                     layout.offsets, layout.sizes, layout.keep, layout.other, y[rows],
+                     layout.label_kind if label else NO_LABEL, layout.label_scale,
+                     layout.label_q, layout.label_r, G, B)
+
+
 def accumulate_class_folds(chunks, layout: MomentLayout, folds: int, block_rows: int,
                            n_classes: int) -> tuple[np.ndarray, np.ndarray]:
     """Per fold and per *released* class c, the debiased sums of z z^T over the rows released
@@ -412,30 +449,13 @@ def accumulate_class_folds(chunks, layout: MomentLayout, folds: int, block_rows:
     G = np.zeros((folds, n_classes, d, d))
     rows = np.zeros((folds, n_classes), np.int64)
     none = np.zeros((d, 0))
-    start = 0
-    for chunk in chunks:
-        n = chunk.n_rows
-        codes, y = _checked_codes(chunk, layout), _checked_label(chunk, layout)
-        cls = label_classes(y, layout, n_classes)
-        columns = [np.asarray(c) for c in chunk.features[0]]
-        a = 0
-        while a < n:
-            b = min(n, (start + a) // block_rows * block_rows + block_rows - start)
-            f = ((start + a) // block_rows) % folds
-            for c in range(n_classes):
-                take = a + np.flatnonzero(cls[a:b] == c)
-                if take.size == 0:
-                    continue
-                X = np.empty((len(columns), take.size))
-                for j, column in enumerate(columns):
-                    X[j] = column[take]
-                accumulate_chunk(X, layout.float_index, layout.variance,
-                                 np.ascontiguousarray(codes[:, take]), layout.offsets,
-                                 layout.sizes, layout.keep, layout.other, y[take], NO_LABEL, 1.0,
-                                 1.0, 0.0, G[f, c], none)
+    for f, columns, codes, y, a, b in _block_runs(chunks, layout, folds, block_rows, 0):
+        cls = label_classes(y[a:b], layout, n_classes)
+        for c in range(n_classes):
+            take = a + np.flatnonzero(cls == c)
+            if take.size:
+                _add_rows(layout, columns, codes, y, take, G[f, c], none, label=False)
                 rows[f, c] += take.size
-            a = b
-        start += n
     return G, rows
 
 
@@ -467,37 +487,16 @@ def class_weighted(G: np.ndarray, rows: np.ndarray, targets: np.ndarray, weights
 def accumulate_folds(chunks, layout: MomentLayout, folds: int = 1,
                      block_rows: int = FOLD_BLOCK_ROWS, first_row: int = 0) -> list[Moments]:
     """The moments of ``folds`` parts (see ``fold_moments``) of the rows of ``chunks`` (what
-    ``io.reader.ChunkReader`` yields for ``[layout.float_columns]`` and the code and label
-    columns): one ``accumulate_chunk`` per run of a chunk's rows that lies in one block, its
-    columns copied once into a (P, m) block, never gathered.  ``first_row``: the index of the
+    ``layout_reader`` yields): one ``accumulate_chunk`` per run of a chunk's rows that lies in
+    one block, its columns copied once, never gathered.  ``first_row``: the index of the
     chunks' first row in the whole source (a shard's rows keep the whole source's folds)."""
     folds, block_rows = int(folds), int(block_rows)
-    if folds < 1 or block_rows < 1:
-        raise InvalidInputError(f"folds={folds} and block_rows={block_rows} must be >= 1")
     d, K = len(layout.names), len(layout.targets)
     G, B = np.zeros((folds, d, d)), np.zeros((folds, d, K))
     rows = np.zeros(folds, np.int64)
-    start = int(first_row)
-    for chunk in chunks:
-        n = chunk.n_rows
-        codes, y = _checked_codes(chunk, layout), _checked_label(chunk, layout)
-        columns = [np.asarray(c) for c in chunk.features[0]]
-        a = 0
-        while a < n:
-            # the run [a, b) of this chunk inside one block: (10, 2^15) float64 blocks ran
-            # 1.3x faster than whole 2^18-row chunks (bench/moments.py: cache)
-            b = min(n, (start + a) // block_rows * block_rows + block_rows - start)
-            f = ((start + a) // block_rows) % folds
-            X = np.empty((len(columns), b - a))
-            for j, column in enumerate(columns):
-                X[j] = column[a:b]
-            accumulate_chunk(X, layout.float_index, layout.variance,
-                             np.ascontiguousarray(codes[:, a:b]), layout.offsets, layout.sizes,
-                             layout.keep, layout.other, y[a:b], layout.label_kind,
-                             layout.label_scale, layout.label_q, layout.label_r, G[f], B[f])
-            rows[f] += b - a
-            a = b
-        start += n
+    for f, columns, codes, y, a, b in _block_runs(chunks, layout, folds, block_rows, first_row):
+        _add_rows(layout, columns, codes, y, slice(a, b), G[f], B[f])
+        rows[f] += b - a
     return [Moments(int(rows[f]), G[f], B[f], layout.names, layout.targets, layout.notes)
             for f in range(folds)]
 

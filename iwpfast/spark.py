@@ -722,16 +722,13 @@ def _make_streams():
         def moment_parts(self, source, layout, folds: int, block_rows: int, chunk_rows):
             """``solver='moments'``: each partition's fold moments on its executor (the whole
             DataFrame's folds: ``first_row`` its offset), added per fold in partition order."""
-            from .io.reader import ChunkReader
-            from .moment_stats import accumulate_folds
+            from .moment_stats import accumulate_folds, layout_reader
             view, offsets = _view_of(source), self.offsets
-            labels = layout.code_columns + ([layout.label] if layout.label is not None else [])
 
             def task(pid, table):
                 if table.num_rows == 0:
                     return None, 0
-                reader = ChunkReader(_open_piece(table, view, offsets[pid]),
-                                     [layout.float_columns], labels, chunk_rows)
+                reader = layout_reader(_open_piece(table, view, offsets[pid]), layout, chunk_rows)
                 return (accumulate_folds(reader, layout, folds, block_rows, first_row=offsets[pid]),
                         table.num_rows)
 

@@ -116,12 +116,11 @@ def fit_moments_plan(est, plan, mapper, v: dict, validation=None) -> None:
     """Fit ``est`` by the moment learner on the prepared ``plan`` (``_fit_prepared``'s branch)."""
     import time
 
-    from ..io.reader import ChunkReader
     from ..io.source_base import Source
     from ..io.sources import open_source
     from ..io.views import PartSource
     from ..moment_learner import MomentSearch, fit_moments
-    from ..moment_stats import accumulate_folds, fold_block_rows
+    from ..moment_stats import accumulate_folds, fold_block_rows, layout_reader
     started = time.perf_counter()
     source = plan.source
     if mapper is not None:
@@ -132,7 +131,7 @@ def fit_moments_plan(est, plan, mapper, v: dict, validation=None) -> None:
     search = getattr(est, "moment_search", None) or MomentSearch()
     alpha = _alpha_request(v)
     folds = search.folds            # a fixed alpha too: the folds give coef_stderr_
-    reader = ChunkReader(source, [plan.features], [plan.label], est.chunk_rows)
+    reader = layout_reader(source, layout, est.chunk_rows)
     block_rows = fold_block_rows(plan.rows, folds)
     from ..sgd.driver import stream_runner
     runner = stream_runner()
@@ -278,15 +277,13 @@ def _rr_parts(est, X, spec, folds: int, block_rows: int | None, first_row: int) 
     """(layout, fold moments, block_rows) of a release with randomized-response columns, read
     with its spec's inverses as ``moment_stats.fold_moments`` reads it; ``first_row``: the rows
     of the pass before these (``partial_fit``)."""
-    from ..io.reader import ChunkReader
     from ..io.source_base import DEFAULT_BATCH_ROWS
     from ..io.sources import open_source
-    from ..moment_stats import accumulate_folds, fold_block_rows, release_layout
+    from ..moment_stats import accumulate_folds, fold_block_rows, layout_reader, release_layout
     chunk = est.chunk_rows
     src = open_source(X, record_batch_rows=DEFAULT_BATCH_ROWS if chunk is None else int(chunk))
     layout = release_layout(spec, None, None)
-    labels = layout.code_columns + ([layout.label] if layout.label is not None else [])
-    reader = ChunkReader(src, [layout.float_columns], labels, chunk)
+    reader = layout_reader(src, layout, chunk)
     if block_rows is None:
         block_rows = fold_block_rows(src.num_rows, folds)
     return layout, accumulate_folds(reader, layout, folds, block_rows, first_row), block_rows
@@ -462,13 +459,12 @@ def _batch_plan(est, X, y, state, *, noise_kw, features, label, override):
 
 
 def _read_batch(est, plan, layout, folds: int, block_rows: int, first_row: int) -> list:
-    from ..io.reader import ChunkReader
     from ..io.source_base import Source
     from ..io.sources import open_source
-    from ..moment_stats import accumulate_folds
+    from ..moment_stats import accumulate_folds, layout_reader
     source = plan.source if isinstance(plan.source, Source) else open_source(plan.source)
-    reader = ChunkReader(source, [plan.features], [plan.label], est.chunk_rows)
-    return accumulate_folds(reader, layout, folds, block_rows, first_row)
+    return accumulate_folds(layout_reader(source, layout, est.chunk_rows), layout, folds,
+                            block_rows, first_row)
 
 
 def _added(est, state: MomentPass | None, layout, parts: list, block_rows: int) -> MomentPass:
