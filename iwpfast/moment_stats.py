@@ -377,14 +377,21 @@ def fold_moments(source, features=None, label=None, *, folds: int = 1,
 
 
 def fold_block_rows(n_rows: int | None, folds: int) -> int:
-    """The rows per block of ``fold_moments``' parts: ``FOLD_BLOCK_ROWS`` (1,024), or for a
-    source that declares more rows a larger power of two that still deals every part at least
+    """The rows per block of ``fold_moments``' parts: ``FOLD_BLOCK_ROWS`` (1,024), smaller for a
+    table of fewer than one such block per part, or for a source that declares more rows a larger power of two that still deals every part at least
     32 blocks (up to 65,536): a block is one kernel call on a view of the chunk, so large files
     pay one call per 2^15 rows, small ones keep every part spread over the file."""
     if folds <= 1:
         return 1 << 15          # one part: blocks only to keep a block's columns in cache
     if n_rows is None:
         return FOLD_BLOCK_ROWS
+    if int(n_rows) < int(folds) * FOLD_BLOCK_ROWS:
+        # a table too small to give every part a block: blocks of a power of two that deal
+        # every part about 4 of them, so that alpha is chosen on every part (15 rows: blocks of
+        # 1 row, 3 per part); from folds * 1,024 rows on, fit and a partial_fit without
+        # n_rows_total deal the same blocks
+        few = max(int(n_rows) // (4 * int(folds)), 1)
+        return 1 << (few.bit_length() - 1)
     share = int(n_rows) // (32 * int(folds))
     return int(min(max(FOLD_BLOCK_ROWS, 1 << max(share.bit_length() - 1, 0)), 1 << 16))
 

@@ -28,6 +28,7 @@ LAYER_OF = {
     "io": "io",
     "privacy": "privacy",
     "sgd": "sgd", "moment_stats": "sgd", "moment_learner": "sgd",
+    "learner_choice": "sgd",
     "estimators": "api", "model_io": "api", "datasets": "api", "demo": "api",
     "experiments": "api", "benchmarks": "api", "distributed": "api", "spark": "api", "planning": "api",
     "metrics": "api",

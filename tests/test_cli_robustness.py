@@ -230,7 +230,7 @@ def test_the_default_fit_that_ends_on_the_variance_cap_warns(k, single_holdout):
         Xn = X + rng.normal(0, 2.0, X.shape)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            model = IWPClassifier(progress=False).fit(Xn, y, noise_var=[4.0, 4.0])
+            model = IWPClassifier(progress=False, solver="sgd").fit(Xn, y, noise_var=[4.0, 4.0])
         cap = [str(w.message) for w in caught if issubclass(w.category, NumericalWarning)
                and "variance cap active" in str(w.message)]
         ended.append(bool(model.telemetry_["capped"]))

@@ -158,8 +158,10 @@ def test_the_alpha_search_after_every_call_matches_fit_on_the_rows_so_far(tmp_pa
 def test_fit_then_partial_fit_continues_the_pass():
     X, y = _rows()
     whole = _classifier(alpha=0.01).fit(X, y, **NOISE)
-    model = _classifier(alpha=0.01).fit(X[:3_000], y[:3_000], **NOISE)
-    model.partial_fit(X[3_000:], y[3_000:], **NOISE)
+    # a first fit of at least folds x 1,024 rows deals 1,024-row blocks, as fit on all rows
+    # does (fewer rows get smaller blocks: moment_stats.fold_block_rows)
+    model = _classifier(alpha=0.01).fit(X[:5_200], y[:5_200], **NOISE)
+    model.partial_fit(X[5_200:], y[5_200:], **NOISE)
     _same_statistics(whole, model)
     _same_model(whole, model)
 
@@ -184,8 +186,11 @@ def test_a_first_batch_in_one_fold_waits_for_the_next_under_auto():
     whole = _classifier().fit(X, y, **NOISE)
     _same_model(whole, model, rtol=1e-9)
     _classifier(alpha=0.1).partial_fit(X[:500], y[:500], **NOISE)   # a fixed alpha solves
+    # fit knows the length: 500 rows are dealt in blocks of 16, every part holds rows
+    small = _classifier().fit(X[:500], y[:500], **NOISE)
+    assert small.solver_ == "moments" and len(small.tuning_["alpha"]) == 38
     with pytest.raises(InvalidInputError, match="fill only one: pass a number as alpha"):
-        _classifier().fit(X[:500], y[:500], **NOISE)                # fit says the same
+        _classifier().fit(X[:1], y[:1], **NOISE)                    # one row: one part
 
 
 # ------------------------------------------------------------------ what must stay the same

@@ -56,7 +56,7 @@ def diverging(tmp_path_factory):
 def _fit(fit):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return fit(IWPClassifier(progress=False))
+        return fit(IWPClassifier(progress=False, solver="sgd"))
 
 
 @pytest.mark.parametrize("held_bytes", [None, 0])

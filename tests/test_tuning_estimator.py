@@ -37,7 +37,7 @@ def test_auto_lands_near_the_best_manual_grid_point():
     Xn, yn = _private(X, y)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        auto = IWPClassifier(progress=False).fit(Xn, yn, **NOISE)
+        auto = IWPClassifier(progress=False, solver="sgd").fit(Xn, yn, **NOISE)
         manual = [IWPClassifier(progress=False, alpha=a, learning_rate=g, variance_cap=2.0)
                   .fit(Xn, yn, **NOISE).risk(Xt, yt)
                   for a in (0.01, 0.1, 1.0) for g in (0.01, 0.03, 0.1, 0.3)]
@@ -81,8 +81,12 @@ def test_auto_regressor_and_separate_validation_release(tmp_path):
     rng = np.random.default_rng(5)
     X = rng.uniform(-1, 1, (6000, 2))
     y = X @ np.array([0.6, -0.3]) + rng.normal(0, 0.1, 6000)
-    m = IWPRegressor(progress=False).fit(X, y, feature_bound=1.5)
+    m = IWPRegressor(progress=False, solver="sgd").fit(X, y, feature_bound=1.5)
     assert m.score(X, y) > 0.8 and len(m.tuning_["alpha"]) == 28
+    # the default is the moment learner: 37 alphas and the constant model, one read
+    d = IWPRegressor(progress=False).fit(X, y, feature_bound=1.5)
+    assert d.solver_ == "moments" and len(d.tuning_["alpha"]) == 38
+    assert d.score(X, y) >= m.score(X, y) - 0.01
     # a separate private release as the validation part: training sees every row
     from iwpfast.privacy import ReleaseSpec, release
     Xc, yc = _task(6000, 6)
@@ -247,7 +251,7 @@ def test_the_grid_reads_the_file_once_or_twice(tmp_path, monkeypatch, single_hol
         read[0] = 0
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            m = IWPClassifier(progress=False).fit(tmp_path / "r.parquet")
+            m = IWPClassifier(progress=False, solver="sgd").fit(tmp_path / "r.parquet")
         assert m.tuning_["heads"] >= 10 and m.tuning_["passes"] == passes
         assert read[0] <= most
         models[budget] = m

@@ -110,8 +110,10 @@ def add_fit_arguments(p) -> None:
     p.add_argument("--loss", default=None,
                    help="exponential (default for classification), logistic, quadratic; "
                         "squared_error for regression")
-    p.add_argument("--solver", choices=["sgd", "moments"], default="sgd",
-                   help="sgd (one-pass IWP-SGD, default) or moments: the exact quadratic-loss "
+    p.add_argument("--solver", choices=["auto", "sgd", "moments"], default="auto",
+                   help="auto (default: moments for regression unless an SGD-only option such "
+                        "as --learning-rate or --checkpoint is given, sgd for classification), "
+                        "sgd (one-pass IWP-SGD) or moments: the exact quadratic-loss "
                         "model from the release's debiased second moments, one pass, alpha chosen "
                         "on folds of it (sets --loss quadratic / squared_error)")
     p.add_argument("--correction", choices=["iwp", "none"], default="iwp",
@@ -413,11 +415,7 @@ def run(args) -> int:
     else:
         print(f"alpha {model.alpha_:.4g}, learning rate {model.learning_rate_:.4g}" + chosen
               + settings_note(model, args.out))
-    if getattr(model, "tuning_", None) and getattr(model, "solver_", "sgd") == "moments":
-        print_moment_tuning(model.tuning_, table=getattr(args, "table", False))
-    elif getattr(model, "tuning_", None):
-        print_tuning(model.tuning_, table=getattr(args, "table", False),
-                     validation=validation_kind(model.mode_))
+    _print_search(model, getattr(args, "table", False))
     # a randomized-response pass (estimators/_rr.py) counts no projection or cap hits; the moment
     # learner makes no update at all
     if getattr(model, "solver_", "sgd") != "moments":
@@ -431,10 +429,34 @@ def run(args) -> int:
 
 
 #: the hyper-parameter options of fit and their defaults (--params-from refuses the others)
-HYPER_DEFAULTS = dict(loss=None, solver="sgd", correction="iwp", alpha="auto", learning_rate="auto",
+HYPER_DEFAULTS = dict(loss=None, solver="auto", correction="iwp", alpha="auto", learning_rate="auto",
                       schedule="constant", mu=None, batch_size=128, radius=None, variance_cap=None,
                       average="auto", no_intercept=False, truncation=2, validation_fraction=0.1,
                       class_weight=None)
+
+
+def _print_search(model, table: bool) -> None:
+    """The search's lines: the moment learner's table, the SGD search's, and the choice across
+    learners (the default: estimators/_across.py)."""
+    t = getattr(model, "tuning_", None)
+    if t and "learners" not in t and getattr(model, "solver_", "sgd") == "moments":
+        print_moment_tuning(t, table=table)
+    elif t:
+        print_tuning(t, table=table, validation=validation_kind(model.mode_))
+    if t and "learners" in t:
+        print("learners: " + learners_text(t["learners"]))
+
+
+def learners_text(learners: dict) -> str:
+    """The default's choice across learners in one line (estimators/_across.py)."""
+    cands = learners["candidates"]
+    chosen = learners["chosen"]
+    key = "accuracy" if "accuracy" in cands[chosen] else "risk"
+    best = cands[chosen][key]
+    others = ", ".join(f"{name} {c[key]:.4g} ({c[key] - best:+.3g}, SE {c['stderr']:.2g})"
+                       for name, c in cands.items() if name != chosen)
+    return (f"{chosen} chosen ({learners['rule']}), {learners['criterion']} {best:.4g}; "
+            f"{others}")
 
 
 def settings_note(model, out) -> str:

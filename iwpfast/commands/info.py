@@ -159,13 +159,16 @@ def model_info(path, args) -> str | None:
                      "debiased second moments, one pass); "
                      + ("the constant model" if (f.get("telemetry") or {}).get("constant_model")
                         else f"alpha {float(alpha):.4g}"))
-    if t and f.get("solver") == "moments":
+    if t and f.get("solver") == "moments" and "learners" not in t:
         lines.append(f"tuning:    {len(t['alpha']) - 1} alphas and the constant model over "
                      f"{int(t['folds'])} folds of {int(t['n_train']):,} rows, rule {t['rule']}")
     elif t:
         k = int(t["heads"])
         lines.append(f"tuning:    {k} heads, {int(t['n_train']):,} training / {int(t['n_validation']):,} "
                      f"validation rows, rule {t['rule']}, {sum(map(bool, t['reliable']))} reliable")
+    if t and "learners" in t:
+        from .fit import learners_text
+        lines.append("learners:  " + learners_text(t["learners"]))
     if f.get("categorical_mechanism") != "rr":
         lines.append("settings:  " + settings_text(f, prm, t))
     if doc.get("release") is not None:

@@ -244,10 +244,9 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         from ._rr import fit_rr, opened, rr_release_spec
         if y is None and release_spec is None and release is None:
             X = opened(X)           # a path opened once: its metadata read once for this fit
-        if self._validated()["solver"] == "moments":
-            from ._moments import fit_codes_release
-            X = fit_codes_release(self, X, sample_weight=sample_weight, checkpoint=checkpoint,
-                                  validation=validation)     # self: codes of RR, fitted
+        from ._moments import fit_codes_release
+        X = fit_codes_release(self, X, sample_weight=sample_weight, checkpoint=checkpoint,
+                              validation=validation)     # self: codes of RR, fitted
         rr_spec = None if X is self else rr_release_spec(X)
         if rr_spec is not None or X is self:
             # categorical codes of randomized response: their own learner (docs/math.md
@@ -381,8 +380,8 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
         noise_kw = dict(noise_var=noise_var, epsilon_y=epsilon_y, label_keep_prob=label_keep_prob,
                         target_noise_var=target_noise_var, feature_bound=feature_bound)
         v = self._validated()
-        from ._moments import moment_pass, partial_fit_moments
-        if v["solver"] == "moments" or moment_pass(self) is not None:
+        from ._moments import moment_pass, partial_fit_moments, resolve_solver
+        if resolve_solver(self, v, partial=True) == "moments" or moment_pass(self) is not None:
             # the batch's moments added to the pass's sums, the model solved again (_moments.py)
             return partial_fit_moments(self, X, y, sample_weight, n_rows_total=n_rows_total,
                                        noise_kw=noise_kw, features=features, label=label,
@@ -542,7 +541,10 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
     def _fit_pass(self, X, y, noise_kw, *, features, label, override, n_rows_total, finish,
                   checkpoint, checkpoint_every, resume, overwrite=False, ranges=None,
                   validation=None, sample_weight=None):
+        from ._moments import resolve_solver
         v = self._validated()
+        v["solver"] = resolve_solver(self, v, sample_weight=sample_weight, checkpoint=checkpoint,
+                                     validation=validation)
         if v["solver"] == "moments":
             from ._moments import check_solver
             check_solver(self, v, sample_weight=sample_weight, checkpoint=checkpoint,
@@ -599,6 +601,9 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
             from ..io.views import chain_mappers
             mapper = chain_mappers(mapper, label_mapper)
         self._prepare_class_weight(source, mapper, lab, noise)
+        if v["solver"] == "moments" and self.solver == "auto" and plan.rows is not None \
+                and plan.rows < 10:
+            v = dict(v, solver="sgd")   # too few rows for the folds that choose alpha
         if v["solver"] == "moments":
             from ._moments import fit_moments_plan
             plan.source = source

@@ -107,8 +107,10 @@ def to_document(est) -> dict:
         # a parameter newer than the format: written only when set, so that a model without
         # class weights keeps the document of before (older files load with its default)
         del params["class_weight"]
-    if params.get("solver") == "sgd":
-        del params["solver"]        # as class_weight: a version-1 document unless it is set
+    if params.get("solver") == "sgd" or (params.get("solver") == "auto"
+                                         and getattr(est, "solver_", "sgd") == "sgd"):
+        # as class_weight: a version-1 document unless the model is the moment learner's
+        del params["solver"]
     if params.get("release_spec", 0) is None:
         del params["release_spec"]  # as class_weight: written only when set (as its metadata)
     elif "release_spec" in params:

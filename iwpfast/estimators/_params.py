@@ -159,9 +159,10 @@ class ParamsMixin(EstimatorFields):
         from ._moments import SOLVERS
         solver = getattr(self, "solver", "sgd")
         if solver not in SOLVERS:
-            raise InvalidInputError(f"unknown solver {solver!r}; choose 'sgd' (one-pass IWP-SGD) "
-                                    "or 'moments' (the exact quadratic-loss solution from the "
-                                    "release's debiased second moments)")
+            raise InvalidInputError(f"unknown solver {solver!r}; choose 'auto' (the moment "
+                                    "learner where it applies, else SGD), 'sgd' (one-pass "
+                                    "IWP-SGD) or 'moments' (the exact quadratic-loss solution "
+                                    "from the release's debiased second moments)")
         v["solver"] = solver
         spec = getattr(self, "release_spec", None)
         if spec is not None:
@@ -230,6 +231,10 @@ def resolved_params(est) -> dict[str, Any]:
                 "solver='moments' chose the constant model (alpha_ is nan): no alpha reproduces "
                 "it; every row predicts the label's mean")
         params["alpha"] = float(alpha[0])
+        from ._moments import MOMENT_LOSSES
+        # the default's choice across learners adopted the moment model: its loss is the
+        # quadratic (estimators/_across.py)
+        params["loss"] = MOMENT_LOSSES[est._task]
         return params
     cfg = est._pass.config if est._pass is not None else None
     if cfg is None:            # a learner without a head configuration (randomized-response codes)

@@ -157,6 +157,10 @@ class TunedFitMixin(EstimatorFields):
                     "held out), or pass numbers for alpha and learning_rate")
             kw["sample_weight"] = self._pass.sample_weight
         self._tune(plan, grid, kw, scaling)
+        from ._across import applies, choose_across
+        if applies(self, plan, v, sample_weight=self._pass.sample_weight,
+                   checkpoint=ckpt.get("checkpoint"), validation=val_src):
+            choose_across(self, plan, mapper, v)     # the SGD model against the moments'
 
     def _tune(self, plan: PassPlan, grid: AutoGrid, kw, scaling):
         """Run the grid (the heads' ``tune``: one head, or each of k classes choosing its own

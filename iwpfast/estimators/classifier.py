@@ -99,7 +99,7 @@ class _Classifier(IWPBase):
                  schedule="constant", mu=None, batch_size=128, radius=None, variance_cap=None,
                  average="auto", fit_intercept=True, truncation=2, chunk_rows=None, shuffle=False,
                  random_state=None, progress=True, validation_fraction=0.1, class_weight=None,
-                 solver="sgd", release_spec=None):
+                 solver="auto", release_spec=None):
         self._store_params(locals())
 
     # ---- class weights ----------------------------------------------------------------------

@@ -23,7 +23,8 @@ from ._units import (
 
 
 class IWPRegressor(IWPBase):
-    """Linear regression (squared error) trained in one pass by IWP-SGD on noisy features and targets.
+    """Linear regression (squared error) from noisy features and targets in one pass: by default
+    the exact solution of the release's debiased second moments, or IWP-SGD (``solver``).
 
     The target noise needs no gradient correction (the gradient is linear in y); the feature
     noise does.  Parameters are keyword-only and validated by ``fit`` (``InvalidInputError``
@@ -55,7 +56,11 @@ class IWPRegressor(IWPBase):
         "force": always a bar; "log": always the log lines; see ``iwpfast.progress``).
     validation_fraction : float in (0, 0.5], default 0.1
         As for ``IWPClassifier``.
-    solver : {"sgd", "moments"}, default "sgd"
+    solver : {"auto", "sgd", "moments"}, default "auto"
+        "auto": the moment learner, unless an SGD-only setting is given (a learning_rate
+        number or list, schedule, mu, radius, variance_cap, average), or sample_weight or a
+        checkpoint (which it does not take yet): then SGD.  ``partial_fit`` on a new pass
+        starts SGD (usable after the first minibatch) and continues a ``fit``'s solver.
         "sgd": one pass of IWP-SGD (every loss).  "moments": the exact minimizer of the quadratic
         loss from the release's debiased second moments (loss='squared_error', the default):
         one read, no step, alpha ("auto", a number or a list) chosen on 5 folds of the same pass with a
@@ -102,7 +107,7 @@ class IWPRegressor(IWPBase):
     def __init__(self, *, loss="squared_error", correction="iwp", alpha="auto", learning_rate="auto",
                  schedule="constant", mu=None, batch_size=128, radius=None, variance_cap=None,
                  average="auto", fit_intercept=True, chunk_rows=None, shuffle=False,
-                 random_state=None, progress=True, validation_fraction=0.1, solver="sgd",
+                 random_state=None, progress=True, validation_fraction=0.1, solver="auto",
                  release_spec=None):
         self._store_params(locals())
 
