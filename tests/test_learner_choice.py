@@ -159,3 +159,20 @@ def test_what_the_moments_cannot_score_keeps_the_sgd_search(tmp_path):
     for m in (quadratic, weighted):
         assert m.solver_ == "sgd" and "learners" not in m.tuning_
     assert not math.isnan(quadratic.alpha_)
+
+
+def test_a_moment_model_gives_probabilities_from_its_linear_score(tmp_path):
+    path = _release(tmp_path, "p", 40_000)
+    model = IWPClassifier(progress=False, solver="moments", loss="quadratic").fit(path)
+    rng = np.random.default_rng(2)
+    X = rng.uniform(-1, 1, (20_000, 4))
+    p1 = 1 / (1 + np.exp(-3 * X @ np.array([1.0, -0.8, 0.6, 0.0])))
+    y = (rng.random(len(p1)) < p1).astype(int)
+    u = model.decision_function(X)
+    proba = model.predict_proba(X)
+    np.testing.assert_allclose(proba[:, 1], np.clip((1 + u) / 2, 0.01, 0.99), rtol=1e-12)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    # a clean log-loss below the base rate's (the constant model's): the score is informative
+    q = proba[np.arange(len(y)), y]
+    base = np.mean(y)
+    assert -np.mean(np.log(q)) < -(base * np.log(base) + (1 - base) * np.log(1 - base)) - 0.05

@@ -33,6 +33,11 @@ def _two_classes(y: np.ndarray) -> np.ndarray:
     return np.unique(y)
 
 
+#: a moment model's probabilities are clipped to [floor, 1 - floor]: a linear score leaves
+#: [-1, 1] at the edges of the data, and a log-loss of one row stays below -log(0.01) = 4.6
+PROBABILITY_FLOOR = 0.01
+
+
 class _Classifier(IWPBase):
     """IWPClassifier's label side (two classes as -1/+1 for one head; k > 2 classes as class
     indices for k one-vs-rest heads, ``_multiclass``) and its prediction, which asks the fitted
@@ -413,12 +418,22 @@ class _Classifier(IWPBase):
         return self._fitted_heads().labels(u, self.classes_)
 
     def _check_probabilistic(self) -> None:
-        if _log_odds_scale(self.loss) is None:
+        if _log_odds_scale(self.loss) is None and not self._linear_probabilities():
             raise InvalidInputError(_no_probabilities(self.loss))
+
+    def _linear_probabilities(self) -> bool:
+        """A model solved from the release's moments: its score is the least-squares fit of the
+        +-1 label, an estimate of E[y | x] = 2 P(y = +1 | x) - 1 (whatever ``loss`` says)."""
+        return getattr(self, "solver_", "sgd") == "moments"
 
     def _positive_probability(self, u: np.ndarray) -> np.ndarray:
         """P(y = +1 | score u) = 1 / (1 + exp(-c u)): c = 1 for the logistic loss, 2 for the
-        exponential (``_log_odds_scale``); the tanh form does not overflow."""
+        exponential (``_log_odds_scale``); the tanh form does not overflow.  A moment model's
+        score is 2P - 1: P = (1 + u) / 2 clipped to [PROBABILITY_FLOOR, 1 - PROBABILITY_FLOOR]
+        (a linear score leaves [-1, 1] at the edges of the data)."""
+        if self._linear_probabilities():
+            return np.clip(0.5 * (1.0 + np.asarray(u, np.float64)), PROBABILITY_FLOOR,
+                           1.0 - PROBABILITY_FLOOR)
         scale = _log_odds_scale(self.loss)
         if scale is None:
             raise InvalidInputError(_no_probabilities(self.loss))
@@ -428,8 +443,10 @@ class _Classifier(IWPBase):
                       filesystem=None) -> np.ndarray:
         """Class probabilities, for the losses whose risk minimizer is a function of the
         log-odds: logistic (u is the log-odds: sigma(u)) and exponential (u is half the log-odds:
-        sigma(2u); docs/math.md "Probabilities"); for k > 2 classes the one-vs-rest
-        probabilities sigma(u_c) normalized to sum to 1 over the classes.  ``filesystem``: the
+        sigma(2u); docs/math.md "Probabilities"), and for a model solved from the release's
+        moments (``solver_ == 'moments'``, the quadratic loss or the default's choice: u
+        estimates 2P - 1, so P = (1 + u)/2 clipped to [0.01, 0.99]); for k > 2 classes the
+        one-vs-rest probabilities normalized to sum to 1 over the classes.  ``filesystem``: the
         pyarrow or fsspec filesystem X's path lies on (as for ``fit``)."""
         self._check_probabilistic()
         u = self.decision_function(X, features=features, scaled=scaled, raw=raw,
@@ -523,8 +540,9 @@ def _log_odds_scale(loss: str) -> float | None:
 
 def _no_probabilities(loss: str) -> str:
     return (f"predict_proba needs loss='logistic' or 'exponential' (this model uses {loss!r}, "
-            "whose score is not a function of the log-odds); use decision_function, or refit "
-            "with loss='logistic' or 'exponential'")
+            "whose score is not a function of the log-odds) or a model solved from the "
+            "release's moments (solver='moments'); use decision_function, or refit "
+            "with loss='logistic' or 'exponential', or solver='moments'")
 
 
 class _NoProbabilities(InvalidInputError, AttributeError):
@@ -543,7 +561,7 @@ class _OnlyForLogistic:
     def __get__(self, obj, owner=None):
         if obj is None:
             return self
-        if _log_odds_scale(obj.loss) is None:
+        if _log_odds_scale(obj.loss) is None and not obj._linear_probabilities():
             raise _NoProbabilities(_no_probabilities(obj.loss))
         return self.method.__get__(obj, owner)
 
