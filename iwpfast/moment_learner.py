@@ -42,12 +42,17 @@ class MomentSearch:
     """How the moment learner chooses alpha.
 
     folds: parts of the one pass (each validates the model solved on the others; >= 2).
+    groups: the parts the pass accumulates (a multiple of ``folds``: group g is in fold
+    g % folds, so the folds are the same as reading ``folds`` parts); the jackknife of
+    ``coef_stderr_`` deletes one group at a time (19 degrees of freedom against the 4 of
+    deleting a fold: single coefficients' standard errors stop scattering by a factor of 3).
     alphas: the candidate alphas (None: ``RELATIVE_ALPHAS`` times the mean feature variance).
     floor_factor: the guard's multiple of the estimated spectral error of G-hat (``guard_floor``).
     constant_margin: how many standard errors the chosen model must beat the constant model by.
     """
 
     folds: int = 5
+    groups: int = 20
     alphas: tuple[float, ...] | None = None
     floor_factor: float = 1.0
     constant_margin: float = 1.0
@@ -56,6 +61,9 @@ class MomentSearch:
         if int(self.folds) < 2:
             raise InvalidInputError(f"folds={self.folds}: the moment search needs at least 2 "
                                     "folds (one validates the others)")
+        if int(self.groups) < int(self.folds) or int(self.groups) % int(self.folds):
+            raise InvalidInputError(f"groups={self.groups} must be a multiple of folds="
+                                    f"{self.folds} (each fold is groups / folds groups)")
         for name in ("floor_factor", "constant_margin"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
@@ -286,21 +294,33 @@ def refit(total: Moments, alpha: float | None, fit_intercept: bool) -> tuple[np.
     return w[0].T.copy(), c[0].copy()
 
 
+def merge_parts(parts: list[Moments], folds: int) -> list[Moments]:
+    """The ``folds`` folds of the pass's parts: part g is in fold g % folds (``parts`` of
+    ``MomentSearch.groups`` groups or already ``folds`` folds)."""
+    if len(parts) <= folds or len(parts) % folds:
+        return list(parts)
+    return [sum(parts[f + folds::folds], parts[f]) for f in range(folds)]
+
+
 def fit_moments(folds: list[Moments], *, alpha=None, fit_intercept: bool = True,
                 search: MomentSearch | None = None,
                 validation: list[Moments] | None = None) -> MomentFit:
-    """The model of the moments of ``folds`` (one part each): ``alpha`` a number (solved on every
-    row, no search), else the stages candidates -> scan -> choose -> refit (a list of alphas:
-    those are the candidates).  ``validation``: the parts of a separate release's moments
-    (the same coordinates and targets) that score the candidates instead of the folds."""
+    """The model of the moments of ``folds`` (one part each, or ``search.groups`` groups:
+    merged into ``search.folds`` folds for the search, deleted one at a time by the
+    jackknife): ``alpha`` a number (solved on every row, no search), else the stages candidates
+    -> scan -> choose -> refit (a list of alphas: those are the candidates).  ``validation``:
+    the parts of a separate release's moments (the same coordinates and targets) that score
+    the candidates instead of the folds."""
     search = MomentSearch() if search is None else search
+    groups = list(folds)
+    folds = merge_parts(groups, int(search.folds))
     total = sum(folds[1:], folds[0])
     if total.n_targets == 0:
         raise InvalidInputError("the moments hold no label (no right-hand side)")
     if alpha is not None and not isinstance(alpha, (list, tuple, np.ndarray)):
         coef, intercept = refit(total, float(alpha), fit_intercept)
         return MomentFit(coef, intercept, float(alpha), None,
-                         *jackknife(folds, total, float(alpha), fit_intercept))
+                         *jackknife(groups, total, float(alpha), fit_intercept))
     if alpha is not None:
         import dataclasses
         search = dataclasses.replace(search, alphas=tuple(float(a) for a in alpha))
@@ -320,16 +340,16 @@ def fit_moments(folds: list[Moments], *, alpha=None, fit_intercept: bool = True,
     choice = choose(sc, search)
     coef, intercept = refit(total, choice.alpha, fit_intercept)
     return MomentFit(coef, intercept, choice.alpha, _tuning(sc, choice, total),
-                     *jackknife(folds, total, choice.alpha, fit_intercept))
+                     *jackknife(groups, total, choice.alpha, fit_intercept))
 
 
 def jackknife(folds: list[Moments], total: Moments, alpha: float | None,
               fit_intercept: bool) -> tuple:
-    """Standard errors of (coef, intercept) by the delete-one-fold jackknife: the model solved
-    without fold f for each f, se = sqrt((F - 1)/F sum_f (theta_(f) - mean)^2).  It covers
+    """Standard errors of (coef, intercept) by the delete-one-group jackknife: the model solved
+    without part f for each f, se = sqrt((F - 1)/F sum_f (theta_(f) - mean)^2).  It covers
     the release's noise and the sampling of the rows together (every row's noise is in its
-    fold); with 5 folds it is a rough estimate (4 degrees of freedom).  (None, None) for one
-    fold, or where a leave-one-out Gram is not positive definite at ``alpha``."""
+    part); F - 1 degrees of freedom (19 with the default 20 groups).  (None, None) for one
+    part, or where a leave-one-out Gram is not positive definite at ``alpha``."""
     F = len(folds)
     if F < 2:
         return None, None

@@ -51,7 +51,7 @@ def choose_across(est, plan, mapper, v: dict) -> None:
     from ..io.sources import open_source
     from ..io.views import PartSource
     from ..learner_choice import NOISY_MARGIN, accuracy_sums, calibrated_quadratic, choose
-    from ..moment_learner import MomentSearch, fit_moments
+    from ..moment_learner import MomentSearch, fit_moments, merge_parts
     from ..moment_stats import _block_runs, accumulate_folds, fold_block_rows, layout_reader
     from ._moments import _plan_layout
     started = time.perf_counter()
@@ -64,9 +64,10 @@ def choose_across(est, plan, mapper, v: dict) -> None:
     search = getattr(est, "moment_search", None) or MomentSearch()
     folds = search.folds
     block_rows = fold_block_rows(plan.rows, folds)
-    parts = accumulate_folds(layout_reader(source, layout, est.chunk_rows), layout, folds,
-                             block_rows)
-    fit = fit_moments(parts, alpha=None, fit_intercept=bool(est.fit_intercept), search=search)
+    groups = accumulate_folds(layout_reader(source, layout, est.chunk_rows), layout,
+                              search.groups, block_rows)
+    fit = fit_moments(groups, alpha=None, fit_intercept=bool(est.fit_intercept), search=search)
+    parts = merge_parts(groups, folds)
     p = len(plan.features)
     names = ["sgd"]
     directions = [np.tile(np.ravel(est.coef_), (folds, 1))]

@@ -171,9 +171,9 @@ def fit_moments_plan(est, plan, mapper, v: dict, validation=None) -> None:
     layout = _plan_layout(est, plan)
     search = getattr(est, "moment_search", None) or MomentSearch()
     alpha = _alpha_request(v)
-    folds = search.folds            # a fixed alpha too: the folds give coef_stderr_
+    folds = search.groups           # a fixed alpha too: the groups give coef_stderr_
     reader = layout_reader(source, layout, est.chunk_rows)
-    block_rows = fold_block_rows(plan.rows, folds)
+    block_rows = fold_block_rows(plan.rows, search.folds)
     from ..sgd.driver import stream_runner
     runner = stream_runner()
     if runner is not None:
@@ -319,7 +319,7 @@ def fit_rr_moments(est, X, spec, v: dict):
     as ``estimators/_rr.py`` sets them (the feature map's one-hot coordinates)."""
     from ..moment_learner import MomentSearch
     search = getattr(est, "moment_search", None) or MomentSearch()
-    layout, parts, block_rows = _rr_parts(est, X, spec, search.folds, None, 0)
+    layout, parts, block_rows = _rr_parts(est, X, spec, search.groups, None, 0)
     _solve_rr(est, X, spec, v, parts, search)
     setattr(est._pass, PASS_ATTR, MomentPass(layout, parts, block_rows))
     return est
@@ -337,7 +337,9 @@ def _rr_parts(est, X, spec, folds: int, block_rows: int | None, first_row: int) 
     layout = release_layout(spec, None, None)
     reader = layout_reader(src, layout, chunk)
     if block_rows is None:
-        block_rows = fold_block_rows(src.num_rows, folds)
+        from ..moment_learner import MomentSearch
+        search = getattr(est, "moment_search", None) or MomentSearch()
+        block_rows = fold_block_rows(src.num_rows, search.folds)
     return layout, accumulate_folds(reader, layout, folds, block_rows, first_row), block_rows
 
 
@@ -419,7 +421,7 @@ def partial_fit_moments(est, X, y, sample_weight, *, n_rows_total, noise_kw: dic
         spec = rr_release_spec(X)
         if spec is not None:    # randomized-response codes (estimators/_rr.py's features)
             _check_task(est, spec)
-            layout, parts, _ = _rr_parts(est, X, spec, search.folds, block_rows, first_row)
+            layout, parts, _ = _rr_parts(est, X, spec, search.groups, block_rows, first_row)
             state = _added(est, state, layout, parts, block_rows)
             setattr(est._pass, PASS_ATTR, state)
             _check_searchable(v, state)
@@ -436,7 +438,7 @@ def partial_fit_moments(est, X, y, sample_weight, *, n_rows_total, noise_kw: dic
             f"started with {old_noise.target_noise_var}; give every call the same noise "
             "arguments (or call fit to start a new pass)")
     layout = _plan_layout(est, plan)
-    parts = _read_batch(est, plan, layout, search.folds, block_rows, first_row)
+    parts = _read_batch(est, plan, layout, search.groups, block_rows, first_row)
     state = _added(est, state, layout, parts, block_rows)
     setattr(est._pass, PASS_ATTR, state)    # the rows are in the pass even if the solve fails
     from ..moment_learner import fit_moments
