@@ -127,3 +127,19 @@ def test_cli_regression_default_is_moments_and_the_model_file_says_so(tmp_path, 
         assert main(["fit", str(out), "--out", str(sgd), "--no-progress", "--alpha", "0.001",
                      "--learning-rate", "0.05"]) == 0
     assert "solver" not in json.loads(sgd.read_text())["fitted"]
+
+
+def test_coef_stderr_is_the_delete_one_group_jackknife_over_20_groups():
+    from iwpfast.moment_stats import fold_block_rows
+    X, y = _data(30_000, seed=5)
+    m = IWPRegressor(progress=False, alpha=0.0).fit(X, y, **CLEAN)
+    block = fold_block_rows(len(y), 5)
+    group = np.arange(len(y)) // block % 20
+    Z = np.column_stack([X, np.ones(len(y))])
+    thetas = np.array([np.linalg.lstsq(Z[group != g], y[group != g], rcond=None)[0]
+                       for g in range(20)])
+    se = np.sqrt(19 / 20 * ((thetas - thetas.mean(axis=0)) ** 2).sum(axis=0))
+    np.testing.assert_allclose(m.coef_stderr_, se[:3], rtol=1e-6)
+    assert m.intercept_stderr_ == pytest.approx(se[3], rel=1e-6)
+    # the folds that choose alpha are unchanged: 5 of them
+    assert IWPRegressor(progress=False).fit(X, y, **CLEAN).tuning_["folds"] == 5
