@@ -25,8 +25,8 @@ Two criteria, by what the release allows to be estimated without bias and with f
   shrank it hard); at 230k ACS rows the paired standard error (0.025) is larger than the
   differences, so a plain maximum would choose by noise.
 
-Standard errors are of the paired difference to the chosen candidate, by batch means (blocks
-for the accuracy, folds for the quadratic risk).
+Standard errors are of the paired difference to the chosen candidate, by batch means (20 batches
+of blocks for the accuracy, the pass's 20 groups for the quadratic risk).
 """
 from __future__ import annotations
 
@@ -83,21 +83,24 @@ def accuracy_sums(runs, directions: np.ndarray, intercepts: np.ndarray, label_sc
     return hits, rows
 
 
-def calibrated_quadratic(folds: list, directions: np.ndarray) -> np.ndarray:
-    """(C, F): minus the quadratic risk E_f[(y - a m - b)^2] of each candidate's fold-f
-    direction theta (m = theta^T x) on fold f's debiased moments (``moment_stats.Moments``:
-    z = (x, 1), one +-1 label), at the scale a and intercept b fitted on all the folds' moments
-    together (a = Cov(y, m) / Var(m), b = E[y] - a E[m]: two parameters fitted on every row
-    against ratios of one fold's noisy moments).  At fixed (a, b) each fold's risk is linear in
-    its moments, so unbiased.  A direction whose debiased margin variance is not positive on all
-    the rows scores -inf; theta = 0 is the constant, a = 0, b = E[y]."""
+def calibrated_quadratic(parts: list, directions: np.ndarray) -> np.ndarray:
+    """(C, G): minus the quadratic risk E_g[(y - a m - b)^2] of each candidate's direction
+    theta (m = theta^T x) on part g's debiased moments (``moment_stats.Moments``: z = (x, 1),
+    one +-1 label), where part g lies in fold g % F and is scored with the candidate's fold
+    direction ``directions[c, g % F]`` (C, F, p); the scale a and intercept b are fitted on all
+    the parts' moments together (a = Cov(y, m) / Var(m), b = E[y] - a E[m]: two parameters
+    fitted on every row against ratios of one part's noisy moments).  At fixed (a, b) each
+    part's risk is linear in its moments, so unbiased; the pass's 20 groups give the paired
+    standard errors 19 degrees of freedom.  A direction whose debiased margin variance is not
+    positive on all the rows scores -inf; theta = 0 is the constant, a = 0, b = E[y]."""
     directions = np.asarray(directions, np.float64)
     C, F = directions.shape[:2]
-    total = folds[0]
-    for mo in folds[1:]:
+    G = len(parts)
+    total = parts[0]
+    for mo in parts[1:]:
         total = total + mo
     G, b = total.G, np.asarray(total.b).reshape(-1)
-    out = np.empty((C, F))
+    out = np.empty((C, G))
     for c in range(C):
         theta_all = directions[c].mean(axis=0)
         mean_m = float(theta_all @ G[-1, :-1])
@@ -107,10 +110,10 @@ def calibrated_quadratic(folds: list, directions: np.ndarray) -> np.ndarray:
             continue
         scale = (float(theta_all @ b[:-1]) - b[-1] * mean_m) / var_m if np.any(theta_all) else 0.0
         shift = b[-1] - scale * mean_m
-        for f, mo in enumerate(folds):
-            Gf, bf = mo.G, np.asarray(mo.b).reshape(-1)
-            beta = np.append(scale * directions[c, f], shift)        # the margin a m + b over z
-            out[c, f] = -(1.0 - 2.0 * float(beta @ bf) + float(beta @ Gf @ beta))
+        for g, mo in enumerate(parts):
+            Gg, bg = mo.G, np.asarray(mo.b).reshape(-1)
+            beta = np.append(scale * directions[c, g % F], shift)    # the margin a m + b over z
+            out[c, g] = -(1.0 - 2.0 * float(beta @ bg) + float(beta @ Gg @ beta))
     return out
 
 

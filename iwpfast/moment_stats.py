@@ -378,9 +378,10 @@ def fold_moments(source, features=None, label=None, *, folds: int = 1,
 
 def fold_block_rows(n_rows: int | None, folds: int) -> int:
     """The rows per block of ``fold_moments``' parts: ``FOLD_BLOCK_ROWS`` (1,024), smaller for a
-    table of fewer than one such block per part, or for a source that declares more rows a larger power of two that still deals every part at least
-    32 blocks (up to 65,536): a block is one kernel call on a view of the chunk, so large files
-    pay one call per 2^15 rows, small ones keep every part spread over the file."""
+    table of fewer than one such block per part, or for a source that declares more rows a
+    larger power of two that still deals every part at least 32 blocks (up to 65,536): a block
+    is one kernel call on a view of the chunk, so large files pay one call per 2^15 rows, small
+    ones keep every part spread over the file."""
     if folds <= 1:
         return 1 << 15          # one part: blocks only to keep a block's columns in cache
     if n_rows is None:

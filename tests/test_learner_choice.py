@@ -11,7 +11,7 @@ import pytest
 import iwpfast
 from iwpfast import IWPClassifier
 from iwpfast.learner_choice import accuracy_sums, calibrated_quadratic, choose
-from iwpfast.moment_stats import _block_runs, accumulate_folds, layout_for_columns, SCALAR_LABEL
+from iwpfast.moment_stats import SCALAR_LABEL, _block_runs, accumulate_folds, layout_for_columns
 from iwpfast.privacy import ReleaseSpec, release
 
 

@@ -92,8 +92,8 @@ def choose_across(est, plan, mapper, v: dict) -> None:
                                    max_rows=COMPARE_ROWS)
         batch_scores, weights = hits / np.maximum(rows, 1), rows
     else:           # the calibrated quadratic risk on each fold's moments (no pass)
-        batch_scores = calibrated_quadratic(parts, D)
-        weights = np.array([mo.rows for mo in parts], np.float64)
+        batch_scores = calibrated_quadratic(groups, D)
+        weights = np.array([mo.rows for mo in groups], np.float64)
     prefer = None if clean or "moments" not in names else names.index("moments")
     chosen, scores = choose(names, batch_scores, weights, prefer=prefer, margin=NOISY_MARGIN)
     _record(est, scores, chosen, int(np.sum(weights)), fit, clean)
