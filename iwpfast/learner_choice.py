@@ -95,12 +95,12 @@ def calibrated_quadratic(parts: list, directions: np.ndarray) -> np.ndarray:
     positive on all the rows scores -inf; theta = 0 is the constant, a = 0, b = E[y]."""
     directions = np.asarray(directions, np.float64)
     C, F = directions.shape[:2]
-    G = len(parts)
+    n_parts = len(parts)
     total = parts[0]
     for mo in parts[1:]:
         total = total + mo
     G, b = total.G, np.asarray(total.b).reshape(-1)
-    out = np.empty((C, G))
+    out = np.empty((C, n_parts))
     for c in range(C):
         theta_all = directions[c].mean(axis=0)
         mean_m = float(theta_all @ G[-1, :-1])
