@@ -176,3 +176,9 @@ def test_a_moment_model_gives_probabilities_from_its_linear_score(tmp_path):
     q = proba[np.arange(len(y)), y]
     base = np.mean(y)
     assert -np.mean(np.log(q)) < -(base * np.log(base) + (1 - base) * np.log(1 - base)) - 0.05
+    report = model.evaluate_report(X, y)
+    assert report.log_loss == pytest.approx(-np.mean(np.log(q)), rel=1e-12)
+    assert "log-loss" in report.describe()
+    quadratic_sgd = IWPClassifier(progress=False, loss="quadratic", alpha=0.01,
+                                  learning_rate=0.01, solver="sgd").fit(path)
+    assert quadratic_sgd.evaluate_report(X, y).log_loss is None     # no probabilities

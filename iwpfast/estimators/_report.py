@@ -52,6 +52,9 @@ class EvaluationReport:
     weighted_risk : float or None
         With ``class_weight``: the class-weighted risk (1/n) sum_i w_{y_i} loss_i, the objective
         the model minimized (``risk`` stays the plain mean loss); else None.
+    log_loss : float or None
+        The mean of -log P(true class) of ``predict_proba`` (a model with probabilities: the
+        logistic and exponential losses, a moment model), else None.
     """
 
     n_rows: int
@@ -68,6 +71,7 @@ class EvaluationReport:
     warnings: tuple
     class_weight: tuple | None = None
     weighted_risk: float | None = None
+    log_loss: float | None = None
 
     def to_dict(self) -> dict:
         """JSON-able: numbers as floats (NaN as None), classes as given."""
@@ -87,7 +91,10 @@ class EvaluationReport:
         lines = [f"majority class {self.majority_class!s}: accuracy {self.majority_accuracy:.4f} "
                  f"(the model: {self.accuracy:.4f}, {gain:+.4f})",
                  f"AUC {self.auc:.4f}" + (" (macro one-vs-rest)" if len(names) > 2 else "")
-                 + "  (0.5: no better than chance at ranking the rows)",
+                 + "  (0.5: no better than chance at ranking the rows)"
+                 + ("" if self.log_loss is None else
+                    f"; log-loss {self.log_loss:.4f} (the label shares' "
+                    f"{_base_log_loss(self.label_share):.4f})"),
                  "per class: " + ", ".join(
                      f"{n}: recall {r:.3f}, predicted {p:.1%} (labels {q:.1%})"
                      for n, r, p, q in zip(names, self.recall, self.predicted_share,
@@ -99,6 +106,19 @@ class EvaluationReport:
                          f"risk {self.risk:.5f} is unweighted)")
         lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines)
+
+
+def _base_log_loss(shares) -> float:
+    """The log-loss of predicting the label shares themselves (the constant model's)."""
+    p = np.asarray(shares, np.float64)
+    p = p[p > 0]
+    return float(-np.sum(p * np.log(p)))
+
+
+def log_loss(probabilities: np.ndarray, codes: np.ndarray) -> float:
+    """Mean -log P(true class), probabilities clipped to 1e-15 (n, k) against codes 0..k-1."""
+    p = np.asarray(probabilities, np.float64)[np.arange(len(codes)), np.asarray(codes)]
+    return float(-np.mean(np.log(np.clip(p, 1e-15, 1.0)))) if len(codes) else math.nan
 
 
 def binary_auc(scores: np.ndarray, positive: np.ndarray) -> float:
@@ -120,11 +140,12 @@ def binary_auc(scores: np.ndarray, positive: np.ndarray) -> float:
 
 
 def classification_report(scores: np.ndarray, codes: np.ndarray, classes, *, risk: float,
-                          loss: str, class_weight=None,
-                          weighted_risk: float | None = None) -> EvaluationReport:
+                          loss: str, class_weight=None, weighted_risk: float | None = None,
+                          probabilities: np.ndarray | None = None) -> EvaluationReport:
     """The report of scores ``u`` ((n,) for two classes, (n, k) for k) against class codes
     (0..k-1, in ``classes`` order); ``class_weight``, ``weighted_risk``: a class-weighted
-    model's weights and class-weighted risk."""
+    model's weights and class-weighted risk; ``probabilities`` (n, k): the model's, for the
+    log-loss."""
     classes = tuple(c.item() if hasattr(c, "item") else c for c in classes)
     k = len(classes)
     codes = np.asarray(codes, dtype=np.int64)
@@ -173,4 +194,5 @@ def classification_report(scores: np.ndarray, codes: np.ndarray, classes, *, ris
         recall=tuple(float(r) for r in recall), predicted_share=tuple(float(s) for s in share),
         label_share=tuple(float(c / max(n, 1)) for c in label_counts), warnings=tuple(warnings),
         class_weight=None if class_weight is None else tuple(float(w) for w in class_weight),
-        weighted_risk=None if weighted_risk is None else float(weighted_risk))
+        weighted_risk=None if weighted_risk is None else float(weighted_risk),
+        log_loss=None if probabilities is None else log_loss(probabilities, codes))

@@ -483,9 +483,13 @@ class _Classifier(IWPBase):
         # the class-weighted risk is the plain one with the row weight w_{y_i}
         weighted = None if weights is None else self._risk_from(
             u, targets, np.asarray(weights, dtype=np.float64)[codes])
+        proba = None
+        if _log_odds_scale(self.loss) is not None or self._linear_probabilities():
+            proba = self._fitted_heads().probabilities(self, u)
         return classification_report(u, codes, list(self.classes_),
                                      risk=self._risk_from(u, targets), loss=self.loss,
-                                     class_weight=weights, weighted_risk=weighted)
+                                     class_weight=weights, weighted_risk=weighted,
+                                     probabilities=proba)
 
     def _score_from(self, u, targets, sample_weight=None) -> float:
         """Accuracy against the targets in the kernel's encoding (weighted: sum s [correct] /
