@@ -121,7 +121,7 @@ def test_auto_on_small_data_chooses_on_every_row_and_refits():
     y = (rng.random(3_000) < 1 / (1 + np.exp(-4 * X[:, 0]))).astype(int)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        m = IWPClassifier(progress=False).fit(X + rng.normal(0, 0.5, X.shape), y,
+        m = IWPClassifier(progress=False, solver="sgd").fit(X + rng.normal(0, 0.5, X.shape), y,
                                               noise_var=0.25, epsilon_y=2.0)
     t = m.tuning_
     assert t["n_validation"] == t["n_train"] == m.n_rows_seen_ == 3_000
