@@ -39,8 +39,8 @@ epsilon_y 2).  Table 4: all private only.
    (mapped onto [-1, 1]: u = y / 4; a clip would need |noise| > 10 sd).  So the model's space
    holds theta / 4 and intercept 0.1 / 4 (converted generally: theta_j half_j / half_t, see
    ``model_space_truth``).  ``IWPRegressor(alpha=0.0)`` (the moment learner, no ridge) is fitted
-   besides the two models; its ``coef_``, ``coef_stderr_`` (a delete-one-fold jackknife over 5
-   folds: 4 degrees of freedom) and z = (coef - truth) / stderr are printed, with z against the
+   besides the two models; its ``coef_``, ``coef_stderr_`` (the delete-one-group jackknife over the
+   pass's 20 groups: 19 degrees of freedom) and z = (coef - truth) / stderr are printed, with z against the
    pooled stderr (the root mean square over the 5 coefficients: the design is symmetric, so they
    share one true stderr up to theta's small effect).  200,000 fresh rows are the hold-out; the
    gap of the default's mean R^2 to clean OLS's is printed (goal: within 0.01).
@@ -392,7 +392,7 @@ def synthetic(tmp: str, n: int, releases: int) -> None:
         top = float(np.nanmax(z))
         print(f"  max |z| {top:.2f} over {int(np.isfinite(z).sum())} coefficients with a stderr: "
               f"{'all |z| < 3' if top < 3 else f'{int(np.sum(z >= 3))} with |z| >= 3'} "
-              f"(the jackknife stderr has 4 degrees of freedom: P(|t_4| > 3) = 0.040 per "
+              f"(the jackknife stderr has 19 degrees of freedom: P(|t_19| > 3) = 0.007 per "
               f"coefficient); max |z_pooled| {float(np.nanmax(zp)):.2f}")
     else:
         print("  no z: no release gave a finite coef_stderr_")

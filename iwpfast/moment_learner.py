@@ -162,21 +162,26 @@ class Scan:
     """Every candidate's validation risk per fold (rows: the alphas, then the constant model)."""
 
     alphas: np.ndarray
-    risks: np.ndarray           # (len(alphas) + 1, F)
+    risks: np.ndarray           # (len(alphas) + 1, parts): per validation part
     allowed: np.ndarray         # (len(alphas),) bool: guarded alphas
-    fold_rows: np.ndarray       # (F,)
+    fold_rows: np.ndarray       # (parts,): the rows of each validation part
     floor: float
     min_eigenvalue: float       # lambda_min(S-hat) on all rows
     notes: list = field(default_factory=list)
+    folds: int | None = None    # the folds the models were solved without (None: parts)
 
 
 def scan(folds: list[Moments], alphas: np.ndarray, fit_intercept: bool,
-         search: MomentSearch) -> Scan:
-    """Each fold validates the models solved on the other folds' sums (no second read)."""
+         search: MomentSearch, groups: list[Moments] | None = None) -> Scan:
+    """Each fold validates the models solved on the other folds' sums (no second read).
+    ``groups`` (the pass's groups, group g in fold g % F): each group's risk is measured on
+    its own moments, with its fold's models, so that the paired standard errors of ``choose``
+    have groups - 1 degrees of freedom instead of F - 1."""
     total = sum(folds[1:], folds[0])
     floor = search.floor_factor * guard_floor(folds, total, fit_intercept)
     F = len(folds)
-    risks = np.full((len(alphas) + 1, F), np.nan)
+    parts = list(folds) if groups is None else list(groups)
+    risks = np.full((len(alphas) + 1, len(parts)), np.nan)
     allowed = np.ones(len(alphas), bool)
     lam_all = np.linalg.eigvalsh(reduce(*_means(total), fit_intercept).S)
     allowed &= lam_all[0] + alphas >= floor
@@ -189,13 +194,16 @@ def scan(folds: list[Moments], alphas: np.ndarray, fit_intercept: bool,
         eig = np.linalg.eigh(reduced.S)
         allowed &= eig[0][0] + alphas >= train_floor
         w, c = reduced.solve(alphas, eig)
-        G_v, b_v = _means(held)
-        risks[:-1, f] = quadratic_risk(G_v, b_v, w, c)
-        const_c = reduced.constant[None, :] if fit_intercept else np.zeros((1, b_v.shape[1]))
-        risks[-1, f] = quadratic_risk(G_v, b_v, np.zeros((1, w.shape[1], w.shape[2])),
-                                      const_c)[0]
-    return Scan(alphas, risks, allowed, np.array([f.rows for f in folds]), floor,
-                float(lam_all[0]))
+        const_c = reduced.constant[None, :] if fit_intercept else np.zeros((1, w.shape[2]))
+        for g in range(f, len(parts), F):
+            if parts[g].rows == 0:
+                continue
+            G_v, b_v = _means(parts[g])
+            risks[:-1, g] = quadratic_risk(G_v, b_v, w, c)
+            risks[-1, g] = quadratic_risk(G_v, b_v, np.zeros((1, w.shape[1], w.shape[2])),
+                                          const_c)[0]
+    return Scan(alphas, risks, allowed, np.array([p.rows for p in parts]), floor,
+                float(lam_all[0]), folds=F)
 
 
 def scan_holdout(folds: list[Moments], held: list[Moments], alphas: np.ndarray,
@@ -336,7 +344,8 @@ def fit_moments(folds: list[Moments], *, alpha=None, fit_intercept: bool = True,
                 "features, categories and label")
         sc = scan_holdout(folds, validation, alphas, fit_intercept, search)
     else:
-        sc = scan(folds, alphas, fit_intercept, search)
+        sc = scan(folds, alphas, fit_intercept, search,
+                  groups=groups if len(groups) > len(folds) else None)
     choice = choose(sc, search)
     coef, intercept = refit(total, choice.alpha, fit_intercept)
     return MomentFit(coef, intercept, choice.alpha, _tuning(sc, choice, total),
@@ -378,7 +387,8 @@ def _tuning(sc: Scan, choice: Choice, total: Moments) -> dict:
          "reliable": [bool(a) for a in sc.allowed] + [True],
          "chosen": [i == choice.index for i in range(n + 1)]},
         learner=["moments"] * n + ["constant"], rule=choice.rule, n_train=int(total.rows),
-        n_validation=int(sc.fold_rows.sum()), passes=1, folds=int(len(sc.fold_rows)), edge=None,
+        n_validation=int(sc.fold_rows.sum()), passes=1,
+        folds=int(sc.folds or len(sc.fold_rows)), edge=None,
         notes=list(total.debiased) + sc.notes,
         risk_kind="quadratic risk less E[y^2], mean over the folds; stderr of the paired "
                   "difference to the constant model",

@@ -495,18 +495,87 @@ def class_weighted(G: np.ndarray, rows: np.ndarray, targets: np.ndarray, weights
 def accumulate_folds(chunks, layout: MomentLayout, folds: int = 1,
                      block_rows: int = FOLD_BLOCK_ROWS, first_row: int = 0) -> list[Moments]:
     """The moments of ``folds`` parts (see ``fold_moments``) of the rows of ``chunks`` (what
-    ``layout_reader`` yields): one ``accumulate_chunk`` per run of a chunk's rows that lies in
-    one block, its columns copied once, never gathered.  ``first_row``: the index of the
-    chunks' first row in the whole source (a shard's rows keep the whole source's folds)."""
+    ``layout_reader`` yields): one ``accumulate_runs`` per chunk, which adds every run of the
+    chunk's rows inside one block to its fold, its columns read in place, never gathered.
+    ``first_row``: the index of the chunks' first row in the whole source (a shard's rows keep
+    the whole source's folds)."""
     folds, block_rows = int(folds), int(block_rows)
+    if folds < 1 or block_rows < 1:
+        raise InvalidInputError(f"folds={folds} and block_rows={block_rows} must be >= 1")
     d, K = len(layout.names), len(layout.targets)
     G, B = np.zeros((folds, d, d)), np.zeros((folds, d, K))
     rows = np.zeros(folds, np.int64)
-    for f, columns, codes, y, a, b in _block_runs(chunks, layout, folds, block_rows, first_row):
-        _add_rows(layout, columns, codes, y, slice(a, b), G[f], B[f])
-        rows[f] += b - a
+    start = int(first_row)
+    for chunk in chunks:
+        codes, y = _checked_codes(chunk, layout), _checked_label(chunk, layout)
+        accumulate_runs(layout, list(chunk.features[0]), codes, y, start, folds, block_rows,
+                        G, B, rows)
+        start += chunk.n_rows
     return [Moments(int(rows[f]), G[f], B[f], layout.names, layout.targets, layout.notes)
             for f in range(folds)]
+
+
+#: at most this many float columns: their products in the kernel, tile by tile (measured faster
+#: than BLAS's X X^T on a float64 copy at p = 10: ``bench/moments.py``); more: BLAS per run
+KERNEL_GRAM_COLUMNS = 32
+#: the kernel's tile: about 64 KiB of float64 columns (within the core's L2), 256..4096 rows
+TILE_BYTES = 64 << 10
+
+
+def _tile_rows(p: int) -> int:
+    rows = TILE_BYTES // (8 * max(int(p), 1))
+    return int(min(4096, max(256, 1 << (rows.bit_length() - 1))))
+
+
+def _runs(n: int, start: int, folds: int, block_rows: int):
+    """(fold, a, b) for every run [a, b) of a chunk's n rows (source rows start..) in one block."""
+    a = 0
+    while a < n:
+        b = min(n, (start + a) // block_rows * block_rows + block_rows - start)
+        yield ((start + a) // block_rows) % folds, a, b
+        a = b
+
+
+def accumulate_runs(layout: MomentLayout, columns, codes, y, start: int, folds: int,
+                    block_rows: int, G, B, rows) -> None:
+    """One chunk (its float columns, 1-D arrays; codes (m, n); labels y (n,) float64; row 0 is
+    the source's row ``start``) into the fold sums G (folds, d, d), B (folds, d, K) and rows
+    (folds,): each run of rows inside one block of ``block_rows`` as one ``accumulate_chunk``
+    of those rows into its fold (row i in fold (i // block_rows) % folds).  One kernel call for
+    the whole chunk (``_kernels.moments.moments_runs``) reads float32 or float64 columns in place;
+    with more than ``KERNEL_GRAM_COLUMNS`` columns the products of two float columns are BLAS's
+    X X^T per run on a float64 copy.  ``accumulate_runs_numpy`` is its twin."""
+    from ._kernels.moments import moments_runs
+    n = len(y)
+    dtype = np.float32 if columns and all(c.dtype == np.float32 for c in columns) else np.float64
+    columns = [np.ascontiguousarray(c, dtype) for c in columns]
+    addresses = np.array([c.ctypes.data for c in columns], np.int64)
+    like = columns[0] if columns else np.zeros(0)
+    p = len(columns)
+    blas = p > KERNEL_GRAM_COLUMNS
+    if blas:
+        index = np.ix_(layout.float_index, layout.float_index)
+        for f, a, b in _runs(n, start, folds, block_rows):
+            X = np.empty((p, b - a))
+            for j, column in enumerate(columns):
+                X[j] = column[a:b]
+            G[f][index] += X @ X.T
+    moments_runs(addresses, like, n, layout.float_index, layout.variance, codes, layout.offsets,
+                 layout.sizes, layout.keep, layout.other, y, layout.label_kind,
+                 layout.label_scale, layout.label_q, layout.label_r, int(start), int(block_rows),
+                 int(folds), G, B, rows, 0 if blas else 1, _tile_rows(p))
+
+
+def accumulate_runs_numpy(layout: MomentLayout, columns, codes, y, start: int, folds: int,
+                          block_rows: int, G, B, rows) -> None:
+    """``accumulate_runs``' NumPy twin: ``accumulate_numpy`` on each run's rows, into its fold."""
+    for f, a, b in _runs(len(y), start, folds, block_rows):
+        X = np.array([np.asarray(c[a:b], np.float64) for c in columns]).reshape(len(columns),
+                                                                               b - a)
+        accumulate_numpy(X, layout.float_index, layout.variance, codes[:, a:b], layout.offsets,
+                         layout.sizes, layout.keep, layout.other, y[a:b], layout.label_kind,
+                         layout.label_scale, layout.label_q, layout.label_r, G[f], B[f])
+        rows[f] += b - a
 
 
 def layout_for_columns(features, noise_variance, label=None, *, label_kind: int = NO_LABEL,

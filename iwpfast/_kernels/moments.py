@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._lowlevel import column_view
 from ._options import jit
 
 
@@ -163,3 +164,217 @@ def moments_chunk(X, float_index, variance, codes, offsets, sizes, keep, other, 
             G[w, u] += acc[u, w]
         for k in range(K):
             B[u, k] += bacc[u, k]
+
+
+@jit
+def _label_tile(y, first, m, label_kind, label_scale, label_q, label_r, Y):
+    """y-hat of rows first..first+m into Y[:, :m] (as ``_label_values``, no allocation)."""
+    K = Y.shape[0]
+    if label_kind == 1:
+        for i in range(m):
+            Y[0, i] = label_scale * y[first + i]
+    elif label_kind == 2:
+        kinv = 1.0 / (label_q - label_r)
+        for k in range(K):
+            for i in range(m):
+                Y[k, i] = -label_r * kinv
+        for i in range(m):
+            Y[int(y[first + i]), i] += kinv
+    else:
+        for k in range(K):
+            for i in range(m):
+                Y[k, i] = 0.0
+
+
+@jit
+def _gram_tile(X, m, P, float_index, acc):
+    """acc[u_j, u_t] += sum_i X[j, i] X[t, i] over the tile's m rows, for j <= t: four columns t
+    per sweep (X[j] read once for them), each sum in four interleaved partial sums as ``_dot``."""
+    q = m - m % 4
+    for j in range(P):
+        xj = X[j]
+        t = j
+        while t < P:
+            if t + 4 <= P:
+                xa, xb, xc, xd = X[t], X[t + 1], X[t + 2], X[t + 3]
+                a0 = a1 = a2 = a3 = 0.0
+                b0 = b1 = b2 = b3 = 0.0
+                c0 = c1 = c2 = c3 = 0.0
+                d0 = d1 = d2 = d3 = 0.0
+                for i in range(0, q, 4):
+                    v0, v1, v2, v3 = xj[i], xj[i + 1], xj[i + 2], xj[i + 3]
+                    a0 += v0 * xa[i]
+                    a1 += v1 * xa[i + 1]
+                    a2 += v2 * xa[i + 2]
+                    a3 += v3 * xa[i + 3]
+                    b0 += v0 * xb[i]
+                    b1 += v1 * xb[i + 1]
+                    b2 += v2 * xb[i + 2]
+                    b3 += v3 * xb[i + 3]
+                    c0 += v0 * xc[i]
+                    c1 += v1 * xc[i + 1]
+                    c2 += v2 * xc[i + 2]
+                    c3 += v3 * xc[i + 3]
+                    d0 += v0 * xd[i]
+                    d1 += v1 * xd[i + 1]
+                    d2 += v2 * xd[i + 2]
+                    d3 += v3 * xd[i + 3]
+                for i in range(q, m):
+                    a0 += xj[i] * xa[i]
+                    b0 += xj[i] * xb[i]
+                    c0 += xj[i] * xc[i]
+                    d0 += xj[i] * xd[i]
+                u = float_index[j]
+                _add(acc, u, float_index[t], (a0 + a1) + (a2 + a3))
+                _add(acc, u, float_index[t + 1], (b0 + b1) + (b2 + b3))
+                _add(acc, u, float_index[t + 2], (c0 + c1) + (c2 + c3))
+                _add(acc, u, float_index[t + 3], (d0 + d1) + (d2 + d3))
+                t += 4
+            else:
+                _add(acc, float_index[j], float_index[t], _dot(xj[:m], X[t, :m], 1))
+                t += 1
+
+
+@jit
+def _tile_sums(X, m, codes, first, float_index, local, offsets, sizes, inv, base, Y, acc, bacc,
+               bucket, sxy, float_gram):
+    """One tile's float columns (X[:, :m], rows first.. of ``codes``) against the 1, the labels,
+    the codes (and each other when float_gram is 1), into acc and bacc."""
+    P = X.shape[0]
+    n_attr = codes.shape[0]
+    K = Y.shape[0]
+    one = acc.shape[0] - 1
+    if float_gram == 1:
+        _gram_tile(X, m, P, float_index, acc)
+    for j in range(P):
+        u = float_index[j]
+        xj = X[j, :m]
+        sx = _dot(xj, xj, 0)
+        for k in range(K):
+            sxy[k] = _dot(xj, Y[k, :m], 1)
+        _add(acc, u, one, sx)
+        for k in range(K):
+            bacc[u, k] += sxy[k]
+        if n_attr:
+            bucket[:] = 0.0
+            for a in range(n_attr):
+                for i in range(m):
+                    bucket[local[a] + codes[a, first + i]] += xj[i]
+            for a in range(n_attr):
+                for c in range(sizes[a]):
+                    _add(acc, u, offsets[a] + c, base[a] * sx + inv[a] * bucket[local[a] + c])
+
+
+@jit
+def _code_counts(codes, first, m, local, Y, count, pairs, ybucket, sy):
+    """Counts of codes and of pairs of codes, label sums by code, over rows first..first+m."""
+    n_attr = codes.shape[0]
+    K = Y.shape[0]
+    for i in range(m):
+        for k in range(K):
+            sy[k] += Y[k, i]
+        for a in range(n_attr):
+            ca = local[a] + codes[a, first + i]
+            count[ca] += 1.0
+            for k in range(K):
+                ybucket[ca, k] += Y[k, i]
+            for a2 in range(a + 1, n_attr):
+                pairs[ca, local[a2] + codes[a2, first + i]] += 1.0
+
+
+@jit
+def _finish_run(rows, float_index, variance, offsets, sizes, local, inv, base, count, pairs,
+                ybucket, sy, acc, bacc, G, B):
+    """The run's attribute and constant terms and the variance correction (as ``moments_chunk``
+    after its row loops), then acc and bacc into G and B (the lower triangle from the upper)."""
+    n_attr = sizes.shape[0]
+    d = acc.shape[0]
+    K = bacc.shape[1]
+    one = d - 1
+    for j in range(float_index.shape[0]):
+        acc[float_index[j], float_index[j]] -= rows * variance[j]
+    acc[one, one] += rows
+    for k in range(K):
+        bacc[one, k] += sy[k]
+    for a in range(n_attr):
+        for c in range(sizes[a]):
+            v = offsets[a] + c
+            lv = local[a] + c
+            se = base[a] * rows + inv[a] * count[lv]
+            acc[v, v] += se
+            _add(acc, v, one, se)
+            for k in range(K):
+                bacc[v, k] += base[a] * sy[k] + inv[a] * ybucket[lv, k]
+            for a2 in range(a + 1, n_attr):
+                for c2 in range(sizes[a2]):
+                    lw = local[a2] + c2
+                    _add(acc, v, offsets[a2] + c2,
+                         base[a] * base[a2] * rows + base[a] * inv[a2] * count[lw]
+                         + inv[a] * base[a2] * count[lv] + inv[a] * inv[a2] * pairs[lv, lw])
+    for u in range(d):
+        G[u, u] += acc[u, u]
+        for w in range(u + 1, d):
+            G[u, w] += acc[u, w]
+            G[w, u] += acc[u, w]
+        for k in range(K):
+            B[u, k] += bacc[u, k]
+
+
+@jit
+def moments_runs(addresses, like, n, float_index, variance, codes, offsets, sizes, keep, other, y,
+                 label_kind, label_scale, label_q, label_r, start, block_rows, folds, G, B, rows,
+                 float_gram=1, tile=1024):
+    """One chunk of n rows, its P float columns at ``addresses`` (1-D arrays of ``like``'s dtype,
+    float32 or float64, read in place and widened to float64 tile by tile), into the fold sums:
+    every run of its rows inside one block of ``block_rows`` (row i of the chunk is row start + i
+    of the source, in fold ((start + i) // block_rows) % folds) adds its debiased sums (as one
+    ``moments_chunk`` call on the run) to G[f] (folds, d, d), B[f] (folds, d, K), rows[f].
+    float_gram: 0 the caller adds each run's float products (X X^T by BLAS for many columns)."""
+    P = addresses.shape[0]
+    m_attr = codes.shape[0]
+    d = G.shape[1]
+    K = B.shape[2]
+    local = np.zeros(m_attr + 1, np.int64)
+    for a in range(m_attr):
+        local[a + 1] = local[a] + sizes[a]
+    R = local[m_attr]
+    inv = np.empty(m_attr)
+    base = np.empty(m_attr)
+    for a in range(m_attr):
+        inv[a] = 1.0 / (keep[a] - other[a])
+        base[a] = -other[a] * inv[a]
+    X = np.empty((P, tile))
+    Y = np.empty((K, tile))
+    acc = np.empty((d, d))
+    bacc = np.empty((d, K))
+    bucket = np.empty(R)
+    sxy = np.empty(K)
+    count = np.empty(R)
+    pairs = np.empty((R, R))
+    ybucket = np.empty((R, K))
+    sy = np.empty(K)
+    a = 0
+    while a < n:
+        b = min(n, (start + a) // block_rows * block_rows + block_rows - start)
+        f = ((start + a) // block_rows) % folds
+        acc[:] = 0.0
+        bacc[:] = 0.0
+        count[:] = 0.0
+        pairs[:] = 0.0
+        ybucket[:] = 0.0
+        sy[:] = 0.0
+        for first in range(a, b, tile):
+            m = min(tile, b - first)
+            for j in range(P):
+                column = column_view(addresses[j], n, like)
+                xj = X[j]
+                for i in range(m):
+                    xj[i] = np.float64(column[first + i])
+            _label_tile(y, first, m, label_kind, label_scale, label_q, label_r, Y)
+            _tile_sums(X, m, codes, first, float_index, local, offsets, sizes, inv, base, Y, acc,
+                       bacc, bucket, sxy, float_gram)
+            _code_counts(codes, first, m, local, Y, count, pairs, ybucket, sy)
+        _finish_run(b - a, float_index, variance, offsets, sizes, local, inv, base, count, pairs,
+                    ybucket, sy, acc, bacc, G[f], B[f])
+        rows[f] += b - a
+        a = b
