@@ -1,14 +1,16 @@
 """The debiased second moments (iwpfast.moments, issue 44): the chunk kernel alone against BLAS for
-the float columns' Gram plus the kernel for the rest, and a whole pass over a Parquet release
-against pyarrow's decode-only read of the same columns, and a whole ``solver='moments'`` fit (five
-fold moments, the alpha search, the refit).
+the float columns' Gram plus the kernel for the rest, against ``accumulate_runs`` (what a pass
+runs: one kernel call per chunk of float32 columns read in place, 20 folds of 2^15-row blocks),
+and a whole pass over a Parquet release against pyarrow's decode-only read of the same columns,
+and a whole ``solver='moments'`` fit (five fold moments, the alpha search, the refit).
 
     python bench/moments.py [--rows 1000000] [--repeat 7]
 
-Chunk rates: 2^18 rows at p = 10, 2^15 at p = 100 (float64 (p, n) blocks, a +-1 label), best of
-``--repeat``.  The pass: a seeded release (epsilon_x 4, bound 1, epsilon_y 2) of ``--rows`` rows
-and p = 10 uniform features, written once to ``bench/data/moments_<rows>.parquet``; best of
-``--repeat`` warm passes.  One JSON line per measurement.
+Chunk rates: 2^18 rows at p = 10, 2^15 at p = 100 (float64 (p, n) blocks, a +-1 label; the
+same values as p float32 columns for ``accumulate_runs``), best of ``--repeat``.  The pass: a
+seeded release (epsilon_x 4, bound 1, epsilon_y 2) of ``--rows`` rows and p = 10 uniform
+features, written once to ``bench/data/moments_<rows>.parquet``; best of ``--repeat`` warm
+passes.  One JSON line per measurement.
 """
 from __future__ import annotations
 
@@ -31,7 +33,12 @@ def _best(f, repeat):
 
 def chunk_rates(repeat):
     from iwpfast._kernels.moments import moments_chunk
-    from iwpfast.moment_stats import SCALAR_LABEL, accumulate_chunk
+    from iwpfast.moment_stats import (
+        SCALAR_LABEL,
+        accumulate_chunk,
+        accumulate_runs,
+        layout_for_columns,
+    )
     rng = np.random.default_rng(0)
     for p, n in ((10, 1 << 18), (100, 1 << 15)):
         X = rng.normal(size=(p, n))
@@ -43,9 +50,19 @@ def chunk_rates(repeat):
                     SCALAR_LABEL, 1.0, 1.0, 0.0, np.zeros((p + 1, p + 1)), np.zeros((p + 1, 1)))
         moments_chunk(*args())
         accumulate_chunk(*args())
+        columns = list(X.astype(np.float32))
+        layout = layout_for_columns([f"x{j}" for j in range(p)], np.ones(p), "y",
+                                    label_kind=SCALAR_LABEL)
+
+        def runs(columns=columns, layout=layout, y=y, p=p, n=n):
+            accumulate_runs(layout, columns, np.zeros((0, n), np.uint16), y, 0, 20, 1 << 15,
+                            np.zeros((20, p + 1, p + 1)), np.zeros((20, p + 1, 1)),
+                            np.zeros(20, np.int64))
+        runs()
         for name, f in (("kernel alone", lambda: moments_chunk(*args())),
                         ("BLAS X X^T + kernel", lambda: accumulate_chunk(*args())),
-                        ("BLAS X X^T only", lambda X=X: X @ X.T)):
+                        ("BLAS X X^T only", lambda X=X: X @ X.T),
+                        ("accumulate_runs, float32 columns", runs)):
             print(json.dumps({"p": p, "what": name,
                               "M_rows_per_s": round(n / _best(f, repeat) / 1e6, 2)}))
 

@@ -16,8 +16,12 @@ over rows are corrected so that their expectation over the release's noise is th
 These are the statistics of the moment learner (``moment_learner``, ``solver='moments'``).
 ``Moments`` holds the sums (they add across chunks, parts, folds and releases, each debiased by
 its own law when it was read), saves and loads them; ``solve_ridge`` solves (G + alpha D) theta = b.
-One kernel call per chunk (``_kernels/moments.py``) beside one BLAS product X X^T of the float
-columns (``accumulate_chunk``); ``accumulate_numpy`` is the NumPy twin of both.
+A pass makes one kernel call per chunk (``accumulate_runs``: ``_kernels/moments.py``'s
+``moments_runs`` reads the float32 or float64 columns in place, tile by tile, and adds every run of
+rows inside one fold block to its fold; BLAS's X X^T on a float64 copy only beyond
+``KERNEL_GRAM_COLUMNS`` columns), ``accumulate_runs_numpy`` its twin; ``accumulate_chunk`` (BLAS
+X X^T beside ``moments_chunk``) serves gathered rows (the per-class Grams), ``accumulate_numpy``
+the twin of both kernels.
 """
 from __future__ import annotations
 
@@ -515,11 +519,15 @@ def accumulate_folds(chunks, layout: MomentLayout, folds: int = 1,
             for f in range(folds)]
 
 
-#: at most this many float columns: their products in the kernel, tile by tile (measured faster
-#: than BLAS's X X^T on a float64 copy at p = 10: ``bench/moments.py``); more: BLAS per run
-KERNEL_GRAM_COLUMNS = 32
-#: the kernel's tile: about 64 KiB of float64 columns (within the core's L2), 256..4096 rows
-TILE_BYTES = 64 << 10
+#: at most this many float columns: their products in the kernel, tile by tile, on the columns
+#: in place; more: BLAS's X X^T per run on a float64 copy.  Measured (2-core shared EPYC, load
+#: about 4, M rows/s, kernel / BLAS + kernel): p = 10 55 / 24, 32 11.3 / 10.2, 48 5.6 / 6.3,
+#: 100 1.4 / 2.1 with one BLAS thread, but with BLAS's default threads beside other work p >= 24
+#: fell to 0.03-2.7 (its threads spin against the reader's) and the kernel leaves a core free
+KERNEL_GRAM_COLUMNS = 128
+#: the kernel's tile: rows of about 256 KiB of float64 columns (80 KiB of float32 at p = 10:
+#: within the core's L2), 256..4096 rows; 1,024 to 8,192 rows measured alike at p = 10
+TILE_BYTES = 256 << 10
 
 
 def _tile_rows(p: int) -> int:

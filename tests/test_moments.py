@@ -349,3 +349,47 @@ def test_class_weighted_moments_average_to_the_clean_weighted_statistics(kind, w
     exact = se < 1e-12
     np.testing.assert_allclose(mean[exact], clean[exact], atol=1e-12)
     assert np.max(np.abs(mean[~exact] - clean[~exact]) / se[~exact]) < 4.5
+
+
+@pytest.mark.parametrize("p", [0, 3, 4, 10, 40])
+@pytest.mark.parametrize("label_kind", ["scalar", "class", "none"])
+@pytest.mark.parametrize("blas", [False, True])
+def test_the_runs_kernel_equals_its_numpy_twin(p, label_kind, blas, monkeypatch):
+    # one call per chunk (moment_stats.accumulate_runs: the fold blocks handled inside, float32
+    # or float64 columns read in place) against accumulate_runs_numpy (accumulate_numpy per run)
+    import iwpfast.moment_stats as ms
+    if blas:
+        monkeypatch.setattr(ms, "KERNEL_GRAM_COLUMNS", 0)      # the BLAS branch for the Gram
+    rng = np.random.default_rng(p)
+    n, folds, block_rows, start = 1337, 3, 200, 77
+    names = [f"x{j}" for j in range(p)]
+    kind = {"scalar": ms.SCALAR_LABEL, "class": ms.CLASS_LABEL, "none": ms.NO_LABEL}[label_kind]
+    layout = ms.layout_for_columns(names, rng.uniform(0, 0.5, p), None if kind == ms.NO_LABEL
+                                   else "y", label_kind=kind, label_scale=1.3, label_q=0.7,
+                                   label_r=0.15, targets=("a", "b", "c") if
+                                   kind == ms.CLASS_LABEL else ())
+    if kind == ms.CLASS_LABEL:
+        y = rng.integers(0, 3, n).astype(np.float64)
+    else:
+        y = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    codes = np.zeros((0, n), np.int64)
+    d, K = len(layout.names), max(len(layout.targets), 1) if kind != ms.NO_LABEL else 0
+    results = {}
+    for dtype in (np.float32, np.float64):
+        cols = [rng.normal(size=n).astype(dtype) for _ in range(p)] if dtype == np.float32 \
+            else [c.astype(np.float64) for c in results["f32cols"]]
+        if dtype == np.float32:
+            results["f32cols"] = cols
+        for name, fn in (("kernel", ms.accumulate_runs), ("twin", ms.accumulate_runs_numpy)):
+            G, B = np.zeros((folds, d, d)), np.zeros((folds, d, K))
+            rows = np.zeros(folds, np.int64)
+            fn(layout, cols, codes, y, start, folds, block_rows, G, B, rows)
+            results[(dtype, name)] = (G, B, rows)
+    for dtype in (np.float32, np.float64):
+        (G, B, rows), (Gt, Bt, rowst) = results[(dtype, "kernel")], results[(dtype, "twin")]
+        np.testing.assert_array_equal(rows, rowst)
+        np.testing.assert_allclose(G, Gt, rtol=1e-12, atol=1e-10)
+        np.testing.assert_allclose(B, Bt, rtol=1e-12, atol=1e-10)
+    # float32 columns and the same values as float64: the same sums, bit for bit
+    for a, b in zip(results[(np.float32, "kernel")], results[(np.float64, "kernel")], strict=True):
+        np.testing.assert_array_equal(a, b)

@@ -16,12 +16,20 @@ inv = 1/(q - r)); the attributes among themselves need only the counts of the co
 pairs of codes.  Inside an attribute's own block e_c e_c^T = diag(e_c) is estimated by
 diag(e-hat) (e-hat e-hat^T would be biased: E[e-hat_c^2] != E[e_c]).  The noise variances are
 subtracted once per chunk (n v_j: the correction is the same for every row).
+
+``moments_runs`` is what a pass runs: one call per chunk, its float columns read in place as
+addresses (float32 or float64: widened exactly in registers, so both give the same bits), tile by
+tile; every run of the chunk's rows inside one fold block sums as ``moments_chunk`` on those rows
+and lands in its fold.  Each dot product of two columns (and of a column with the 1 and the
+labels) sums row i in lane i % 16 (``_lowlevel.lane_blocks_group``: four columns per pass over
+the weights, vector registers) and combines the lanes by a fixed tree: about 2x the rate of
+BLAS's X X^T on a float64 copy at p = 10, the copy gone (moment_stats.KERNEL_GRAM_COLUMNS).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ._lowlevel import column_view
+from ._lowlevel import GRADIENT_GROUP, LANES, column_view, lane_blocks, lane_blocks_group
 from ._options import jit
 
 
@@ -187,82 +195,84 @@ def _label_tile(y, first, m, label_kind, label_scale, label_q, label_r, Y):
 
 
 @jit
-def _gram_tile(X, m, P, float_index, acc):
-    """acc[u_j, u_t] += sum_i X[j, i] X[t, i] over the tile's m rows, for j <= t: four columns t
-    per sweep (X[j] read once for them), each sum in four interleaved partial sums as ``_dot``."""
-    q = m - m % 4
-    for j in range(P):
-        xj = X[j]
-        t = j
-        while t < P:
-            if t + 4 <= P:
-                xa, xb, xc, xd = X[t], X[t + 1], X[t + 2], X[t + 3]
-                a0 = a1 = a2 = a3 = 0.0
-                b0 = b1 = b2 = b3 = 0.0
-                c0 = c1 = c2 = c3 = 0.0
-                d0 = d1 = d2 = d3 = 0.0
-                for i in range(0, q, 4):
-                    v0, v1, v2, v3 = xj[i], xj[i + 1], xj[i + 2], xj[i + 3]
-                    a0 += v0 * xa[i]
-                    a1 += v1 * xa[i + 1]
-                    a2 += v2 * xa[i + 2]
-                    a3 += v3 * xa[i + 3]
-                    b0 += v0 * xb[i]
-                    b1 += v1 * xb[i + 1]
-                    b2 += v2 * xb[i + 2]
-                    b3 += v3 * xb[i + 3]
-                    c0 += v0 * xc[i]
-                    c1 += v1 * xc[i + 1]
-                    c2 += v2 * xc[i + 2]
-                    c3 += v3 * xc[i + 3]
-                    d0 += v0 * xd[i]
-                    d1 += v1 * xd[i + 1]
-                    d2 += v2 * xd[i + 2]
-                    d3 += v3 * xd[i + 3]
-                for i in range(q, m):
-                    a0 += xj[i] * xa[i]
-                    b0 += xj[i] * xb[i]
-                    c0 += xj[i] * xc[i]
-                    d0 += xj[i] * xd[i]
-                u = float_index[j]
-                _add(acc, u, float_index[t], (a0 + a1) + (a2 + a3))
-                _add(acc, u, float_index[t + 1], (b0 + b1) + (b2 + b3))
-                _add(acc, u, float_index[t + 2], (c0 + c1) + (c2 + c3))
-                _add(acc, u, float_index[t + 3], (d0 + d1) + (d2 + d3))
-                t += 4
-            else:
-                _add(acc, float_index[j], float_index[t], _dot(xj[:m], X[t, :m], 1))
-                t += 1
+def _lane_sum(lanes, base):
+    """The fixed combine tree of the LANES lanes at lanes[base:base + LANES] (``sgd``'s)."""
+    return ((((lanes[base + 0] + lanes[base + 8]) + (lanes[base + 4] + lanes[base + 12]))
+             + ((lanes[base + 2] + lanes[base + 10]) + (lanes[base + 6] + lanes[base + 14])))
+            + (((lanes[base + 1] + lanes[base + 9]) + (lanes[base + 5] + lanes[base + 13]))
+               + ((lanes[base + 3] + lanes[base + 11]) + (lanes[base + 7] + lanes[base + 15]))))
 
 
 @jit
-def _tile_sums(X, m, codes, first, float_index, local, offsets, sizes, inv, base, Y, acc, bacc,
-               bucket, sxy, float_gram):
-    """One tile's float columns (X[:, :m], rows first.. of ``codes``) against the 1, the labels,
-    the codes (and each other when float_gram is 1), into acc and bacc."""
-    P = X.shape[0]
+def _column_dots(weight, addresses, like, first, m, t_from, lanes, out):
+    """out[t] = sum_i weight[i] * float64(column_t[first + i]) over i < m, for every float column
+    t >= t_from: row i in lane i % LANES (each lane from +0.0, in order), the lanes' fixed tree,
+    then the rows after the last full block of LANES in order.  GRADIENT_GROUP columns per pass
+    over the weights (``lane_blocks_group``: vector registers, float32 widened in them); with at
+    least that many columns the last pass ends at column P - 1 (it may redo columns before the
+    previous pass's end, and before t_from: the same bits, so no column is left to a slower pass
+    alone).  Fewer columns: one ``lane_blocks`` each (a float64 ``weight`` then)."""
+    P = addresses.shape[0]
+    n_blocks = m // LANES
+    q = n_blocks * LANES
+    t = t_from
+    while t < P:
+        if P >= GRADIENT_GROUP:
+            t = min(t, P - GRADIENT_GROUP)
+            lane_blocks_group(weight, addresses, t, first, like, n_blocks, lanes)
+            for g in range(GRADIENT_GROUP):
+                out[t + g] = _lane_sum(lanes, LANES * g)
+            t += GRADIENT_GROUP
+        else:
+            lane_blocks(weight, column_view(addresses[t] + first * like.itemsize, q, like),
+                        n_blocks, lanes)
+            out[t] = _lane_sum(lanes, 0)
+            t += 1
+    if q < m:
+        for t in range(t_from, P):
+            column = column_view(addresses[t] + first * like.itemsize, m, like)
+            s = out[t]
+            for i in range(q, m):
+                s += np.float64(weight[i]) * np.float64(column[i])
+            out[t] = s
+
+
+@jit
+def _tile_sums(X, addresses, like, first, m, codes, float_index, local, offsets, sizes, inv,
+               base, ones, Y, acc, bacc, bucket, lanes, dots, float_gram):
+    """One tile's float columns (rows first..first+m of the chunk; X[:, :m] their float64 copy)
+    against the 1, the labels, the codes (and each other when float_gram is 1), into acc and
+    bacc."""
+    P = addresses.shape[0]
     n_attr = codes.shape[0]
     K = Y.shape[0]
     one = acc.shape[0] - 1
-    if float_gram == 1:
-        _gram_tile(X, m, P, float_index, acc)
+    _column_dots(ones, addresses, like, first, m, 0, lanes, dots)
     for j in range(P):
-        u = float_index[j]
-        xj = X[j, :m]
-        sx = _dot(xj, xj, 0)
-        for k in range(K):
-            sxy[k] = _dot(xj, Y[k, :m], 1)
-        _add(acc, u, one, sx)
-        for k in range(K):
-            bacc[u, k] += sxy[k]
+        _add(acc, float_index[j], one, dots[j])
         if n_attr:
             bucket[:] = 0.0
+            xj = X[j]
             for a in range(n_attr):
                 for i in range(m):
                     bucket[local[a] + codes[a, first + i]] += xj[i]
             for a in range(n_attr):
                 for c in range(sizes[a]):
-                    _add(acc, u, offsets[a] + c, base[a] * sx + inv[a] * bucket[local[a] + c])
+                    _add(acc, float_index[j], offsets[a] + c,
+                         base[a] * dots[j] + inv[a] * bucket[local[a] + c])
+    for k in range(K):
+        _column_dots(Y[k], addresses, like, first, m, 0, lanes, dots)
+        for j in range(P):
+            bacc[float_index[j], k] += dots[j]
+    if float_gram == 1:
+        for j in range(P):
+            if P >= GRADIENT_GROUP:         # the column itself as the weights, in place
+                _column_dots(column_view(addresses[j] + first * like.itemsize, m, like),
+                             addresses, like, first, m, j, lanes, dots)
+            else:
+                _column_dots(X[j], addresses, like, first, m, j, lanes, dots)
+            for t in range(j, P):
+                _add(acc, float_index[j], float_index[t], dots[t])
 
 
 @jit
@@ -345,10 +355,12 @@ def moments_runs(addresses, like, n, float_index, variance, codes, offsets, size
         base[a] = -other[a] * inv[a]
     X = np.empty((P, tile))
     Y = np.empty((K, tile))
+    ones = np.ones(tile)
+    lanes = np.empty(LANES * GRADIENT_GROUP)
+    dots = np.empty(P)
     acc = np.empty((d, d))
     bacc = np.empty((d, K))
     bucket = np.empty(R)
-    sxy = np.empty(K)
     count = np.empty(R)
     pairs = np.empty((R, R))
     ybucket = np.empty((R, K))
@@ -365,14 +377,15 @@ def moments_runs(addresses, like, n, float_index, variance, codes, offsets, size
         sy[:] = 0.0
         for first in range(a, b, tile):
             m = min(tile, b - first)
-            for j in range(P):
-                column = column_view(addresses[j], n, like)
-                xj = X[j]
-                for i in range(m):
-                    xj[i] = np.float64(column[first + i])
+            if m_attr or (float_gram == 1 and P < GRADIENT_GROUP):
+                for j in range(P):
+                    column = column_view(addresses[j], n, like)
+                    xj = X[j]
+                    for i in range(m):
+                        xj[i] = np.float64(column[first + i])
             _label_tile(y, first, m, label_kind, label_scale, label_q, label_r, Y)
-            _tile_sums(X, m, codes, first, float_index, local, offsets, sizes, inv, base, Y, acc,
-                       bacc, bucket, sxy, float_gram)
+            _tile_sums(X, addresses, like, first, m, codes, float_index, local, offsets, sizes,
+                       inv, base, ones, Y, acc, bacc, bucket, lanes, dots, float_gram)
             _code_counts(codes, first, m, local, Y, count, pairs, ybucket, sy)
         _finish_run(b - a, float_index, variance, offsets, sizes, local, inv, base, count, pairs,
                     ybucket, sy, acc, bacc, G[f], B[f])

@@ -119,10 +119,8 @@ def _out_of_fold(parts, alpha: float, fit_intercept: bool, p: int) -> tuple:
     everyone = solve_ridge(total, alpha, fit_intercept)
     out, icpt = np.empty((len(parts), p)), np.empty(len(parts))
     for f in range(len(parts)):
-        others = None
-        for g, part in enumerate(parts):
-            if g != f:
-                others = part if others is None else others + part
+        rest = [part for g, part in enumerate(parts) if g != f]
+        others = sum(rest[1:], rest[0])
         try:
             coef, b = solve_ridge(others, alpha, fit_intercept)
         except InvalidInputError:

@@ -601,8 +601,8 @@ class IWPBase(ParamsMixin, InputsMixin, TunedFitMixin, EvaluationMixin):
             from ..io.views import chain_mappers
             mapper = chain_mappers(mapper, label_mapper)
         self._prepare_class_weight(source, mapper, lab, noise)
-        if v["solver"] == "moments" and self.solver == "auto" and plan.rows is not None \
-                and plan.rows < 10:
+        if v["solver"] == "moments" and getattr(self, "solver", "sgd") == "auto" \
+                and plan.rows is not None and plan.rows < 10:
             v = dict(v, solver="sgd")   # too few rows for the folds that choose alpha
         if v["solver"] == "moments":
             from ._moments import fit_moments_plan
