@@ -142,7 +142,9 @@ def test_a_release_file_split_in_batches_gives_the_fit_of_the_file(kind, tmp_pat
 
 def test_the_alpha_search_after_every_call_matches_fit_on_the_rows_so_far(tmp_path):
     rel = _kind_release("gaussian_discrete", R=400)     # 9,600 rows
-    whole_file, parts = _release_parts(rel, tmp_path, [5_000])
+    # a first part of at least folds x 1,024 rows: fit deals it the 1,024-row blocks a
+    # partial_fit without n_rows_total deals (moment_stats.fold_block_rows)
+    whole_file, parts = _release_parts(rel, tmp_path, [5_200])
     model = _classifier()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NumericalWarning)   # small data: the constant may win
