@@ -19,11 +19,12 @@ Two criteria, by what the release allows to be estimated without bias and with f
   from the debiased moments of each fold (``calibrated_quadratic``: no pass of its own).  It is
   the margin's squared correlation with the label: it prefers the least-squares direction in
   the population (the moment learner's, out of fold here), which is why the clean-feature case
-  uses the accuracy instead.  On noisy features the moment model is therefore the preferred
-  candidate, replaced only by one that scores higher by more than ``NOISY_MARGIN`` standard
-  errors (a direction the release shows to be better, e.g. where the moment search's guard
-  shrank it hard); at 230k ACS rows the paired standard error (0.025) is larger than the
-  differences, so a plain maximum would choose by noise.
+  uses the accuracy instead.  It scores a model fitted on every row (the SGD search's) in-sample:
+  the estimator (``estimators/_across.py``) therefore uses it only to weigh the SGD model
+  against the constant where the moment search returned its constant; where it found a model,
+  that model is the default's on noisy features (docs/tuning.md gives the measurements).
+  ``choose(prefer=, margin=)`` keeps a preferred candidate unless beaten by ``margin``
+  standard errors.
 
 Standard errors are of the paired difference to the chosen candidate, by batch means (20 batches
 of blocks for the accuracy, the pass's 20 groups for the quadratic risk).

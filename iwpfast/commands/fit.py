@@ -439,8 +439,8 @@ def _print_search(model, table: bool) -> None:
     """The search's lines: the moment learner's table, the SGD search's, and the choice across
     learners (the default: estimators/_across.py)."""
     t = getattr(model, "tuning_", None)
-    if t and "learners" not in t and getattr(model, "solver_", "sgd") == "moments":
-        print_moment_tuning(t, table=table)
+    if t and "heads" not in t and getattr(model, "solver_", "sgd") == "moments":
+        print_moment_tuning(t, table=table)     # the moment search's own table
     elif t:
         print_tuning(t, table=table, validation=validation_kind(model.mode_))
     if t and "learners" in t:
@@ -451,6 +451,8 @@ def learners_text(learners: dict) -> str:
     """The default's choice across learners in one line (estimators/_across.py)."""
     cands = learners["candidates"]
     chosen = learners["chosen"]
+    if chosen not in cands:         # nothing scored: said by the rule
+        return f"{chosen} ({learners['rule']})"
     key = "accuracy" if "accuracy" in cands[chosen] else "risk"
     best = cands[chosen][key]
     others = ", ".join(f"{name} {c[key]:.4g} ({c[key] - best:+.3g}, SE {c['stderr']:.2g})"

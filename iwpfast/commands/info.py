@@ -159,7 +159,7 @@ def model_info(path, args) -> str | None:
                      "debiased second moments, one pass); "
                      + ("the constant model" if (f.get("telemetry") or {}).get("constant_model")
                         else f"alpha {float(alpha):.4g}"))
-    if t and f.get("solver") == "moments" and "learners" not in t:
+    if t and f.get("solver") == "moments" and "heads" not in t:
         lines.append(f"tuning:    {len(t['alpha']) - 1} alphas and the constant model over "
                      f"{int(t['folds'])} folds of {int(t['n_train']):,} rows, rule {t['rule']}")
     elif t:

@@ -156,8 +156,12 @@ class TunedFitMixin(EstimatorFields):
                     "weights for its rows; leave validation out (a part of X, with its weights, is "
                     "held out), or pass numbers for alpha and learning_rate")
             kw["sample_weight"] = self._pass.sample_weight
+        from ._across import applies, applies_before, choose_across, moments_first
+        if applies_before(self, plan, v, sample_weight=self._pass.sample_weight,
+                          checkpoint=ckpt.get("checkpoint"), validation=val_src) \
+                and moments_first(self, plan, mapper, v):
+            return          # noisy features: the moment model, no SGD search (_across.py)
         self._tune(plan, grid, kw, scaling)
-        from ._across import applies, choose_across
         if applies(self, plan, v, sample_weight=self._pass.sample_weight,
                    checkpoint=ckpt.get("checkpoint"), validation=val_src):
             choose_across(self, plan, mapper, v)     # the SGD model against the moments'
