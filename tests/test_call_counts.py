@@ -129,7 +129,7 @@ def test_auto_makes_one_config_per_grid_point(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(iwpfast.IWPClassifier, "_make_config", counting)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        est = iwpfast.IWPClassifier().fit(str(path))
+        est = iwpfast.IWPClassifier(solver="sgd").fit(str(path))
     points = list(zip(est.tuning_["alpha"], est.tuning_["learning_rate"], strict=True))
     # no probe config before the grid (before: one at alpha = step = 1); one per grid point for
     # every fold of the cross-validation (this release is small, sgd/crossval.py) and the chosen

@@ -283,8 +283,8 @@ def _risk_gap_bound(a, b):
 def test_fit_files_auto_chooses_on_every_shard_as_one_machine(client, released, single_holdout):
     # a cluster's pass uses the one hold-out; so does one machine here (its default cross-
     # validates data this small, sgd/crossval.py)
-    one = iwpfast.IWPClassifier().fit(released)
-    got = dist.fit_files(client, released, iwpfast.IWPClassifier(), shards=2)
+    one = iwpfast.IWPClassifier(solver="sgd").fit(released)
+    got = dist.fit_files(client, released, iwpfast.IWPClassifier(solver="sgd"), shards=2)
     # the same grid, the same split (train and validation rows of the whole release), the cap
     for key in ("alpha", "learning_rate"):
         assert got.tuning_[key] == one.tuning_[key]

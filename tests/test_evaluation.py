@@ -194,7 +194,8 @@ def test_cli_warnings_go_to_stderr_once(tmp_path, capsys, single_holdout):
     Xn = X + rng.normal(0, 2.0, X.shape)
     pq.write_table(pa.table({"x0": Xn[:, 0], "x1": Xn[:, 1], "y": y}), tmp_path / "d.parquet")
     assert main(["fit", str(tmp_path / "d.parquet"), "--features", "x0", "x1", "--label", "y",
-                 "--noise-var", "4", "--out", str(tmp_path / "m.json"), "--no-progress"]) == 0
+                 "--noise-var", "4", "--out", str(tmp_path / "m.json"), "--no-progress",
+                 "--solver", "sgd"]) == 0
     out, err = capsys.readouterr()
     assert "iwpfast: warning" not in out
     lines = err.strip().splitlines()

@@ -142,7 +142,7 @@ def test_a_default_fit_gives_no_warning_and_logs_its_routine_events(caplog):
         # arithmetic warns on overflow; compiled kernels cannot warn, so this changes nothing
         # for the jitted run
         warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"iwpfast\._kernels")
-        model = IWPClassifier(progress=False).fit(Xn, yn, noise_var=sigma ** 2,
+        model = IWPClassifier(progress=False, solver="sgd").fit(Xn, yn, noise_var=sigma ** 2,
                                                   label_keep_prob=keep,
                                                   feature_bound=float(np.sqrt(3)))
     assert np.any(model.coef_ != 0) and len(set(model.predict(X))) == 2

@@ -44,7 +44,7 @@ def _task(kind, n=N, seed=0):
 def _fit(X, y, noise, **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return IWPClassifier(progress=False, **kw).fit(X, y, **noise)
+        return IWPClassifier(progress=False, **{"solver": "sgd", **kw}).fit(X, y, **noise)
 
 
 @pytest.mark.parametrize("kind", ["clean", "label", "public"])

@@ -163,10 +163,10 @@ def test_auto_prunes_and_the_survivors_keep_their_bits(monkeypatch, single_holdo
     monkeypatch.setenv("IWPFAST_PRUNE_AT", "0.125,0.5")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        pruned = IWPClassifier(progress=False, chunk_rows=4096).fit(Xn, yn, **noise)
-        again = IWPClassifier(progress=False, chunk_rows=4096).fit(Xn, yn, **noise)
+        pruned = IWPClassifier(progress=False, chunk_rows=4096, solver="sgd").fit(Xn, yn, **noise)
+        again = IWPClassifier(progress=False, chunk_rows=4096, solver="sgd").fit(Xn, yn, **noise)
         monkeypatch.setenv("IWPFAST_PRUNE_AT", "")
-        full = IWPClassifier(progress=False, chunk_rows=4096).fit(Xn, yn, **noise)
+        full = IWPClassifier(progress=False, chunk_rows=4096, solver="sgd").fit(Xn, yn, **noise)
     t, f = pruned.tuning_, full.tuning_
     stopped = [i for i, r in enumerate(t["pruned_at_row"]) if r is not None]
     assert stopped, "no head was pruned: the test data no longer exercise the race"
@@ -195,7 +195,7 @@ def test_no_pruning_on_small_data(monkeypatch):
     Xn, yn, noise = _private_task(20_000)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        m = IWPClassifier(progress=False).fit(Xn, yn, **noise)
+        m = IWPClassifier(progress=False, solver="sgd").fit(Xn, yn, **noise)
     # 2,000 validation rows in all: no rung has prune_min_rows behind it
     assert all(r is None for r in m.tuning_["pruned_at_row"])
 
@@ -219,7 +219,7 @@ def test_k_classes_prune_within_a_class_and_keep_the_full_grid_s_models(monkeypa
     def fit():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return IWPClassifier(progress=False, chunk_rows=4096).fit(Xn, y, classes=[0, 1, 2],
+            return IWPClassifier(progress=False, chunk_rows=4096, solver="sgd").fit(Xn, y, classes=[0, 1, 2],
                                                                       **noise)
     model = fit()
     monkeypatch.setenv("IWPFAST_PRUNE_AT", "")

@@ -74,7 +74,7 @@ def test_every_learner_writes_the_common_schema(case, tmp_path):
         k = 3 if "k" in case.split() else 2
         n = 40 if "untuned" in case else 3000
         X, y = _data(n, k)
-        t = IWPClassifier(progress=False).fit(
+        t = IWPClassifier(progress=False, solver="sgd").fit(
             X, y, noise_var=0.09, epsilon_y=2.0, **({"classes": [0, 1, 2]} if k == 3 else {})
         ).tuning_
     _check(t, {"sgd"})

@@ -27,6 +27,13 @@ MIN_ROWS = 2_000
 CRITERION_LOSS = "exponential"
 
 
+def _no_sgd_setting(est) -> bool:
+    """No SGD-only setting given (a step, a schedule, a radius, a cap, averaging, mu): a user who
+    sets one asks for the SGD search (as the regressor's 'auto', ``_moments.resolve_solver``)."""
+    from ._moments import _SGD_ONLY
+    return all(getattr(est, name, default) == default for name, default in _SGD_ONLY.items())
+
+
 def applies(est, plan, v: dict, *, sample_weight=None, checkpoint=None, validation=None) -> bool:
     """The comparison runs for ``solver='auto'`` with the default search: two classes, the
     exponential loss debiased, no class or sample weights, no checkpoint or separate
@@ -34,7 +41,7 @@ def applies(est, plan, v: dict, *, sample_weight=None, checkpoint=None, validati
     from ..sgd.driver import stream_runner
     ps = est._pass
     return (est._task == "classification" and getattr(est, "solver", "sgd") == "auto"
-            and v["loss"] == CRITERION_LOSS and est.correction == "iwp"
+            and v["loss"] == CRITERION_LOSS and est.correction == "iwp" and _no_sgd_setting(est)
             and getattr(ps, "ovr", None) is None and getattr(est, "class_weight_", None) is None
             and sample_weight is None and checkpoint is None and validation is None
             and plan.rows is not None and plan.rows >= MIN_ROWS
@@ -55,7 +62,7 @@ def applies_before(est, plan, v: dict, *, sample_weight=None, checkpoint=None,
     from ..sgd.driver import stream_runner
     ps = est._pass
     return (est._task == "classification" and getattr(est, "solver", "sgd") == "auto"
-            and v["loss"] == CRITERION_LOSS and est.correction == "iwp"
+            and v["loss"] == CRITERION_LOSS and est.correction == "iwp" and _no_sgd_setting(est)
             and getattr(ps, "ovr", None) is None and getattr(est, "class_weight_", None) is None
             and sample_weight is None and checkpoint is None and validation is None
             and plan.rows is not None and plan.rows >= MIN_ROWS

@@ -13,6 +13,8 @@ a loaded model's ``resolved_params_`` are built from them (``iwpfast fit --param
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..model_io import jsonable, parse_float
@@ -223,7 +225,9 @@ def _set_fitted(est, f: dict, p: int) -> None:
         est.tuning_ = f["tuning"]
     if f.get("alpha") is not None:
         est.alpha_ = parse_float(f["alpha"])
-        est.learning_rate_ = parse_float(f["learning_rate"])
+        # a moment model took no step: nan, as its fit left it (the file holds its config's)
+        est.learning_rate_ = (math.nan if est.solver_ == "moments"
+                              else parse_float(f["learning_rate"]))
     if f.get("alpha_per_class") is not None:
         est.alpha_ = np.array([parse_float(a) for a in f["alpha_per_class"]])
         est.learning_rate_ = np.array([parse_float(a) for a in f["learning_rate_per_class"]])
