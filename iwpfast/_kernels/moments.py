@@ -85,6 +85,59 @@ def _label_values(y, label_kind, label_scale, label_q, label_r, K):
 
 
 @jit
+def _attribute_inverses(sizes, keep, other):
+    """Each attribute's first slot among the codes (local, m + 1), and the randomized-response
+    inverse of its one-hot e-hat = base + inv * e: inv = 1/(q - r), base = -r/(q - r)."""
+    m = sizes.shape[0]
+    local = np.zeros(m + 1, np.int64)
+    for a in range(m):
+        local[a + 1] = local[a] + sizes[a]
+    inv = np.empty(m)
+    base = np.empty(m)
+    for a in range(m):
+        inv[a] = 1.0 / (keep[a] - other[a])
+        base[a] = -other[a] * inv[a]
+    return local, inv, base
+
+
+@jit
+def _finish_attributes(n, offsets, sizes, local, inv, base, count, pairs, ybucket, sy, acc, bacc,
+                       G, B):
+    """The attribute and constant terms of n rows (their code counts, pairs of codes and label
+    sums by code), then acc and bacc into G and B (the lower triangle from the upper): the end of
+    ``moments_chunk`` and of each run of ``moments_runs``."""
+    m = sizes.shape[0]
+    d = acc.shape[0]
+    K = bacc.shape[1]
+    one = d - 1
+    acc[one, one] += n
+    for k in range(K):
+        bacc[one, k] += sy[k]
+    for a in range(m):
+        for c in range(sizes[a]):
+            v = offsets[a] + c
+            lv = local[a] + c
+            se = base[a] * n + inv[a] * count[lv]        # sum of e-hat_v
+            acc[v, v] += se                               # diag(e-hat): the block's own estimate
+            _add(acc, v, one, se)
+            for k in range(K):
+                bacc[v, k] += base[a] * sy[k] + inv[a] * ybucket[lv, k]
+            for a2 in range(a + 1, m):
+                for c2 in range(sizes[a2]):
+                    lw = local[a2] + c2
+                    _add(acc, v, offsets[a2] + c2,
+                         base[a] * base[a2] * n + base[a] * inv[a2] * count[lw]
+                         + inv[a] * base[a2] * count[lv] + inv[a] * inv[a2] * pairs[lv, lw])
+    for u in range(d):
+        G[u, u] += acc[u, u]
+        for w in range(u + 1, d):
+            G[u, w] += acc[u, w]
+            G[w, u] += acc[u, w]
+        for k in range(K):
+            B[u, k] += bacc[u, k]
+
+
+@jit
 def moments_chunk(X, float_index, variance, codes, offsets, sizes, keep, other, y, label_kind,
                   label_scale, label_q, label_r, G, B, float_gram=1):
     """Add one chunk's debiased sums of z z^T to G and of z y-hat to B (both in place).
@@ -99,15 +152,8 @@ def moments_chunk(X, float_index, variance, codes, offsets, sizes, keep, other, 
     d = G.shape[0]
     K = B.shape[1]
     Y = _label_values(y, label_kind, label_scale, label_q, label_r, K)
-    local = np.zeros(m + 1, np.int64)           # each attribute's first slot among the R codes
-    for a in range(m):
-        local[a + 1] = local[a] + sizes[a]
+    local, inv, base = _attribute_inverses(sizes, keep, other)
     R = local[m]
-    inv = np.empty(m)
-    base = np.empty(m)
-    for a in range(m):
-        inv[a] = 1.0 / (keep[a] - other[a])
-        base[a] = -other[a] * inv[a]
     one = d - 1
     acc = np.zeros((d, d))
     bacc = np.zeros((d, K))
@@ -147,31 +193,8 @@ def moments_chunk(X, float_index, variance, codes, offsets, sizes, keep, other, 
                 ybucket[ca, k] += Y[k, i]
             for a2 in range(a + 1, m):
                 pairs[ca, local[a2] + codes[a2, i]] += 1.0
-    acc[one, one] += n
-    for k in range(K):
-        bacc[one, k] += sy[k]
-    for a in range(m):
-        for c in range(sizes[a]):
-            v = offsets[a] + c
-            lv = local[a] + c
-            se = base[a] * n + inv[a] * count[lv]        # sum of e-hat_v
-            acc[v, v] += se                               # diag(e-hat): the block's own estimate
-            _add(acc, v, one, se)
-            for k in range(K):
-                bacc[v, k] += base[a] * sy[k] + inv[a] * ybucket[lv, k]
-            for a2 in range(a + 1, m):
-                for c2 in range(sizes[a2]):
-                    lw = local[a2] + c2
-                    _add(acc, v, offsets[a2] + c2,
-                         base[a] * base[a2] * n + base[a] * inv[a2] * count[lw]
-                         + inv[a] * base[a2] * count[lv] + inv[a] * inv[a2] * pairs[lv, lw])
-    for u in range(d):
-        G[u, u] += acc[u, u]
-        for w in range(u + 1, d):
-            G[u, w] += acc[u, w]
-            G[w, u] += acc[u, w]
-        for k in range(K):
-            B[u, k] += bacc[u, k]
+    _finish_attributes(n, offsets, sizes, local, inv, base, count, pairs, ybucket, sy, acc,
+                       bacc, G, B)
 
 
 @jit
@@ -297,37 +320,10 @@ def _finish_run(rows, float_index, variance, offsets, sizes, local, inv, base, c
                 ybucket, sy, acc, bacc, G, B):
     """The run's attribute and constant terms and the variance correction (as ``moments_chunk``
     after its row loops), then acc and bacc into G and B (the lower triangle from the upper)."""
-    n_attr = sizes.shape[0]
-    d = acc.shape[0]
-    K = bacc.shape[1]
-    one = d - 1
     for j in range(float_index.shape[0]):
         acc[float_index[j], float_index[j]] -= rows * variance[j]
-    acc[one, one] += rows
-    for k in range(K):
-        bacc[one, k] += sy[k]
-    for a in range(n_attr):
-        for c in range(sizes[a]):
-            v = offsets[a] + c
-            lv = local[a] + c
-            se = base[a] * rows + inv[a] * count[lv]
-            acc[v, v] += se
-            _add(acc, v, one, se)
-            for k in range(K):
-                bacc[v, k] += base[a] * sy[k] + inv[a] * ybucket[lv, k]
-            for a2 in range(a + 1, n_attr):
-                for c2 in range(sizes[a2]):
-                    lw = local[a2] + c2
-                    _add(acc, v, offsets[a2] + c2,
-                         base[a] * base[a2] * rows + base[a] * inv[a2] * count[lw]
-                         + inv[a] * base[a2] * count[lv] + inv[a] * inv[a2] * pairs[lv, lw])
-    for u in range(d):
-        G[u, u] += acc[u, u]
-        for w in range(u + 1, d):
-            G[u, w] += acc[u, w]
-            G[w, u] += acc[u, w]
-        for k in range(K):
-            B[u, k] += bacc[u, k]
+    _finish_attributes(rows, offsets, sizes, local, inv, base, count, pairs, ybucket, sy, acc,
+                       bacc, G, B)
 
 
 @jit
@@ -344,15 +340,8 @@ def moments_runs(addresses, like, n, float_index, variance, codes, offsets, size
     m_attr = codes.shape[0]
     d = G.shape[1]
     K = B.shape[2]
-    local = np.zeros(m_attr + 1, np.int64)
-    for a in range(m_attr):
-        local[a + 1] = local[a] + sizes[a]
+    local, inv, base = _attribute_inverses(sizes, keep, other)
     R = local[m_attr]
-    inv = np.empty(m_attr)
-    base = np.empty(m_attr)
-    for a in range(m_attr):
-        inv[a] = 1.0 / (keep[a] - other[a])
-        base[a] = -other[a] * inv[a]
     X = np.empty((P, tile))
     Y = np.empty((K, tile))
     ones = np.ones(tile)

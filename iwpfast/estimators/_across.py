@@ -34,10 +34,10 @@ def _no_sgd_setting(est) -> bool:
     return all(getattr(est, name, default) == default for name, default in _SGD_ONLY.items())
 
 
-def applies(est, plan, v: dict, *, sample_weight=None, checkpoint=None, validation=None) -> bool:
-    """The comparison runs for ``solver='auto'`` with the default search: two classes, the
-    exponential loss debiased, no class or sample weights, no checkpoint or separate
-    validation release, a source read again on this machine, of at least ``MIN_ROWS`` rows."""
+def _eligible(est, plan, v: dict, sample_weight, checkpoint, validation) -> bool:
+    """What both stages need: ``solver='auto'`` without an SGD-only setting, two classes, the
+    exponential loss debiased, no class or sample weights, no checkpoint or separate validation
+    release, a source read again on this machine, of at least ``MIN_ROWS`` rows."""
     from ..sgd.driver import stream_runner
     ps = est._pass
     return (est._task == "classification" and getattr(est, "solver", "sgd") == "auto"
@@ -45,7 +45,12 @@ def applies(est, plan, v: dict, *, sample_weight=None, checkpoint=None, validati
             and getattr(ps, "ovr", None) is None and getattr(est, "class_weight_", None) is None
             and sample_weight is None and checkpoint is None and validation is None
             and plan.rows is not None and plan.rows >= MIN_ROWS
-            and getattr(plan.source, "rereadable", False) and stream_runner() is None
+            and getattr(plan.source, "rereadable", False) and stream_runner() is None)
+
+
+def applies(est, plan, v: dict, *, sample_weight=None, checkpoint=None, validation=None) -> bool:
+    """The comparison after the SGD search: ``_eligible`` and a fitted binary SGD model."""
+    return (_eligible(est, plan, v, sample_weight, checkpoint, validation)
             and np.asarray(est.coef_).size == len(plan.features)
             and getattr(est, "tuning_", None) is not None)
 
@@ -57,17 +62,9 @@ def noisy(plan) -> bool:
 
 def applies_before(est, plan, v: dict, *, sample_weight=None, checkpoint=None,
                    validation=None) -> bool:
-    """The moment model first, before the SGD search: the conditions of ``applies`` (without a
-    fitted SGD model) on a release whose features carry noise."""
-    from ..sgd.driver import stream_runner
-    ps = est._pass
-    return (est._task == "classification" and getattr(est, "solver", "sgd") == "auto"
-            and v["loss"] == CRITERION_LOSS and est.correction == "iwp" and _no_sgd_setting(est)
-            and getattr(ps, "ovr", None) is None and getattr(est, "class_weight_", None) is None
-            and sample_weight is None and checkpoint is None and validation is None
-            and plan.rows is not None and plan.rows >= MIN_ROWS
-            and getattr(plan.source, "rereadable", False) and stream_runner() is None
-            and noisy(plan))
+    """The moment model first, before the SGD search: ``_eligible`` on a release whose features
+    carry noise."""
+    return _eligible(est, plan, v, sample_weight, checkpoint, validation) and noisy(plan)
 
 
 def moments_first(est, plan, mapper, v: dict) -> bool:
@@ -99,17 +96,10 @@ def moments_first(est, plan, mapper, v: dict) -> bool:
 
 def _moment_fit(est, plan, mapper):
     """(the moment learner's fit, its groups, the source read) on the plan's rows."""
-    from ..io.source_base import Source
-    from ..io.sources import open_source
-    from ..io.views import PartSource
     from ..moment_learner import MomentSearch, fit_moments
     from ..moment_stats import accumulate_folds, fold_block_rows, layout_reader
-    from ._moments import _plan_layout
-    source = plan.source
-    if mapper is not None:
-        source = PartSource(open_source(source), mapper=mapper)
-    elif not isinstance(source, Source):
-        source = open_source(source)
+    from ._moments import _plan_layout, plan_source
+    source = plan_source(plan, mapper)
     layout = _plan_layout(est, plan)
     search = getattr(est, "moment_search", None) or MomentSearch()
     block_rows = fold_block_rows(plan.rows, search.folds)
@@ -128,26 +118,12 @@ def choose_across(est, plan, mapper, v: dict) -> None:
     """Score the fitted SGD model, the moment model and the constant; adopt the winner."""
     import time
 
-    from ..io.source_base import Source
-    from ..io.sources import open_source
-    from ..io.views import PartSource
     from ..learner_choice import NOISY_MARGIN, accuracy_sums, calibrated_quadratic, choose
-    from ..moment_learner import MomentSearch, fit_moments, merge_parts
-    from ..moment_stats import _block_runs, accumulate_folds, fold_block_rows, layout_reader
-    from ._moments import _plan_layout
+    from ..moment_learner import merge_parts
+    from ..moment_stats import _block_runs, layout_reader
     started = time.perf_counter()
-    source = plan.source
-    if mapper is not None:
-        source = PartSource(open_source(source), mapper=mapper)
-    elif not isinstance(source, Source):
-        source = open_source(source)
-    layout = _plan_layout(est, plan)
-    search = getattr(est, "moment_search", None) or MomentSearch()
+    fit, groups, (source, layout, search, block_rows) = _moment_fit(est, plan, mapper)
     folds = search.folds
-    block_rows = fold_block_rows(plan.rows, folds)
-    groups = accumulate_folds(layout_reader(source, layout, est.chunk_rows), layout,
-                              search.groups, block_rows)
-    fit = fit_moments(groups, alpha=None, fit_intercept=bool(est.fit_intercept), search=search)
     parts = merge_parts(groups, folds)
     p = len(plan.features)
     names = ["sgd"]

@@ -157,17 +157,10 @@ def fit_moments_plan(est, plan, mapper, v: dict, validation=None) -> None:
     """Fit ``est`` by the moment learner on the prepared ``plan`` (``_fit_prepared``'s branch)."""
     import time
 
-    from ..io.source_base import Source
-    from ..io.sources import open_source
-    from ..io.views import PartSource
     from ..moment_learner import MomentSearch, fit_moments
     from ..moment_stats import accumulate_folds, fold_block_rows, layout_reader
     started = time.perf_counter()
-    source = plan.source
-    if mapper is not None:
-        source = PartSource(open_source(source), mapper=mapper)
-    elif not isinstance(source, Source):
-        source = open_source(source)
+    source = plan_source(plan, mapper)
     layout = _plan_layout(est, plan)
     search = getattr(est, "moment_search", None) or MomentSearch()
     alpha = _alpha_request(v)
@@ -201,6 +194,18 @@ def fit_moments_plan(est, plan, mapper, v: dict, validation=None) -> None:
         setattr(est._pass, PASS_ATTR, MomentPass(layout, parts, block_rows))
     logger.info("solver='moments': %s rows, %d coordinates, %s in %.2f s", f"{rows:,}",
                 len(plan.features), _said(fit), time.perf_counter() - started)
+
+
+def plan_source(plan, mapper):
+    """The prepared plan's source as a ``Source`` read through ``mapper`` (labels mapped to
+    +-1 or class indices, raw columns scaled), as the SGD pass reads it."""
+    from ..io.source_base import Source
+    from ..io.sources import open_source
+    from ..io.views import PartSource
+    source = plan.source
+    if mapper is not None:
+        return PartSource(open_source(source), mapper=mapper)
+    return source if isinstance(source, Source) else open_source(source)
 
 
 def _plan_layout(est, plan):
