@@ -12,19 +12,16 @@ Two criteria, by what the release allows to be estimated without bias and with f
   has no inverse transform; the noisy margin's accuracy is the clean one smoothed by the margin's
   noise, and it ranked the models wrongly on 6 of 6 ACS releases), and the exponential loss's
   private risk after fitting scale and intercept either has the variance e^{a^2 theta^T Sigma
-  theta} (its minimum over scales picks the most underestimated) or, capped, ranked wrongly on 2 of
-  2 (bench/default_cost.py).  What the release does estimate exactly is a polynomial risk: each
+  theta} (its minimum over scales picks the most underestimated) or, capped, ranked wrongly on
+  2 of 2 (docs/tuning.md).  What the release does estimate exactly is a polynomial risk: each
   candidate's direction theta is scored by the quadratic risk after its margin's scale and
   intercept are fitted, 1 - E[y]^2 - Cov(y, m)^2 / Var(m) (m = theta^T x on *clean* features),
-  from the debiased moments of each fold (``calibrated_quadratic``: no pass of its own).  It is
-  the margin's squared correlation with the label: it prefers the least-squares direction in
-  the population (the moment learner's, out of fold here), which is why the clean-feature case
-  uses the accuracy instead.  It scores a model fitted on every row (the SGD search's) in-sample:
-  the estimator (``estimators/_across.py``) therefore uses it only to weigh the SGD model
-  against the constant where the moment search returned its constant; where it found a model,
-  that model is the default's on noisy features (docs/tuning.md gives the measurements).
-  ``choose(prefer=, margin=)`` keeps a preferred candidate unless beaten by ``margin``
-  standard errors.
+  from the debiased moments of each of the pass's groups (``calibrated_quadratic``: no pass of
+  its own).  It is the margin's squared correlation with the label, so it prefers the
+  least-squares direction in the population, and it scores a model fitted on every row (the
+  SGD search's) in-sample: the estimator (``estimators/_across.py``) uses it only to weigh the
+  SGD model against the constant where the moment search returned its constant; where that
+  search found a model, the moment model is the default's on noisy features.
 
 Standard errors are of the paired difference to the chosen candidate, by batch means (20 batches
 of blocks for the accuracy, the pass's 20 groups for the quadratic risk).
@@ -38,9 +35,6 @@ import numpy as np
 
 #: groups of blocks for the accuracy's batch-means standard errors (a multiple of the folds)
 BATCHES = 20
-#: on noisy features another candidate replaces the moment model when it scores higher by
-#: more than this many standard errors of the difference
-NOISY_MARGIN = 2.0
 
 
 @dataclass
@@ -118,24 +112,17 @@ def calibrated_quadratic(parts: list, directions: np.ndarray) -> np.ndarray:
     return out
 
 
-def choose(names, batch_scores: np.ndarray, weights: np.ndarray, prefer: int | None = None,
-           margin: float = 0.0) -> tuple[int, list[LearnerScore]]:
+def choose(names, batch_scores: np.ndarray, weights: np.ndarray) -> tuple[int, list[LearnerScore]]:
     """(index of the chosen candidate, every candidate's ``LearnerScore``): batch_scores (C, G)
     with rows-``weights`` (G,) (batches without rows are left out); the highest weighted mean
-    is chosen, except that candidate ``prefer`` stays chosen unless another beats it by more
-    than ``margin`` standard errors of their difference; each other candidate's ``stderr`` is
-    the batch-means standard error of its difference to the chosen one."""
+    is chosen; each other candidate's ``stderr`` is the batch-means standard error of its
+    difference to the chosen one."""
     used = np.asarray(weights) > 0
     w = np.asarray(weights, np.float64)[used]
     vals = np.asarray(batch_scores, np.float64)[:, used]
     means = np.array([float(np.dot(w, v) / w.sum()) if np.all(np.isfinite(v)) else -math.inf
                       for v in vals])
     chosen = int(np.argmax(means))
-    if prefer is not None and chosen != prefer and np.isfinite(means[prefer]):
-        d = vals[chosen] - vals[prefer]
-        se = float(np.std(d, ddof=1) / math.sqrt(d.size)) if d.size > 1 else math.inf
-        if not means[chosen] - means[prefer] > margin * se:
-            chosen = prefer
     scores = [LearnerScore(n, float(means[c]), vals[c]) for c, n in enumerate(names)]
     for c, sc in enumerate(scores):
         if c != chosen:

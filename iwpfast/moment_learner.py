@@ -347,8 +347,7 @@ def fit_moments(folds: list[Moments], *, alpha=None, fit_intercept: bool = True,
                 "features, categories and label")
         sc = scan_holdout(folds, validation, alphas, fit_intercept, search)
     else:
-        sc = scan(folds, alphas, fit_intercept, search,
-                  groups=groups if len(groups) > len(folds) else None)
+        sc = scan(folds, alphas, fit_intercept, search, groups=groups)
     choice = choose(sc, search)
     coef, intercept = refit(total, choice.alpha, fit_intercept)
     return MomentFit(coef, intercept, choice.alpha, _tuning(sc, choice, total),

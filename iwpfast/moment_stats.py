@@ -383,9 +383,10 @@ def fold_moments(source, features=None, label=None, *, folds: int = 1,
 def fold_block_rows(n_rows: int | None, folds: int) -> int:
     """The rows per block of ``fold_moments``' parts: ``FOLD_BLOCK_ROWS`` (1,024), smaller for a
     table of fewer than one such block per part, or for a source that declares more rows a
-    larger power of two that still deals every part at least 32 blocks (up to 65,536): a block
-    is one kernel call on a view of the chunk, so large files pay one call per 2^15 rows, small
-    ones keep every part spread over the file."""
+    larger power of two that still deals every part at least 32 blocks (up to 65,536): small
+    files keep every part spread over the file; the per-class Grams and the accuracy pass of
+    the choice across learners, which take a block at a time, pay one call per 2^15 rows on
+    large ones."""
     if folds <= 1:
         return 1 << 15          # one part: blocks only to keep a block's columns in cache
     if n_rows is None:
@@ -420,6 +421,15 @@ def layout_reader(source, layout: MomentLayout, chunk_rows: int | None = None):
     return ChunkReader(source, [layout.float_columns], labels, chunk_rows)
 
 
+def _runs(n: int, start: int, folds: int, block_rows: int):
+    """(fold, a, b) for every run [a, b) of a chunk's n rows (source rows start..) in one block."""
+    a = 0
+    while a < n:
+        b = min(n, (start + a) // block_rows * block_rows + block_rows - start)
+        yield ((start + a) // block_rows) % folds, a, b
+        a = b
+
+
 def _block_runs(chunks, layout: MomentLayout, folds: int, block_rows: int, first_row: int):
     """(fold, columns, codes, labels, a, b) for every run [a, b) of a chunk's rows that lies in one
     block of ``block_rows`` rows (row i of the source in fold (i // block_rows) % folds)."""
@@ -430,12 +440,8 @@ def _block_runs(chunks, layout: MomentLayout, folds: int, block_rows: int, first
         n = chunk.n_rows
         codes, y = _checked_codes(chunk, layout), _checked_label(chunk, layout)
         columns = [np.asarray(c) for c in chunk.features[0]]
-        a = 0
-        while a < n:
-            # (10, 2^15) float64 blocks ran 1.3x faster than whole 2^18-row chunks (cache)
-            b = min(n, (start + a) // block_rows * block_rows + block_rows - start)
-            yield ((start + a) // block_rows) % folds, columns, codes, y, a, b
-            a = b
+        for f, a, b in _runs(n, start, folds, block_rows):
+            yield f, columns, codes, y, a, b
         start += n
 
 
@@ -533,15 +539,6 @@ TILE_BYTES = 256 << 10
 def _tile_rows(p: int) -> int:
     rows = TILE_BYTES // (8 * max(int(p), 1))
     return int(min(4096, max(256, 1 << (rows.bit_length() - 1))))
-
-
-def _runs(n: int, start: int, folds: int, block_rows: int):
-    """(fold, a, b) for every run [a, b) of a chunk's n rows (source rows start..) in one block."""
-    a = 0
-    while a < n:
-        b = min(n, (start + a) // block_rows * block_rows + block_rows - start)
-        yield ((start + a) // block_rows) % folds, a, b
-        a = b
 
 
 def accumulate_runs(layout: MomentLayout, columns, codes, y, start: int, folds: int,

@@ -77,17 +77,18 @@ def test_calibrated_quadratic_is_the_least_squares_fit_of_the_label_on_the_margi
         np.testing.assert_allclose(got[c], want, rtol=1e-9)
 
 
-def test_choose_takes_the_highest_unless_the_preferred_is_within_the_margin():
+def test_choose_takes_the_highest_mean_and_pairs_the_standard_errors():
     scores = np.array([[0.70, 0.71, 0.69, 0.70], [0.72, 0.73, 0.71, 0.72], [0.5, 0.5, 0.5, 0.5]])
     w = np.ones(4)
     chosen, table = choose(["sgd", "moments", "constant"], scores, w)
     assert chosen == 1 and table[1].stderr == 0.0 and table[0].stderr == 0.0   # d constant
     noisy = np.array([[0.70, 0.80, 0.60, 0.78], [0.72, 0.69, 0.71, 0.70], [0.5, 0.5, 0.5, 0.5]])
-    assert choose(["sgd", "moments", "c"], noisy, w)[0] == 0
-    # moments preferred: sgd's lead (0.015) is not 2 SE of the difference (0.05)
-    assert choose(["sgd", "moments", "c"], noisy, w, prefer=1, margin=2.0)[0] == 1
-    clear = np.array([[0.90, 0.91, 0.90, 0.91], [0.70, 0.71, 0.70, 0.70], [0.5] * 4])
-    assert choose(["sgd", "moments", "c"], clear, w, prefer=1, margin=2.0)[0] == 0
+    chosen, table = choose(["sgd", "moments", "c"], noisy, w)
+    d = noisy[1] - noisy[0]
+    assert chosen == 0 and table[1].stderr == pytest.approx(np.std(d, ddof=1) / 2.0)
+    # a batch without rows is left out of the means and the standard errors
+    assert choose(["a", "b"], np.array([[0.9, 0.1, 5.0], [0.6, 0.6, 0.0]]),
+                  np.array([1.0, 1.0, 0.0]))[0] == 1
 
 
 def _release(tmp_path, name, n, public=(), seed=1):

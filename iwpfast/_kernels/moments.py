@@ -31,6 +31,7 @@ import numpy as np
 
 from ._lowlevel import GRADIENT_GROUP, LANES, column_view, lane_blocks, lane_blocks_group
 from ._options import jit
+from .sgd import _lane_total  # the fixed combine tree of the lanes, shared with the SGD kernels
 
 
 @jit
@@ -68,19 +69,10 @@ def _dot(a, b, product):
 
 @jit
 def _label_values(y, label_kind, label_scale, label_q, label_r, K):
-    """y-hat per row, (K, n)."""
+    """y-hat per row, (K, n): ``_label_tile`` of every row."""
     n = y.shape[0]
     Y = np.zeros((K, n))
-    if label_kind == 1:
-        for i in range(n):
-            Y[0, i] = label_scale * y[i]
-    elif label_kind == 2:
-        kinv = 1.0 / (label_q - label_r)
-        for k in range(K):
-            for i in range(n):
-                Y[k, i] = -label_r * kinv
-        for i in range(n):
-            Y[int(y[i]), i] += kinv
+    _label_tile(y, 0, n, label_kind, label_scale, label_q, label_r, Y)
     return Y
 
 
@@ -199,7 +191,7 @@ def moments_chunk(X, float_index, variance, codes, offsets, sizes, keep, other, 
 
 @jit
 def _label_tile(y, first, m, label_kind, label_scale, label_q, label_r, Y):
-    """y-hat of rows first..first+m into Y[:, :m] (as ``_label_values``, no allocation)."""
+    """y-hat of rows first..first+m into Y[:, :m], no allocation (label_kind 0: zeros)."""
     K = Y.shape[0]
     if label_kind == 1:
         for i in range(m):
@@ -215,15 +207,6 @@ def _label_tile(y, first, m, label_kind, label_scale, label_q, label_r, Y):
         for k in range(K):
             for i in range(m):
                 Y[k, i] = 0.0
-
-
-@jit
-def _lane_sum(lanes, base):
-    """The fixed combine tree of the LANES lanes at lanes[base:base + LANES] (``sgd``'s)."""
-    return ((((lanes[base + 0] + lanes[base + 8]) + (lanes[base + 4] + lanes[base + 12]))
-             + ((lanes[base + 2] + lanes[base + 10]) + (lanes[base + 6] + lanes[base + 14])))
-            + (((lanes[base + 1] + lanes[base + 9]) + (lanes[base + 5] + lanes[base + 13]))
-               + ((lanes[base + 3] + lanes[base + 11]) + (lanes[base + 7] + lanes[base + 15]))))
 
 
 @jit
@@ -244,12 +227,12 @@ def _column_dots(weight, addresses, like, first, m, t_from, lanes, out):
             t = min(t, P - GRADIENT_GROUP)
             lane_blocks_group(weight, addresses, t, first, like, n_blocks, lanes)
             for g in range(GRADIENT_GROUP):
-                out[t + g] = _lane_sum(lanes, LANES * g)
+                out[t + g] = _lane_total(lanes, LANES * g)
             t += GRADIENT_GROUP
         else:
             lane_blocks(weight, column_view(addresses[t] + first * like.itemsize, q, like),
                         n_blocks, lanes)
-            out[t] = _lane_sum(lanes, 0)
+            out[t] = _lane_total(lanes, 0)
             t += 1
     if q < m:
         for t in range(t_from, P):

@@ -1,17 +1,21 @@
-"""The classifier's default across learners (issue 45 item 1): after the SGD search of
-``solver='auto'``, the moment learner's model and the constant are scored against the SGD
-model on the same rows (``iwpfast.learner_choice``: the exponential loss's private risk after
-each candidate's scale and intercept are fitted), and the lowest risk is the fitted model.
+"""The classifier's default across learners (issue 45 item 1; docs/tuning.md "The default
+across learners").  ``solver='auto'`` with two classes and the exponential loss on a source read
+again:
 
-Two more reads of the data: the fold moments (``moment_stats.accumulate_folds``), then the
-margins of every candidate (at most ``COMPARE_ROWS`` rows).  Where the moment model wins, the
-fitted model is its direction at the fitted scale and intercept (``solver_ = 'moments'``; the
-exponential loss's ``predict_proba`` then reads the calibrated margin); where the SGD model wins
-it is kept bit for bit; the constant wins only below both, with one warning.
+- features with noise: the moment learner's model (``read_moments``: one read of the pass's
+  groups, ``adopt_moment_model``), and no SGD search, wherever the moment search finds a model;
+  where it returns its constant, the SGD search runs and ``choose_across`` weighs it against
+  the constant by the calibrated quadratic risk on the same read's groups (no second read);
+- clean features: the SGD search runs, then ``choose_across`` scores its model, the moment
+  model (out of fold) and the constant by their debiased accuracy (one more read).
+
+The SGD model, when chosen, is kept bit for bit; the constant warns once.
 """
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -27,21 +31,16 @@ MIN_ROWS = 2_000
 CRITERION_LOSS = "exponential"
 
 
-def _no_sgd_setting(est) -> bool:
-    """No SGD-only setting given (a step, a schedule, a radius, a cap, averaging, mu): a user who
-    sets one asks for the SGD search (as the regressor's 'auto', ``_moments.resolve_solver``)."""
-    from ._moments import _SGD_ONLY
-    return all(getattr(est, name, default) == default for name, default in _SGD_ONLY.items())
-
-
 def _eligible(est, plan, v: dict, sample_weight, checkpoint, validation) -> bool:
     """What both stages need: ``solver='auto'`` without an SGD-only setting, two classes, the
     exponential loss debiased, no class or sample weights, no checkpoint or separate validation
     release, a source read again on this machine, of at least ``MIN_ROWS`` rows."""
     from ..sgd.driver import stream_runner
+    from ._moments import sgd_settings_given
     ps = est._pass
     return (est._task == "classification" and getattr(est, "solver", "sgd") == "auto"
-            and v["loss"] == CRITERION_LOSS and est.correction == "iwp" and _no_sgd_setting(est)
+            and v["loss"] == CRITERION_LOSS and est.correction == "iwp"
+            and not sgd_settings_given(est)
             and getattr(ps, "ovr", None) is None and getattr(est, "class_weight_", None) is None
             and sample_weight is None and checkpoint is None and validation is None
             and plan.rows is not None and plan.rows >= MIN_ROWS
@@ -67,35 +66,20 @@ def applies_before(est, plan, v: dict, *, sample_weight=None, checkpoint=None,
     return _eligible(est, plan, v, sample_weight, checkpoint, validation) and noisy(plan)
 
 
-def moments_first(est, plan, mapper, v: dict) -> bool:
-    """Noisy features: the moment model is the default's model when the moment search finds one
-    (not the constant), and the SGD search does not run (True).  On noisy features the
-    criterion scores the SGD model in-sample against the moment model out of fold: on 60 ACS
-    releases it chose SGD 8 times by 2-3 standard errors, and all 8 were worse on the clean
-    hold-out (docs/tuning.md).  False: the constant won the moment search; the SGD search runs
-    and is weighed against the constant."""
-    import time
-    started = time.perf_counter()
-    fit, _, _ = _moment_fit(est, plan, mapper)
-    if fit.alpha is None:
-        return False
-    moment_table = fit.tuning
-    _set_fitted_moments(est, plan, v, fit)
-    table = dict(moment_table) if moment_table else {}
-    table["learners"] = {
-        "chosen": "moments",
-        "criterion": "none: noisy features (the SGD search was not run)",
-        "rule": "the moment model where the moment search finds one (on noisy features the "
-                "criterion would score SGD in-sample against the moment model out of fold)",
-        "rows": int(plan.rows), "moment_alpha": float(fit.alpha), "candidates": {}}
-    est.tuning_ = table
-    logger.getChild("progress").info("auto: noisy features, the moment model (alpha %.4g) in "
-                                     "%.2f s", fit.alpha, time.perf_counter() - started)
-    return True
+@dataclass
+class MomentRead:
+    """One read of the plan's rows into the moment learner's groups, and its fit."""
+
+    fit: Any
+    groups: list
+    source: Any
+    layout: Any
+    search: Any
+    block_rows: int
 
 
-def _moment_fit(est, plan, mapper):
-    """(the moment learner's fit, its groups, the source read) on the plan's rows."""
+def read_moments(est, plan, mapper) -> MomentRead:
+    """The moment learner's groups of the plan's rows (one read) and its fit on them."""
     from ..moment_learner import MomentSearch, fit_moments
     from ..moment_stats import accumulate_folds, fold_block_rows, layout_reader
     from ._moments import _plan_layout, plan_source
@@ -106,35 +90,54 @@ def _moment_fit(est, plan, mapper):
     groups = accumulate_folds(layout_reader(source, layout, est.chunk_rows), layout,
                               search.groups, block_rows)
     fit = fit_moments(groups, alpha=None, fit_intercept=bool(est.fit_intercept), search=search)
-    return fit, groups, (source, layout, search, block_rows)
+    return MomentRead(fit, groups, source, layout, search, block_rows)
 
 
-def _set_fitted_moments(est, plan, v: dict, fit) -> None:
-    from ._moments import _set_fitted
-    _set_fitted(est, plan, dict(v, loss=CRITERION_LOSS), fit, plan.rows)
+def adopt_moment_model(est, plan, v: dict, read: MomentRead) -> bool:
+    """Noisy features: the moment model is the default's model when the moment search found
+    one (True; the SGD search does not run).  On noisy features the only exact criterion, the
+    calibrated quadratic risk, scores the SGD model in-sample against the moment model out of
+    fold: a 2-SE rule chose SGD 8 times on ACS releases, and the 7 compared were all worse on
+    the clean hold-out (docs/tuning.md).  False: the moment search returned its constant."""
+    fit = read.fit
+    if fit.alpha is None:
+        return False
+    _adopt_moments(est, plan, v, fit, fit.tuning)
+    table = dict(est.tuning_ or {})
+    table["learners"] = {
+        "chosen": "moments",
+        "criterion": "none: noisy features (the SGD search was not run)",
+        "rule": "the moment model where the moment search finds one (on noisy features the "
+                "criterion would score SGD in-sample against the moment model out of fold)",
+        "rows": int(plan.rows), "moment_alpha": float(fit.alpha), "candidates": {}}
+    est.tuning_ = table
+    logger.getChild("progress").info("auto: noisy features, the moment model (alpha %.4g)",
+                                     fit.alpha)
+    return True
 
 
-def choose_across(est, plan, mapper, v: dict) -> None:
-    """Score the fitted SGD model, the moment model and the constant; adopt the winner."""
+def choose_across(est, plan, mapper, v: dict, read: MomentRead | None = None) -> None:
+    """Score the fitted SGD model, the moment model (when the moment search found one) and the
+    constant; adopt the winner.  ``read``: the moments already read for these rows."""
     import time
 
-    from ..learner_choice import NOISY_MARGIN, accuracy_sums, calibrated_quadratic, choose
+    from ..learner_choice import accuracy_sums, calibrated_quadratic, choose
     from ..moment_learner import merge_parts
     from ..moment_stats import _block_runs, layout_reader
     started = time.perf_counter()
-    fit, groups, (source, layout, search, block_rows) = _moment_fit(est, plan, mapper)
-    folds = search.folds
+    read = read_moments(est, plan, mapper) if read is None else read
+    fit, groups, folds = read.fit, read.groups, read.search.folds
     parts = merge_parts(groups, folds)
+    total = sum(parts[1:], parts[0])
     p = len(plan.features)
     names = ["sgd"]
     directions = [np.tile(np.ravel(est.coef_), (folds, 1))]
     intercepts = [np.full(folds, float(np.ravel(est.intercept_)[0]))]
     if fit.alpha is not None:
         names.append("moments")
-        d, c = _out_of_fold(parts, fit.alpha, bool(est.fit_intercept), p)
+        d, c = _out_of_fold(parts, total, fit.alpha, bool(est.fit_intercept), p)
         directions.append(d)
         intercepts.append(c)
-    total = sum(parts[1:], parts[0])
     names.append("constant")
     directions.append(np.zeros((folds, p)))
     # the exponential loss's best constant score at the label's debiased mean E[y]
@@ -143,20 +146,19 @@ def choose_across(est, plan, mapper, v: dict) -> None:
     D, icpt = np.stack(directions), np.stack(intercepts)
     clean = not np.any(np.asarray(plan.noise.noise_var, np.float64))
     if clean:       # the debiased accuracy of each model, exact with clean features
-        runs = _block_runs(layout_reader(source, layout, est.chunk_rows), layout, folds,
-                           block_rows, 0)
-        hits, rows = accuracy_sums(runs, D, icpt, layout.label_scale, block_rows,
+        runs = _block_runs(layout_reader(read.source, read.layout, est.chunk_rows), read.layout,
+                           folds, read.block_rows, 0)
+        hits, rows = accuracy_sums(runs, D, icpt, read.layout.label_scale, read.block_rows,
                                    max_rows=COMPARE_ROWS)
         batch_scores, weights = hits / np.maximum(rows, 1), rows
-    else:           # the calibrated quadratic risk on each fold's moments (no pass)
+    else:           # the calibrated quadratic risk on each group's moments (no pass)
         batch_scores = calibrated_quadratic(groups, D)
         weights = np.array([mo.rows for mo in groups], np.float64)
-    prefer = None if clean or "moments" not in names else names.index("moments")
-    chosen, scores = choose(names, batch_scores, weights, prefer=prefer, margin=NOISY_MARGIN)
+    chosen, scores = choose(names, batch_scores, weights)
     _record(est, scores, chosen, int(np.sum(weights)), fit, clean)
     winner = scores[chosen]
     if winner.name == "moments":
-        _adopt_moments(est, plan, v, fit)
+        _adopt_moments(est, plan, v, fit, est.tuning_)
     elif winner.name == "constant":
         _adopt_constant(est, float(icpt[-1, 0]))
     logger.getChild("progress").info(
@@ -164,15 +166,12 @@ def choose_across(est, plan, mapper, v: dict) -> None:
         ", ".join(f"{s.name} {s.score:.5g}" for s in scores), time.perf_counter() - started)
 
 
-def _out_of_fold(parts, alpha: float, fit_intercept: bool, p: int) -> tuple:
+def _out_of_fold(parts, total, alpha: float, fit_intercept: bool, p: int) -> tuple:
     """(folds, p) directions and (folds,) intercepts: the moment solution at ``alpha`` on every
     fold but f, for f's rows; the all-rows solution where the others' Gram is not positive
     definite at alpha."""
     from ..exceptions import InvalidInputError
     from ..moment_stats import solve_ridge
-    total = parts[0]
-    for part in parts[1:]:
-        total = total + part
     everyone = solve_ridge(total, alpha, fit_intercept)
     out, icpt = np.empty((len(parts), p)), np.empty(len(parts))
     for f in range(len(parts)):
@@ -187,17 +186,14 @@ def _out_of_fold(parts, alpha: float, fit_intercept: bool, p: int) -> tuple:
 
 
 def _record(est, scores, chosen: int, rows: int, fit, clean: bool) -> None:
-    from ..learner_choice import NOISY_MARGIN
     """``tuning_['learners']``: the criterion, every candidate's score and its difference's
-    standard error to the chosen one, the winner, and the rows or folds compared."""
+    standard error to the chosen one, the winner, and the rows compared."""
     table = dict(est.tuning_)
     table["learners"] = {
         "chosen": scores[chosen].name,
         "criterion": ("debiased accuracy" if clean else
                       "quadratic risk at the fitted scale and intercept"),
-        "rule": ("the highest" if clean else
-                 f"the moment model unless another is lower by more than {NOISY_MARGIN:g} "
-                 "standard errors of the difference"),
+        "rule": "the highest accuracy" if clean else "the lowest risk",
         "rows": rows,
         "moment_alpha": None if fit.alpha is None else float(fit.alpha),
         # the accuracy (higher is better), or the risk (lower is better)
@@ -209,10 +205,10 @@ def _record(est, scores, chosen: int, rows: int, fit, clean: bool) -> None:
     est.tuning_ = table
 
 
-def _adopt_moments(est, plan, v: dict, fit) -> None:
-    """The moment learner's model (its own scale and intercept) as the fitted model."""
+def _adopt_moments(est, plan, v: dict, fit, tuning) -> None:
+    """The moment learner's model (its own scale and intercept) as the fitted model, with
+    ``tuning`` as its ``tuning_``."""
     from ._moments import _set_fitted
-    tuning = est.tuning_
     _set_fitted(est, plan, dict(v, loss=CRITERION_LOSS), fit, plan.rows)
     est.tuning_ = tuning
 

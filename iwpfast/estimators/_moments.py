@@ -63,12 +63,12 @@ def resolve_solver(est, v: dict, *, sample_weight=None, checkpoint=None, validat
     is the better learner and applies, else SGD.
 
     'auto' is the moment learner for a regressor with the squared error (its exact minimizer:
-    bench/regression_units.py measures it within 0.01 of clean OLS R^2 where the SGD heads reach
-    a third of it) and debiasing on, when no SGD-only setting (a step, a schedule, a radius, a
-    variance cap, averaging, mu), no ``sample_weight`` and no checkpoint is given, and any
-    validation is a release.  A classifier's 'auto' is SGD (its losses other than the quadratic
-    have no moment form; docs/tuning.md).  ``partial_fit`` continues the solver of the pass it
-    extends and starts SGD passes (usable after the first minibatch, as before)."""
+    bench/regression_tables.py) and debiasing on, when no SGD-only setting
+    (``sgd_settings_given``), no ``sample_weight`` and no checkpoint is given, and any
+    validation is a release.  A classifier's 'auto' resolves to SGD here; its fit then weighs
+    the moment model in (``estimators/_across.py``; docs/tuning.md "The default across
+    learners").  ``partial_fit`` continues the solver of the pass it extends and starts SGD
+    passes (usable after the first minibatch, as before)."""
     solver = v["solver"]
     if solver != "auto":
         return solver
@@ -79,11 +79,17 @@ def resolve_solver(est, v: dict, *, sample_weight=None, checkpoint=None, validat
         return "sgd"
     if est.correction != "iwp" or sample_weight is not None or checkpoint is not None:
         return "sgd"
-    if any(getattr(est, name, default) != default for name, default in _SGD_ONLY.items()):
+    if sgd_settings_given(est):
         return "sgd"
     if validation is not None and not _is_release_like(validation):
         return "sgd"
     return "moments"
+
+
+def sgd_settings_given(est) -> bool:
+    """Whether an SGD-only setting is set away from its default (a step, a schedule, mu, a
+    radius, a variance cap, averaging): a user who sets one asks for SGD under 'auto'."""
+    return any(getattr(est, name, default) != default for name, default in _SGD_ONLY.items())
 
 
 def _is_release_like(validation) -> bool:
@@ -324,16 +330,16 @@ def fit_rr_moments(est, X, spec, v: dict):
     as ``estimators/_rr.py`` sets them (the feature map's one-hot coordinates)."""
     from ..moment_learner import MomentSearch
     search = getattr(est, "moment_search", None) or MomentSearch()
-    layout, parts, block_rows = _rr_parts(est, X, spec, search.groups, None, 0)
+    layout, parts, block_rows = _rr_parts(est, X, spec, search, None, 0)
     _solve_rr(est, X, spec, v, parts, search)
     setattr(est._pass, PASS_ATTR, MomentPass(layout, parts, block_rows))
     return est
 
 
-def _rr_parts(est, X, spec, folds: int, block_rows: int | None, first_row: int) -> tuple:
-    """(layout, fold moments, block_rows) of a release with randomized-response columns, read
-    with its spec's inverses as ``moment_stats.fold_moments`` reads it; ``first_row``: the rows
-    of the pass before these (``partial_fit``)."""
+def _rr_parts(est, X, spec, search, block_rows: int | None, first_row: int) -> tuple:
+    """(layout, the moments of ``search.groups`` groups, block_rows) of a release with
+    randomized-response columns, read with its spec's inverses as ``moment_stats.fold_moments``
+    reads it; ``first_row``: the rows of the pass before these (``partial_fit``)."""
     from ..io.source_base import DEFAULT_BATCH_ROWS
     from ..io.sources import open_source
     from ..moment_stats import accumulate_folds, fold_block_rows, layout_reader, release_layout
@@ -342,10 +348,9 @@ def _rr_parts(est, X, spec, folds: int, block_rows: int | None, first_row: int) 
     layout = release_layout(spec, None, None)
     reader = layout_reader(src, layout, chunk)
     if block_rows is None:
-        from ..moment_learner import MomentSearch
-        search = getattr(est, "moment_search", None) or MomentSearch()
         block_rows = fold_block_rows(src.num_rows, search.folds)
-    return layout, accumulate_folds(reader, layout, folds, block_rows, first_row), block_rows
+    return (layout, accumulate_folds(reader, layout, search.groups, block_rows, first_row),
+            block_rows)
 
 
 def _solve_rr(est, X, spec, v: dict, parts: list, search) -> None:
@@ -426,7 +431,7 @@ def partial_fit_moments(est, X, y, sample_weight, *, n_rows_total, noise_kw: dic
         spec = rr_release_spec(X)
         if spec is not None:    # randomized-response codes (estimators/_rr.py's features)
             _check_task(est, spec)
-            layout, parts, _ = _rr_parts(est, X, spec, search.groups, block_rows, first_row)
+            layout, parts, _ = _rr_parts(est, X, spec, search, block_rows, first_row)
             state = _added(est, state, layout, parts, block_rows)
             setattr(est._pass, PASS_ATTR, state)
             _check_searchable(v, state)

@@ -156,15 +156,17 @@ class TunedFitMixin(EstimatorFields):
                     "weights for its rows; leave validation out (a part of X, with its weights, is "
                     "held out), or pass numbers for alpha and learning_rate")
             kw["sample_weight"] = self._pass.sample_weight
-        from ._across import applies, applies_before, choose_across, moments_first
-        if applies_before(self, plan, v, sample_weight=self._pass.sample_weight,
-                          checkpoint=ckpt.get("checkpoint"), validation=val_src) \
-                and moments_first(self, plan, mapper, v):
-            return          # noisy features: the moment model, no SGD search (_across.py)
+        from . import _across
+        given = dict(sample_weight=self._pass.sample_weight, checkpoint=ckpt.get("checkpoint"),
+                     validation=val_src)
+        read = None
+        if _across.applies_before(self, plan, v, **given):
+            read = _across.read_moments(self, plan, mapper)
+            if _across.adopt_moment_model(self, plan, v, read):
+                return      # noisy features: the moment model, no SGD search (_across.py)
         self._tune(plan, grid, kw, scaling)
-        if applies(self, plan, v, sample_weight=self._pass.sample_weight,
-                   checkpoint=ckpt.get("checkpoint"), validation=val_src):
-            choose_across(self, plan, mapper, v)     # the SGD model against the moments'
+        if _across.applies(self, plan, v, **given):
+            _across.choose_across(self, plan, mapper, v, read)   # the SGD model weighed
 
     def _tune(self, plan: PassPlan, grid: AutoGrid, kw, scaling):
         """Run the grid (the heads' ``tune``: one head, or each of k classes choosing its own
